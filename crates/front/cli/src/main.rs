@@ -1,0 +1,2 @@
+//! weft-cli
+fn main(){}

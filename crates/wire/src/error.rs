@@ -1,0 +1,87 @@
+//! Decode errors and the stable status codes errors travel as.
+
+use thiserror::Error;
+
+/// Why some bytes are not a valid frame or message.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// Fewer bytes than the encoding needs; for a streamed frame this only
+    /// means "read more", for a complete body it is an error.
+    #[error("truncated: need {need} bytes, have {have}")]
+    Truncated { need: usize, have: usize },
+    #[error("bad magic {0:#010x}: not a Weft frame")]
+    BadMagic(u32),
+    #[error("protocol version {got} not supported (this side speaks {want})")]
+    BadVersion { got: u8, want: u8 },
+    #[error("unknown frame kind {0}")]
+    BadKind(u8),
+    #[error("{what} length {len} exceeds the limit {limit}")]
+    TooLong { what: &'static str, len: u64, limit: u64 },
+    #[error("unknown {what} tag {tag}")]
+    BadTag { what: &'static str, tag: u32 },
+    #[error("string is not valid UTF-8")]
+    BadUtf8,
+    #[error("{0} trailing bytes after the message")]
+    Trailing(usize),
+    #[error("invalid value: {0}")]
+    Invalid(&'static str),
+}
+
+/// The status code of an error response. Values are stable: never renumber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum ErrorCode {
+    NotFound = 1,
+    Exists = 2,
+    NotDir = 3,
+    IsDir = 4,
+    NotEmpty = 5,
+    Permission = 6,
+    BadRequest = 7,
+    Io = 8,
+    WrongService = 9,
+    Busy = 10,
+    Internal = 11,
+    InvalidPath = 12,
+}
+
+impl ErrorCode {
+    /// Every code, for decoding and tests.
+    pub const ALL: [ErrorCode; 12] = [
+        Self::NotFound,
+        Self::Exists,
+        Self::NotDir,
+        Self::IsDir,
+        Self::NotEmpty,
+        Self::Permission,
+        Self::BadRequest,
+        Self::Io,
+        Self::WrongService,
+        Self::Busy,
+        Self::Internal,
+        Self::InvalidPath,
+    ];
+
+    pub fn from_u16(v: u16) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| *c as u16 == v)
+    }
+
+    /// The name printed in messages and docs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::NotFound => "not found",
+            Self::Exists => "already exists",
+            Self::NotDir => "not a directory",
+            Self::IsDir => "is a directory",
+            Self::NotEmpty => "directory not empty",
+            Self::Permission => "permission denied",
+            Self::BadRequest => "bad request",
+            Self::Io => "I/O error",
+            Self::WrongService => "service not hosted by this server",
+            Self::Busy => "busy",
+            Self::Internal => "internal error",
+            Self::InvalidPath => "invalid path",
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! Data-service messages: positioned list I/O on one stripe object.
+//!
+//! # Wire format
+//! `DataReq`: `op u8 | file u64 | ...`; `Write` and `Read` carry
+//! `count u32 | (offset u64 | len u64) * count`. A write's payload is the
+//! pieces' bytes concatenated in list order; a read's response payload is
+//! the same, zero-filled past the object's end.
+
+use crate::limits::{MAX_OBJECT_END, MAX_PIECES};
+use crate::{DecodeError, Decoder, Encoder, FileId};
+
+/// One contiguous region of a stripe object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    pub offset: u64,
+    pub len: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataReq {
+    Write { file: FileId, pieces: Vec<Piece> },
+    Read { file: FileId, pieces: Vec<Piece> },
+    Size { file: FileId },
+    Truncate { file: FileId, size: u64 },
+    Fsync { file: FileId },
+    Delete { file: FileId },
+}
+
+/// What `weft status` shows for one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerStats {
+    /// Bit 0: meta, bit 1: data, bit 2: lock.
+    pub services: u8,
+    pub requests: u64,
+    pub bad_requests: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub bytes_stored: u64,
+    pub objects: u64,
+    pub uptime_ms: u64,
+}
+
+/// Total bytes of a piece list, or an error if any piece ends past
+/// [`MAX_OBJECT_END`].
+pub fn pieces_total(pieces: &[Piece]) -> Result<u64, DecodeError> {
+    let mut total = 0u64;
+    for p in pieces {
+        if p.offset.checked_add(p.len).is_none_or(|end| end > MAX_OBJECT_END) {
+            return Err(DecodeError::Invalid("piece ends past the largest object offset"));
+        }
+        total += p.len;
+    }
+    Ok(total)
+}
+
+fn encode_pieces(e: &mut Encoder, pieces: &[Piece]) {
+    e.u32(pieces.len() as u32);
+    for p in pieces {
+        e.u64(p.offset).u64(p.len);
+    }
+}
+
+fn decode_pieces(d: &mut Decoder<'_>) -> Result<Vec<Piece>, DecodeError> {
+    let n = d.count("piece list", MAX_PIECES, 16)?;
+    let pieces: Vec<Piece> = (0..n).map(|_| Ok(Piece { offset: d.u64()?, len: d.u64()? })).collect::<Result<_, DecodeError>>()?;
+    pieces_total(&pieces)?;
+    Ok(pieces)
+}
+
+impl DataReq {
+    pub fn file(&self) -> FileId {
+        match self {
+            DataReq::Write { file, .. }
+            | DataReq::Read { file, .. }
+            | DataReq::Size { file }
+            | DataReq::Truncate { file, .. }
+            | DataReq::Fsync { file }
+            | DataReq::Delete { file } => *file,
+        }
+    }
+
+    pub fn encode(&self, e: &mut Encoder) {
+        match self {
+            DataReq::Write { file, pieces } => {
+                e.u8(1).u64(file.0);
+                encode_pieces(e, pieces);
+            }
+            DataReq::Read { file, pieces } => {
+                e.u8(2).u64(file.0);
+                encode_pieces(e, pieces);
+            }
+            DataReq::Size { file } => {
+                e.u8(3).u64(file.0);
+            }
+            DataReq::Truncate { file, size } => {
+                e.u8(4).u64(file.0).u64(*size);
+            }
+            DataReq::Fsync { file } => {
+                e.u8(5).u64(file.0);
+            }
+            DataReq::Delete { file } => {
+                e.u8(6).u64(file.0);
+            }
+        }
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let op = d.u8()?;
+        let file = FileId(d.u64()?);
+        Ok(match op {
+            1 => DataReq::Write { file, pieces: decode_pieces(d)? },
+            2 => DataReq::Read { file, pieces: decode_pieces(d)? },
+            3 => DataReq::Size { file },
+            4 => {
+                let size = d.u64()?;
+                if size > MAX_OBJECT_END {
+                    return Err(DecodeError::Invalid("truncate size past the largest object offset"));
+                }
+                DataReq::Truncate { file, size }
+            }
+            5 => DataReq::Fsync { file },
+            6 => DataReq::Delete { file },
+            t => return Err(DecodeError::BadTag { what: "data op", tag: t.into() }),
+        })
+    }
+}
+
+impl ServerStats {
+    pub fn encode(&self, e: &mut Encoder) {
+        e.u8(self.services).u64(self.requests).u64(self.bad_requests).u64(self.bytes_written);
+        e.u64(self.bytes_read).u64(self.bytes_stored).u64(self.objects).u64(self.uptime_ms);
+    }
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        Ok(ServerStats {
+            services: d.u8()?,
+            requests: d.u64()?,
+            bad_requests: d.u64()?,
+            bytes_written: d.u64()?,
+            bytes_read: d.u64()?,
+            bytes_stored: d.u64()?,
+            objects: d.u64()?,
+            uptime_ms: d.u64()?,
+        })
+    }
+}

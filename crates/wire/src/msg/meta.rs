@@ -1,0 +1,186 @@
+//! Metadata-service messages: namespace operations and file attributes.
+//!
+//! # Wire format
+//! `MetaReq`: `op u8 | fields...`, strings as `u32 len | utf8`.
+//! `FileAttr`: `id u64 | kind u8 | mode u32 | uid u32 | gid u32 | mtime_ns i64 |
+//! ctime_ns i64 | has_layout u8 | [stripe_size u64 | count u32 | server u32 * count]`.
+
+use crate::limits::{MAX_DIR_PAGE, MAX_NAME_LEN, MAX_PATH_LEN, MAX_STRIPE_COUNT};
+use crate::{DecodeError, Decoder, Encoder, FileId, ServerId};
+
+/// Who asks: permission checks use it; uid 0 passes every check, as on POSIX.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cred {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    File = 1,
+    Dir = 2,
+}
+
+/// How a file's bytes are spread: stripe `k` of the file lives on
+/// `servers[k % servers.len()]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StripeLayout {
+    pub stripe_size: u64,
+    /// The data servers in stripe order; the first one is rotated per file.
+    pub servers: Vec<ServerId>,
+}
+
+/// Layout wishes at create time; zero means "the cluster's default".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LayoutHint {
+    pub stripe_size: u64,
+    pub stripe_count: u32,
+}
+
+/// A file's or directory's attributes as the metadata service keeps them.
+/// The size is not here: it is the largest object end on the data servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileAttr {
+    pub id: FileId,
+    pub kind: FileKind,
+    /// Permission bits (the low 12 bits of `st_mode`).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    /// Present for regular files only.
+    pub layout: Option<StripeLayout>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: String,
+    pub attr: FileAttr,
+}
+
+/// One namespace operation. Paths are absolute (`/a/b`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaReq {
+    Create { path: String, mode: u32, exclusive: bool, hint: LayoutHint },
+    Mkdir { path: String, mode: u32 },
+    Stat { path: String },
+    /// Like `Stat`, but checks read or write permission on the file.
+    Open { path: String, write: bool },
+    /// Up to `max` entries whose names sort after `after` ("" for the first page).
+    Readdir { path: String, after: String, max: u32 },
+    Unlink { path: String },
+    Rmdir { path: String },
+    Rename { from: String, to: String },
+    Chmod { path: String, mode: u32 },
+}
+
+impl FileAttr {
+    pub fn encode(&self, e: &mut Encoder) {
+        e.u64(self.id.0).u8(self.kind as u8).u32(self.mode).u32(self.uid).u32(self.gid);
+        e.i64(self.mtime_ns).i64(self.ctime_ns);
+        match &self.layout {
+            None => {
+                e.u8(0);
+            }
+            Some(l) => {
+                e.u8(1).u64(l.stripe_size).u32(l.servers.len() as u32);
+                for s in &l.servers {
+                    e.u32(s.0);
+                }
+            }
+        }
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let id = FileId(d.u64()?);
+        let kind = match d.u8()? {
+            1 => FileKind::File,
+            2 => FileKind::Dir,
+            t => return Err(DecodeError::BadTag { what: "file kind", tag: t.into() }),
+        };
+        let (mode, uid, gid) = (d.u32()?, d.u32()?, d.u32()?);
+        let (mtime_ns, ctime_ns) = (d.i64()?, d.i64()?);
+        let layout = if d.bool()? {
+            let stripe_size = d.u64()?;
+            if stripe_size == 0 {
+                return Err(DecodeError::Invalid("stripe size 0"));
+            }
+            let n = d.count("stripe count", MAX_STRIPE_COUNT, 4)?;
+            if n == 0 {
+                return Err(DecodeError::Invalid("stripe count 0"));
+            }
+            let servers = (0..n).map(|_| d.u32().map(ServerId)).collect::<Result<_, _>>()?;
+            Some(StripeLayout { stripe_size, servers })
+        } else {
+            None
+        };
+        Ok(FileAttr { id, kind, mode, uid, gid, mtime_ns, ctime_ns, layout })
+    }
+}
+
+fn path(d: &mut Decoder<'_>) -> Result<String, DecodeError> {
+    d.str("path", MAX_PATH_LEN)
+}
+
+impl MetaReq {
+    pub fn encode(&self, e: &mut Encoder) {
+        match self {
+            MetaReq::Create { path, mode, exclusive, hint } => {
+                e.u8(1).str(path).u32(*mode).bool(*exclusive).u64(hint.stripe_size).u32(hint.stripe_count);
+            }
+            MetaReq::Mkdir { path, mode } => {
+                e.u8(2).str(path).u32(*mode);
+            }
+            MetaReq::Stat { path } => {
+                e.u8(3).str(path);
+            }
+            MetaReq::Open { path, write } => {
+                e.u8(4).str(path).bool(*write);
+            }
+            MetaReq::Readdir { path, after, max } => {
+                e.u8(5).str(path).str(after).u32(*max);
+            }
+            MetaReq::Unlink { path } => {
+                e.u8(6).str(path);
+            }
+            MetaReq::Rmdir { path } => {
+                e.u8(7).str(path);
+            }
+            MetaReq::Rename { from, to } => {
+                e.u8(8).str(from).str(to);
+            }
+            MetaReq::Chmod { path, mode } => {
+                e.u8(9).str(path).u32(*mode);
+            }
+        }
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        Ok(match d.u8()? {
+            1 => MetaReq::Create {
+                path: path(d)?,
+                mode: d.u32()?,
+                exclusive: d.bool()?,
+                hint: LayoutHint { stripe_size: d.u64()?, stripe_count: d.u32()? },
+            },
+            2 => MetaReq::Mkdir { path: path(d)?, mode: d.u32()? },
+            3 => MetaReq::Stat { path: path(d)? },
+            4 => MetaReq::Open { path: path(d)?, write: d.bool()? },
+            5 => {
+                let p = path(d)?;
+                let after = d.str("name", MAX_NAME_LEN)?;
+                let max = d.u32()?;
+                if max as usize > MAX_DIR_PAGE {
+                    return Err(DecodeError::TooLong { what: "readdir page", len: max.into(), limit: MAX_DIR_PAGE as u64 });
+                }
+                MetaReq::Readdir { path: p, after, max }
+            }
+            6 => MetaReq::Unlink { path: path(d)? },
+            7 => MetaReq::Rmdir { path: path(d)? },
+            8 => MetaReq::Rename { from: path(d)?, to: path(d)? },
+            9 => MetaReq::Chmod { path: path(d)?, mode: d.u32()? },
+            t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
+        })
+    }
+}

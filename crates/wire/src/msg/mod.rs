@@ -1,0 +1,324 @@
+//! Every request and response body, one file per service family.
+//!
+//! # Wire format
+//! A request body is `tag u8 | fields`; a response body likewise. Tags are
+//! stable; new ones are appended.
+
+pub mod data;
+pub mod handshake;
+pub mod meta;
+
+use crate::limits::{MAX_DIR_PAGE, MAX_ERROR_MSG, MAX_NAME_LEN, MAX_PAYLOAD_LEN};
+use crate::{DataReq, DecodeError, Decoder, Encoder, ErrorCode, FileAttr, ServerStats};
+use meta::{Cred, DirEntry, MetaReq};
+
+/// A request, as carried by a `Request` or `Rts` frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Answered with `Ok`; measures the message layer's round trip.
+    Ping,
+    Meta { cred: Cred, op: MetaReq },
+    Data(DataReq),
+    /// Answered with `Stats`.
+    Status,
+    /// The payload is read and dropped: measures streaming without a disk.
+    Sink,
+    /// Answered with `len` bytes of payload: streaming in the other direction.
+    Source { len: u32 },
+}
+
+/// A response, as carried by a `Response` frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Response {
+    Ok,
+    Error { code: ErrorCode, message: String },
+    Attr(FileAttr),
+    Entries { entries: Vec<DirEntry>, more: bool },
+    /// A rename; `replaced` is the file the rename overwrote, whose objects
+    /// the client then deletes.
+    Renamed { replaced: Option<FileAttr> },
+    Written { bytes: u64 },
+    /// The payload holds the requested pieces; `object_size` lets the client
+    /// find the end of file without another round trip.
+    Read { object_size: u64 },
+    Size { object_size: u64 },
+    Stats(ServerStats),
+}
+
+impl Request {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Encoder::new();
+        match self {
+            Request::Ping => {
+                e.u8(1);
+            }
+            Request::Meta { cred, op } => {
+                e.u8(2).u32(cred.uid).u32(cred.gid);
+                op.encode(&mut e);
+            }
+            Request::Data(op) => {
+                e.u8(3);
+                op.encode(&mut e);
+            }
+            Request::Status => {
+                e.u8(4);
+            }
+            Request::Sink => {
+                e.u8(5);
+            }
+            Request::Source { len } => {
+                e.u8(6).u32(*len);
+            }
+        }
+        e.finish()
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut d = Decoder::new(b);
+        let r = match d.u8()? {
+            1 => Request::Ping,
+            2 => {
+                let cred = Cred { uid: d.u32()?, gid: d.u32()? };
+                Request::Meta { cred, op: MetaReq::decode(&mut d)? }
+            }
+            3 => Request::Data(DataReq::decode(&mut d)?),
+            4 => Request::Status,
+            5 => Request::Sink,
+            6 => {
+                let len = d.u32()?;
+                if len > MAX_PAYLOAD_LEN {
+                    return Err(DecodeError::TooLong { what: "source", len: len.into(), limit: MAX_PAYLOAD_LEN.into() });
+                }
+                Request::Source { len }
+            }
+            t => return Err(DecodeError::BadTag { what: "request", tag: t.into() }),
+        };
+        d.finish()?;
+        Ok(r)
+    }
+}
+
+impl Response {
+    /// An error response; the message is cut to [`MAX_ERROR_MSG`] bytes.
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Self {
+        let mut message = message.into();
+        if message.len() > MAX_ERROR_MSG {
+            let mut cut = MAX_ERROR_MSG;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            message.truncate(cut);
+        }
+        Response::Error { code, message }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut e = Encoder::new();
+        match self {
+            Response::Ok => {
+                e.u8(1);
+            }
+            Response::Error { code, message } => {
+                e.u8(2).u16(*code as u16).str(message);
+            }
+            Response::Attr(a) => {
+                e.u8(3);
+                a.encode(&mut e);
+            }
+            Response::Entries { entries, more } => {
+                e.u8(4).u32(entries.len() as u32);
+                for ent in entries {
+                    e.str(&ent.name);
+                    ent.attr.encode(&mut e);
+                }
+                e.bool(*more);
+            }
+            Response::Renamed { replaced } => {
+                e.u8(5);
+                match replaced {
+                    None => {
+                        e.u8(0);
+                    }
+                    Some(a) => {
+                        e.u8(1);
+                        a.encode(&mut e);
+                    }
+                }
+            }
+            Response::Written { bytes } => {
+                e.u8(6).u64(*bytes);
+            }
+            Response::Read { object_size } => {
+                e.u8(7).u64(*object_size);
+            }
+            Response::Size { object_size } => {
+                e.u8(8).u64(*object_size);
+            }
+            Response::Stats(s) => {
+                e.u8(9);
+                s.encode(&mut e);
+            }
+        }
+        e.finish()
+    }
+
+    pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut d = Decoder::new(b);
+        let r = match d.u8()? {
+            1 => Response::Ok,
+            2 => {
+                let raw = d.u16()?;
+                let code = ErrorCode::from_u16(raw).ok_or(DecodeError::BadTag { what: "error code", tag: raw.into() })?;
+                Response::Error { code, message: d.str("error message", MAX_ERROR_MSG)? }
+            }
+            3 => Response::Attr(FileAttr::decode(&mut d)?),
+            4 => {
+                let n = d.count("directory page", MAX_DIR_PAGE, 8)?;
+                let mut entries = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = d.str("name", MAX_NAME_LEN)?;
+                    entries.push(DirEntry { name, attr: FileAttr::decode(&mut d)? });
+                }
+                Response::Entries { entries, more: d.bool()? }
+            }
+            5 => Response::Renamed { replaced: if d.bool()? { Some(FileAttr::decode(&mut d)?) } else { None } },
+            6 => Response::Written { bytes: d.u64()? },
+            7 => Response::Read { object_size: d.u64()? },
+            8 => Response::Size { object_size: d.u64()? },
+            9 => Response::Stats(ServerStats::decode(&mut d)?),
+            t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
+        };
+        d.finish()?;
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::data::Piece;
+    use crate::msg::meta::{FileKind, LayoutHint, StripeLayout};
+    use crate::{FileId, ServerId};
+    use proptest::prelude::*;
+
+    fn name() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9_.é-]{0,20}"
+    }
+
+    fn attr() -> impl Strategy<Value = FileAttr> {
+        (any::<u64>(), any::<bool>(), any::<u32>(), any::<i64>(), 1u64..1 << 40, proptest::collection::vec(any::<u32>(), 1..8))
+            .prop_map(|(id, dir, mode, t, ss, srv)| FileAttr {
+                id: FileId(id),
+                kind: if dir { FileKind::Dir } else { FileKind::File },
+                mode,
+                uid: mode / 3,
+                gid: mode / 5,
+                mtime_ns: t,
+                ctime_ns: t / 2,
+                layout: (!dir).then(|| StripeLayout { stripe_size: ss, servers: srv.into_iter().map(ServerId).collect() }),
+            })
+    }
+
+    fn pieces() -> impl Strategy<Value = Vec<Piece>> {
+        proptest::collection::vec((0u64..1 << 50, 0u64..1 << 30).prop_map(|(offset, len)| Piece { offset, len }), 0..20)
+    }
+
+    fn meta_req() -> impl Strategy<Value = MetaReq> {
+        prop_oneof![
+            (name(), any::<u32>(), any::<bool>(), any::<u64>(), any::<u32>()).prop_map(|(path, mode, exclusive, s, c)| {
+                MetaReq::Create { path, mode, exclusive, hint: LayoutHint { stripe_size: s, stripe_count: c } }
+            }),
+            (name(), any::<u32>()).prop_map(|(path, mode)| MetaReq::Mkdir { path, mode }),
+            name().prop_map(|path| MetaReq::Stat { path }),
+            (name(), any::<bool>()).prop_map(|(path, write)| MetaReq::Open { path, write }),
+            (name(), name(), 0u32..=MAX_DIR_PAGE as u32).prop_map(|(path, after, max)| MetaReq::Readdir { path, after, max }),
+            name().prop_map(|path| MetaReq::Unlink { path }),
+            name().prop_map(|path| MetaReq::Rmdir { path }),
+            (name(), name()).prop_map(|(from, to)| MetaReq::Rename { from, to }),
+            (name(), any::<u32>()).prop_map(|(path, mode)| MetaReq::Chmod { path, mode }),
+        ]
+    }
+
+    fn request() -> impl Strategy<Value = Request> {
+        prop_oneof![
+            Just(Request::Ping),
+            Just(Request::Status),
+            Just(Request::Sink),
+            (0..=MAX_PAYLOAD_LEN).prop_map(|len| Request::Source { len }),
+            (any::<u32>(), any::<u32>(), meta_req()).prop_map(|(uid, gid, op)| Request::Meta { cred: Cred { uid, gid }, op }),
+            (any::<u64>(), pieces()).prop_map(|(f, pieces)| Request::Data(DataReq::Write { file: FileId(f), pieces })),
+            (any::<u64>(), pieces()).prop_map(|(f, pieces)| Request::Data(DataReq::Read { file: FileId(f), pieces })),
+            any::<u64>().prop_map(|f| Request::Data(DataReq::Size { file: FileId(f) })),
+            (any::<u64>(), 0u64..1 << 62).prop_map(|(f, size)| Request::Data(DataReq::Truncate { file: FileId(f), size })),
+            any::<u64>().prop_map(|f| Request::Data(DataReq::Fsync { file: FileId(f) })),
+            any::<u64>().prop_map(|f| Request::Data(DataReq::Delete { file: FileId(f) })),
+        ]
+    }
+
+    fn response() -> impl Strategy<Value = Response> {
+        prop_oneof![
+            Just(Response::Ok),
+            (0usize..ErrorCode::ALL.len(), "[ -~]{0,50}").prop_map(|(i, m)| Response::error(ErrorCode::ALL[i], m)),
+            attr().prop_map(Response::Attr),
+            (proptest::collection::vec((name(), attr()), 0..5), any::<bool>()).prop_map(|(v, more)| Response::Entries {
+                entries: v.into_iter().map(|(name, attr)| DirEntry { name, attr }).collect(),
+                more
+            }),
+            proptest::option::of(attr()).prop_map(|replaced| Response::Renamed { replaced }),
+            any::<u64>().prop_map(|bytes| Response::Written { bytes }),
+            any::<u64>().prop_map(|object_size| Response::Read { object_size }),
+            any::<u64>().prop_map(|object_size| Response::Size { object_size }),
+            (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
+                services,
+                requests: n,
+                bad_requests: n / 7,
+                bytes_written: n / 2,
+                bytes_read: n / 3,
+                bytes_stored: n / 4,
+                objects: n / 5,
+                uptime_ms: n / 6
+            })),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn requests_round_trip(r in request()) {
+            prop_assert_eq!(Request::decode(&r.encode()).unwrap(), r);
+        }
+
+        #[test]
+        fn responses_round_trip(r in response()) {
+            prop_assert_eq!(Response::decode(&r.encode()).unwrap(), r);
+        }
+
+        #[test]
+        fn truncated_requests_are_errors_not_panics(r in request(), cut in any::<prop::sample::Index>()) {
+            let b = r.encode();
+            let n = cut.index(b.len());
+            prop_assert!(Request::decode(&b[..n]).is_err());
+        }
+
+        #[test]
+        fn random_bodies_never_panic(b in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Request::decode(&b);
+            let _ = Response::decode(&b);
+        }
+    }
+
+    #[test]
+    fn huge_piece_count_is_rejected_before_allocating() {
+        let mut e = Encoder::new();
+        e.u8(3).u8(1).u64(9).u32(u32::MAX);
+        assert!(matches!(Request::decode(&e.finish()), Err(DecodeError::TooLong { what: "piece list", .. })));
+        let mut e = Encoder::new();
+        e.u8(3).u8(1).u64(9).u32(1000);
+        assert!(matches!(Request::decode(&e.finish()), Err(DecodeError::Truncated { .. })));
+    }
+
+    #[test]
+    fn overflowing_piece_is_rejected() {
+        let r = Request::Data(DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: u64::MAX - 1, len: 5 }] });
+        assert!(matches!(Request::decode(&r.encode()), Err(DecodeError::Invalid(_))));
+    }
+}

@@ -1,1 +1,22 @@
-//! weft-client
+//! Weft's client library (floor 7): namespace operations and striped file I/O.
+//!
+//! A [`Client`] reads the cluster file and talks to the metadata service and
+//! the data servers through one message-layer [`weft_net::Endpoint`]. A
+//! [`File`] reads and writes at offsets: a large access is split by the
+//! file's striping into one extent per data server, each extent into bounded
+//! requests, and all of them are in flight at once; payloads go from and to
+//! the caller's buffer with no staging copy.
+//!
+//! No client cache: servers are the truth, so a read after a completed write
+//! sees it. Uses `wire`, `net` and `layout`; never the services.
+//! See `docs/architecture.md` and `docs/semantics.md`.
+#![forbid(unsafe_code)]
+
+mod client;
+mod error;
+mod file;
+
+pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
+pub use error::{Error, Result};
+pub use file::File;
+pub use weft_wire::{DirEntry, FileAttr, FileKind, ServerStats};

@@ -1,1 +1,25 @@
-//! weft-net
+//! Weft's message layer (floor 2), after the BlueGene/L MPI paper (seed 003).
+//!
+//! * [`endpoint`]: the client side, a post/advance engine on non-blocking
+//!   sockets. One thread drives every connection: requests to many servers are
+//!   in flight at once, payloads go out with vectored writes straight from the
+//!   caller's buffers, and response payloads are read straight into the
+//!   caller's buffers. Small payloads travel eagerly; large ones use a
+//!   rendezvous (`Rts`/`Cts`/`Data`) so the receiver decides when to take them.
+//! * [`frame_io`]: blocking frame reads and writes, for servers' per-connection
+//!   threads and for handshakes.
+//! * [`handshake`]: protocol version and shared-secret check on every connection.
+//! * [`cluster`]: the cluster file clients and servers read.
+//!
+//! Uses `wire` only; never the client or the services. See `docs/protocol.md`.
+#![forbid(unsafe_code)]
+
+pub mod cluster;
+pub mod endpoint;
+pub mod error;
+pub mod frame_io;
+pub mod handshake;
+
+pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};
+pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Reply};
+pub use error::NetError;

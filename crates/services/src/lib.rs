@@ -1,1 +1,15 @@
-//! weft-services
+//! Weft's server side (floor 6): the services one `weft serve` process hosts.
+//!
+//! * [`meta`]: the namespace in an embedded ACID database (redb) on disk.
+//! * [`data`]: stripe objects as local files, positioned list I/O.
+//! * [`server`]: accepting connections, the handshake, and the per-connection
+//!   loop that routes requests to the hosted services.
+//!
+//! Uses `wire`, `net` and `layout`; never the client. See `docs/architecture.md`.
+#![forbid(unsafe_code)]
+
+pub mod data;
+pub mod meta;
+pub mod server;
+
+pub use server::{run, ServeError, Server};

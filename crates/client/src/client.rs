@@ -1,0 +1,219 @@
+//! The client handle and namespace operations.
+
+use crate::file::File;
+use crate::{Error, Result};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, ServerEntry};
+use weft_wire::{Cred, DirEntry, FileAttr, LayoutHint, MetaReq, Request, Response, ServerId, ServerStats};
+
+/// Options of a client.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub endpoint: EndpointConfig,
+    /// Largest payload of one data request. 1 MiB: large enough that the
+    /// per-request cost is small, small enough that many are in flight.
+    /// Overridden by `WEFT_MAX_REQUEST`.
+    pub max_request: usize,
+    /// Identity sent with namespace requests (the process's own by default).
+    pub cred: Cred,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        use std::os::unix::fs::MetadataExt;
+        let cred = std::fs::metadata("/proc/self").map(|m| Cred { uid: m.uid(), gid: m.gid() }).unwrap_or(Cred { uid: 0, gid: 0 });
+        let max_request = std::env::var("WEFT_MAX_REQUEST")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&v: &usize| v > 0 && v <= weft_wire::limits::MAX_PAYLOAD_LEN as usize)
+            .unwrap_or(1 << 20);
+        ClientOptions { endpoint: EndpointConfig::default(), max_request, cred }
+    }
+}
+
+/// How to create a file.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateOptions {
+    pub mode: u32,
+    /// Fail with `Exists` if the file exists (else open it).
+    pub exclusive: bool,
+    /// Bytes per stripe; 0 for the cluster's default.
+    pub stripe_size: u64,
+    /// Servers to stripe over; 0 for all data servers.
+    pub stripe_count: u32,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions { mode: 0o644, exclusive: false, stripe_size: 0, stripe_count: 0 }
+    }
+}
+
+/// One server's answer to `status`.
+#[derive(Debug)]
+pub struct ServerStatus {
+    pub server: ServerEntry,
+    pub stats: Result<ServerStats>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) cluster: ClusterFile,
+    pub(crate) endpoint: Mutex<Endpoint>,
+    pub(crate) options: ClientOptions,
+}
+
+/// A connection to a Weft cluster. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Client {
+    /// Connects using the cluster file at `path` (connections open lazily).
+    pub fn connect(path: &Path) -> Result<Self> {
+        Self::with_options(ClusterFile::load(path)?, ClientOptions::default())
+    }
+
+    pub fn with_options(cluster: ClusterFile, options: ClientOptions) -> Result<Self> {
+        let endpoint = Endpoint::new(cluster.secret(), options.endpoint.clone())
+            .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
+        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Mutex::new(endpoint), options }) })
+    }
+
+    pub fn cluster(&self) -> &ClusterFile {
+        &self.inner.cluster
+    }
+
+    pub(crate) fn addr_of(&self, id: ServerId) -> Result<SocketAddr> {
+        let meta = self.inner.cluster.meta_server().addr;
+        self.inner.cluster.server(id).map(|s| s.addr).ok_or_else(|| Error::Protocol { addr: meta, what: format!("layout names server {} that is not in the cluster file", id.0) })
+    }
+
+    /// Runs a batch of calls on the shared endpoint.
+    pub(crate) fn run(&self, calls: &mut [Call<'_>]) {
+        self.inner.endpoint.lock().expect("endpoint lock").run(calls);
+    }
+
+    /// Decodes a finished call's response, turning error responses into errors.
+    pub(crate) fn response(call: Call<'_>) -> Result<(Response, usize)> {
+        let addr = call.peer;
+        let reply = call.result.expect("run fills every result")?;
+        match Response::decode(&reply.body) {
+            Ok(Response::Error { code, message }) => Err(Error::from_code(addr, code, message)),
+            Ok(r) => Ok((r, reply.payload_len)),
+            Err(e) => Err(Error::Protocol { addr, what: format!("undecodable response: {e}") }),
+        }
+    }
+
+    fn meta(&self, op: MetaReq) -> Result<Response> {
+        let addr = self.inner.cluster.meta_server().addr;
+        let mut calls = [Call::new(addr, Request::Meta { cred: self.inner.options.cred, op }.encode())];
+        self.run(&mut calls);
+        let [c] = calls;
+        Client::response(c).map(|(r, _)| r)
+    }
+
+    fn meta_attr(&self, op: MetaReq) -> Result<FileAttr> {
+        let addr = self.inner.cluster.meta_server().addr;
+        match self.meta(op)? {
+            Response::Attr(a) => Ok(a),
+            other => Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
+        }
+    }
+
+    /// Creates (or, unless exclusive, opens) a regular file for writing.
+    pub fn create(&self, path: &str, opts: CreateOptions) -> Result<File> {
+        let hint = LayoutHint { stripe_size: opts.stripe_size, stripe_count: opts.stripe_count };
+        let attr = self.meta_attr(MetaReq::Create { path: path.into(), mode: opts.mode, exclusive: opts.exclusive, hint })?;
+        File::new(self.clone(), path, attr, true)
+    }
+
+    /// Opens an existing file, checking read (and if `write`, write) permission.
+    pub fn open(&self, path: &str, write: bool) -> Result<File> {
+        let attr = self.meta_attr(MetaReq::Open { path: path.into(), write })?;
+        if attr.layout.is_none() {
+            return Err(Error::IsDir(path.into()));
+        }
+        File::new(self.clone(), path, attr, write)
+    }
+
+    pub fn mkdir(&self, path: &str, mode: u32) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Mkdir { path: path.into(), mode })
+    }
+
+    /// Attributes and, for a file, its size (asked of its data servers).
+    pub fn stat(&self, path: &str) -> Result<(FileAttr, u64)> {
+        let attr = self.meta_attr(MetaReq::Stat { path: path.into() })?;
+        let size = if attr.layout.is_some() { File::new(self.clone(), path, attr.clone(), false)?.size()? } else { 0 };
+        Ok((attr, size))
+    }
+
+    pub fn chmod(&self, path: &str, mode: u32) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Chmod { path: path.into(), mode })
+    }
+
+    /// Every entry of a directory, sorted by name.
+    pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let addr = self.inner.cluster.meta_server().addr;
+        let mut all = Vec::new();
+        loop {
+            let after = all.last().map(|e: &DirEntry| e.name.clone()).unwrap_or_default();
+            match self.meta(MetaReq::Readdir { path: path.into(), after, max: weft_wire::limits::MAX_DIR_PAGE as u32 })? {
+                Response::Entries { entries, more } => {
+                    all.extend(entries);
+                    if !more {
+                        return Ok(all);
+                    }
+                }
+                other => return Err(Error::Protocol { addr, what: format!("expected entries, got {other:?}") }),
+            }
+        }
+    }
+
+    /// Removes a file: its name first (so no one opens it again), then its objects.
+    pub fn unlink(&self, path: &str) -> Result<()> {
+        let attr = self.meta_attr(MetaReq::Unlink { path: path.into() })?;
+        self.delete_objects(&attr)
+    }
+
+    pub fn rmdir(&self, path: &str) -> Result<()> {
+        self.meta(MetaReq::Rmdir { path: path.into() }).map(|_| ())
+    }
+
+    /// Renames `from` to `to`, replacing a file (or empty directory) at `to`.
+    pub fn rename(&self, from: &str, to: &str) -> Result<()> {
+        match self.meta(MetaReq::Rename { from: from.into(), to: to.into() })? {
+            Response::Renamed { replaced: Some(old) } => self.delete_objects(&old),
+            _ => Ok(()),
+        }
+    }
+
+    fn delete_objects(&self, attr: &FileAttr) -> Result<()> {
+        let Some(layout) = &attr.layout else { return Ok(()) };
+        let body = Request::Data(weft_wire::DataReq::Delete { file: attr.id }).encode();
+        let mut calls = layout.servers.iter().map(|&s| Ok(Call::new(self.addr_of(s)?, body.clone()))).collect::<Result<Vec<_>>>()?;
+        self.run(&mut calls);
+        calls.into_iter().try_for_each(|c| Client::response(c).map(|_| ()))
+    }
+
+    /// Asks every server of the cluster for its counters, all at once.
+    pub fn status(&self) -> Vec<ServerStatus> {
+        let body = Request::Status.encode();
+        let mut calls: Vec<Call<'_>> = self.inner.cluster.servers.iter().map(|s| Call::new(s.addr, body.clone())).collect();
+        self.run(&mut calls);
+        calls
+            .into_iter()
+            .zip(&self.inner.cluster.servers)
+            .map(|(c, s)| {
+                let addr = c.peer;
+                let stats = Client::response(c).and_then(|(r, _)| match r {
+                    Response::Stats(st) => Ok(st),
+                    other => Err(Error::Protocol { addr, what: format!("expected stats, got {other:?}") }),
+                });
+                ServerStatus { server: s.clone(), stats }
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,60 @@
+//! The client's errors: DESIGN §4's kinds, each with what failed.
+
+use std::net::SocketAddr;
+use thiserror::Error;
+use weft_net::{ClusterError, NetError};
+use weft_wire::ErrorCode;
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("no such file or directory: {0}")]
+    NotFound(String),
+    #[error("already exists: {0}")]
+    Exists(String),
+    #[error("not a directory: {0}")]
+    NotDir(String),
+    #[error("is a directory: {0}")]
+    IsDir(String),
+    #[error("directory not empty: {0}")]
+    NotEmpty(String),
+    #[error("permission denied: {0}")]
+    Permission(String),
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// A server's local storage failed.
+    #[error("I/O error on server {addr}: {message}")]
+    Io { addr: SocketAddr, message: String },
+    /// A server could not be reached, timed out, or refused the handshake.
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// A server answered with something the request does not allow.
+    #[error("unexpected answer from server {addr}: {what}")]
+    Protocol { addr: SocketAddr, what: String },
+}
+
+impl Error {
+    /// Maps a server's error response to the client's kinds.
+    pub(crate) fn from_code(addr: SocketAddr, code: ErrorCode, message: String) -> Self {
+        match code {
+            ErrorCode::NotFound => Error::NotFound(message),
+            ErrorCode::Exists => Error::Exists(message),
+            ErrorCode::NotDir => Error::NotDir(message),
+            ErrorCode::IsDir => Error::IsDir(message),
+            ErrorCode::NotEmpty => Error::NotEmpty(message),
+            ErrorCode::Permission => Error::Permission(message),
+            ErrorCode::InvalidPath => Error::InvalidPath(message),
+            ErrorCode::BadRequest => Error::BadRequest(message),
+            ErrorCode::Io => Error::Io { addr, message },
+            ErrorCode::WrongService | ErrorCode::Busy | ErrorCode::Internal => {
+                Error::Protocol { addr, what: format!("{}: {message}", code.name()) }
+            }
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! Message-layer errors; each names the peer it happened with.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+use thiserror::Error;
+use weft_wire::DecodeError;
+
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// Connecting failed, or the connection broke (reset, closed) mid-operation.
+    #[error("server {addr} unreachable: {source}")]
+    Unreachable { addr: SocketAddr, source: std::io::Error },
+    #[error("server {addr} did not answer within {after:?}")]
+    Timeout { addr: SocketAddr, after: Duration },
+    /// The handshake failed: wrong shared secret or protocol version.
+    #[error("handshake with {addr} failed: {reason}")]
+    Handshake { addr: SocketAddr, reason: String },
+    /// The peer sent bytes that are not valid Weft frames.
+    #[error("protocol error from {addr}: {source}")]
+    Protocol { addr: SocketAddr, source: DecodeError },
+    /// The peer broke the exchange rules (unexpected frame, oversized payload).
+    #[error("protocol violation by {addr}: {what}")]
+    Violation { addr: SocketAddr, what: String },
+}
+
+impl NetError {
+    pub fn addr(&self) -> SocketAddr {
+        match self {
+            NetError::Unreachable { addr, .. }
+            | NetError::Timeout { addr, .. }
+            | NetError::Handshake { addr, .. }
+            | NetError::Protocol { addr, .. }
+            | NetError::Violation { addr, .. } => *addr,
+        }
+    }
+
+    /// Maps an I/O error on an established connection to `Timeout` or `Unreachable`.
+    pub fn from_io(addr: SocketAddr, e: std::io::Error, timeout: Duration) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => NetError::Timeout { addr, after: timeout },
+            _ => NetError::Unreachable { addr, source: e },
+        }
+    }
+}

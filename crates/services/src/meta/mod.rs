@@ -1,0 +1,396 @@
+//! The metadata service: directories, files, attributes and layouts in redb.
+//!
+//! Tables (keys are file ids, so the service can later be partitioned by id):
+//!
+//! | table      | key              | value                         |
+//! |------------|------------------|-------------------------------|
+//! | `inodes`   | `u64` file id    | `FileAttr` in its wire encoding |
+//! | `dirents`  | `(u64 dir, name)`| `u64` child id                |
+//! | `counters` | `"next_id"`, `"next_rr"` | `u64`                 |
+//!
+//! Every mutation is one write transaction committed durably before the
+//! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
+
+mod path;
+
+pub use path::components;
+
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use std::path::Path;
+use thiserror::Error;
+use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
+use weft_wire::{Decoder, Encoder};
+
+const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
+const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
+const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+
+/// The root directory's id.
+pub const ROOT: FileId = FileId(1);
+
+const R: u32 = 4;
+const W: u32 = 2;
+const X: u32 = 1;
+
+/// A failed namespace operation: a wire error code and a message.
+#[derive(Debug, Error)]
+#[error("{}: {message}", code.name())]
+pub struct MetaError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> MetaError {
+    MetaError { code, message: message.into() }
+}
+
+macro_rules! db_err {
+    ($($t:ty),*) => {$(
+        impl From<$t> for MetaError {
+            fn from(e: $t) -> Self {
+                tracing::error!(target: "weft::meta", error = %e, "database error");
+                err(ErrorCode::Io, format!("metadata database: {e}"))
+            }
+        }
+    )*};
+}
+db_err!(redb::Error, redb::DatabaseError, redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
+
+type Result<T> = std::result::Result<T, MetaError>;
+
+/// The metadata service of one server.
+pub struct MetaService {
+    db: Database,
+    data_servers: Vec<ServerId>,
+    default_stripe_size: u64,
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
+}
+
+fn decode_attr(bytes: &[u8]) -> Result<FileAttr> {
+    let mut d = Decoder::new(bytes);
+    FileAttr::decode(&mut d).map_err(|e| err(ErrorCode::Internal, format!("corrupt inode record: {e}")))
+}
+
+fn encode_attr(a: &FileAttr) -> Vec<u8> {
+    let mut e = Encoder::new();
+    a.encode(&mut e);
+    e.finish()
+}
+
+/// May `cred` access a file with `attr` for `want` (R, W, X bits)? Root may always.
+fn may(cred: Cred, attr: &FileAttr, want: u32) -> bool {
+    if cred.uid == 0 {
+        return true;
+    }
+    let bits = if cred.uid == attr.uid {
+        attr.mode >> 6
+    } else if cred.gid == attr.gid {
+        attr.mode >> 3
+    } else {
+        attr.mode
+    };
+    bits & want == want
+}
+
+fn check(cred: Cred, attr: &FileAttr, want: u32, what: &str) -> Result<()> {
+    if may(cred, attr, want) { Ok(()) } else { Err(err(ErrorCode::Permission, format!("uid {} may not {what}", cred.uid))) }
+}
+
+fn split_parent(path: &str) -> Result<(Vec<&str>, &str)> {
+    let mut comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let name = comps.pop().ok_or_else(|| err(ErrorCode::InvalidPath, "the root directory cannot be used here"))?;
+    Ok((comps, name))
+}
+
+/// Both tables a path walk needs, read-only or inside a write transaction.
+struct Tables<I, D> {
+    inodes: I,
+    dirents: D,
+}
+
+impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str), u64>> Tables<I, D> {
+    fn inode(&self, id: u64) -> Result<FileAttr> {
+        let v = self.inodes.get(id)?.ok_or_else(|| err(ErrorCode::Internal, format!("dangling file id {id}")))?;
+        decode_attr(v.value())
+    }
+
+    fn child(&self, dir: u64, name: &str) -> Result<Option<u64>> {
+        Ok(self.dirents.get((dir, name))?.map(|v| v.value()))
+    }
+
+    /// Walks `comps` from the root, checking search permission on each directory.
+    fn walk(&self, cred: Cred, comps: &[&str]) -> Result<FileAttr> {
+        let mut cur = self.inode(ROOT.0)?;
+        for (i, c) in comps.iter().enumerate() {
+            if cur.kind != FileKind::Dir {
+                return Err(err(ErrorCode::NotDir, format!("/{} is not a directory", comps[..i].join("/"))));
+            }
+            check(cred, &cur, X, "search this directory")?;
+            let id = self.child(cur.id.0, c)?.ok_or_else(|| err(ErrorCode::NotFound, format!("/{} does not exist", comps[..=i].join("/"))))?;
+            cur = self.inode(id)?;
+        }
+        Ok(cur)
+    }
+
+    /// The parent directory of a path, checked to be a directory the caller may change.
+    fn parent_for_change(&self, cred: Cred, comps: &[&str]) -> Result<FileAttr> {
+        let parent = self.walk(cred, comps)?;
+        if parent.kind != FileKind::Dir {
+            return Err(err(ErrorCode::NotDir, format!("/{} is not a directory", comps.join("/"))));
+        }
+        check(cred, &parent, W | X, "change this directory")?;
+        Ok(parent)
+    }
+
+    fn is_empty_dir(&self, id: u64) -> Result<bool> {
+        Ok(self.dirents.range((id, "")..(id + 1, ""))?.next().is_none())
+    }
+}
+
+impl MetaService {
+    /// Opens (or creates) the database in `dir/meta.redb`.
+    pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
+        let db = Database::create(dir.join("meta.redb"))?;
+        let svc = MetaService { db, data_servers, default_stripe_size };
+        svc.init_root()?;
+        Ok(svc)
+    }
+
+    fn init_root(&self) -> Result<()> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut inodes = tx.open_table(INODES)?;
+            tx.open_table(DIRENTS)?;
+            let mut counters = tx.open_table(COUNTERS)?;
+            if inodes.get(ROOT.0)?.is_none() {
+                let t = now_ns();
+                let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, layout: None };
+                inodes.insert(ROOT.0, encode_attr(&root).as_slice())?;
+                counters.insert("next_id", ROOT.0 + 1)?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Number of files and directories, root included.
+    pub fn file_count(&self) -> u64 {
+        let count = || -> Result<u64> { Ok(self.db.begin_read()?.open_table(INODES)?.len()?) };
+        count().unwrap_or(0)
+    }
+
+    /// Serves one request; every failure becomes an error response.
+    pub fn handle(&self, cred: Cred, op: MetaReq) -> Response {
+        let r = match op {
+            MetaReq::Create { path, mode, exclusive, hint } => self.create(cred, &path, mode, exclusive, hint).map(Response::Attr),
+            MetaReq::Mkdir { path, mode } => self.mkdir(cred, &path, mode).map(Response::Attr),
+            MetaReq::Stat { path } => self.stat(cred, &path).map(Response::Attr),
+            MetaReq::Open { path, write } => self.open_file(cred, &path, write).map(Response::Attr),
+            MetaReq::Readdir { path, after, max } => self.readdir(cred, &path, &after, max),
+            MetaReq::Unlink { path } => self.unlink(cred, &path).map(Response::Attr),
+            MetaReq::Rmdir { path } => self.rmdir(cred, &path).map(|()| Response::Ok),
+            MetaReq::Rename { from, to } => self.rename(cred, &from, &to).map(|replaced| Response::Renamed { replaced }),
+            MetaReq::Chmod { path, mode } => self.chmod(cred, &path, mode).map(Response::Attr),
+        };
+        r.unwrap_or_else(|e| Response::error(e.code, e.message))
+    }
+
+    fn read_tables(&self) -> Result<Tables<redb::ReadOnlyTable<u64, &'static [u8]>, redb::ReadOnlyTable<(u64, &'static str), u64>>> {
+        let tx = self.db.begin_read()?;
+        Ok(Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? })
+    }
+
+    fn stat(&self, cred: Cred, path: &str) -> Result<FileAttr> {
+        let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+        self.read_tables()?.walk(cred, &comps)
+    }
+
+    fn open_file(&self, cred: Cred, path: &str, write: bool) -> Result<FileAttr> {
+        let a = self.stat(cred, path)?;
+        if write && a.kind == FileKind::Dir {
+            return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
+        }
+        check(cred, &a, if write { W } else { R }, if write { "write this file" } else { "read this file" })?;
+        Ok(a)
+    }
+
+    fn readdir(&self, cred: Cred, path: &str, after: &str, max: u32) -> Result<Response> {
+        let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+        let t = self.read_tables()?;
+        let dir = t.walk(cred, &comps)?;
+        if dir.kind != FileKind::Dir {
+            return Err(err(ErrorCode::NotDir, format!("{path} is not a directory")));
+        }
+        check(cred, &dir, R, "list this directory")?;
+        let mut entries = Vec::new();
+        let mut more = false;
+        for item in t.dirents.range((dir.id.0, after)..(dir.id.0 + 1, ""))? {
+            let (k, v) = item?;
+            let name = k.value().1;
+            if name == after {
+                continue;
+            }
+            if entries.len() == max as usize {
+                more = true;
+                break;
+            }
+            entries.push(DirEntry { name: name.to_owned(), attr: t.inode(v.value())? });
+        }
+        Ok(Response::Entries { entries, more })
+    }
+
+    fn layout_for(&self, hint: LayoutHint, rr: u64) -> Result<StripeLayout> {
+        let n = self.data_servers.len();
+        let count = match hint.stripe_count as usize {
+            0 => n,
+            c if c > n => return Err(err(ErrorCode::BadRequest, format!("stripe count {c} exceeds the {n} data servers"))),
+            c => c,
+        };
+        let stripe_size = if hint.stripe_size == 0 { self.default_stripe_size } else { hint.stripe_size };
+        // Rotate the first server per file so small files spread out.
+        let start = (rr % n as u64) as usize;
+        let servers = (0..count).map(|k| self.data_servers[(start + k) % n]).collect();
+        Ok(StripeLayout { stripe_size, servers })
+    }
+
+    fn insert_new(&self, cred: Cred, path: &str, kind: FileKind, mode: u32, exclusive: bool, hint: LayoutHint) -> Result<FileAttr> {
+        let (parent_comps, name) = split_parent(path)?;
+        let tx = self.db.begin_write()?;
+        let attr = {
+            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+            let parent = t.parent_for_change(cred, &parent_comps)?;
+            if let Some(existing) = t.child(parent.id.0, name)? {
+                let a = t.inode(existing)?;
+                if exclusive || kind == FileKind::Dir {
+                    return Err(err(ErrorCode::Exists, format!("{path} already exists")));
+                }
+                if a.kind == FileKind::Dir {
+                    return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
+                }
+                check(cred, &a, W, "write this file")?;
+                return Ok(a);
+            }
+            let mut counters = tx.open_table(COUNTERS)?;
+            let id = counters.get("next_id")?.map(|v| v.value()).unwrap_or(ROOT.0 + 1);
+            counters.insert("next_id", id + 1)?;
+            let layout = if kind == FileKind::File {
+                let rr = counters.get("next_rr")?.map(|v| v.value()).unwrap_or(0);
+                counters.insert("next_rr", rr + 1)?;
+                Some(self.layout_for(hint, rr)?)
+            } else {
+                None
+            };
+            let t_ns = now_ns();
+            let attr = FileAttr { id: FileId(id), kind, mode: mode & 0o7777, uid: cred.uid, gid: cred.gid, mtime_ns: t_ns, ctime_ns: t_ns, layout };
+            t.inodes.insert(id, encode_attr(&attr).as_slice())?;
+            t.dirents.insert((parent.id.0, name), id)?;
+            attr
+        };
+        tx.commit()?;
+        Ok(attr)
+    }
+
+    fn create(&self, cred: Cred, path: &str, mode: u32, exclusive: bool, hint: LayoutHint) -> Result<FileAttr> {
+        self.insert_new(cred, path, FileKind::File, mode, exclusive, hint)
+    }
+
+    fn mkdir(&self, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
+        self.insert_new(cred, path, FileKind::Dir, mode, true, LayoutHint::default())
+    }
+
+    /// Removes the entry `path` (a directory when `want_dir`, which must be
+    /// empty); returns the removed inode.
+    fn remove(&self, cred: Cred, path: &str, want_dir: bool) -> Result<FileAttr> {
+        let (parent_comps, name) = split_parent(path)?;
+        let tx = self.db.begin_write()?;
+        let attr = {
+            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+            let parent = t.parent_for_change(cred, &parent_comps)?;
+            let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
+            let attr = t.inode(id)?;
+            match (want_dir, attr.kind) {
+                (false, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
+                (true, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
+                (true, FileKind::Dir) if !t.is_empty_dir(id)? => return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty"))),
+                _ => {}
+            }
+            t.dirents.remove((parent.id.0, name))?;
+            t.inodes.remove(id)?;
+            attr
+        };
+        tx.commit()?;
+        Ok(attr)
+    }
+
+    fn unlink(&self, cred: Cred, path: &str) -> Result<FileAttr> {
+        self.remove(cred, path, false)
+    }
+
+    fn rmdir(&self, cred: Cred, path: &str) -> Result<()> {
+        self.remove(cred, path, true).map(|_| ())
+    }
+
+    fn rename(&self, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
+        let (from_parent, from_name) = split_parent(from)?;
+        let (to_parent, to_name) = split_parent(to)?;
+        let mut from_full = from_parent.clone();
+        from_full.push(from_name);
+        let mut to_full = to_parent.clone();
+        to_full.push(to_name);
+        if from_full == to_full {
+            return Ok(None);
+        }
+        if to_full.len() > from_full.len() && to_full[..from_full.len()] == from_full[..] {
+            return Err(err(ErrorCode::InvalidPath, format!("cannot move {from} into itself")));
+        }
+        let tx = self.db.begin_write()?;
+        let replaced = {
+            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+            let src_dir = t.parent_for_change(cred, &from_parent)?;
+            let dst_dir = t.parent_for_change(cred, &to_parent)?;
+            let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
+            let src = t.inode(id)?;
+            let mut replaced = None;
+            if let Some(old) = t.child(dst_dir.id.0, to_name)? {
+                let dst = t.inode(old)?;
+                match (src.kind, dst.kind) {
+                    (FileKind::File, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
+                    (FileKind::Dir, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
+                    (FileKind::Dir, FileKind::Dir) if !t.is_empty_dir(old)? => {
+                        return Err(err(ErrorCode::NotEmpty, format!("{to} is not empty")));
+                    }
+                    _ => {}
+                }
+                t.inodes.remove(old)?;
+                replaced = (dst.kind == FileKind::File).then_some(dst);
+            }
+            t.dirents.remove((src_dir.id.0, from_name))?;
+            t.dirents.insert((dst_dir.id.0, to_name), id)?;
+            replaced
+        };
+        tx.commit()?;
+        Ok(replaced)
+    }
+
+    fn chmod(&self, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
+        let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+        let tx = self.db.begin_write()?;
+        let attr = {
+            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+            let mut a = t.walk(cred, &comps)?;
+            if cred.uid != 0 && cred.uid != a.uid {
+                return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
+            }
+            a.mode = mode & 0o7777;
+            a.ctime_ns = now_ns();
+            t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+            a
+        };
+        tx.commit()?;
+        Ok(attr)
+    }
+}

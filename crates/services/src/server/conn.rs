@@ -1,0 +1,149 @@
+//! The loop serving one connection.
+//!
+//! Rendezvous flow control: each `Rts` is granted (`Cts`) while the bytes
+//! granted and not yet received stay within [`RENDEZVOUS_BUDGET`]; further
+//! ones wait in arrival order until `Data` frames drain the budget.
+
+use super::Server;
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufReader, Read};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use weft_net::frame_io::{read_header, write_frame, write_response, FrameReadError};
+use weft_net::handshake::{server_handshake, Refusal};
+use weft_wire::{ErrorCode, FrameKind, MsgId, Request, Response};
+
+/// Bytes a connection may have granted and not yet received: 64 MiB, four
+/// maximal payloads, enough to keep a fast client streaming.
+pub const RENDEZVOUS_BUDGET: u64 = 64 << 20;
+
+/// Most rendezvous requests a connection may have announced and not sent;
+/// each holds a decoded request, so a hostile client must not grow them unbounded.
+const MAX_PENDING_RTS: usize = 4096;
+
+/// A connection idle this long is closed; clients reconnect on next use.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+struct Rendezvous {
+    pending: HashMap<u64, (Request, u32)>,
+    waiting: VecDeque<u64>,
+    granted: u64,
+}
+
+pub fn serve(server: &Server, mut stream: TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
+    match server_handshake(&mut stream, &server.secret) {
+        Ok(()) => {}
+        Err(Refusal::Rejected(why)) => {
+            server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(target: "weft::server", %peer, %why, "handshake refused");
+            return;
+        }
+        Err(_) => return,
+    }
+    let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(IDLE_TIMEOUT));
+    if let Err(why) = serve_frames(server, stream) {
+        server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(target: "weft::server", %peer, %why, "connection closed");
+    }
+}
+
+fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
+    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
+    // Buffered reads cut syscalls for small frames; large payloads bypass the buffer.
+    let mut reader = BufReader::with_capacity(64 * 1024, stream);
+    let mut rdv = Rendezvous { pending: HashMap::new(), waiting: VecDeque::new(), granted: 0 };
+    // Reused across requests so large payloads do not fault in fresh pages each time.
+    let mut payload: Vec<u8> = Vec::new();
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        let head = match read_header(&mut reader) {
+            Ok(h) => h,
+            Err(FrameReadError::Closed) => return Ok(()),
+            Err(FrameReadError::Io(e)) => return Err(format!("read failed: {e}")),
+            Err(FrameReadError::Decode(e)) => {
+                // Tell the client why before closing, if it still listens.
+                let _ = write_response(&mut writer, MsgId(0), &Response::error(ErrorCode::BadRequest, e.to_string()), &[]);
+                return Err(format!("bad frame: {e}"));
+            }
+        };
+        let mut body = vec![0u8; head.body_len as usize];
+        reader.read_exact(&mut body).map_err(|e| format!("read body: {e}"))?;
+        let io = |e: std::io::Error| format!("write failed: {e}");
+        match head.kind {
+            FrameKind::Request => {
+                read_payload(&mut reader, &mut payload, head.pay_len)?;
+                let rsp = dispatch(server, &body, &payload, &mut out);
+                write_response(&mut writer, head.msg_id, &rsp, &[&out]).map_err(io)?;
+            }
+            FrameKind::Rts => match Request::decode(&body) {
+                Ok(req) => {
+                    if rdv.pending.contains_key(&head.msg_id.0) {
+                        return Err(format!("duplicate rendezvous message id {}", head.msg_id.0));
+                    }
+                    if rdv.pending.len() >= MAX_PENDING_RTS {
+                        return Err(format!("more than {MAX_PENDING_RTS} rendezvous requests pending"));
+                    }
+                    rdv.pending.insert(head.msg_id.0, (req, head.pay_len));
+                    rdv.waiting.push_back(head.msg_id.0);
+                    grant(&mut rdv, &mut writer).map_err(io)?;
+                }
+                Err(e) => {
+                    server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+                    let rsp = Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"));
+                    write_response(&mut writer, head.msg_id, &rsp, &[]).map_err(io)?;
+                }
+            },
+            FrameKind::Data => {
+                let Some((req, announced)) = rdv.pending.remove(&head.msg_id.0) else {
+                    return Err(format!("data for message {} that was not granted", head.msg_id.0));
+                };
+                if rdv.waiting.contains(&head.msg_id.0) || announced != head.pay_len {
+                    return Err(format!("data for message {} does not match its grant", head.msg_id.0));
+                }
+                read_payload(&mut reader, &mut payload, head.pay_len)?;
+                rdv.granted -= u64::from(announced);
+                let rsp = server.handle(req, &payload, &mut out);
+                write_response(&mut writer, head.msg_id, &rsp, &[&out]).map_err(io)?;
+                grant(&mut rdv, &mut writer).map_err(io)?;
+            }
+            k => return Err(format!("unexpected {k:?} frame from a client")),
+        }
+    }
+}
+
+fn read_payload(reader: &mut impl Read, buf: &mut Vec<u8>, len: u32) -> Result<(), String> {
+    buf.resize(len as usize, 0);
+    reader.read_exact(buf).map_err(|e| format!("read payload: {e}"))
+}
+
+/// Sends `Cts` to waiting rendezvous requests, in order, while the budget allows.
+fn grant(rdv: &mut Rendezvous, writer: &mut TcpStream) -> std::io::Result<()> {
+    while let Some(&id) = rdv.waiting.front() {
+        let len = u64::from(rdv.pending[&id].1);
+        if rdv.granted > 0 && rdv.granted + len > RENDEZVOUS_BUDGET {
+            break;
+        }
+        rdv.waiting.pop_front();
+        rdv.granted += len;
+        write_frame(writer, FrameKind::Cts, MsgId(id), &[], &[])?;
+    }
+    Ok(())
+}
+
+fn dispatch(server: &Server, body: &[u8], payload: &[u8], out: &mut Vec<u8>) -> Response {
+    match Request::decode(body) {
+        Ok(req) => server.handle(req, payload, out),
+        Err(e) => {
+            server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+            out.clear();
+            Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"))
+        }
+    }
+}
+

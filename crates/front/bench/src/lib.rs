@@ -1,1 +1,71 @@
-//! weft-bench
+//! The benchmarks behind `weft bench` (floor 8, front end): each re-runs a
+//! paper's experiment against Weft, beside a baseline measured in the same
+//! run, and reports a table, JSON and CSV.
+//!
+//! A benchmark uses the cluster it is given, or starts a temporary local
+//! one and stops it afterwards. Timings are reported, never asserted.
+//! See `docs/benchmarks.md`.
+
+pub mod concurrent_write;
+pub mod net;
+pub mod report;
+
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use weft_launch::{ClusterSpec, LocalCluster};
+
+/// A cluster to benchmark against: the caller's, or a temporary one.
+pub struct BenchCluster {
+    pub cluster_file: PathBuf,
+    /// A directory on the same disk as the servers' data, for local baselines.
+    pub scratch: PathBuf,
+    temp: Option<(LocalCluster, PathBuf)>,
+}
+
+impl BenchCluster {
+    /// Uses `given` if any, else starts `data_servers` servers in a fresh
+    /// directory under `base` (the system temp dir by default).
+    pub fn get(weft_bin: &Path, given: Option<&Path>, data_servers: usize, base: Option<&Path>) -> Result<Self> {
+        let base = base.map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
+        if let Some(cf) = given {
+            let loaded = weft_net::ClusterFile::load(cf)?;
+            let scratch = loaded.servers[0].dir.parent().map(Path::to_path_buf).unwrap_or(base).join(format!("bench-local-{}", std::process::id()));
+            std::fs::create_dir_all(&scratch)?;
+            return Ok(BenchCluster { cluster_file: cf.to_path_buf(), scratch, temp: None });
+        }
+        let dir = base.join(format!("weft-bench-{}", std::process::id()));
+        let spec = ClusterSpec { data_servers, ..ClusterSpec::default() };
+        let lc = LocalCluster::start(weft_bin, &dir, &spec).context("cannot start a temporary cluster")?;
+        let scratch = lc.dir().join("local");
+        std::fs::create_dir_all(&scratch)?;
+        Ok(BenchCluster { cluster_file: lc.cluster_file(), scratch, temp: Some((lc, dir)) })
+    }
+}
+
+impl Drop for BenchCluster {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.scratch);
+        if let Some((mut lc, dir)) = self.temp.take() {
+            lc.stop();
+            drop(lc);
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// Median of a non-empty sample.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    assert!(!v.is_empty(), "median of no samples");
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn median_of_odd_and_even_samples() {
+        assert_eq!(super::median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(super::median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}

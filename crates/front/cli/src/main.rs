@@ -1,2 +1,71 @@
-//! weft-cli
-fn main(){}
+//! `weft`: the operator's and user's command (floor 8, front end).
+//!
+//! Parses arguments and calls the library that does the work; each
+//! subcommand lives in `cmd/`. Paths inside Weft are written `weft:/a/b`.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "weft", version, about = "Weft: a striped parallel file system with MPI-IO semantics")]
+struct Cli {
+    /// Cluster file (default: $WEFT_CLUSTER).
+    #[arg(long, global = true, env = "WEFT_CLUSTER")]
+    cluster: Option<PathBuf>,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start a local cluster: one meta/lock server and N data servers on 127.0.0.1.
+    Up(cmd::up::UpArgs),
+    /// Stop a cluster started with `weft up --detach`.
+    Down(cmd::up::DownArgs),
+    /// Run one server of a cluster (what a job script runs on each node).
+    Serve(cmd::serve::ServeArgs),
+    /// Create a directory.
+    Mkdir(cmd::fs::MkdirArgs),
+    /// List a directory (-l: mode, owner, size, stripe size and count).
+    Ls(cmd::fs::LsArgs),
+    /// Show a file's or directory's attributes and layout.
+    Stat(cmd::fs::PathArgs),
+    /// Remove files (-r: directories and their contents).
+    Rm(cmd::fs::RmArgs),
+    /// Rename or move a file or directory.
+    Mv(cmd::fs::MvArgs),
+    /// Copy between a local file and weft:/path (either way), or weft to weft.
+    Cp(cmd::cp::CpArgs),
+    /// Each server: up or down, requests served, bytes and objects stored.
+    Status,
+    /// Benchmarks that re-run the papers' experiments against Weft.
+    Bench(cmd::bench::BenchArgs),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let cluster = cli.cluster.as_deref();
+    let r = match cli.cmd {
+        Cmd::Up(a) => cmd::up::up(a),
+        Cmd::Down(a) => cmd::up::down(a),
+        Cmd::Serve(a) => cmd::serve::serve(cluster, a),
+        Cmd::Mkdir(a) => cmd::fs::mkdir(cluster, a),
+        Cmd::Ls(a) => cmd::fs::ls(cluster, a),
+        Cmd::Stat(a) => cmd::fs::stat(cluster, a),
+        Cmd::Rm(a) => cmd::fs::rm(cluster, a),
+        Cmd::Mv(a) => cmd::fs::mv(cluster, a),
+        Cmd::Cp(a) => cmd::cp::cp(cluster, a),
+        Cmd::Status => cmd::status::status(cluster),
+        Cmd::Bench(a) => cmd::bench::bench(cluster, a),
+    };
+    if let Err(e) = r {
+        eprintln!("weft: error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,178 @@
+//! Paper 002's concurrent-write benchmark: P processes each create and write
+//! their own file of S bytes in transfers of t; the aggregate rate is the
+//! total bytes over the slowest process's time (the paper's MPI_Reduce max).
+//! The same pattern is written to the local file system on the same disk in
+//! the same run, and the two are compared.
+
+use crate::{median, BenchCluster};
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub procs: Vec<usize>,
+    pub size: u64,
+    pub transfer: u64,
+    /// Which variants to run: without and/or with fsync before close.
+    pub fsync: Vec<bool>,
+    /// Runs per point; the median is reported.
+    pub repeats: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub procs: usize,
+    pub size_bytes: u64,
+    pub fsync: bool,
+    pub weft_mb_s: f64,
+    pub local_mb_s: f64,
+    pub ratio: f64,
+}
+
+/// Where a worker writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Weft,
+    Local,
+}
+
+/// Runs the whole sweep.
+pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
+    if p.transfer == 0 || p.size == 0 || p.repeats == 0 || p.procs.is_empty() || p.procs.contains(&0) {
+        bail!("size, transfer, repeats and every process count must be at least 1");
+    }
+    let steps = (p.fsync.len() * p.procs.len() * p.repeats * 2) as u64;
+    let bar = ProgressBar::new(steps);
+    bar.set_style(ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len}").expect("valid template"));
+    let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let _ = client.mkdir("/bench", 0o777);
+    let mut rows = Vec::new();
+    for &fsync in &p.fsync {
+        for &procs in &p.procs {
+            let (mut weft, mut local) = (Vec::new(), Vec::new());
+            for rep in 0..p.repeats {
+                // Alternate which side goes first so drift hits both alike.
+                let order = if rep % 2 == 0 { [Target::Weft, Target::Local] } else { [Target::Local, Target::Weft] };
+                for t in order {
+                    bar.set_message(format!("P={procs} fsync={fsync} {t:?}"));
+                    let secs = run_once(weft_bin, bc, &client, t, procs, p, fsync)?;
+                    let rate = (procs as u64 * p.size) as f64 / secs / 1e6;
+                    if t == Target::Weft { weft.push(rate) } else { local.push(rate) }
+                    bar.inc(1);
+                }
+            }
+            let (w, l) = (median(weft), median(local));
+            rows.push(Row { procs, size_bytes: p.size, fsync, weft_mb_s: w, local_mb_s: l, ratio: w / l });
+        }
+    }
+    bar.finish_and_clear();
+    Ok(rows)
+}
+
+/// One point: start P workers, release them together, return the slowest time.
+fn run_once(weft_bin: &Path, bc: &BenchCluster, client: &weft_client::Client, t: Target, procs: usize, p: &Params, fsync: bool) -> Result<f64> {
+    let path_of = |rank: usize| -> String {
+        match t {
+            Target::Weft => format!("/bench/cw-{}-{rank}", std::process::id()),
+            Target::Local => bc.scratch.join(format!("cw-{rank}")).display().to_string(),
+        }
+    };
+    let mut children = Vec::new();
+    for rank in 0..procs {
+        let mut cmd = Command::new(weft_bin);
+        cmd.args(["bench", "cw-worker", "--target", if t == Target::Weft { "weft" } else { "local" }]);
+        cmd.args(["--path", &path_of(rank), "--size", &p.size.to_string(), "--transfer", &p.transfer.to_string()]);
+        if fsync {
+            cmd.arg("--fsync");
+        }
+        cmd.env("WEFT_CLUSTER", &bc.cluster_file).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
+        children.push(cmd.spawn().context("cannot start a benchmark worker")?);
+    }
+    let mut readers: Vec<_> = children.iter_mut().map(|c| BufReader::new(c.stdout.take().expect("piped"))).collect();
+    for r in &mut readers {
+        expect_line(r, "ready")?;
+    }
+    for c in &mut children {
+        c.stdin.as_mut().expect("piped").write_all(b"go\n")?;
+    }
+    let mut slowest = 0f64;
+    for r in &mut readers {
+        let mut line = String::new();
+        r.read_line(&mut line)?;
+        let ns: u64 = line.trim().strip_prefix("elapsed_ns ").and_then(|v| v.parse().ok()).ok_or_else(|| anyhow!("worker failed: {line:?}"))?;
+        slowest = slowest.max(ns as f64 / 1e9);
+    }
+    for mut c in children {
+        let st = c.wait()?;
+        if !st.success() {
+            bail!("worker exited with {st}");
+        }
+    }
+    for rank in 0..procs {
+        match t {
+            Target::Weft => client.unlink(&path_of(rank))?,
+            Target::Local => std::fs::remove_file(path_of(rank))?,
+        }
+    }
+    Ok(slowest)
+}
+
+fn expect_line(r: &mut impl BufRead, want: &str) -> Result<()> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    if line.trim() != want {
+        bail!("worker said {line:?}, expected {want:?}");
+    }
+    Ok(())
+}
+
+/// The worker process: waits for "go" on stdin, then creates its file,
+/// writes it, optionally fsyncs, closes, and prints the elapsed time.
+pub fn worker(t: Target, path: &str, size: u64, transfer: u64, fsync: bool) -> Result<()> {
+    let buf: Vec<u8> = (0..transfer).map(|i| (i % 251) as u8 + 1).collect();
+    let client = match t {
+        Target::Weft => Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?),
+        Target::Local => None,
+    };
+    println!("ready");
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go)?;
+    let start = Instant::now();
+    match &client {
+        Some(c) => {
+            let f = c.create(path, weft_client::CreateOptions::default())?;
+            let mut off = 0;
+            while off < size {
+                let n = transfer.min(size - off) as usize;
+                f.write_at(off, &buf[..n])?;
+                off += n as u64;
+            }
+            if fsync {
+                f.fsync()?;
+            }
+            f.close()?;
+        }
+        None => {
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::File::create(path)?;
+            let mut off = 0;
+            while off < size {
+                let n = transfer.min(size - off) as usize;
+                f.write_all_at(&buf[..n], off)?;
+                off += n as u64;
+            }
+            if fsync {
+                f.sync_all()?;
+                // A new file is durable once its directory entry is, as on Weft's servers.
+                std::fs::File::open(PathBuf::from(path).parent().unwrap_or(Path::new(".")))?.sync_all()?;
+            }
+        }
+    }
+    println!("elapsed_ns {}", start.elapsed().as_nanos());
+    Ok(())
+}

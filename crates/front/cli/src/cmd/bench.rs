@@ -1,0 +1,149 @@
+//! `weft bench ...`: the papers' experiments against Weft.
+
+use super::parse_size;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+use weft_bench::report::{print_json, print_table, write_csv};
+use weft_bench::{concurrent_write as cw, net, BenchCluster};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Args)]
+struct Common {
+    /// Print one JSON object ({"rows": [...]}) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Where to write the CSV of the results.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Directory for a temporary cluster (default: the system temp dir).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Which {
+    /// Paper 002: P processes each write their own file; Weft vs the local file system.
+    ConcurrentWrite {
+        #[command(flatten)]
+        common: Common,
+        /// Process counts to sweep.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        procs: Vec<usize>,
+        /// Bytes each process writes.
+        #[arg(long, default_value = "64m", value_parser = parse_size)]
+        size: u64,
+        /// Bytes per write call.
+        #[arg(long, default_value = "1m", value_parser = parse_size)]
+        transfer: u64,
+        /// Which variants: `nofsync`, `fsync` or both.
+        #[arg(long, value_delimiter = ',', default_value = "nofsync,fsync")]
+        variants: Vec<String>,
+        /// Runs per point (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Paper 003: message-layer round trip and streaming vs raw TCP.
+    Net {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value_t = 20000)]
+        pings: usize,
+        /// Bytes streamed per round.
+        #[arg(long, default_value = "512m", value_parser = parse_size)]
+        stream: u64,
+        /// Bytes per streamed message.
+        #[arg(long, default_value = "1m", value_parser = parse_size)]
+        message: u64,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
+    /// (internal) one concurrent-write worker process.
+    #[command(hide = true)]
+    CwWorker {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        size: u64,
+        #[arg(long)]
+        transfer: u64,
+        #[arg(long)]
+        fsync: bool,
+    },
+    /// (internal) the raw TCP peer of `bench net`.
+    #[command(hide = true)]
+    NetPeer,
+}
+
+fn f1(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot find the weft binary")?;
+    match a.which {
+        Which::ConcurrentWrite { common, procs, size, transfer, variants, repeats, servers } => {
+            let fsync = variants
+                .iter()
+                .map(|v| match v.as_str() {
+                    "nofsync" => Ok(false),
+                    "fsync" => Ok(true),
+                    o => anyhow::bail!("unknown variant {o:?}: use nofsync, fsync"),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let rows = cw::run(&exe, &bc, &cw::Params { procs, size, transfer, fsync, repeats })?;
+            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/concurrent-write.csv"));
+            write_csv(&csv, &rows)?;
+            if common.json {
+                print_json(&rows, Default::default())?;
+            } else {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| vec![r.procs.to_string(), super::human_bytes(r.size_bytes), r.fsync.to_string(), f1(r.weft_mb_s), f1(r.local_mb_s), format!("{:.2}", r.ratio)])
+                    .collect();
+                print_table(
+                    &format!("Concurrent write, file per process (paper 002), transfers of {}, median of {repeats}", super::human_bytes(transfer)),
+                    &["procs", "size/proc", "fsync", "weft MB/s", "local MB/s", "weft/local"],
+                    &table,
+                );
+                println!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display());
+            }
+        }
+        Which::Net { common, pings, stream, message, rounds } => {
+            let bc = BenchCluster::get(&exe, cluster, 1, common.dir.as_deref())?;
+            let row = net::run(&exe, &bc, &net::Params { pings, stream_bytes: stream, message: message as usize, rounds })?;
+            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/net.csv"));
+            write_csv(&csv, std::slice::from_ref(&row))?;
+            if common.json {
+                print_json(std::slice::from_ref(&row), Default::default())?;
+            } else {
+                print_table(
+                    &format!("Message layer vs raw TCP on loopback (paper 003), median of {rounds} rounds"),
+                    &["measure", "weft", "raw tcp", "weft/tcp"],
+                    &[
+                        vec!["round trip (us)".into(), format!("{:.2}", row.rtt_us_weft), format!("{:.2}", row.rtt_us_tcp), format!("{:.2}", row.rtt_ratio)],
+                        vec![format!("stream MB/s ({} msgs)", super::human_bytes(message)), f1(row.stream_mb_s_weft), f1(row.stream_mb_s_tcp), format!("{:.2}", row.stream_ratio)],
+                    ],
+                );
+                println!("CSV: {}", csv.display());
+            }
+        }
+        Which::CwWorker { target, path, size, transfer, fsync } => {
+            let t = if target == "weft" { cw::Target::Weft } else { cw::Target::Local };
+            cw::worker(t, &path, size, transfer, fsync)?;
+        }
+        Which::NetPeer => net::peer()?,
+    }
+    Ok(())
+}

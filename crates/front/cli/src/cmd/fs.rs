@@ -1,0 +1,149 @@
+//! Namespace commands: mkdir, ls, stat, rm, mv.
+
+use super::{connect, human_bytes, mode_string, weft_path};
+use anyhow::{bail, Result};
+use clap::Args;
+use std::path::Path;
+use weft_client::{Client, Error, FileKind};
+
+#[derive(Args)]
+pub struct PathArgs {
+    /// weft:/path
+    path: String,
+}
+
+#[derive(Args)]
+pub struct MkdirArgs {
+    /// Create missing parents; no error if it exists.
+    #[arg(short, long)]
+    parents: bool,
+    /// Permission bits, octal.
+    #[arg(short, long, default_value = "755", value_parser = parse_mode)]
+    mode: u32,
+    paths: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct LsArgs {
+    /// Long listing: mode, owner, size, stripe size and count.
+    #[arg(short = 'l')]
+    long: bool,
+    #[arg(default_value = "weft:/")]
+    path: String,
+}
+
+#[derive(Args)]
+pub struct RmArgs {
+    /// Remove directories and their contents.
+    #[arg(short, long)]
+    recursive: bool,
+    paths: Vec<String>,
+}
+
+#[derive(Args)]
+pub struct MvArgs {
+    from: String,
+    to: String,
+}
+
+fn parse_mode(s: &str) -> std::result::Result<u32, String> {
+    u32::from_str_radix(s, 8).ok().filter(|m| *m <= 0o7777).ok_or_else(|| format!("{s:?} is not an octal mode like 755"))
+}
+
+pub fn mkdir(cluster: Option<&Path>, a: MkdirArgs) -> Result<()> {
+    if a.paths.is_empty() {
+        bail!("mkdir needs at least one weft:/path");
+    }
+    let c = connect(cluster)?;
+    for p in &a.paths {
+        let path = weft_path(p)?;
+        if a.parents {
+            let mut cur = String::new();
+            for comp in path.split('/').filter(|s| !s.is_empty()) {
+                cur = format!("{cur}/{comp}");
+                match c.mkdir(&cur, a.mode) {
+                    Ok(_) | Err(Error::Exists(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        } else {
+            c.mkdir(&path, a.mode)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn ls(cluster: Option<&Path>, a: LsArgs) -> Result<()> {
+    let c = connect(cluster)?;
+    let path = weft_path(&a.path)?;
+    let (attr, size) = c.stat(&path)?;
+    let entries = if attr.kind == FileKind::Dir {
+        c.readdir(&path)?.into_iter().map(|e| (e.name, e.attr)).collect()
+    } else {
+        vec![(path.rsplit('/').next().unwrap_or(&path).to_string(), attr)]
+    };
+    for (name, attr) in entries {
+        if !a.long {
+            println!("{name}{}", if attr.kind == FileKind::Dir { "/" } else { "" });
+            continue;
+        }
+        let full = if path.ends_with('/') { format!("{path}{name}") } else { format!("{path}/{name}") };
+        let (size, layout) = match &attr.layout {
+            Some(l) => {
+                let sz = if attr.kind == FileKind::File && full != path { c.stat(&full).map(|x| x.1).unwrap_or(0) } else { size };
+                (sz, format!("{:>9} x{:<3}", human_bytes(l.stripe_size), l.servers.len()))
+            }
+            None => (0, format!("{:>9} {:<3}", "-", "")),
+        };
+        println!("{} {:>5} {:>5} {:>12} {layout} {name}", mode_string(attr.kind == FileKind::Dir, attr.mode), attr.uid, attr.gid, size);
+    }
+    Ok(())
+}
+
+pub fn stat(cluster: Option<&Path>, a: PathArgs) -> Result<()> {
+    let c = connect(cluster)?;
+    let path = weft_path(&a.path)?;
+    let (attr, size) = c.stat(&path)?;
+    println!("  path: weft:{path}");
+    println!("    id: {}", attr.id.0);
+    println!("  type: {}", if attr.kind == FileKind::Dir { "directory" } else { "regular file" });
+    println!("  mode: {:04o} ({})", attr.mode, mode_string(attr.kind == FileKind::Dir, attr.mode));
+    println!(" owner: uid {} gid {}", attr.uid, attr.gid);
+    if let Some(l) = &attr.layout {
+        println!("  size: {size} ({})", human_bytes(size));
+        println!("stripe: {} bytes over {} servers: {:?}", l.stripe_size, l.servers.len(), l.servers.iter().map(|s| s.0).collect::<Vec<_>>());
+    }
+    println!(" mtime: {} ns since epoch", attr.mtime_ns);
+    Ok(())
+}
+
+fn rm_tree(c: &Client, path: &str) -> Result<()> {
+    for e in c.readdir(path)? {
+        let child = format!("{}/{}", path.trim_end_matches('/'), e.name);
+        if e.attr.kind == FileKind::Dir { rm_tree(c, &child)? } else { c.unlink(&child)? }
+    }
+    c.rmdir(path)?;
+    Ok(())
+}
+
+pub fn rm(cluster: Option<&Path>, a: RmArgs) -> Result<()> {
+    if a.paths.is_empty() {
+        bail!("rm needs at least one weft:/path");
+    }
+    let c = connect(cluster)?;
+    for p in &a.paths {
+        let path = weft_path(p)?;
+        match c.unlink(&path) {
+            Err(Error::IsDir(_)) if a.recursive => rm_tree(&c, &path)?,
+            Err(Error::IsDir(_)) => bail!("{p} is a directory (use rm -r)"),
+            r => r?,
+        }
+    }
+    Ok(())
+}
+
+pub fn mv(cluster: Option<&Path>, a: MvArgs) -> Result<()> {
+    let c = connect(cluster)?;
+    c.rename(&weft_path(&a.from)?, &weft_path(&a.to)?)?;
+    Ok(())
+}

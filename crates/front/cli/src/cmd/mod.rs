@@ -1,0 +1,73 @@
+//! One module per subcommand, plus the helpers they share.
+
+pub mod bench;
+pub mod cp;
+pub mod fs;
+pub mod serve;
+pub mod status;
+pub mod up;
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use weft_client::Client;
+use weft_net::ClusterFile;
+
+/// The prefix that marks a path inside Weft.
+pub const PREFIX: &str = "weft:";
+
+/// Connects to the cluster named by `--cluster` or `WEFT_CLUSTER`.
+pub fn connect(cluster: Option<&Path>) -> Result<Client> {
+    let path = ClusterFile::locate(cluster)?;
+    Client::connect(&path).with_context(|| format!("cannot use cluster file {}", path.display()))
+}
+
+/// `weft:/a/b` -> `/a/b`; a bare absolute path is accepted where only Weft
+/// paths make sense.
+pub fn weft_path(arg: &str) -> Result<String> {
+    let p = arg.strip_prefix(PREFIX).unwrap_or(arg);
+    if !p.starts_with('/') {
+        bail!("{arg:?} is not a Weft path: write weft:/dir/file");
+    }
+    Ok(p.to_string())
+}
+
+/// `rwxr-x---` for permission bits, with a leading `d` or `-`.
+pub fn mode_string(dir: bool, mode: u32) -> String {
+    let mut s = String::with_capacity(10);
+    s.push(if dir { 'd' } else { '-' });
+    for shift in [6, 3, 0] {
+        let b = mode >> shift;
+        s.push(if b & 4 != 0 { 'r' } else { '-' });
+        s.push(if b & 2 != 0 { 'w' } else { '-' });
+        s.push(if b & 1 != 0 { 'x' } else { '-' });
+    }
+    s
+}
+
+/// Parses sizes like `65536`, `64k`, `64KiB`, `1m`, `2G`.
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size (examples: 4096, 64k, 1MiB)"))?;
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(format!("unknown size unit in {s:?} (use k, m or g)")),
+    };
+    n.checked_mul(mult).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// `1.5 MiB`-style rendering of a byte count.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}

@@ -1,0 +1,35 @@
+//! `weft status`: every server's state and counters.
+
+use super::{connect, human_bytes};
+use anyhow::Result;
+use std::path::Path;
+
+pub fn status(cluster: Option<&Path>) -> Result<()> {
+    let c = connect(cluster)?;
+    println!("{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>9}", "id", "address", "services", "state", "requests", "stored", "objects", "uptime");
+    let mut down = 0;
+    for s in c.status() {
+        let services: Vec<String> = s.server.services.iter().map(|x| format!("{x:?}").to_lowercase()).collect();
+        match s.stats {
+            Ok(st) => println!(
+                "{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>8}s",
+                s.server.id,
+                s.server.addr,
+                services.join(","),
+                "up",
+                st.requests,
+                human_bytes(st.bytes_stored),
+                st.objects,
+                st.uptime_ms / 1000
+            ),
+            Err(e) => {
+                down += 1;
+                println!("{:>3}  {:<21} {:<12} {:<5} {e}", s.server.id, s.server.addr, services.join(","), "DOWN");
+            }
+        }
+    }
+    if down > 0 {
+        anyhow::bail!("{down} server(s) down");
+    }
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! `weft up` and `weft down`: a local cluster in one command.
+
+use anyhow::{anyhow, Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+use weft_launch::{ClusterSpec, LocalCluster};
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Number of data servers (server 0 hosts meta and lock on top of these).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=256))]
+    servers: u32,
+    /// Cluster directory: cluster file, server data, logs.
+    #[arg(long, env = "WEFT_DIR", default_value = "weft-cluster")]
+    dir: PathBuf,
+    /// Default stripe size of new files (striping_unit), e.g. 64k or 1m.
+    #[arg(long = "stripe-size", default_value = "64k", value_parser = super::parse_size)]
+    stripe_size: u64,
+    /// Start the servers in the background and return.
+    #[arg(long)]
+    detach: bool,
+}
+
+#[derive(Args)]
+pub struct DownArgs {
+    /// The directory given to `weft up --detach`.
+    #[arg(long, env = "WEFT_DIR", default_value = "weft-cluster")]
+    dir: PathBuf,
+}
+
+pub fn up(a: UpArgs) -> Result<()> {
+    if a.stripe_size == 0 {
+        return Err(anyhow!("--stripe-size must be at least 1 byte"));
+    }
+    let exe = std::env::current_exe().context("cannot find the weft binary")?;
+    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach };
+    let cluster = LocalCluster::start(&exe, &a.dir, &spec)?;
+    println!("Weft cluster up in {}", cluster.dir().display());
+    for s in &cluster.cluster().servers {
+        println!("  server {:>2}  {:<21}  {:?}", s.id, s.addr, s.services);
+    }
+    println!("\n  export WEFT_CLUSTER={}", cluster.cluster_file().display());
+    if a.detach {
+        let dir = cluster.dir().to_path_buf();
+        cluster.detach()?;
+        println!("  stop it with: weft down --dir {}", dir.display());
+        return Ok(());
+    }
+    println!("\nPress Ctrl-C to stop.");
+    let (tx, rx) = mpsc::channel();
+    ctrlc::set_handler(move || {
+        let _ = tx.send(());
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    let mut cluster = cluster;
+    loop {
+        if rx.recv_timeout(Duration::from_millis(500)).is_ok() {
+            break;
+        }
+    }
+    println!("\nstopping {} servers", cluster.pids().len());
+    cluster.stop();
+    Ok(())
+}
+
+pub fn down(a: DownArgs) -> Result<()> {
+    let n = weft_launch::stop_detached(&a.dir)?;
+    println!("stopped {n} servers of {}", a.dir.display());
+    Ok(())
+}

@@ -1,0 +1,299 @@
+//! Starts and stops local Weft clusters: real `weft serve` processes on
+//! 127.0.0.1, each with its own directory (floor 8, front end).
+//!
+//! Used by `weft up`/`weft down`, by benchmarks that need a temporary
+//! cluster, and by the integration tests, so there is one way to run a
+//! cluster on one machine. The layout of a cluster directory:
+//!
+//! ```text
+//! DIR/cluster.toml     services, addresses, shared secret (mode 0600)
+//! DIR/srvK/            server K's database and objects
+//! DIR/logs/srvK.log    server K's stdout and stderr
+//! DIR/pids             server pids, when started with --detach
+//! ```
+#![deny(unsafe_code)]
+
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weft_net::{ClusterFile, ServerEntry, Service};
+
+/// How long a server may take to start listening.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long servers get to exit after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug)]
+pub struct LaunchError(pub String);
+
+impl std::fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for LaunchError {}
+
+fn fail(msg: impl Into<String>) -> LaunchError {
+    LaunchError(msg.into())
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Number of data servers; server 0 (meta and lock) comes on top.
+    pub data_servers: usize,
+    pub default_stripe_size: u64,
+    /// Children die with the launching process (Linux `PR_SET_PDEATHSIG`).
+    pub die_with_parent: bool,
+}
+
+impl Default for ClusterSpec {
+    fn default() -> Self {
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true }
+    }
+}
+
+/// A running local cluster. Dropping it stops every server it started.
+pub struct LocalCluster {
+    dir: PathBuf,
+    weft_bin: PathBuf,
+    cluster: ClusterFile,
+    children: Vec<Option<Child>>,
+    die_with_parent: bool,
+}
+
+fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
+    // Hold every listener until all are chosen so no port repeats.
+    let ls = (0..n).map(|_| TcpListener::bind("127.0.0.1:0")).collect::<Result<Vec<_>, _>>().map_err(|e| fail(format!("cannot find a free port: {e}")))?;
+    ls.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| fail(e.to_string()))).collect()
+}
+
+/// The cluster file path inside a cluster directory.
+pub fn cluster_path(dir: &Path) -> PathBuf {
+    dir.join("cluster.toml")
+}
+
+impl LocalCluster {
+    /// Starts a cluster in `dir`. An existing `dir/cluster.toml` is reused
+    /// (same secret, servers and data) so a stopped cluster can be restarted.
+    pub fn start(weft_bin: &Path, dir: &Path, spec: &ClusterSpec) -> Result<Self, LaunchError> {
+        std::fs::create_dir_all(dir.join("logs")).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+        let dir = dir.canonicalize().map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+        let path = cluster_path(&dir);
+        let cluster = if path.exists() {
+            let mut c = ClusterFile::load(&path).map_err(|e| fail(e.to_string()))?;
+            // Ports may have been taken since; addresses are re-picked, data stays.
+            let ports = free_ports(c.servers.len())?;
+            for (s, p) in c.servers.iter_mut().zip(ports) {
+                s.addr = SocketAddr::from(([127, 0, 0, 1], p));
+            }
+            c
+        } else {
+            let ports = free_ports(spec.data_servers + 1)?;
+            let servers = ports
+                .iter()
+                .enumerate()
+                .map(|(i, &p)| ServerEntry {
+                    id: i as u32,
+                    addr: SocketAddr::from(([127, 0, 0, 1], p)),
+                    services: if i == 0 { vec![Service::Meta, Service::Lock] } else { vec![Service::Data] },
+                    dir: dir.join(format!("srv{i}")),
+                })
+                .collect();
+            ClusterFile { secret: ClusterFile::random_secret(), default_stripe_size: spec.default_stripe_size, servers }
+        };
+        cluster.save(&path).map_err(|e| fail(e.to_string()))?;
+        let mut lc = LocalCluster {
+            dir,
+            weft_bin: weft_bin.to_path_buf(),
+            children: (0..cluster.servers.len()).map(|_| None).collect(),
+            cluster,
+            die_with_parent: spec.die_with_parent,
+        };
+        for id in 0..lc.cluster.servers.len() {
+            lc.spawn(id)?;
+        }
+        for id in 0..lc.cluster.servers.len() {
+            lc.wait_ready(id)?;
+        }
+        Ok(lc)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn cluster_file(&self) -> PathBuf {
+        cluster_path(&self.dir)
+    }
+
+    pub fn cluster(&self) -> &ClusterFile {
+        &self.cluster
+    }
+
+    pub fn log_path(&self, id: usize) -> PathBuf {
+        self.dir.join("logs").join(format!("srv{id}.log"))
+    }
+
+    fn spawn(&mut self, id: usize) -> Result<(), LaunchError> {
+        let log = File::options().create(true).append(true).open(self.log_path(id)).map_err(|e| fail(e.to_string()))?;
+        let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
+        let mut cmd = Command::new(&self.weft_bin);
+        cmd.arg("serve").arg("--cluster").arg(self.cluster_file()).arg("--id").arg(id.to_string());
+        cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+        // Own process group: a Ctrl-C at the terminal reaches `weft up`, which
+        // then stops the servers itself, in order.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        if self.die_with_parent {
+            set_parent_death_signal(&mut cmd);
+        }
+        let child = cmd.spawn().map_err(|e| fail(format!("cannot run {}: {e}", self.weft_bin.display())))?;
+        self.children[id] = Some(child);
+        Ok(())
+    }
+
+    fn wait_ready(&mut self, id: usize) -> Result<(), LaunchError> {
+        let addr = self.cluster.servers[id].addr;
+        let start = Instant::now();
+        loop {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(());
+            }
+            if let Some(child) = self.children[id].as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    let log = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
+                    return Err(fail(format!("server {id} exited ({status}) before it was ready:\n{log}")));
+                }
+            }
+            if start.elapsed() > READY_TIMEOUT {
+                return Err(fail(format!("server {id} at {addr} not ready after {READY_TIMEOUT:?}")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills server `id` with SIGKILL, as a crash would.
+    pub fn kill(&mut self, id: usize) {
+        if let Some(mut c) = self.children[id].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Stops server `id` with SIGSTOP (it hangs) or resumes it with SIGCONT.
+    pub fn pause(&mut self, id: usize, paused: bool) {
+        if let Some(c) = &self.children[id] {
+            signal(c.id(), if paused { libc::SIGSTOP } else { libc::SIGCONT });
+        }
+    }
+
+    /// Starts server `id` again on the same address and directory.
+    pub fn restart(&mut self, id: usize) -> Result<(), LaunchError> {
+        self.kill(id);
+        self.spawn(id)?;
+        self.wait_ready(id)
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().flatten().map(Child::id).collect()
+    }
+
+    /// Leaves the servers running and records their pids in `DIR/pids` for
+    /// [`stop_detached`].
+    pub fn detach(mut self) -> Result<PathBuf, LaunchError> {
+        let pids: String = self.pids().iter().map(|p| format!("{p}\n")).collect();
+        std::fs::write(self.dir.join("pids"), pids).map_err(|e| fail(e.to_string()))?;
+        for c in &mut self.children {
+            c.take();
+        }
+        Ok(self.cluster_file())
+    }
+
+    /// Stops every server: SIGTERM, then SIGKILL after a grace period.
+    pub fn stop(&mut self) {
+        for c in self.children.iter().flatten() {
+            signal(c.id(), libc::SIGTERM);
+        }
+        let start = Instant::now();
+        for slot in &mut self.children {
+            if let Some(mut c) = slot.take() {
+                loop {
+                    match c.try_wait() {
+                        Ok(Some(_)) | Err(_) => break,
+                        Ok(None) if start.elapsed() > STOP_GRACE => {
+                            let _ = c.kill();
+                            let _ = c.wait();
+                            break;
+                        }
+                        Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Stops a cluster started with `--detach`: the pids in `DIR/pids`.
+/// Returns how many processes were signalled.
+pub fn stop_detached(dir: &Path) -> Result<usize, LaunchError> {
+    let pid_file = dir.join("pids");
+    let text = std::fs::read_to_string(&pid_file).map_err(|e| fail(format!("no detached cluster in {}: {e}", dir.display())))?;
+    let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    let alive = |p: i32| is_weft_server(p);
+    let mut n = 0;
+    for &p in &pids {
+        if alive(p) {
+            signal(p as u32, libc::SIGTERM);
+            n += 1;
+        }
+    }
+    let start = Instant::now();
+    while pids.iter().any(|&p| alive(p)) && start.elapsed() < STOP_GRACE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &p in &pids {
+        if alive(p) {
+            signal(p as u32, libc::SIGKILL);
+        }
+    }
+    let _ = std::fs::remove_file(pid_file);
+    Ok(n)
+}
+
+/// True if `pid` is a running (not zombie) `weft serve`: never signal a
+/// recycled pid that now belongs to someone else.
+fn is_weft_server(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
+    !zombie && cmdline.split(|&b| b == 0).any(|a| a == b"serve")
+}
+
+#[allow(unsafe_code)]
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: kill(2) has no memory effects; pid is one of our children or
+    // a pid checked by `is_weft_server`.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+#[allow(unsafe_code)]
+fn set_parent_death_signal(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+}

@@ -1,1 +1,0 @@
-//! weft-testkit

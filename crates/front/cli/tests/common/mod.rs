@@ -1,0 +1,68 @@
+//! Shared by the integration tests: a real local cluster of `weft serve`
+//! processes in a temporary directory, removed when dropped.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use weft_client::{Client, ClientOptions};
+use weft_launch::{ClusterSpec, LocalCluster};
+use weft_net::ClusterFile;
+
+pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
+
+pub struct TestCluster {
+    pub lc: LocalCluster,
+    dir: PathBuf,
+}
+
+impl TestCluster {
+    pub fn start(name: &str, data_servers: usize) -> Self {
+        let dir = std::env::temp_dir().join(format!("weft-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spec = ClusterSpec { data_servers, ..ClusterSpec::default() };
+        let lc = LocalCluster::start(Path::new(WEFT), &dir, &spec).expect("cluster starts");
+        TestCluster { lc, dir }
+    }
+
+    pub fn cluster(&self) -> ClusterFile {
+        ClusterFile::load(&self.lc.cluster_file()).unwrap()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.lc.cluster_file()).unwrap()
+    }
+
+    /// A client whose operations give up after `timeout`.
+    pub fn client_with_timeout(&self, timeout: Duration) -> Client {
+        let mut o = ClientOptions::default();
+        o.endpoint.op_timeout = timeout;
+        o.endpoint.connect_timeout = timeout;
+        Client::with_options(self.cluster(), o).unwrap()
+    }
+
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let p = self.dir.join("scratch");
+        std::fs::create_dir_all(&p).unwrap();
+        p.join(name)
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        self.lc.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Deterministic bytes that differ per (seed, position).
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}

@@ -1,0 +1,93 @@
+//! Failures: a client whose server dies or hangs gets an error in bounded
+//! time, never a hang, and the rest of the cluster keeps serving.
+
+mod common;
+
+use common::{pattern, TestCluster};
+use std::time::{Duration, Instant};
+use weft_client::{CreateOptions, Error};
+use weft_net::NetError;
+
+/// Generous bound for "an error, not a hang" on a loaded 2-core machine.
+const BOUND: Duration = Duration::from_secs(20);
+
+#[test]
+fn writer_gets_an_error_when_a_data_server_dies_mid_write() {
+    let mut tc = TestCluster::start("killmid", 3);
+    let c = tc.client_with_timeout(Duration::from_secs(5));
+    let striped = c.create("/striped", CreateOptions::default()).unwrap();
+    // A file that lives on one server only, which will not be killed.
+    let mut single = None;
+    for i in 0..6 {
+        let f = c.create(&format!("/single{i}"), CreateOptions { stripe_count: 1, ..CreateOptions::default() }).unwrap();
+        if f.attr().layout.as_ref().unwrap().servers[0].0 != 2 {
+            single = Some(f);
+            break;
+        }
+    }
+    let single = single.expect("some single-stripe file avoids server 2");
+    single.write_at(0, b"still here").unwrap();
+    let victim = 2; // a data server
+    let data = pattern(1, 8 << 20);
+    let writer = std::thread::spawn(move || {
+        let start = Instant::now();
+        let mut off = 0u64;
+        loop {
+            if let Err(e) = striped.write_at(off, &data) {
+                return (e, start.elapsed(), off);
+            }
+            off += data.len() as u64;
+            assert!(start.elapsed() < Duration::from_secs(120), "writes kept succeeding");
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let killed_at = Instant::now();
+    tc.lc.kill(victim);
+    let (err, _, off) = writer.join().unwrap();
+    assert!(killed_at.elapsed() < BOUND, "error took {:?}", killed_at.elapsed());
+    assert!(off > 0, "some writes completed before the kill");
+    let victim_addr = tc.cluster().servers[victim].addr;
+    match &err {
+        Error::Net(e) => assert_eq!(e.addr(), victim_addr, "error names the dead server: {err}"),
+        other => panic!("expected a network error naming {victim_addr}, got {other}"),
+    }
+    assert!(err.to_string().contains(&victim_addr.to_string()));
+    // The cluster still serves files that do not touch the dead server.
+    let mut buf = [0u8; 10];
+    assert_eq!(single.read_at(0, &mut buf).unwrap(), 10);
+    assert_eq!(&buf, b"still here");
+    let c2 = tc.client();
+    assert!(c2.readdir("/").is_ok());
+}
+
+#[test]
+fn a_hung_server_gives_a_timeout_not_a_hang() {
+    let mut tc = TestCluster::start("hang", 2);
+    let c = tc.client_with_timeout(Duration::from_secs(2));
+    let f = c.create("/f", CreateOptions::default()).unwrap();
+    f.write_at(0, &pattern(3, 1 << 20)).unwrap();
+    tc.lc.pause(1, true);
+    let start = Instant::now();
+    let mut buf = vec![0u8; 1 << 20];
+    let r = f.read_at(0, &mut buf);
+    let took = start.elapsed();
+    tc.lc.pause(1, false);
+    assert!(matches!(r, Err(Error::Net(NetError::Timeout { .. }))), "got {r:?}");
+    assert!(took >= Duration::from_secs(2) && took < BOUND, "took {took:?}");
+    // Once the server resumes, the same client works again.
+    assert_eq!(f.read_at(0, &mut buf).unwrap(), 1 << 20);
+}
+
+#[test]
+fn an_unreachable_server_is_named_in_the_error() {
+    let mut tc = TestCluster::start("down", 2);
+    let c = tc.client_with_timeout(Duration::from_secs(2));
+    let f = c.create("/f", CreateOptions::default()).unwrap();
+    let addr = tc.cluster().servers[2].addr;
+    tc.lc.kill(2);
+    let err = f.write_at(0, &[1u8; 200_000]).unwrap_err();
+    assert!(matches!(&err, Error::Net(NetError::Unreachable { addr: a, .. }) if *a == addr), "got {err}");
+    tc.lc.kill(0);
+    let err = c.stat("/f").unwrap_err();
+    assert!(err.to_string().contains("unreachable"), "got {err}");
+}

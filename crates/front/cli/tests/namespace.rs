@@ -1,0 +1,122 @@
+//! Namespace operations through the metadata service, and their errors.
+
+mod common;
+
+use common::TestCluster;
+use weft_client::{Client, ClientOptions, CreateOptions, Error, FileKind};
+use weft_wire::Cred;
+
+fn excl() -> CreateOptions {
+    CreateOptions { exclusive: true, ..CreateOptions::default() }
+}
+
+#[test]
+fn directories_files_and_their_errors() {
+    let tc = TestCluster::start("ns", 2);
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    c.mkdir("/d/e", 0o755).unwrap();
+    assert!(matches!(c.mkdir("/d", 0o755), Err(Error::Exists(_))));
+    assert!(matches!(c.mkdir("/nope/x", 0o755), Err(Error::NotFound(_))));
+    c.create("/d/f", excl()).unwrap().write_at(0, b"hello").unwrap();
+    assert!(matches!(c.create("/d/f", excl()), Err(Error::Exists(_))));
+    // Non-exclusive create opens the existing file and keeps its data.
+    let again = c.create("/d/f", CreateOptions::default()).unwrap();
+    assert_eq!(again.size().unwrap(), 5);
+    assert!(matches!(c.create("/d/f/g", excl()), Err(Error::NotDir(_))));
+    assert!(matches!(c.open("/d", false), Err(Error::IsDir(_))));
+    assert!(matches!(c.open("/d/missing", false), Err(Error::NotFound(_))));
+    assert!(matches!(c.create("/d/../x", excl()), Err(Error::InvalidPath(_))));
+    assert!(matches!(c.create("relative", excl()), Err(Error::InvalidPath(_))));
+    assert!(matches!(c.create(&format!("/{}", "n".repeat(300)), excl()), Err(Error::InvalidPath(_))));
+
+    let names: Vec<String> = c.readdir("/d").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["e", "f"]);
+    let (attr, size) = c.stat("/d/f").unwrap();
+    assert_eq!((attr.kind, size), (FileKind::File, 5));
+    assert_eq!(attr.mode, 0o644);
+
+    assert!(matches!(c.rmdir("/d"), Err(Error::NotEmpty(_))));
+    assert!(matches!(c.unlink("/d/e"), Err(Error::IsDir(_))));
+    assert!(matches!(c.rmdir("/d/f"), Err(Error::NotDir(_))));
+    c.rmdir("/d/e").unwrap();
+    c.unlink("/d/f").unwrap();
+    assert!(matches!(c.stat("/d/f"), Err(Error::NotFound(_))));
+    assert!(c.readdir("/d").unwrap().is_empty());
+    c.rmdir("/d").unwrap();
+}
+
+#[test]
+fn rename_moves_and_replaces_like_posix() {
+    let tc = TestCluster::start("rename", 2);
+    let c = tc.client();
+    c.mkdir("/a", 0o755).unwrap();
+    c.mkdir("/b", 0o755).unwrap();
+    c.create("/a/x", excl()).unwrap().write_at(0, b"xxxx").unwrap();
+    c.create("/b/y", excl()).unwrap().write_at(0, b"yy").unwrap();
+    // Replacing a file: y's contents are gone, x's are at the new name.
+    c.rename("/a/x", "/b/y").unwrap();
+    assert!(matches!(c.stat("/a/x"), Err(Error::NotFound(_))));
+    let f = c.open("/b/y", false).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(f.read_at(0, &mut buf).unwrap(), 4);
+    assert_eq!(&buf[..4], b"xxxx");
+    assert!(matches!(c.rename("/a", "/a/sub"), Err(Error::InvalidPath(_))));
+    assert!(matches!(c.rename("/b/y", "/a"), Err(Error::IsDir(_))));
+    assert!(matches!(c.rename("/nope", "/z"), Err(Error::NotFound(_))));
+    c.rename("/b", "/c").unwrap();
+    assert_eq!(c.readdir("/c").unwrap()[0].name, "y");
+    let root: Vec<String> = c.readdir("/").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(root, ["a", "c"]);
+}
+
+#[test]
+fn permissions_are_checked_for_other_users() {
+    let tc = TestCluster::start("perm", 2);
+    let root = tc.client();
+    root.mkdir("/private", 0o700).unwrap();
+    root.mkdir("/shared", 0o777).unwrap();
+    root.create("/shared/ro", CreateOptions { mode: 0o444, ..excl() }).unwrap();
+    let mut o = ClientOptions::default();
+    o.cred = Cred { uid: 1000, gid: 1000 };
+    let user = Client::with_options(tc.cluster(), o).unwrap();
+    assert!(matches!(user.create("/private/x", excl()), Err(Error::Permission(_))));
+    assert!(matches!(user.readdir("/private"), Err(Error::Permission(_))));
+    assert!(matches!(user.open("/shared/ro", true), Err(Error::Permission(_))));
+    assert!(user.open("/shared/ro", false).is_ok());
+    assert!(matches!(user.chmod("/shared/ro", 0o666), Err(Error::Permission(_))));
+    let mine = user.create("/shared/mine", excl()).unwrap();
+    assert_eq!((mine.attr().uid, mine.attr().gid), (1000, 1000));
+    user.chmod("/shared/mine", 0o600).unwrap();
+    root.chmod("/private", 0o755).unwrap();
+    assert!(user.readdir("/private").is_ok());
+}
+
+#[test]
+fn layouts_follow_hints_and_rotate_over_servers() {
+    let tc = TestCluster::start("layout", 4);
+    let c = tc.client();
+    let firsts: Vec<u32> = (0..8).map(|i| c.create(&format!("/s{i}"), CreateOptions { stripe_count: 1, ..excl() }).unwrap().attr().layout.as_ref().unwrap().servers[0].0).collect();
+    // Small files start on every data server in turn (servers 1..=4).
+    let mut distinct = firsts.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct, [1, 2, 3, 4], "first servers {firsts:?}");
+    let f = c.create("/big", CreateOptions { stripe_size: 1 << 20, stripe_count: 3, ..excl() }).unwrap();
+    assert_eq!((f.stripe_size(), f.stripe_count()), (1 << 20, 3));
+    assert!(matches!(c.create("/toomany", CreateOptions { stripe_count: 9, ..excl() }), Err(Error::BadRequest(_))));
+}
+
+#[test]
+fn readdir_pages_through_large_directories() {
+    let tc = TestCluster::start("readdir", 1);
+    let c = tc.client();
+    c.mkdir("/many", 0o755).unwrap();
+    let n = weft_wire::limits::MAX_DIR_PAGE + 37;
+    for i in 0..n {
+        c.mkdir(&format!("/many/{i:05}"), 0o755).unwrap();
+    }
+    let names: Vec<String> = c.readdir("/many").unwrap().into_iter().map(|e| e.name).collect();
+    let want: Vec<String> = (0..n).map(|i| format!("{i:05}")).collect();
+    assert_eq!(names, want);
+}

@@ -1,0 +1,113 @@
+//! The `weft` command as a user runs it: a detached cluster, file commands,
+//! clear errors for bad input, and nothing left behind.
+
+mod common;
+
+use common::WEFT;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn weft(cluster: Option<&Path>, args: &[&str]) -> Output {
+    let mut c = Command::new(WEFT);
+    c.args(args).env_remove("WEFT_CLUSTER").env_remove("WEFT_DIR");
+    if let Some(p) = cluster {
+        c.env("WEFT_CLUSTER", p);
+    }
+    c.output().unwrap()
+}
+
+fn ok(o: Output) -> String {
+    assert!(o.status.success(), "failed: {}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn err(o: Output) -> String {
+    assert!(!o.status.success(), "should have failed: {}", String::from_utf8_lossy(&o.stdout));
+    String::from_utf8(o.stderr).unwrap()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+}
+
+#[test]
+fn detached_cluster_file_commands_and_down() {
+    let dir = std::env::temp_dir().join(format!("weft-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    ok(weft(None, &["up", "--detach", "--servers", "2", "--dir", d]));
+    let cf = dir.join("cluster.toml");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&cf).unwrap().permissions().mode() & 0o777, 0o600, "cluster file is private");
+    let pids: Vec<u32> = std::fs::read_to_string(dir.join("pids")).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(pids.len(), 3);
+    let cfp = Some(cf.as_path());
+
+    let status = ok(weft(cfp, &["status"]));
+    assert_eq!(status.matches(" up ").count(), 3, "{status}");
+
+    let local = dir.join("local.bin");
+    let data = common::pattern(5, 40 << 20);
+    std::fs::write(&local, &data).unwrap();
+    ok(weft(cfp, &["mkdir", "-p", "weft:/x/y"]));
+    ok(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/x/y/f", "--stripe-size", "4k", "--stripe-count", "2"]));
+    let ls = ok(weft(cfp, &["ls", "-l", "weft:/x/y"]));
+    assert!(ls.contains(&(40u64 << 20).to_string()) && ls.contains("4.0 KiB x2") && ls.contains(" f"), "{ls}");
+    let back = dir.join("back.bin");
+    ok(weft(cfp, &["cp", "weft:/x/y/f", back.to_str().unwrap()]));
+    assert!(std::fs::read(&back).unwrap() == data, "cp round trip");
+    let st = ok(weft(cfp, &["stat", "weft:/x/y/f"]));
+    assert!(st.contains("size: 41943040") && st.contains("4096 bytes over 2 servers"), "{st}");
+    ok(weft(cfp, &["mv", "weft:/x/y/f", "weft:/x/g"]));
+    assert_eq!(ok(weft(cfp, &["ls", "weft:/x"])), "g\ny/\n");
+    assert!(err(weft(cfp, &["rm", "weft:/x"])).contains("is a directory"));
+    ok(weft(cfp, &["rm", "-r", "weft:/x"]));
+    assert_eq!(ok(weft(cfp, &["ls", "weft:/"])), "");
+
+    // Bad input: clear messages, non-zero exit.
+    assert!(err(weft(cfp, &["ls", "weft:/nope"])).contains("no such file"));
+    assert!(err(weft(cfp, &["cp", "a", "b"])).contains("neither"));
+    assert!(err(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/z", "--stripe-size", "0"])).contains("at least 1"));
+    assert!(err(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/z", "--stripe-size", "lots"])).contains("not a size"));
+    assert!(err(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/z", "--stripe-count", "7"])).contains("exceeds the 2 data servers"));
+    assert!(err(weft(cfp, &["mkdir", "relative"])).contains("not a Weft path"));
+    assert!(err(weft(None, &["ls"])).contains("WEFT_CLUSTER"));
+    assert!(err(weft(Some(&dir.join("missing.toml")), &["ls"])).contains("cannot read cluster file"));
+
+    ok(weft(None, &["down", "--dir", d]));
+    let t = Instant::now();
+    while pids.iter().any(|&p| alive(p)) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(pids.iter().all(|&p| !alive(p)), "servers left running after down");
+    let st = weft(cfp, &["status"]);
+    assert!(String::from_utf8_lossy(&st.stdout).contains("DOWN"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn foreground_up_stops_every_server_on_ctrl_c() {
+    let dir = std::env::temp_dir().join(format!("weft-cli-fg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut up = Command::new(WEFT).args(["up", "--servers", "2", "--dir", dir.to_str().unwrap()]).stdout(Stdio::null()).spawn().unwrap();
+    let cf = dir.join("cluster.toml");
+    let t = Instant::now();
+    while ok_status(&cf).is_none() {
+        assert!(t.elapsed() < Duration::from_secs(20), "cluster did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let addrs = weft_net::ClusterFile::load(&cf).unwrap().servers.iter().map(|s| s.addr).collect::<Vec<_>>();
+    // SIGINT, as Ctrl-C sends.
+    Command::new("kill").args(["-INT", &up.id().to_string()]).status().unwrap();
+    assert!(up.wait().unwrap().success());
+    for a in addrs {
+        assert!(std::net::TcpStream::connect_timeout(&a, Duration::from_millis(300)).is_err(), "server {a} still listening");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn ok_status(cf: &Path) -> Option<()> {
+    cf.exists().then_some(())?;
+    weft(Some(cf), &["status"]).status.success().then_some(())
+}

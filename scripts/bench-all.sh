@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs the benchmarks at the sizes docs/benchmarks.md reports, each with its
+# own temporary cluster. Do not build or run anything else meanwhile: on two
+# cores a compile slows a benchmark severalfold.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+weft=target/release/weft
+mkdir -p bench-results
+"$weft" bench net | tee bench-results/net.txt
+"$weft" bench concurrent-write | tee bench-results/concurrent-write.txt

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what Weft needs on a fresh Debian machine; does nothing when all
+# is present. Rust comes from the machine's rustup toolchain (edition 2024
+# needs cargo >= 1.85); crates come from crates.io through cargo.
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing: ${need_apt[*]}" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null; then
+  echo "error: cargo not found. Install Rust >= 1.85 (rustup) and re-run." >&2
+  exit 1
+fi
+ver=$(cargo --version | awk '{print $2}')
+major=${ver%%.*}; rest=${ver#*.}; minor=${rest%%.*}
+if [ "$major" -lt 1 ] || { [ "$major" -eq 1 ] && [ "$minor" -lt 85 ]; }; then
+  echo "error: cargo $ver is too old; Weft needs >= 1.85 (edition 2024)." >&2
+  exit 1
+fi

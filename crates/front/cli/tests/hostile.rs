@@ -163,6 +163,25 @@ fn bad_data_requests_get_clear_errors() {
     let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
     write_frame(&mut s, FrameKind::Request, MsgId(1), &req.encode(), &[b"short"]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("payload")));
+    // The same on the streamed (socket -> file) path taken by large payloads.
+    let big = vec![3u8; 200_000];
+    let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
+    write_frame(&mut s, FrameKind::Request, MsgId(11), &req.encode(), &[&big]).unwrap();
+    let (h, r) = response(&mut s);
+    assert_eq!(h.msg_id, MsgId(11));
+    assert!(matches!(r, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("payload")), "{r:?}");
+    // A valid large write on the same connection lands whole.
+    let pieces = vec![weft_wire::Piece { offset: 10, len: 150_000 }, weft_wire::Piece { offset: 500_000, len: 50_000 }];
+    let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(78), pieces: pieces.clone() });
+    let data = common::pattern(4, 200_000);
+    write_frame(&mut s, FrameKind::Request, MsgId(12), &req.encode(), &[&data]).unwrap();
+    assert_eq!(response(&mut s).1, Response::Written { bytes: 200_000 });
+    let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(78), pieces });
+    write_frame(&mut s, FrameKind::Request, MsgId(13), &req.encode(), &[]).unwrap();
+    let h = read_header(&mut s).map_err(|e| format!("{e:?}")).unwrap();
+    let body = read_vec(&mut s, h.body_len as usize).unwrap();
+    assert_eq!(Response::decode(&body).unwrap(), Response::Read { object_size: 550_000 });
+    assert!(read_vec(&mut s, h.pay_len as usize).unwrap() == data, "streamed write landed at the pieces' offsets");
     // A read larger than one payload may carry.
     let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 1 << 40 }] });
     write_frame(&mut s, FrameKind::Request, MsgId(2), &req.encode(), &[]).unwrap();

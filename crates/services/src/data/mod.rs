@@ -5,6 +5,10 @@
 //! Reads past an object's end return zeros; the response carries the object's
 //! size so the client can tell a hole from the end of the file.
 
+mod splice;
+
+pub use splice::{skip, Splicer, StreamError};
+
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -13,6 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_wire::{FileId, Piece};
+
+/// Writes of at least this many bytes start their write-back at once (see
+/// [`DataService::write`]); smaller ones are left to the page cache.
+const WRITE_BEHIND_MIN: u64 = 256 * 1024;
 
 /// Most object files kept open; past it the cache is cleared (opens are cheap,
 /// running out of descriptors is not).
@@ -24,13 +32,16 @@ pub struct DataService {
     /// Set when an object file was created since the last directory fsync:
     /// a new file is durable only once its directory entry is.
     dir_dirty: AtomicBool,
+    /// Start write-back of large writes right away (`WEFT_WRITE_BEHIND=0` turns it off).
+    write_behind: bool,
 }
 
 impl DataService {
     pub fn open(dir: &Path) -> io::Result<Self> {
         let objects = dir.join("objects");
         std::fs::create_dir_all(&objects)?;
-        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(false) })
+        let write_behind = std::env::var("WEFT_WRITE_BEHIND").map_or(true, |v| v != "0");
+        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(false), write_behind })
     }
 
     fn path(&self, file: FileId) -> PathBuf {
@@ -64,6 +75,11 @@ impl DataService {
 
     /// Writes `payload` to the pieces in list order (pieces were validated
     /// by the decoder; `payload.len()` equals their total).
+    ///
+    /// Write-behind: a large write asks the kernel to start writing its pages
+    /// back now (`POSIX_FADV_DONTNEED` starts write-back of dirty pages and
+    /// leaves them cached until clean), so the disk works while the next
+    /// requests are still on the network and a later fsync has little left.
     pub fn write(&self, file: FileId, pieces: &[Piece], payload: &[u8]) -> io::Result<u64> {
         let f = self.object(file, true)?.expect("created");
         let mut pos = 0usize;
@@ -72,7 +88,34 @@ impl DataService {
             f.write_all_at(&payload[pos..pos + len], p.offset)?;
             pos += len;
         }
+        self.start_write_back(&f, pieces);
         Ok(pos as u64)
+    }
+
+    fn start_write_back(&self, f: &File, pieces: &[Piece]) {
+        if !self.write_behind {
+            return;
+        }
+        for p in pieces.iter().filter(|p| p.len >= WRITE_BEHIND_MIN) {
+            // Advisory: a failure changes only timing, never data.
+            let _ = nix::fcntl::posix_fadvise(f, p.offset as i64, p.len as i64, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+        }
+    }
+
+    /// Like [`DataService::write`], with the payload still on the socket:
+    /// it goes straight from the socket into the object through `splicer`.
+    pub fn write_streamed(&self, file: FileId, pieces: &[Piece], src: &mut std::io::BufReader<std::net::TcpStream>, splicer: &mut Splicer) -> Result<u64, StreamError> {
+        let total: u64 = pieces.iter().map(|p| p.len).sum();
+        let f = match self.object(file, true) {
+            Ok(f) => f.expect("created"),
+            Err(e) => {
+                skip(src, total).map_err(StreamError::Stream)?;
+                return Err(StreamError::File(e));
+            }
+        };
+        let n = splicer.write_pieces(src, &f, pieces)?;
+        self.start_write_back(&f, pieces);
+        Ok(n)
     }
 
     /// Reads the pieces into `out` (resized to their total), zero-filled past

@@ -12,7 +12,8 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weft_net::frame_io::{read_header, write_frame, write_response, FrameReadError};
 use weft_net::handshake::{server_handshake, Refusal};
-use weft_wire::{ErrorCode, FrameKind, MsgId, Request, Response};
+use crate::data::Splicer;
+use weft_wire::{DataReq, ErrorCode, FrameKind, MsgId, Request, Response};
 
 /// Bytes a connection may have granted and not yet received: 64 MiB, four
 /// maximal payloads, enough to keep a fast client streaming.
@@ -61,6 +62,8 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
     // Reused across requests so large payloads do not fault in fresh pages each time.
     let mut payload: Vec<u8> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
+    // Created on the first large write, so connections that never write none cost no pipe.
+    let mut splicer: Option<Splicer> = None;
     loop {
         let head = match read_header(&mut reader) {
             Ok(h) => h,
@@ -77,8 +80,8 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
         let io = |e: std::io::Error| format!("write failed: {e}");
         match head.kind {
             FrameKind::Request => {
-                read_payload(&mut reader, &mut payload, head.pay_len)?;
-                let rsp = dispatch(server, &body, &payload, &mut out);
+                let req = Request::decode(&body);
+                let rsp = serve_request(server, req, head.pay_len, &mut reader, &mut payload, &mut out, &mut splicer)?;
                 write_response(&mut writer, head.msg_id, &rsp, &[&out]).map_err(io)?;
             }
             FrameKind::Rts => match Request::decode(&body) {
@@ -106,9 +109,8 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
                 if rdv.waiting.contains(&head.msg_id.0) || announced != head.pay_len {
                     return Err(format!("data for message {} does not match its grant", head.msg_id.0));
                 }
-                read_payload(&mut reader, &mut payload, head.pay_len)?;
                 rdv.granted -= u64::from(announced);
-                let rsp = server.handle(req, &payload, &mut out);
+                let rsp = serve_request(server, Ok(req), head.pay_len, &mut reader, &mut payload, &mut out, &mut splicer)?;
                 write_response(&mut writer, head.msg_id, &rsp, &[&out]).map_err(io)?;
                 grant(&mut rdv, &mut writer).map_err(io)?;
             }
@@ -117,9 +119,39 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
     }
 }
 
-fn read_payload(reader: &mut impl Read, buf: &mut Vec<u8>, len: u32) -> Result<(), String> {
-    buf.resize(len as usize, 0);
-    reader.read_exact(buf).map_err(|e| format!("read payload: {e}"))
+/// Payloads at least this large go socket -> pipe -> file; smaller ones
+/// are read into a buffer, where one copy is cheaper than two splices.
+const SPLICE_MIN: u32 = 64 * 1024;
+
+/// Serves one request whose `pay_len` payload bytes are next on `reader`.
+fn serve_request(
+    server: &Server,
+    req: Result<Request, weft_wire::DecodeError>,
+    pay_len: u32,
+    reader: &mut BufReader<TcpStream>,
+    payload: &mut Vec<u8>,
+    out: &mut Vec<u8>,
+    splicer: &mut Option<Splicer>,
+) -> Result<Response, String> {
+    out.clear();
+    if let Ok(Request::Data(DataReq::Write { file, pieces })) = &req {
+        if pay_len >= SPLICE_MIN {
+            if splicer.is_none() {
+                *splicer = Splicer::new().map_err(|e| format!("cannot create a pipe: {e}"))?.into();
+            }
+            let sp = splicer.as_mut().expect("just created");
+            return server.write_streamed(*file, pieces, pay_len, reader, sp).map_err(|e| format!("read payload: {e}"));
+        }
+    }
+    payload.resize(pay_len as usize, 0);
+    reader.read_exact(payload).map_err(|e| format!("read payload: {e}"))?;
+    Ok(match req {
+        Ok(req) => server.handle(req, payload, out),
+        Err(e) => {
+            server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+            Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"))
+        }
+    })
 }
 
 /// Sends `Cts` to waiting rendezvous requests, in order, while the budget allows.
@@ -135,15 +167,3 @@ fn grant(rdv: &mut Rendezvous, writer: &mut TcpStream) -> std::io::Result<()> {
     }
     Ok(())
 }
-
-fn dispatch(server: &Server, body: &[u8], payload: &[u8], out: &mut Vec<u8>) -> Response {
-    match Request::decode(body) {
-        Ok(req) => server.handle(req, payload, out),
-        Err(e) => {
-            server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-            out.clear();
-            Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"))
-        }
-    }
-}
-

@@ -153,6 +153,44 @@ impl Server {
     }
 }
 
+impl Server {
+    /// Serves a write whose `pay_len` payload bytes are still on `src`:
+    /// they go from the socket straight into the object file. Returns `Err`
+    /// only when the connection itself failed.
+    pub(crate) fn write_streamed(
+        &self,
+        file: weft_wire::FileId,
+        pieces: &[weft_wire::Piece],
+        pay_len: u32,
+        src: &mut std::io::BufReader<std::net::TcpStream>,
+        splicer: &mut crate::data::Splicer,
+    ) -> std::io::Result<Response> {
+        use crate::data::{skip, StreamError};
+        use weft_wire::ErrorCode;
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let total: u64 = pieces.iter().map(|p| p.len).sum();
+        let refuse = |src: &mut std::io::BufReader<std::net::TcpStream>, code, msg: String| -> std::io::Result<Response> {
+            self.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+            skip(src, pay_len.into())?;
+            Ok(Response::error(code, msg))
+        };
+        let Some(d) = &self.data else {
+            return refuse(src, ErrorCode::WrongService, "this server does not host the data service".into());
+        };
+        if total != u64::from(pay_len) {
+            return refuse(src, ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {pay_len}"));
+        }
+        match d.write_streamed(file, pieces, src, splicer) {
+            Ok(bytes) => {
+                self.counters.bytes_written.fetch_add(bytes, Ordering::Relaxed);
+                Ok(Response::Written { bytes })
+            }
+            Err(StreamError::File(e)) => Ok(Response::error(ErrorCode::Io, e.to_string())),
+            Err(StreamError::Stream(e)) => Err(e),
+        }
+    }
+}
+
 /// Serves `listener` forever (until the process is stopped). Every accepted
 /// connection gets its own thread; a failing connection ends only itself.
 pub fn run(server: Arc<Server>, listener: TcpListener) {

@@ -1,10 +1,16 @@
 //! Where a file's bytes live (floor 3, pure): striping of file offsets over
-//! stripe objects on data servers.
+//! stripe objects; MPI-style datatypes and their flattening; file views.
 //!
 //! No sockets, threads or clocks; imports no other Weft crate. See
-//! `docs/architecture.md`.
+//! `docs/architecture.md` and `docs/datatypes.md`.
 #![forbid(unsafe_code)]
 
+pub mod datatype;
+pub mod distribution;
+pub mod flatten;
 pub mod stripe;
 
+pub use datatype::{Datatype, TypeError};
+pub use distribution::{Distrib, Order};
+pub use flatten::{sort_and_coalesce, Regions, Run, Runs};
 pub use stripe::{ObjectExtent, Striping, StripingError};

@@ -18,6 +18,10 @@ pub struct ClientOptions {
     pub max_request: usize,
     /// Identity sent with namespace requests (the process's own by default).
     pub cred: Cred,
+    /// List I/O: all of an access's pieces for one server travel in one
+    /// request. Off (`WEFT_LIST_IO=0`) sends one request per piece, the
+    /// baseline the non-contiguous benchmark compares against.
+    pub list_io: bool,
 }
 
 impl Default for ClientOptions {
@@ -29,7 +33,8 @@ impl Default for ClientOptions {
             .and_then(|v| v.parse().ok())
             .filter(|&v: &usize| v > 0 && v <= weft_wire::limits::MAX_PAYLOAD_LEN as usize)
             .unwrap_or(1 << 20);
-        ClientOptions { endpoint: EndpointConfig::default(), max_request, cred }
+        let list_io = std::env::var("WEFT_LIST_IO").map_or(true, |v| v != "0");
+        ClientOptions { endpoint: EndpointConfig::default(), max_request, cred, list_io }
     }
 }
 

@@ -34,6 +34,9 @@ pub enum Error {
     Net(#[from] NetError),
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// A file view or memory datatype that cannot be used for this access.
+    #[error("bad view: {0}")]
+    View(#[from] weft_layout::ViewError),
     /// A server answered with something the request does not allow.
     #[error("unexpected answer from server {addr}: {what}")]
     Protocol { addr: SocketAddr, what: String },

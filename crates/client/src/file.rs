@@ -3,9 +3,14 @@
 use crate::client::Client;
 use crate::{Error, Result};
 use std::net::SocketAddr;
-use weft_layout::Striping;
+use weft_layout::{pair, Datatype, Segment, Striping, View, ViewError};
 use weft_net::Call;
+use weft_wire::limits::MAX_PIECES;
 use weft_wire::{DataReq, FileAttr, Piece, Request, Response};
+
+/// Most requests posted at once by one access; more wait for the next
+/// window. Bounds the client's memory for per-piece access of huge lists.
+const MAX_IN_FLIGHT: usize = 4096;
 
 /// An open Weft file. Reads and writes are positioned (`pread`/`pwrite`
 /// style); the handle has no file pointer and no cache.
@@ -19,13 +24,13 @@ pub struct File {
     writable: bool,
 }
 
-/// One request's share of an access: an object range and the caller's
-/// buffer pieces that map onto it, in order.
+/// One request: a server, the object pieces it covers (in the order the
+/// payload carries them), and the caller's buffer ranges that fill them.
 struct Chunk {
     server: usize,
-    object_offset: u64,
+    pieces: Vec<Piece>,
+    mem: Vec<(usize, usize)>,
     len: u64,
-    segments: Vec<(usize, usize)>,
 }
 
 impl File {
@@ -53,56 +58,116 @@ impl File {
         self.striping.count()
     }
 
-    /// Splits `[offset, offset + len)` into requests of at most `max_request` bytes.
-    fn chunks(&self, offset: u64, len: usize) -> Result<Vec<Chunk>> {
-        let max = self.client.inner.options.max_request as u64;
-        let extents = self.striping.split(offset, len as u64).map_err(|e| Error::BadRequest(e.to_string()))?;
+    /// Groups an access's segments into requests: per server, pieces are
+    /// appended in stream order and joined when they touch (list I/O); a
+    /// request is closed at `max_request` bytes or `MAX_PIECES` pieces. With
+    /// list I/O off, every stripe piece is a request of its own.
+    fn plan(&self, segments: &[Segment]) -> Result<Vec<Chunk>> {
+        let opts = &self.client.inner.options;
+        let max = opts.max_request as u64;
+        let max_pieces = if opts.list_io { MAX_PIECES } else { 1 };
+        let mut open: Vec<Option<Chunk>> = (0..self.servers.len()).map(|_| None).collect();
         let mut out = Vec::new();
-        for ext in extents {
-            let mut cur = Chunk { server: ext.server, object_offset: ext.object_offset, len: 0, segments: Vec::new() };
-            for (mut buf_off, mut seg_len) in ext.segments {
-                while seg_len > 0 {
-                    let take = seg_len.min(max - cur.len);
-                    cur.segments.push((buf_off as usize, take as usize));
-                    cur.len += take;
-                    buf_off += take;
-                    seg_len -= take;
-                    if cur.len == max {
-                        let next = Chunk { server: ext.server, object_offset: cur.object_offset + cur.len, len: 0, segments: Vec::new() };
-                        out.push(std::mem::replace(&mut cur, next));
+        for seg in segments {
+            seg.file.checked_add(seg.len).ok_or_else(|| Error::BadRequest(format!("access at {} + {} overflows", seg.file, seg.len)))?;
+            let mut mem = seg.mem;
+            for (server, mut obj, mut len) in self.striping.walk(seg.file, seg.len) {
+                while len > 0 {
+                    let c = open[server].get_or_insert_with(|| Chunk { server, pieces: Vec::new(), mem: Vec::new(), len: 0 });
+                    let take = len.min(max - c.len);
+                    match c.pieces.last_mut() {
+                        Some(p) if opts.list_io && p.offset + p.len == obj => p.len += take,
+                        _ => c.pieces.push(Piece { offset: obj, len: take }),
                     }
+                    match c.mem.last_mut() {
+                        Some(m) if m.0 + m.1 == mem => m.1 += take as usize,
+                        _ => c.mem.push((mem, take as usize)),
+                    }
+                    c.len += take;
+                    if c.len == max || c.pieces.len() == max_pieces {
+                        out.push(open[server].take().expect("open chunk"));
+                    }
+                    obj += take;
+                    mem += take as usize;
+                    len -= take;
                 }
             }
-            if cur.len > 0 {
-                out.push(cur);
-            }
         }
+        out.extend(open.into_iter().flatten());
         Ok(out)
     }
 
     fn body(&self, op: fn(weft_wire::FileId, Vec<Piece>) -> DataReq, chunk: &Chunk) -> Vec<u8> {
-        Request::Data(op(self.attr.id, vec![Piece { offset: chunk.object_offset, len: chunk.len }])).encode()
+        Request::Data(op(self.attr.id, chunk.pieces.clone())).encode()
+    }
+
+    /// Runs calls in windows, so a per-piece access does not post millions at once.
+    fn run_windowed(&self, calls: &mut [Call<'_>]) {
+        for w in calls.chunks_mut(MAX_IN_FLIGHT) {
+            self.client.run(w);
+        }
     }
 
     /// Writes all of `buf` at `offset`; returns `buf.len()` once every
     /// server has acknowledged its part.
     pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize> {
+        self.write_segments(&[Segment { file: offset, mem: 0, len: buf.len() as u64 }], buf)
+    }
+
+    /// Reads into `buf` from `offset`; returns the bytes read, fewer than
+    /// `buf.len()` only at the end of the file. Holes read as zeros.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let len = buf.len() as u64;
+        self.read_segments(vec![Segment { file: offset, mem: 0, len }], buf)
+    }
+
+    /// Writes `count` copies of `memtype` taken from `buf` through `view`,
+    /// starting `offset` etypes into the view's data stream. Returns the
+    /// bytes written. Memory regions may be anywhere in `buf`, in any order.
+    pub fn write_view(&self, view: &View, offset: u64, buf: &[u8], memtype: &Datatype, count: u64) -> Result<usize> {
+        view.check_writable()?;
+        let segments = self.view_segments(view, offset, buf.len(), memtype, count)?;
+        self.write_segments(&segments, buf)
+    }
+
+    /// Reads `count` copies of `memtype` into `buf` through `view` from
+    /// `offset` etypes into its data stream. Returns the bytes read: fewer
+    /// only when the file ends inside the access.
+    pub fn read_view(&self, view: &View, offset: u64, buf: &mut [u8], memtype: &Datatype, count: u64) -> Result<usize> {
+        let segments = self.view_segments(view, offset, buf.len(), memtype, count)?;
+        self.read_segments(segments, buf)
+    }
+
+    fn view_segments(&self, view: &View, offset: u64, buf_len: usize, memtype: &Datatype, count: u64) -> Result<Vec<Segment>> {
+        let total = memtype.size().checked_mul(count).ok_or_else(|| Error::BadRequest("access size overflows".into()))?;
+        let esize = view.etype().size();
+        if total % esize != 0 {
+            return Err(ViewError::PartialEtype { len: total, etype: esize }.into());
+        }
+        let start = offset.checked_mul(esize).ok_or_else(|| Error::BadRequest("view offset overflows".into()))?;
+        let mem_type = Datatype::contiguous(count as i64, memtype).map_err(|e| Error::BadRequest(e.to_string()))?;
+        let segments: Vec<Segment> = pair(view.file_regions(start, total), mem_type.regions(0), buf_len).collect::<std::result::Result<_, _>>()?;
+        let moved: u64 = segments.iter().map(|s| s.len).sum();
+        if moved != total {
+            return Err(Error::BadRequest(format!("the view yields {moved} of the {total} bytes asked for")));
+        }
+        Ok(segments)
+    }
+
+    fn write_segments(&self, segments: &[Segment], buf: &[u8]) -> Result<usize> {
         if !self.writable {
             return Err(Error::BadRequest(format!("{} is open read-only", self.path)));
         }
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        let chunks = self.chunks(offset, buf.len())?;
+        let chunks = self.plan(segments)?;
         let mut calls: Vec<Call<'_>> = chunks
             .iter()
             .map(|c| {
                 let mut call = Call::new(self.servers[c.server], self.body(|file, pieces| DataReq::Write { file, pieces }, c));
-                call.send = c.segments.iter().map(|&(o, l)| &buf[o..o + l]).collect();
+                call.send = c.mem.iter().map(|&(o, l)| &buf[o..o + l]).collect();
                 call
             })
             .collect();
-        self.client.run(&mut calls);
+        self.run_windowed(&mut calls);
         for (call, chunk) in calls.into_iter().zip(&chunks) {
             match Client::response(call)? {
                 (Response::Written { bytes }, _) if bytes == chunk.len => {}
@@ -111,33 +176,35 @@ impl File {
                 }
             }
         }
-        Ok(buf.len())
+        Ok(segments.iter().map(|s| s.len as usize).sum())
     }
 
-    /// Reads into `buf` from `offset`; returns the bytes read, fewer than
-    /// `buf.len()` only at the end of the file. Holes read as zeros.
-    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        let len = buf.len();
-        let chunks = self.chunks(offset, len)?;
+    fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8]) -> Result<usize> {
+        let chunks = self.plan(&segments)?;
         let mut calls: Vec<Call<'_>> =
             chunks.iter().map(|c| Call::new(self.servers[c.server], self.body(|file, pieces| DataReq::Read { file, pieces }, c))).collect();
-        // Hand each call disjoint pieces of `buf`, walking it front to back.
-        let mut order: Vec<(usize, usize, usize)> =
-            chunks.iter().enumerate().flat_map(|(i, c)| c.segments.iter().map(move |&(o, l)| (o, l, i))).collect();
+        // Hand each call disjoint pieces of `buf`, walking it front to back,
+        // and put them back in each call's payload order.
+        let mut order: Vec<(usize, usize, usize, usize)> =
+            chunks.iter().enumerate().flat_map(|(i, c)| c.mem.iter().enumerate().map(move |(k, &(o, l))| (o, l, i, k))).collect();
         order.sort_unstable();
+        let mut slots: Vec<Vec<Option<&mut [u8]>>> = chunks.iter().map(|c| (0..c.mem.len()).map(|_| None).collect()).collect();
         let mut rest: &mut [u8] = buf;
         let mut at = 0;
-        for (o, l, i) in order {
-            debug_assert_eq!(o, at, "segments tile the buffer");
-            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(l);
-            calls[i].recv.push(piece);
+        for (o, l, i, k) in order {
+            if o < at {
+                return Err(ViewError::MemoryOverlap(o as i64).into());
+            }
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(o - at);
+            let (piece, tail) = tail.split_at_mut(l);
+            slots[i][k] = Some(piece);
             rest = tail;
             at = o + l;
         }
-        self.client.run(&mut calls);
+        for (call, s) in calls.iter_mut().zip(slots) {
+            call.recv = s.into_iter().map(|p| p.expect("every range placed")).collect();
+        }
+        self.run_windowed(&mut calls);
         // The largest end of file any answering object implies.
         let mut known_end = 0;
         for (call, chunk) in calls.into_iter().zip(&chunks) {
@@ -150,14 +217,26 @@ impl File {
                 }
             }
         }
-        let end = offset + len as u64;
-        if known_end >= end {
-            return Ok(len);
+        let total: u64 = segments.iter().map(|s| s.len).sum();
+        let reach = segments.iter().map(|s| s.file + s.len).max().unwrap_or(0);
+        if known_end >= reach {
+            return Ok(total as usize);
         }
-        // Some object ended inside the range: only the full size tells a
-        // hole (zeros, already in `buf`) from the end of the file.
+        // Some object ended inside the access: only the full size tells a
+        // hole (zeros, already in `buf`) from the end of the file. The bytes
+        // read are the stream's prefix that lies before the end.
         let size = self.size()?;
-        Ok(size.saturating_sub(offset).min(len as u64) as usize)
+        let mut read = 0;
+        for s in &segments {
+            if s.file >= size {
+                break;
+            }
+            read += s.len.min(size - s.file);
+            if s.file + s.len > size {
+                break;
+            }
+        }
+        Ok(read as usize)
     }
 
     /// Sends `op` to every server of the layout at once; returns the responses.

@@ -8,11 +8,13 @@
 pub mod datatype;
 pub mod distribution;
 pub mod flatten;
+pub mod patterns;
 pub mod stripe;
 pub mod view;
 
 pub use datatype::{Datatype, TypeError};
 pub use distribution::{Distrib, Order};
 pub use flatten::{sort_and_coalesce, Regions, Run, Runs};
+pub use patterns::Pattern;
 pub use stripe::{ObjectExtent, Striping, StripingError};
 pub use view::{pair, Segment, View, ViewError, ViewRegions};

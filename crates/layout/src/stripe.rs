@@ -86,15 +86,30 @@ impl Striping {
         rows * self.stripe_size + rem.saturating_sub(start).min(self.stripe_size)
     }
 
+    /// The stripe pieces of the file range `[offset, offset + len)` in file
+    /// order: `(server, object offset, length)`, none longer than a stripe.
+    /// The caller makes sure `offset + len` does not overflow.
+    pub fn walk(&self, offset: u64, len: u64) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+        let end = offset + len;
+        let mut off = offset;
+        std::iter::from_fn(move || {
+            if off >= end {
+                return None;
+            }
+            let (server, obj) = self.locate(off);
+            let chunk = (self.stripe_size - off % self.stripe_size).min(end - off);
+            off += chunk;
+            Some((server, obj, chunk))
+        })
+    }
+
     /// Splits the file range `[offset, offset + len)` into one extent per
     /// server that holds part of it, ordered by server index.
     pub fn split(&self, offset: u64, len: u64) -> Result<Vec<ObjectExtent>, StripingError> {
         let end = offset.checked_add(len).ok_or(StripingError::Overflow { offset, len })?;
         let mut extents: Vec<Option<ObjectExtent>> = vec![None; self.count()];
         let mut off = offset;
-        while off < end {
-            let (server, obj_off) = self.locate(off);
-            let chunk = (self.stripe_size - off % self.stripe_size).min(end - off);
+        for (server, obj_off, chunk) in self.walk(offset, end - offset) {
             let ext = extents[server].get_or_insert_with(|| ObjectExtent {
                 server,
                 object_offset: obj_off,
@@ -106,6 +121,7 @@ impl Striping {
             ext.segments.push((off - offset, chunk));
             off += chunk;
         }
+        debug_assert_eq!(off, end);
         Ok(extents.into_iter().flatten().collect())
     }
 }

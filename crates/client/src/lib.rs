@@ -19,5 +19,5 @@ mod file;
 pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
 pub use error::{Error, Result};
 pub use file::File;
-pub use weft_layout::{Datatype, Distrib, Order, View, ViewError};
+pub use weft_layout::{Datatype, Distrib, Order, Pattern, View, ViewError};
 pub use weft_wire::{DirEntry, FileAttr, FileKind, ServerStats};

@@ -9,6 +9,7 @@ mod splice;
 
 pub use splice::{skip, Splicer, StreamError};
 
+
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -82,14 +83,11 @@ impl DataService {
     /// requests are still on the network and a later fsync has little left.
     pub fn write(&self, file: FileId, pieces: &[Piece], payload: &[u8]) -> io::Result<u64> {
         let f = self.object(file, true)?.expect("created");
-        let mut pos = 0usize;
-        for p in pieces {
-            let len = p.len as usize;
-            f.write_all_at(&payload[pos..pos + len], p.offset)?;
-            pos += len;
+        for (p, pos) in in_offset_order(pieces) {
+            f.write_all_at(&payload[pos..pos + p.len as usize], p.offset)?;
         }
         self.start_write_back(&f, pieces);
-        Ok(pos as u64)
+        Ok(payload.len() as u64)
     }
 
     fn start_write_back(&self, f: &File, pieces: &[Piece]) {
@@ -126,9 +124,7 @@ impl DataService {
         out.resize(total as usize, 0);
         let Some(f) = self.object(file, false)? else { return Ok(0) };
         let size = f.metadata()?.len();
-        let mut pos = 0usize;
-        for p in pieces {
-            let len = p.len as usize;
+        for (p, pos) in in_offset_order(pieces) {
             let avail = size.saturating_sub(p.offset).min(p.len) as usize;
             let mut done = 0;
             while done < avail {
@@ -139,7 +135,6 @@ impl DataService {
                     Err(e) => return Err(e),
                 }
             }
-            pos += len;
         }
         Ok(size)
     }
@@ -197,6 +192,29 @@ impl DataService {
     }
 }
 
+/// True when the pieces come in increasing offset order.
+pub fn is_sorted(pieces: &[Piece]) -> bool {
+    pieces.windows(2).all(|w| w[0].offset <= w[1].offset)
+}
+
+/// Each piece with its position in the payload, in object-offset order: the
+/// disk sees one forward sweep whatever order the list came in.
+fn in_offset_order(pieces: &[Piece]) -> Vec<(Piece, usize)> {
+    let mut pos = 0usize;
+    let mut v: Vec<(Piece, usize)> = pieces
+        .iter()
+        .map(|p| {
+            let at = pos;
+            pos += p.len as usize;
+            (*p, at)
+        })
+        .collect();
+    if !is_sorted(pieces) {
+        v.sort_by_key(|(p, _)| p.offset);
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +230,15 @@ mod tests {
         let size = d.read(f, &[Piece { offset: 0, len: 16 }], &mut out).unwrap();
         assert_eq!(size, 13);
         assert_eq!(&out, b"\0\0xy\0\0\0\0\0\0abc\0\0\0");
+        // Unsorted lists land (and read back) by offset, payload in list order.
+        let g = FileId(8);
+        let unsorted = [Piece { offset: 6, len: 2 }, Piece { offset: 0, len: 3 }, Piece { offset: 3, len: 3 }];
+        d.write(g, &unsorted, b"GHabcdef").unwrap();
+        let mut back = Vec::new();
+        d.read(g, &[Piece { offset: 0, len: 8 }], &mut back).unwrap();
+        assert_eq!(&back, b"abcdefGH");
+        d.read(g, &unsorted, &mut back).unwrap();
+        assert_eq!(&back, b"GHabcdef");
         d.truncate(f, 3).unwrap();
         assert_eq!(d.size(f).unwrap(), 3);
         d.fsync(f).unwrap();

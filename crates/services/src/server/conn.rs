@@ -135,7 +135,8 @@ fn serve_request(
 ) -> Result<Response, String> {
     out.clear();
     if let Ok(Request::Data(DataReq::Write { file, pieces })) = &req {
-        if pay_len >= SPLICE_MIN {
+        // Streaming writes in list order, so only sorted lists take this path.
+        if pay_len >= SPLICE_MIN && crate::data::is_sorted(pieces) {
             if splicer.is_none() {
                 *splicer = Splicer::new().map_err(|e| format!("cannot create a pipe: {e}"))?.into();
             }

@@ -29,8 +29,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use weft_wire::{FrameKind, Header, MsgId, Secret, HEADER_LEN};
 
-/// Most iovecs handed to one `writev`/`readv` (Linux's `IOV_MAX` is 1024).
-const MAX_IOVECS: usize = 64;
+/// Most iovecs handed to one `writev`/`readv`: Linux's `IOV_MAX`, so a
+/// list-I/O payload of many small pieces goes out in few calls.
+const MAX_IOVECS: usize = 1024;
 
 /// Tunables of an endpoint.
 #[derive(Debug, Clone)]

@@ -4,14 +4,12 @@
 //! The same pattern is written to the local file system on the same disk in
 //! the same run, and the two are compared.
 
+use crate::workers::{run_workers, timed};
 use crate::{median, BenchCluster};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
 
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -74,7 +72,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// One point: start P workers, release them together, return the slowest time.
+/// One point: P workers writing their own files; the slowest time.
 fn run_once(weft_bin: &Path, bc: &BenchCluster, client: &weft_client::Client, t: Target, procs: usize, p: &Params, fsync: bool) -> Result<f64> {
     let path_of = |rank: usize| -> String {
         match t {
@@ -82,37 +80,17 @@ fn run_once(weft_bin: &Path, bc: &BenchCluster, client: &weft_client::Client, t:
             Target::Local => bc.scratch.join(format!("cw-{rank}")).display().to_string(),
         }
     };
-    let mut children = Vec::new();
-    for rank in 0..procs {
-        let mut cmd = Command::new(weft_bin);
-        cmd.args(["bench", "cw-worker", "--target", if t == Target::Weft { "weft" } else { "local" }]);
-        cmd.args(["--path", &path_of(rank), "--size", &p.size.to_string(), "--transfer", &p.transfer.to_string()]);
-        if fsync {
-            cmd.arg("--fsync");
-        }
-        cmd.env("WEFT_CLUSTER", &bc.cluster_file).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
-        children.push(cmd.spawn().context("cannot start a benchmark worker")?);
-    }
-    let mut readers: Vec<_> = children.iter_mut().map(|c| BufReader::new(c.stdout.take().expect("piped"))).collect();
-    for r in &mut readers {
-        expect_line(r, "ready")?;
-    }
-    for c in &mut children {
-        c.stdin.as_mut().expect("piped").write_all(b"go\n")?;
-    }
-    let mut slowest = 0f64;
-    for r in &mut readers {
-        let mut line = String::new();
-        r.read_line(&mut line)?;
-        let ns: u64 = line.trim().strip_prefix("elapsed_ns ").and_then(|v| v.parse().ok()).ok_or_else(|| anyhow!("worker failed: {line:?}"))?;
-        slowest = slowest.max(ns as f64 / 1e9);
-    }
-    for mut c in children {
-        let st = c.wait()?;
-        if !st.success() {
-            bail!("worker exited with {st}");
-        }
-    }
+    let args: Vec<Vec<String>> = (0..procs)
+        .map(|rank| {
+            let mut a: Vec<String> = ["cw-worker", "--target", if t == Target::Weft { "weft" } else { "local" }].map(String::from).to_vec();
+            a.extend(["--path".into(), path_of(rank), "--size".into(), p.size.to_string(), "--transfer".into(), p.transfer.to_string()]);
+            if fsync {
+                a.push("--fsync".into());
+            }
+            a
+        })
+        .collect();
+    let slowest = run_workers(weft_bin, &bc.cluster_file, &args, &[])?;
     for rank in 0..procs {
         match t {
             Target::Weft => client.unlink(&path_of(rank))?,
@@ -120,15 +98,6 @@ fn run_once(weft_bin: &Path, bc: &BenchCluster, client: &weft_client::Client, t:
         }
     }
     Ok(slowest)
-}
-
-fn expect_line(r: &mut impl BufRead, want: &str) -> Result<()> {
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    if line.trim() != want {
-        bail!("worker said {line:?}, expected {want:?}");
-    }
-    Ok(())
 }
 
 /// The worker process: waits for "go" on stdin, then creates its file,
@@ -139,10 +108,7 @@ pub fn worker(t: Target, path: &str, size: u64, transfer: u64, fsync: bool) -> R
         Target::Weft => Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?),
         Target::Local => None,
     };
-    println!("ready");
-    let mut go = String::new();
-    std::io::stdin().read_line(&mut go)?;
-    let start = Instant::now();
+    timed(|| {
     match &client {
         Some(c) => {
             let f = c.create(path, weft_client::CreateOptions::default())?;
@@ -173,6 +139,6 @@ pub fn worker(t: Target, path: &str, size: u64, transfer: u64, fsync: bool) -> R
             }
         }
     }
-    println!("elapsed_ns {}", start.elapsed().as_nanos());
     Ok(())
+    })
 }

@@ -8,7 +8,9 @@
 
 pub mod concurrent_write;
 pub mod net;
+pub mod noncontig;
 pub mod report;
+pub mod workers;
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};

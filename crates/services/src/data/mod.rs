@@ -5,10 +5,11 @@
 //! Reads past an object's end return zeros; the response carries the object's
 //! size so the client can tell a hole from the end of the file.
 
+mod sieve;
 mod splice;
 
+pub use sieve::sieve_extent;
 pub use splice::{skip, Splicer, StreamError};
-
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -16,7 +17,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use weft_wire::{FileId, Piece};
 
 /// Writes of at least this many bytes start their write-back at once (see
@@ -27,9 +28,19 @@ const WRITE_BEHIND_MIN: u64 = 256 * 1024;
 /// running out of descriptors is not).
 const MAX_OPEN_OBJECTS: usize = 512;
 
+/// An open stripe object.
+pub struct Object {
+    file: File,
+    /// Writes hold it shared; a sieving read-modify-write holds it alone, so
+    /// no other write can land between its read and its write-back. This
+    /// server is the only writer of its objects, so the lock is enough.
+    rmw: RwLock<()>,
+}
+
 pub struct DataService {
     objects: PathBuf,
-    open: Mutex<HashMap<FileId, Arc<File>>>,
+    /// One `Object` per open file id: all threads share its `rmw` lock.
+    open: Mutex<HashMap<FileId, Arc<Object>>>,
     /// Set when an object file was created since the last directory fsync:
     /// a new file is durable only once its directory entry is.
     dir_dirty: AtomicBool,
@@ -50,7 +61,7 @@ impl DataService {
     }
 
     /// The open object, created if `create`; `None` if absent and not created.
-    fn object(&self, file: FileId, create: bool) -> io::Result<Option<Arc<File>>> {
+    fn object(&self, file: FileId, create: bool) -> io::Result<Option<Arc<Object>>> {
         if let Some(f) = self.open.lock().expect("object cache lock").get(&file) {
             return Ok(Some(f.clone()));
         }
@@ -65,13 +76,15 @@ impl DataService {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let f = Arc::new(f);
         let mut open = self.open.lock().expect("object cache lock");
         if open.len() >= MAX_OPEN_OBJECTS {
-            open.clear();
+            // Objects in use stay: a second `Object` for the same file would
+            // have a second `rmw` lock.
+            open.retain(|_, o| Arc::strong_count(o) > 1);
         }
-        open.insert(file, f.clone());
-        Ok(Some(f))
+        // Another thread may have opened it meanwhile: its entry wins.
+        let o = open.entry(file).or_insert_with(|| Arc::new(Object { file: f, rmw: RwLock::new(()) }));
+        Ok(Some(o.clone()))
     }
 
     /// Writes `payload` to the pieces in list order (pieces were validated
@@ -81,12 +94,21 @@ impl DataService {
     /// back now (`POSIX_FADV_DONTNEED` starts write-back of dirty pages and
     /// leaves them cached until clean), so the disk works while the next
     /// requests are still on the network and a later fsync has little left.
+    ///
+    /// Many small pieces close together are written by data sieving (see
+    /// [`sieve`]): one read and one write of the extent that covers them.
     pub fn write(&self, file: FileId, pieces: &[Piece], payload: &[u8]) -> io::Result<u64> {
-        let f = self.object(file, true)?.expect("created");
-        for (p, pos) in in_offset_order(pieces) {
-            f.write_all_at(&payload[pos..pos + p.len as usize], p.offset)?;
+        let o = self.object(file, true)?.expect("created");
+        if let Some(extent) = sieve_extent(pieces) {
+            let _alone = o.rmw.write().expect("rmw lock");
+            sieve::write(&o.file, extent, pieces, payload)?;
+        } else {
+            let _shared = o.rmw.read().expect("rmw lock");
+            for (p, pos) in in_offset_order(pieces) {
+                o.file.write_all_at(&payload[pos..pos + p.len as usize], p.offset)?;
+            }
         }
-        self.start_write_back(&f, pieces);
+        self.start_write_back(&o.file, pieces);
         Ok(payload.len() as u64)
     }
 
@@ -111,8 +133,9 @@ impl DataService {
                 return Err(StreamError::File(e));
             }
         };
-        let n = splicer.write_pieces(src, &f, pieces)?;
-        self.start_write_back(&f, pieces);
+        let _shared = f.rmw.read().expect("rmw lock");
+        let n = splicer.write_pieces(src, &f.file, pieces)?;
+        self.start_write_back(&f.file, pieces);
         Ok(n)
     }
 
@@ -122,8 +145,14 @@ impl DataService {
         let total: u64 = pieces.iter().map(|p| p.len).sum();
         out.clear();
         out.resize(total as usize, 0);
-        let Some(f) = self.object(file, false)? else { return Ok(0) };
+        let Some(o) = self.object(file, false)? else { return Ok(0) };
+        let f = &o.file;
         let size = f.metadata()?.len();
+        if let Some(extent) = sieve_extent(pieces) {
+            sieve::read(f, size, extent, pieces, out)?;
+            return Ok(size);
+        }
+        debug_assert_eq!(out.len() as u64, pieces.iter().map(|p| p.len).sum::<u64>());
         for (p, pos) in in_offset_order(pieces) {
             let avail = size.saturating_sub(p.offset).min(p.len) as usize;
             let mut done = 0;
@@ -149,15 +178,18 @@ impl DataService {
 
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         match self.object(file, size > 0)? {
-            Some(f) => f.set_len(size),
+            Some(o) => {
+                let _alone = o.rmw.write().expect("rmw lock");
+                o.file.set_len(size)
+            }
             None => Ok(()),
         }
     }
 
     /// Makes the object's data, and its existence, durable.
     pub fn fsync(&self, file: FileId) -> io::Result<()> {
-        if let Some(f) = self.object(file, false)? {
-            f.sync_data()?;
+        if let Some(o) = self.object(file, false)? {
+            o.file.sync_data()?;
         }
         if self.dir_dirty.swap(false, Ordering::AcqRel) {
             if let Err(e) = File::open(&self.objects).and_then(|d| d.sync_all()) {

@@ -122,6 +122,8 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
 /// Payloads at least this large go socket -> pipe -> file; smaller ones
 /// are read into a buffer, where one copy is cheaper than two splices.
 const SPLICE_MIN: u32 = 64 * 1024;
+/// Average piece size below which a payload is read into a buffer instead.
+const SPLICE_MIN_PIECE: u64 = 16 * 1024;
 
 /// Serves one request whose `pay_len` payload bytes are next on `reader`.
 fn serve_request(
@@ -135,8 +137,11 @@ fn serve_request(
 ) -> Result<Response, String> {
     out.clear();
     if let Ok(Request::Data(DataReq::Write { file, pieces })) = &req {
-        // Streaming writes in list order, so only sorted lists take this path.
-        if pay_len >= SPLICE_MIN && crate::data::is_sorted(pieces) {
+        // Streaming writes in list order, so only sorted lists take this
+        // path, and only large pieces: each costs two splices, where a
+        // buffered piece costs one write (or nothing, when sieved).
+        let large_pieces = pieces.len() as u64 * SPLICE_MIN_PIECE <= u64::from(pay_len);
+        if pay_len >= SPLICE_MIN && large_pieces && crate::data::is_sorted(pieces) {
             if splicer.is_none() {
                 *splicer = Splicer::new().map_err(|e| format!("cannot create a pipe: {e}"))?.into();
             }

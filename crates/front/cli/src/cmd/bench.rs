@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{concurrent_write as cw, net, BenchCluster};
+use weft_bench::{concurrent_write as cw, net, noncontig as nc, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -65,6 +65,46 @@ enum Which {
         message: u64,
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+    },
+    /// Papers 000/001: non-contiguous patterns through views; list I/O vs one request per piece vs local pwrite/pread.
+    Noncontig {
+        #[command(flatten)]
+        common: Common,
+        /// Patterns: hpf2d-8 (2-D BLOCK-CYCLIC, 8-byte records), hpf1d-8k, btio.
+        #[arg(long, value_delimiter = ',', default_value = "hpf2d-8,btio")]
+        patterns: Vec<String>,
+        /// Rows = columns of the 2-D matrix (records for hpf1d-8k).
+        #[arg(long, default_value_t = 512)]
+        matrix: u64,
+        /// BTIO cell size in its two scaled dimensions (pieces stay 3240 bytes).
+        #[arg(long = "btio-cells", default_value_t = 24)]
+        btio_cells: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Stripe size of the benchmark file (striping_unit).
+        #[arg(long = "stripe-size", default_value = "64k", value_parser = parse_size)]
+        stripe_size: u64,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// (internal) one non-contiguous worker process.
+    #[command(hide = true)]
+    NoncontigWorker {
+        #[arg(long)]
+        pattern: String,
+        #[arg(long)]
+        matrix: u64,
+        #[arg(long = "btio-cells")]
+        btio_cells: u64,
+        #[arg(long)]
+        rank: u64,
+        #[arg(long)]
+        mode: String,
+        #[arg(long)]
+        op: String,
+        #[arg(long)]
+        path: String,
     },
     /// (internal) one concurrent-write worker process.
     #[command(hide = true)]
@@ -138,6 +178,43 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 );
                 println!("CSV: {}", csv.display());
             }
+        }
+        Which::Noncontig { common, patterns, matrix, btio_cells, repeats, stripe_size, servers } => {
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let params = nc::Params { patterns, matrix, btio_cells, repeats, stripe_size };
+            let rows = nc::run(&exe, &bc, &params)?;
+            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/noncontig.csv"));
+            write_csv(&csv, &rows)?;
+            if common.json {
+                print_json(&rows, Default::default())?;
+            } else {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.pattern.clone(),
+                            r.op.clone(),
+                            super::human_bytes(r.bytes),
+                            r.pieces_per_proc.to_string(),
+                            f1(r.listio_mb_s),
+                            f1(r.perpiece_mb_s),
+                            f1(r.local_mb_s),
+                            format!("{:.1}", r.listio_vs_perpiece),
+                            format!("{:.2}", r.listio_vs_local),
+                        ]
+                    })
+                    .collect();
+                print_table(
+                    &format!("Non-contiguous access through views, {} processes, median of {repeats}", nc::PROCS),
+                    &["pattern", "op", "file", "pieces/proc", "list I/O MB/s", "per-piece MB/s", "local MB/s", "list/piece", "list/local"],
+                    &table,
+                );
+                println!("CSV: {}", csv.display());
+            }
+        }
+        Which::NoncontigWorker { pattern, matrix, btio_cells, rank, mode, op, path } => {
+            let params = nc::Params { patterns: vec![], matrix, btio_cells, repeats: 1, stripe_size: 0 };
+            nc::worker(&pattern, &params, rank, &mode, &op, &path)?;
         }
         Which::CwWorker { target, path, size, transfer, fsync } => {
             let t = if target == "weft" { cw::Target::Weft } else { cw::Target::Local };

@@ -8,3 +8,4 @@ weft=target/release/weft
 mkdir -p bench-results
 "$weft" bench net | tee bench-results/net.txt
 "$weft" bench concurrent-write | tee bench-results/concurrent-write.txt
+"$weft" bench noncontig | tee bench-results/noncontig.txt

@@ -3,6 +3,12 @@
 # one summary line over all test binaries: "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Lints first: warnings are errors (clippy's default set).
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --workspace --all-targets --color never -q -- -D warnings || { echo "0 passed, 1 failed (clippy)"; exit 1; }
+else
+  echo "clippy not installed: lints skipped" >&2
+fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 cargo test --workspace --color never 2>&1 | tee "$log"

@@ -109,11 +109,10 @@ impl Pattern {
 
     /// Process `rank`'s filetype (displacement 0, byte etype).
     pub fn filetype(&self, procs: u64, rank: u64) -> Result<Datatype> {
-        if let Some(p) = self.fixed_procs() {
-            if p != procs {
+        if let Some(p) = self.fixed_procs()
+            && p != procs {
                 return Err(invalid(format!("this pattern needs {p} processes, not {procs}")));
             }
-        }
         if rank >= procs {
             return Err(invalid(format!("rank {rank} outside 0..{procs}")));
         }

@@ -54,7 +54,7 @@ impl View {
         if etype.size() == 0 {
             return Err(ViewError::EmptyEtype);
         }
-        if filetype.size() % etype.size() != 0 {
+        if !filetype.size().is_multiple_of(etype.size()) {
             return Err(ViewError::EtypeDoesNotDivide { etype: etype.size(), filetype: filetype.size() });
         }
         if filetype.size() > 0 && filetype.extent() <= 0 {
@@ -80,11 +80,10 @@ impl View {
             prev = Some((o, prev.map_or(end, |p| p.1.max(end))));
         }
         // The next copy starts `extent` later: it must not reach back into this one.
-        if let (Some(f), Some((_, end))) = (first, prev) {
-            if end > f + filetype.extent() && overlapping.is_none() {
+        if let (Some(f), Some((_, end))) = (first, prev)
+            && end > f + filetype.extent() && overlapping.is_none() {
                 overlapping = Some(f + filetype.extent());
             }
-        }
         Ok(View { disp: d, etype, filetype, overlapping })
     }
 
@@ -109,7 +108,7 @@ impl View {
     /// The file regions of data-stream bytes `[start, start + len)`, in order.
     pub fn file_regions(&self, start: u64, len: u64) -> ViewRegions<'_> {
         let ft = self.filetype.size();
-        let (tile, skip) = if ft == 0 { (0, 0) } else { (start / ft, start % ft) };
+        let (tile, skip) = start.checked_div(ft).map_or((0, 0), |t| (t, start % ft));
         ViewRegions { view: self, tile, inner: None, skip, left: if ft == 0 { 0 } else { len } }
     }
 }

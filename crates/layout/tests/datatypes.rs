@@ -200,7 +200,7 @@ fn invalid_constructions_are_typed_errors() {
     assert!(matches!(Datatype::vector(4, 1, i64::MAX / 2, &d), Err(TypeError::Overflow { .. })));
     assert!(matches!(Datatype::resized(&d, 0, -8), Err(TypeError::BadExtent(-8))));
     assert!(matches!(Datatype::hindexed(&[1, 2], &[0], &d), Err(TypeError::LengthMismatch(_))));
-    assert!(matches!(Datatype::structure(&[1], &[0, 8], &[d.clone()]), Err(TypeError::LengthMismatch(_))));
+    assert!(matches!(Datatype::structure(&[1], &[0, 8], std::slice::from_ref(&d)), Err(TypeError::LengthMismatch(_))));
 }
 
 #[test]

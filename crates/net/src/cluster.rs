@@ -123,7 +123,7 @@ impl ClusterFile {
 
     fn secret_bytes(&self) -> Option<Vec<u8>> {
         let s = self.secret.as_bytes();
-        if s.len() < 16 || s.len() % 2 != 0 {
+        if s.len() < 16 || !s.len().is_multiple_of(2) {
             return None;
         }
         s.chunks(2).map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()).collect()

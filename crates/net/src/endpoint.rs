@@ -301,13 +301,12 @@ impl Endpoint {
                 }
                 break;
             }
-            if let Err(e) = self.poll.poll(&mut self.events, Some(deadline - now)) {
-                if e.kind() != io::ErrorKind::Interrupted {
+            if let Err(e) = self.poll.poll(&mut self.events, Some(deadline - now))
+                && e.kind() != io::ErrorKind::Interrupted {
                     for lane in lanes.iter_mut().filter(|l| !l.failed) {
                         fail_lane(lane, NetError::Unreachable { addr: lane.addr, source: io::Error::new(e.kind(), e.to_string()) }, &mut results);
                     }
                 }
-            }
         }
         // A connection left mid-frame cannot be reused: its next bytes belong
         // to a batch that is gone.

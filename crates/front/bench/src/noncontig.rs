@@ -156,8 +156,7 @@ pub fn worker(name: &str, p: &Params, rank: u64, mode: &str, op: &str, path: &st
             })
         }
         "listio" | "perpiece" => {
-            let mut o = ClientOptions::default();
-            o.list_io = mode == "listio";
+            let o = ClientOptions { list_io: mode == "listio", ..ClientOptions::default() };
             let c = Client::with_options(ClusterFile::load(&ClusterFile::locate(None)?)?, o)?;
             let f = c.open(path, write)?;
             timed(|| {

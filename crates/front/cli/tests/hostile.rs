@@ -69,8 +69,7 @@ fn malformed_frames_are_rejected_and_others_keep_being_served() {
     let secret = cf.secret();
     let good = tc.client();
     still_serves(&good, 0);
-    let mut round = 1;
-    for target in [cf.meta_server().addr, cf.servers[1].addr] {
+    for (round, target) in (1..).zip([cf.meta_server().addr, cf.servers[1].addr]) {
         // Random bytes instead of a hello.
         let mut s = raw(target);
         s.write_all(&common::pattern(9, 5000)).unwrap();
@@ -115,7 +114,6 @@ fn malformed_frames_are_rejected_and_others_keep_being_served() {
         write_frame(&mut s, FrameKind::HelloAck, MsgId(1), &[], &[]).unwrap();
         assert_closed(s);
         still_serves(&good, round);
-        round += 1;
     }
 }
 

@@ -77,9 +77,7 @@ fn permissions_are_checked_for_other_users() {
     root.mkdir("/private", 0o700).unwrap();
     root.mkdir("/shared", 0o777).unwrap();
     root.create("/shared/ro", CreateOptions { mode: 0o444, ..excl() }).unwrap();
-    let mut o = ClientOptions::default();
-    o.cred = Cred { uid: 1000, gid: 1000 };
-    let user = Client::with_options(tc.cluster(), o).unwrap();
+    let user = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 1000, gid: 1000 }, ..ClientOptions::default() }).unwrap();
     assert!(matches!(user.create("/private/x", excl()), Err(Error::Permission(_))));
     assert!(matches!(user.readdir("/private"), Err(Error::Permission(_))));
     assert!(matches!(user.open("/shared/ro", true), Err(Error::Permission(_))));

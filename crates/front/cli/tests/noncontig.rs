@@ -80,9 +80,7 @@ fn the_papers_patterns_match_a_local_file() {
 #[test]
 fn list_io_and_per_piece_requests_give_the_same_bytes() {
     let tc = TestCluster::start("perpiece", 3);
-    let mut o = ClientOptions::default();
-    o.list_io = false;
-    let slow = Client::with_options(tc.cluster(), o).unwrap();
+    let slow = Client::with_options(tc.cluster(), ClientOptions { list_io: false, ..ClientOptions::default() }).unwrap();
     let fast = tc.client();
     let p = Pattern::Hpf1d { records: 3000, record: 8, dist: Distrib::Cyclic(1) };
     for (name, c) in [("list", &fast), ("piece", &slow)] {
@@ -164,7 +162,7 @@ fn random_views_match_a_local_file() {
             (3i64..7, 2i64..5, any::<bool>()).prop_map(|(a, b, f)| Datatype::subarray(&[a, b, 3], &[a - 1, b - 1, 2], &[1, 0, 1], if f { Order::Fortran } else { Order::C }, &Datatype::basic(2)).unwrap()),
             (1i64..4, 1i64..3, 1i64..4).prop_map(|(n, m, s)| {
                 let inner = Datatype::vector(m, 1, 2, &Datatype::int()).unwrap();
-                Datatype::hvector(n, 1, (m * 8 + s) as i64 * 2, &inner).unwrap()
+                Datatype::hvector(n, 1, (m * 8 + s) * 2, &inner).unwrap()
             }),
         ],
         1u64..7,

@@ -161,12 +161,11 @@ impl LocalCluster {
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 return Ok(());
             }
-            if let Some(child) = self.children[id].as_mut() {
-                if let Ok(Some(status)) = child.try_wait() {
+            if let Some(child) = self.children[id].as_mut()
+                && let Ok(Some(status)) = child.try_wait() {
                     let log = std::fs::read_to_string(self.log_path(id)).unwrap_or_default();
                     return Err(fail(format!("server {id} exited ({status}) before it was ready:\n{log}")));
                 }
-            }
             if start.elapsed() > READY_TIMEOUT {
                 return Err(fail(format!("server {id} at {addr} not ready after {READY_TIMEOUT:?}")));
             }

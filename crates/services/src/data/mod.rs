@@ -191,12 +191,11 @@ impl DataService {
         if let Some(o) = self.object(file, false)? {
             o.file.sync_data()?;
         }
-        if self.dir_dirty.swap(false, Ordering::AcqRel) {
-            if let Err(e) = File::open(&self.objects).and_then(|d| d.sync_all()) {
+        if self.dir_dirty.swap(false, Ordering::AcqRel)
+            && let Err(e) = File::open(&self.objects).and_then(|d| d.sync_all()) {
                 self.dir_dirty.store(true, Ordering::Release);
                 return Err(e);
             }
-        }
         Ok(())
     }
 

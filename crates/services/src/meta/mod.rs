@@ -150,6 +150,9 @@ impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str),
     }
 }
 
+/// The tables of a read-only transaction.
+type ReadTables = Tables<redb::ReadOnlyTable<u64, &'static [u8]>, redb::ReadOnlyTable<(u64, &'static str), u64>>;
+
 impl MetaService {
     /// Opens (or creates) the database in `dir/meta.redb`.
     pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64) -> Result<Self> {
@@ -199,7 +202,7 @@ impl MetaService {
         r.unwrap_or_else(|e| Response::error(e.code, e.message))
     }
 
-    fn read_tables(&self) -> Result<Tables<redb::ReadOnlyTable<u64, &'static [u8]>, redb::ReadOnlyTable<(u64, &'static str), u64>>> {
+    fn read_tables(&self) -> Result<ReadTables> {
         let tx = self.db.begin_read()?;
         Ok(Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? })
     }

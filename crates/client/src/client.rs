@@ -12,10 +12,8 @@ use weft_wire::{Cred, DirEntry, FileAttr, LayoutHint, MetaReq, Request, Response
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     pub endpoint: EndpointConfig,
-    /// Largest payload of one data request. 1 MiB: large enough that the
-    /// per-request cost is small, small enough that many are in flight.
-    /// Overridden by `WEFT_MAX_REQUEST`.
-    pub max_request: usize,
+    /// Request size, order and pacing of data accesses (paper 000).
+    pub schedule: crate::Schedule,
     /// Identity sent with namespace requests (the process's own by default).
     pub cred: Cred,
     /// List I/O: all of an access's pieces for one server travel in one
@@ -28,13 +26,8 @@ impl Default for ClientOptions {
     fn default() -> Self {
         use std::os::unix::fs::MetadataExt;
         let cred = std::fs::metadata("/proc/self").map(|m| Cred { uid: m.uid(), gid: m.gid() }).unwrap_or(Cred { uid: 0, gid: 0 });
-        let max_request = std::env::var("WEFT_MAX_REQUEST")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&v: &usize| v > 0 && v <= weft_wire::limits::MAX_PAYLOAD_LEN as usize)
-            .unwrap_or(1 << 20);
         let list_io = std::env::var("WEFT_LIST_IO").map_or(true, |v| v != "0");
-        ClientOptions { endpoint: EndpointConfig::default(), max_request, cred, list_io }
+        ClientOptions { endpoint: EndpointConfig::default(), schedule: crate::Schedule::default(), cred, list_io }
     }
 }
 
@@ -99,6 +92,11 @@ impl Client {
     /// Runs a batch of calls on the shared endpoint.
     pub(crate) fn run(&self, calls: &mut [Call<'_>]) {
         self.inner.endpoint.lock().expect("endpoint lock").run(calls);
+    }
+
+    /// Runs calls in slice order with at most `window` in flight.
+    pub(crate) fn run_window(&self, calls: &mut [Call<'_>], window: usize) {
+        self.inner.endpoint.lock().expect("endpoint lock").run_window(calls, window);
     }
 
     /// Decodes a finished call's response, turning error responses into errors.

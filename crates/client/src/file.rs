@@ -6,11 +6,9 @@ use std::net::SocketAddr;
 use weft_layout::{pair, Datatype, Segment, Striping, View, ViewError};
 use weft_net::Call;
 use weft_wire::limits::MAX_PIECES;
-use weft_wire::{DataReq, FileAttr, Piece, Request, Response};
-
-/// Most requests posted at once by one access; more wait for the next
-/// window. Bounds the client's memory for per-piece access of huge lists.
-const MAX_IN_FLIGHT: usize = 4096;
+use weft_wire::{DataReq, FileAttr, Piece, ReadOrder, Request, Response};
+use crate::Schedule;
+use weft_sched::{edge_colouring, order, Strategy};
 
 /// An open Weft file. Reads and writes are positioned (`pread`/`pwrite`
 /// style); the handle has no file pointer and no cache.
@@ -22,12 +20,16 @@ pub struct File {
     /// Address of each server in the layout, in stripe order.
     servers: Vec<SocketAddr>,
     writable: bool,
+    /// Request size, order and pacing for this file's accesses.
+    schedule: Schedule,
 }
 
 /// One request: a server, the object pieces it covers (in the order the
 /// payload carries them), and the caller's buffer ranges that fill them.
 struct Chunk {
     server: usize,
+    /// File offset of the chunk's first byte: its place in file order.
+    first: u64,
     pieces: Vec<Piece>,
     mem: Vec<(usize, usize)>,
     len: u64,
@@ -39,7 +41,8 @@ impl File {
         let layout = attr.layout.clone().ok_or_else(|| Error::IsDir(path.into()))?;
         let striping = Striping::new(layout.stripe_size, layout.servers.len()).map_err(|e| Error::Protocol { addr: meta, what: format!("bad layout: {e}") })?;
         let servers = layout.servers.iter().map(|&s| client.addr_of(s)).collect::<Result<_>>()?;
-        Ok(File { client, path: path.into(), attr, striping, servers, writable })
+        let schedule = client.inner.options.schedule.clone();
+        Ok(File { client, path: path.into(), attr, striping, servers, writable, schedule })
     }
 
     pub fn attr(&self) -> &FileAttr {
@@ -58,22 +61,38 @@ impl File {
         self.striping.count()
     }
 
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    pub fn set_schedule(&mut self, schedule: Schedule) {
+        self.schedule = schedule;
+    }
+
+    /// Applies an MPI-style hint (`weft_sched`, `weft_sched_block`,
+    /// `weft_sched_window`); `Ok(false)` for keys that are not Weft's.
+    pub fn set_hint(&mut self, key: &str, value: &str) -> Result<bool> {
+        self.schedule.set_hint(key, value)
+    }
+
     /// Groups an access's segments into requests: per server, pieces are
     /// appended in stream order and joined when they touch (list I/O); a
-    /// request is closed at `max_request` bytes or `MAX_PIECES` pieces. With
-    /// list I/O off, every stripe piece is a request of its own.
-    fn plan(&self, segments: &[Segment]) -> Result<Vec<Chunk>> {
+    /// request is closed at the schedule block `b` or `MAX_PIECES` pieces.
+    /// With list I/O off, every stripe piece is a request of its own.
+    /// Chunks come out in file order (of their first byte).
+    fn plan(&self, segments: &[Segment], block: u64) -> Result<Vec<Chunk>> {
         let opts = &self.client.inner.options;
-        let max = opts.max_request as u64;
+        let max = block;
         let max_pieces = if opts.list_io { MAX_PIECES } else { 1 };
         let mut open: Vec<Option<Chunk>> = (0..self.servers.len()).map(|_| None).collect();
         let mut out = Vec::new();
         for seg in segments {
             seg.file.checked_add(seg.len).ok_or_else(|| Error::BadRequest(format!("access at {} + {} overflows", seg.file, seg.len)))?;
             let mut mem = seg.mem;
+            let mut file = seg.file;
             for (server, mut obj, mut len) in self.striping.walk(seg.file, seg.len) {
                 while len > 0 {
-                    let c = open[server].get_or_insert_with(|| Chunk { server, pieces: Vec::new(), mem: Vec::new(), len: 0 });
+                    let c = open[server].get_or_insert_with(|| Chunk { server, first: file, pieces: Vec::new(), mem: Vec::new(), len: 0 });
                     let take = len.min(max - c.len);
                     match c.pieces.last_mut() {
                         Some(p) if opts.list_io && p.offset + p.len == obj => p.len += take,
@@ -89,36 +108,79 @@ impl File {
                     }
                     obj += take;
                     mem += take as usize;
+                    file += take;
                     len -= take;
                 }
             }
         }
         out.extend(open.into_iter().flatten());
+        out.sort_by_key(|c| c.first);
         Ok(out)
     }
 
-    fn body(&self, op: fn(weft_wire::FileId, Vec<Piece>) -> DataReq, chunk: &Chunk) -> Vec<u8> {
-        Request::Data(op(self.attr.id, chunk.pieces.clone())).encode()
+    /// The sending order of `chunks` (in file order) under `sched`, with
+    /// each chunk's slot (its colour, or its position in the order).
+    fn order(&self, chunks: &[Chunk], sched: &Schedule) -> Result<Vec<(usize, u32)>> {
+        let servers: Vec<usize> = chunks.iter().map(|c| c.server).collect();
+        if sched.strategy == Strategy::Colour
+            && let Some(colours) = self.colours(&servers, sched)?
+        {
+            let mut o: Vec<(usize, u32)> = colours.into_iter().enumerate().map(|(k, c)| (k, c as u32)).collect();
+            o.sort_by_key(|&(k, c)| (c, k));
+            return Ok(o);
+        }
+        let seed = u64::from(sched.rank) ^ self.attr.id.0.rotate_left(17);
+        let o = order(sched.strategy, sched.rank as usize, self.servers.len(), &servers, seed);
+        Ok(o.into_iter().enumerate().map(|(pos, k)| (k, pos as u32)).collect())
     }
 
-    /// Runs calls in windows, so a per-piece access does not post millions at once.
-    fn run_windowed(&self, calls: &mut [Call<'_>]) {
-        for w in calls.chunks_mut(MAX_IN_FLIGHT) {
-            self.client.run(w);
+    /// Colours of this client's chunks in an edge colouring of the whole
+    /// group's transfer graph, which every member computes alike from the
+    /// same `group_accesses`. `None` (order like hash) if the accesses are
+    /// not given or this access is not the one listed for this rank.
+    fn colours(&self, mine: &[usize], sched: &Schedule) -> Result<Option<Vec<usize>>> {
+        let Some(acc) = &sched.group_accesses else { return Ok(None) };
+        let mut edges = Vec::new();
+        let mut own = Vec::new();
+        for (member, &(off, len)) in acc.iter().enumerate() {
+            let chunks = self.plan(&[Segment { file: off, mem: 0, len }], sched.block)?;
+            for c in chunks {
+                if member == sched.rank as usize {
+                    own.push(c.server);
+                }
+                edges.push((member, c.server));
+            }
         }
+        if own != mine {
+            return Ok(None);
+        }
+        let colours = edge_colouring(acc.len(), self.servers.len(), &edges);
+        let start = edges.iter().position(|e| e.0 == sched.rank as usize).unwrap_or(0);
+        Ok(Some(colours[start..start + own.len()].to_vec()))
     }
+
 
     /// Writes all of `buf` at `offset`; returns `buf.len()` once every
     /// server has acknowledged its part.
     pub fn write_at(&self, offset: u64, buf: &[u8]) -> Result<usize> {
-        self.write_segments(&[Segment { file: offset, mem: 0, len: buf.len() as u64 }], buf)
+        self.write_at_with(offset, buf, &self.schedule)
+    }
+
+    /// [`File::write_at`] with this operation's own schedule.
+    pub fn write_at_with(&self, offset: u64, buf: &[u8], sched: &Schedule) -> Result<usize> {
+        self.write_segments(&[Segment { file: offset, mem: 0, len: buf.len() as u64 }], buf, sched)
     }
 
     /// Reads into `buf` from `offset`; returns the bytes read, fewer than
     /// `buf.len()` only at the end of the file. Holes read as zeros.
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.read_at_with(offset, buf, &self.schedule)
+    }
+
+    /// [`File::read_at`] with this operation's own schedule.
+    pub fn read_at_with(&self, offset: u64, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
         let len = buf.len() as u64;
-        self.read_segments(vec![Segment { file: offset, mem: 0, len }], buf)
+        self.read_segments(vec![Segment { file: offset, mem: 0, len }], buf, sched)
     }
 
     /// Writes `count` copies of `memtype` taken from `buf` through `view`,
@@ -127,7 +189,7 @@ impl File {
     pub fn write_view(&self, view: &View, offset: u64, buf: &[u8], memtype: &Datatype, count: u64) -> Result<usize> {
         view.check_writable()?;
         let segments = self.view_segments(view, offset, buf.len(), memtype, count)?;
-        self.write_segments(&segments, buf)
+        self.write_segments(&segments, buf, &self.schedule)
     }
 
     /// Reads `count` copies of `memtype` into `buf` through `view` from
@@ -135,7 +197,7 @@ impl File {
     /// only when the file ends inside the access.
     pub fn read_view(&self, view: &View, offset: u64, buf: &mut [u8], memtype: &Datatype, count: u64) -> Result<usize> {
         let segments = self.view_segments(view, offset, buf.len(), memtype, count)?;
-        self.read_segments(segments, buf)
+        self.read_segments(segments, buf, &self.schedule)
     }
 
     fn view_segments(&self, view: &View, offset: u64, buf_len: usize, memtype: &Datatype, count: u64) -> Result<Vec<Segment>> {
@@ -154,21 +216,24 @@ impl File {
         Ok(segments)
     }
 
-    fn write_segments(&self, segments: &[Segment], buf: &[u8]) -> Result<usize> {
+    fn write_segments(&self, segments: &[Segment], buf: &[u8], sched: &Schedule) -> Result<usize> {
         if !self.writable {
             return Err(Error::BadRequest(format!("{} is open read-only", self.path)));
         }
-        let chunks = self.plan(segments)?;
+        let plan = self.plan(segments, sched.block)?;
+        let order = self.order(&plan, sched)?;
+        let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         let mut calls: Vec<Call<'_>> = chunks
             .iter()
             .map(|c| {
-                let mut call = Call::new(self.servers[c.server], self.body(|file, pieces| DataReq::Write { file, pieces }, c));
+                let body = Request::Data(DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode();
+                let mut call = Call::new(self.servers[c.server], body);
                 call.send = c.mem.iter().map(|&(o, l)| &buf[o..o + l]).collect();
                 call
             })
             .collect();
-        self.run_windowed(&mut calls);
-        for (call, chunk) in calls.into_iter().zip(&chunks) {
+        self.client.run_window(&mut calls, sched.window);
+        for (call, chunk) in calls.into_iter().zip(chunks) {
             match Client::response(call)? {
                 (Response::Written { bytes }, _) if bytes == chunk.len => {}
                 (other, _) => {
@@ -179,10 +244,19 @@ impl File {
         Ok(segments.iter().map(|s| s.len as usize).sum())
     }
 
-    fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8]) -> Result<usize> {
-        let chunks = self.plan(&segments)?;
-        let mut calls: Vec<Call<'_>> =
-            chunks.iter().map(|c| Call::new(self.servers[c.server], self.body(|file, pieces| DataReq::Read { file, pieces }, c))).collect();
+    fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
+        let plan = self.plan(&segments, sched.block)?;
+        let order = self.order(&plan, sched)?;
+        let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
+        let mut calls: Vec<Call<'_>> = order
+            .iter()
+            .map(|&(k, slot)| {
+                let c = &plan[k];
+                let order = ReadOrder { strategy: sched.strategy.code(), rank: sched.rank, group: sched.group, slot };
+                let body = Request::Data(DataReq::Read { file: self.attr.id, pieces: c.pieces.clone(), order }).encode();
+                Call::new(self.servers[c.server], body)
+            })
+            .collect();
         // Hand each call disjoint pieces of `buf`, walking it front to back,
         // and put them back in each call's payload order.
         let mut order: Vec<(usize, usize, usize, usize)> =
@@ -204,10 +278,10 @@ impl File {
         for (call, s) in calls.iter_mut().zip(slots) {
             call.recv = s.into_iter().map(|p| p.expect("every range placed")).collect();
         }
-        self.run_windowed(&mut calls);
+        self.client.run_window(&mut calls, sched.window);
         // The largest end of file any answering object implies.
         let mut known_end = 0;
-        for (call, chunk) in calls.into_iter().zip(&chunks) {
+        for (call, chunk) in calls.into_iter().zip(chunks) {
             match Client::response(call)? {
                 (Response::Read { object_size }, n) if n as u64 == chunk.len => {
                     known_end = known_end.max(self.striping.file_end(chunk.server, object_size));

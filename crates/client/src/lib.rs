@@ -15,9 +15,12 @@
 mod client;
 mod error;
 mod file;
+mod schedule;
 
 pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
 pub use error::{Error, Result};
 pub use file::File;
+pub use schedule::Schedule;
+pub use weft_sched::Strategy;
 pub use weft_layout::{Datatype, Distrib, Order, Pattern, View, ViewError};
 pub use weft_wire::{DirEntry, FileAttr, FileKind, ServerStats};

@@ -219,6 +219,15 @@ impl Endpoint {
     /// Posts every call and advances until each has a result (success, its
     /// own error, or a timeout after `op_timeout`).
     pub fn run(&mut self, calls: &mut [Call<'_>]) {
+        self.run_window(calls, usize::MAX);
+    }
+
+    /// Like [`Endpoint::run`], with at most `window` calls in flight: calls
+    /// are posted in slice order, the next one as soon as one completes.
+    /// This is how a scheduling strategy's order becomes the order on the
+    /// wire (window 1 is the paper's one transfer per client at a time).
+    pub fn run_window(&mut self, calls: &mut [Call<'_>], window: usize) {
+        let window = window.max(1);
         let deadline = Instant::now() + self.config.op_timeout;
         // Split the calls into what the writer reads and what the reader fills.
         let mut sends: Vec<&[&[u8]]> = Vec::with_capacity(calls.len());
@@ -233,65 +242,59 @@ impl Endpoint {
             recvs.push(recv);
             results.push(result);
         }
-
+        let n = posts.len();
         let mut lanes: Vec<Lane<'_>> = Vec::new();
         let mut lane_of: HashMap<SocketAddr, usize> = HashMap::new();
-        for (i, (peer, body)) in posts.into_iter().enumerate() {
-            let lane = match lane_of.get(&peer) {
-                Some(&l) => l,
-                None => {
-                    if let Err(e) = self.ensure_conn(peer) {
-                        tracing::debug!(target: "weft::net", %peer, error = %e, "connect failed");
-                        *results[i] = Some(Err(e));
-                        continue;
-                    }
-                    lanes.push(Lane {
-                        addr: peer,
-                        out: VecDeque::new(),
-                        rx: Rx::idle(),
-                        pending: HashMap::new(),
-                        awaiting_cts: HashMap::new(),
-                        failed: false,
-                    });
-                    lane_of.insert(peer, lanes.len() - 1);
-                    lanes.len() - 1
-                }
-            };
-            let id = self.next_msg;
-            self.next_msg += 1;
-            let payload = sends[i];
-            let pay_len: usize = payload.iter().map(|p| p.len()).sum();
-            let lane = &mut lanes[lane];
-            let (kind, frame_payload): (FrameKind, &[&[u8]]) = if pay_len <= self.config.eager_limit {
-                self.stats.eager += 1;
-                (FrameKind::Request, payload)
-            } else {
-                self.stats.rendezvous += 1;
-                lane.awaiting_cts.insert(id, i);
-                (FrameKind::Rts, &[])
-            };
-            let mut head = Header::new(kind, MsgId(id), body.len(), pay_len).encode().to_vec();
-            head.extend_from_slice(&body);
-            lane.out.push_back(Out { head, payload: frame_payload, pos: 0 });
-            lane.pending.insert(id, i);
-        }
-
+        let (mut posted, mut done) = (0usize, 0usize);
         loop {
+            while posted < n && posted - done < window {
+                let i = posted;
+                posted += 1;
+                let peer = posts[i].0;
+                let lane = match lane_of.get(&peer) {
+                    Some(&l) => l,
+                    None => {
+                        if let Err(e) = self.ensure_conn(peer) {
+                            tracing::debug!(target: "weft::net", %peer, error = %e, "connect failed");
+                            *results[i] = Some(Err(e));
+                            done += 1;
+                            continue;
+                        }
+                        lanes.push(Lane {
+                            addr: peer,
+                            out: VecDeque::new(),
+                            rx: Rx::idle(),
+                            pending: HashMap::new(),
+                            awaiting_cts: HashMap::new(),
+                            failed: false,
+                        });
+                        lane_of.insert(peer, lanes.len() - 1);
+                        lanes.len() - 1
+                    }
+                };
+                let body = std::mem::take(&mut posts[i].1);
+                self.post(&mut lanes[lane], i, &body, sends[i]);
+            }
             for lane in lanes.iter_mut().filter(|l| !l.failed) {
                 let conn = self.conns.get_mut(&lane.addr).expect("lane has a connection");
-                let outcome = advance_read(conn, lane, &sends, &mut recvs, &mut results)
+                let outcome = advance_read(conn, lane, &sends, &mut recvs, &mut results, &mut done)
                     .and_then(|()| advance_write(conn, lane));
                 if let Err(e) = outcome {
-                    fail_lane(lane, e, &mut results);
+                    done += fail_lane(lane, e, &mut results);
                 }
             }
             for lane in lanes.iter().filter(|l| l.failed) {
-                if self.conns.contains_key(&lane.addr) {
+                if lane_of.get(&lane.addr).is_some_and(|&l| std::ptr::eq(&lanes[l], lane)) {
+                    // Later calls to this peer get a fresh connection attempt.
+                    lane_of.remove(&lane.addr);
                     self.drop_conn(lane.addr);
                 }
             }
-            if results.iter().all(|r| r.is_some()) {
+            if done == n {
                 break;
+            }
+            if posted < n && posted - done < window {
+                continue;
             }
             let now = Instant::now();
             if now >= deadline {
@@ -299,14 +302,19 @@ impl Endpoint {
                     let e = NetError::Timeout { addr: lane.addr, after: self.config.op_timeout };
                     fail_lane(lane, e, &mut results);
                 }
+                for (i, r) in results.iter_mut().enumerate().skip(posted) {
+                    **r = Some(Err(NetError::Timeout { addr: posts[i].0, after: self.config.op_timeout }));
+                }
                 break;
             }
             if let Err(e) = self.poll.poll(&mut self.events, Some(deadline - now))
-                && e.kind() != io::ErrorKind::Interrupted {
-                    for lane in lanes.iter_mut().filter(|l| !l.failed) {
-                        fail_lane(lane, NetError::Unreachable { addr: lane.addr, source: io::Error::new(e.kind(), e.to_string()) }, &mut results);
-                    }
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                for lane in lanes.iter_mut().filter(|l| !l.failed) {
+                    let err = NetError::Unreachable { addr: lane.addr, source: io::Error::new(e.kind(), e.to_string()) };
+                    done += fail_lane(lane, err, &mut results);
                 }
+            }
         }
         // A connection left mid-frame cannot be reused: its next bytes belong
         // to a batch that is gone.
@@ -318,17 +326,39 @@ impl Endpoint {
         }
         debug_assert!(results.iter().all(|r| r.is_some()));
     }
+
+    /// Queues call `i` on `lane`: eagerly, or as a rendezvous request.
+    fn post<'s>(&mut self, lane: &mut Lane<'s>, i: usize, body: &[u8], payload: &'s [&'s [u8]]) {
+        let id = self.next_msg;
+        self.next_msg += 1;
+        let pay_len: usize = payload.iter().map(|p| p.len()).sum();
+        let (kind, frame_payload): (FrameKind, &[&[u8]]) = if pay_len <= self.config.eager_limit {
+            self.stats.eager += 1;
+            (FrameKind::Request, payload)
+        } else {
+            self.stats.rendezvous += 1;
+            lane.awaiting_cts.insert(id, i);
+            (FrameKind::Rts, &[])
+        };
+        let mut head = Header::new(kind, MsgId(id), body.len(), pay_len).encode().to_vec();
+        head.extend_from_slice(body);
+        lane.out.push_back(Out { head, payload: frame_payload, pos: 0 });
+        lane.pending.insert(id, i);
+    }
 }
 
-fn fail_lane(lane: &mut Lane<'_>, e: NetError, results: &mut [&mut Option<Result<Reply, NetError>>]) {
+/// Fails every call pending on `lane`; returns how many.
+fn fail_lane(lane: &mut Lane<'_>, e: NetError, results: &mut [&mut Option<Result<Reply, NetError>>]) -> usize {
     tracing::debug!(target: "weft::net", peer = %lane.addr, error = %e, "connection failed");
     lane.failed = true;
     for (_, &i) in lane.pending.iter() {
         *results[i] = Some(Err(sibling(&e)));
     }
+    let n = lane.pending.len();
     lane.pending.clear();
     lane.awaiting_cts.clear();
     lane.out.clear();
+    n
 }
 
 /// `NetError` holds an `io::Error`, which is not `Clone`: calls that fail
@@ -405,6 +435,7 @@ fn advance_read<'s>(
     sends: &[&'s [&'s [u8]]],
     recvs: &mut [&mut Vec<&mut [u8]>],
     results: &mut [&mut Option<Result<Reply, NetError>>],
+    completed: &mut usize,
 ) -> Result<(), NetError> {
     let addr = lane.addr;
     loop {
@@ -494,6 +525,7 @@ fn advance_read<'s>(
                     // A response before Cts means the server refused the payload.
                     lane.awaiting_cts.remove(&id);
                     *results[call] = Some(Ok(Reply { body, payload_len: total }));
+                    *completed += 1;
                 }
                 other => lane.rx = other,
             }

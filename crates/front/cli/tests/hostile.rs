@@ -174,14 +174,14 @@ fn bad_data_requests_get_clear_errors() {
     let data = common::pattern(4, 200_000);
     write_frame(&mut s, FrameKind::Request, MsgId(12), &req.encode(), &[&data]).unwrap();
     assert_eq!(response(&mut s).1, Response::Written { bytes: 200_000 });
-    let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(78), pieces });
+    let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(78), pieces, order: Default::default() });
     write_frame(&mut s, FrameKind::Request, MsgId(13), &req.encode(), &[]).unwrap();
     let h = read_header(&mut s).map_err(|e| format!("{e:?}")).unwrap();
     let body = read_vec(&mut s, h.body_len as usize).unwrap();
     assert_eq!(Response::decode(&body).unwrap(), Response::Read { object_size: 550_000 });
     assert!(read_vec(&mut s, h.pay_len as usize).unwrap() == data, "streamed write landed at the pieces' offsets");
     // A read larger than one payload may carry.
-    let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 1 << 40 }] });
+    let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 1 << 40 }], order: Default::default() });
     write_frame(&mut s, FrameKind::Request, MsgId(2), &req.encode(), &[]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, .. }));
     // A meta request sent to a data server.

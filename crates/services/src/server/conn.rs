@@ -59,11 +59,7 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
     // Buffered reads cut syscalls for small frames; large payloads bypass the buffer.
     let mut reader = BufReader::with_capacity(64 * 1024, stream);
     let mut rdv = Rendezvous { pending: HashMap::new(), waiting: VecDeque::new(), granted: 0 };
-    // Reused across requests so large payloads do not fault in fresh pages each time.
-    let mut payload: Vec<u8> = Vec::new();
-    let mut out: Vec<u8> = Vec::new();
-    // Created on the first large write, so connections that never write none cost no pipe.
-    let mut splicer: Option<Splicer> = None;
+    let mut bufs = Buffers::default();
     loop {
         let head = match read_header(&mut reader) {
             Ok(h) => h,
@@ -81,8 +77,10 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
         match head.kind {
             FrameKind::Request => {
                 let req = Request::decode(&body);
-                let rsp = serve_request(server, req, head.pay_len, &mut reader, &mut payload, &mut out, &mut splicer)?;
-                write_response(&mut writer, head.msg_id, &rsp, &[&out]).map_err(io)?;
+                let mut turn = None;
+                let rsp = serve_request(server, &mut turn, req, head.pay_len, &mut reader, &mut bufs)?;
+                write_response(&mut writer, head.msg_id, &rsp, &[&bufs.out]).map_err(io)?;
+                drop(turn);
             }
             FrameKind::Rts => match Request::decode(&body) {
                 Ok(req) => {
@@ -110,13 +108,26 @@ fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
                     return Err(format!("data for message {} does not match its grant", head.msg_id.0));
                 }
                 rdv.granted -= u64::from(announced);
-                let rsp = serve_request(server, Ok(req), head.pay_len, &mut reader, &mut payload, &mut out, &mut splicer)?;
-                write_response(&mut writer, head.msg_id, &rsp, &[&out]).map_err(io)?;
+                let mut turn = None;
+                let rsp = serve_request(server, &mut turn, Ok(req), head.pay_len, &mut reader, &mut bufs)?;
+                write_response(&mut writer, head.msg_id, &rsp, &[&bufs.out]).map_err(io)?;
+                drop(turn);
                 grant(&mut rdv, &mut writer).map_err(io)?;
             }
             k => return Err(format!("unexpected {k:?} frame from a client")),
         }
     }
+}
+
+/// A connection's reusable buffers.
+#[derive(Default)]
+struct Buffers {
+    /// Request payloads; reused so large ones do not fault in fresh pages each time.
+    payload: Vec<u8>,
+    /// Response payloads.
+    out: Vec<u8>,
+    /// Created on the first large write: connections that never write one cost no pipe.
+    splicer: Option<Splicer>,
 }
 
 /// Payloads at least this large go socket -> pipe -> file; smaller ones
@@ -126,15 +137,17 @@ const SPLICE_MIN: u32 = 64 * 1024;
 const SPLICE_MIN_PIECE: u64 = 16 * 1024;
 
 /// Serves one request whose `pay_len` payload bytes are next on `reader`.
-fn serve_request(
-    server: &Server,
+/// An ordered read leaves its `turn` set: the caller holds it until the
+/// response is sent, so the turn covers the whole transfer.
+fn serve_request<'s>(
+    server: &'s Server,
+    turn: &mut Option<super::Turn<'s>>,
     req: Result<Request, weft_wire::DecodeError>,
     pay_len: u32,
     reader: &mut BufReader<TcpStream>,
-    payload: &mut Vec<u8>,
-    out: &mut Vec<u8>,
-    splicer: &mut Option<Splicer>,
+    bufs: &mut Buffers,
 ) -> Result<Response, String> {
+    let Buffers { payload, out, splicer } = bufs;
     out.clear();
     if let Ok(Request::Data(DataReq::Write { file, pieces })) = &req {
         // Streaming writes in list order, so only sorted lists take this
@@ -152,6 +165,11 @@ fn serve_request(
     payload.resize(pay_len as usize, 0);
     reader.read_exact(payload).map_err(|e| format!("read payload: {e}"))?;
     Ok(match req {
+        Ok(Request::Data(DataReq::Read { file, pieces, order })) if order.strategy != 0 => {
+            let offset = pieces.first().map_or(0, |p| p.offset);
+            *turn = Some(server.read_turns.acquire(order, offset));
+            server.handle(Request::Data(DataReq::Read { file, pieces, order }), payload, out)
+        }
         Ok(req) => server.handle(req, payload, out),
         Err(e) => {
             server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);

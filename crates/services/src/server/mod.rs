@@ -7,6 +7,9 @@
 //! connection is untouched.
 
 mod conn;
+mod read_turns;
+
+pub use read_turns::{ReadTurns, Turn};
 
 use crate::data::DataService;
 use crate::meta::MetaService;
@@ -49,6 +52,8 @@ pub struct Server {
     counters: Counters,
     started: Instant,
     connections: AtomicUsize,
+    /// The order in which waiting reads are served.
+    pub read_turns: ReadTurns,
 }
 
 impl Server {
@@ -74,6 +79,7 @@ impl Server {
             counters: Counters::default(),
             started: Instant::now(),
             connections: AtomicUsize::new(0),
+            read_turns: ReadTurns::new(id.0, read_slots()),
         })
     }
 
@@ -129,7 +135,7 @@ impl Server {
                             Err(e) => io_err(e),
                         }
                     }
-                    DataReq::Read { file, pieces } => {
+                    DataReq::Read { file, pieces, .. } => {
                         let total: u64 = pieces.iter().map(|p| p.len).sum();
                         if total > weft_wire::limits::MAX_PAYLOAD_LEN.into() {
                             self.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
@@ -189,6 +195,12 @@ impl Server {
             Err(StreamError::Stream(e)) => Err(e),
         }
     }
+}
+
+/// Reads a data server serves at once when clients ask for ordering
+/// (`WEFT_READ_SLOTS`, default 1: the paper's one transfer per server at a time).
+fn read_slots() -> usize {
+    std::env::var("WEFT_READ_SLOTS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
 }
 
 /// Serves `listener` forever (until the process is stopped). Every accepted

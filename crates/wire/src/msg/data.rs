@@ -4,7 +4,9 @@
 //! `DataReq`: `op u8 | file u64 | ...`; `Write` and `Read` carry
 //! `count u32 | (offset u64 | len u64) * count`. A write's payload is the
 //! pieces' bytes concatenated in list order; a read's response payload is
-//! the same, zero-filled past the object's end.
+//! the same, zero-filled past the object's end. A `Read` also carries its
+//! [`ReadOrder`]: `strategy u8 | rank u32 | group u32 | slot u32`, which the
+//! server uses to choose among pending reads.
 
 use crate::limits::{MAX_OBJECT_END, MAX_PIECES};
 use crate::{DecodeError, Decoder, Encoder, FileId};
@@ -16,10 +18,23 @@ pub struct Piece {
     pub len: u64,
 }
 
+/// How a server should rank this read among the reads waiting for it
+/// (paper 000: the server decides the order for reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadOrder {
+    /// Scheduling strategy code (`weft_sched::Strategy::code`); 0: serve at once.
+    pub strategy: u8,
+    /// The client's rank in its group (hash-IOS serves client (s + j) mod group at step j).
+    pub rank: u32,
+    pub group: u32,
+    /// The block's colour in the group's transfer-graph colouring (colour strategy).
+    pub slot: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataReq {
     Write { file: FileId, pieces: Vec<Piece> },
-    Read { file: FileId, pieces: Vec<Piece> },
+    Read { file: FileId, pieces: Vec<Piece>, order: ReadOrder },
     Size { file: FileId },
     Truncate { file: FileId, size: u64 },
     Fsync { file: FileId },
@@ -85,9 +100,10 @@ impl DataReq {
                 e.u8(1).u64(file.0);
                 encode_pieces(e, pieces);
             }
-            DataReq::Read { file, pieces } => {
+            DataReq::Read { file, pieces, order } => {
                 e.u8(2).u64(file.0);
                 encode_pieces(e, pieces);
+                e.u8(order.strategy).u32(order.rank).u32(order.group).u32(order.slot);
             }
             DataReq::Size { file } => {
                 e.u8(3).u64(file.0);
@@ -109,7 +125,14 @@ impl DataReq {
         let file = FileId(d.u64()?);
         Ok(match op {
             1 => DataReq::Write { file, pieces: decode_pieces(d)? },
-            2 => DataReq::Read { file, pieces: decode_pieces(d)? },
+            2 => {
+                let pieces = decode_pieces(d)?;
+                let order = ReadOrder { strategy: d.u8()?, rank: d.u32()?, group: d.u32()?, slot: d.u32()? };
+                if order.group > 0 && order.rank >= order.group {
+                    return Err(DecodeError::Invalid("read order rank outside its group"));
+                }
+                DataReq::Read { file, pieces, order }
+            }
             3 => DataReq::Size { file },
             4 => {
                 let size = d.u64()?;

@@ -247,7 +247,10 @@ mod tests {
             (0..=MAX_PAYLOAD_LEN).prop_map(|len| Request::Source { len }),
             (any::<u32>(), any::<u32>(), meta_req()).prop_map(|(uid, gid, op)| Request::Meta { cred: Cred { uid, gid }, op }),
             (any::<u64>(), pieces()).prop_map(|(f, pieces)| Request::Data(DataReq::Write { file: FileId(f), pieces })),
-            (any::<u64>(), pieces()).prop_map(|(f, pieces)| Request::Data(DataReq::Read { file: FileId(f), pieces })),
+            (any::<u64>(), pieces(), any::<u8>(), 1u32..1000, any::<u32>()).prop_map(|(f, pieces, strategy, group, slot)| {
+                let order = crate::msg::data::ReadOrder { strategy, rank: slot % group, group, slot };
+                Request::Data(DataReq::Read { file: FileId(f), pieces, order })
+            }),
             any::<u64>().prop_map(|f| Request::Data(DataReq::Size { file: FileId(f) })),
             (any::<u64>(), 0u64..1 << 62).prop_map(|(f, size)| Request::Data(DataReq::Truncate { file: FileId(f), size })),
             any::<u64>().prop_map(|f| Request::Data(DataReq::Fsync { file: FileId(f) })),

@@ -28,7 +28,7 @@ pub struct CpArgs {
 
 enum Src<'a> {
     Local(LocalFile),
-    Weft(weft_client::File, &'a str),
+    Weft(Box<weft_client::File>, &'a str),
 }
 
 pub fn cp(cluster: Option<&Path>, a: CpArgs) -> Result<()> {
@@ -45,7 +45,7 @@ pub fn cp(cluster: Option<&Path>, a: CpArgs) -> Result<()> {
         let p = weft_path(&a.src)?;
         let f = c.open(&p, false)?;
         let size = f.size()?;
-        (Src::Weft(f, &a.src), size)
+        (Src::Weft(Box::new(f), &a.src), size)
     } else {
         let f = LocalFile::open(&a.src).with_context(|| format!("cannot open {}", a.src))?;
         let size = f.metadata()?.len();

@@ -166,6 +166,16 @@ impl File {
         self.write_at_with(offset, buf, &self.schedule)
     }
 
+    /// The requests a write of `[offset, offset + len)` under `sched` would
+    /// send, in sending order: (server index in the layout, file offset of
+    /// the first byte, bytes, slot). The slot is the block's colour for the
+    /// colour strategy, else its position. For tests and for seeing what a
+    /// hint does.
+    pub fn send_order(&self, offset: u64, len: u64, sched: &Schedule) -> Result<Vec<(usize, u64, u64, u32)>> {
+        let plan = self.plan(&[Segment { file: offset, mem: 0, len }], sched.block)?;
+        Ok(self.order(&plan, sched)?.into_iter().map(|(k, slot)| (plan[k].server, plan[k].first, plan[k].len, slot)).collect())
+    }
+
     /// [`File::write_at`] with this operation's own schedule.
     pub fn write_at_with(&self, offset: u64, buf: &[u8], sched: &Schedule) -> Result<usize> {
         self.write_segments(&[Segment { file: offset, mem: 0, len: buf.len() as u64 }], buf, sched)

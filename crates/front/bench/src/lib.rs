@@ -9,7 +9,9 @@
 pub mod concurrent_write;
 pub mod net;
 pub mod noncontig;
+pub mod plot;
 pub mod report;
+pub mod sched;
 pub mod workers;
 
 use anyhow::{Context, Result};

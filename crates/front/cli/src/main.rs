@@ -42,6 +42,8 @@ enum Cmd {
     Status,
     /// Benchmarks that re-run the papers' experiments against Weft.
     Bench(cmd::bench::BenchArgs),
+    /// Simulators: compare strategies far beyond one machine.
+    Sim(cmd::sim::SimArgs),
 }
 
 fn main() {
@@ -63,6 +65,7 @@ fn main() {
         Cmd::Cp(a) => cmd::cp::cp(cluster, a),
         Cmd::Status => cmd::status::status(cluster),
         Cmd::Bench(a) => cmd::bench::bench(cluster, a),
+        Cmd::Sim(a) => cmd::sim::sim(a),
     };
     if let Err(e) = r {
         eprintln!("weft: error: {e:#}");

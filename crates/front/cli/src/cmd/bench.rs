@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{concurrent_write as cw, net, noncontig as nc, BenchCluster};
+use weft_bench::{concurrent_write as cw, net, noncontig as nc, sched, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -87,6 +87,54 @@ enum Which {
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 4)]
         servers: usize,
+    },
+    /// Paper 000: scheduling strategies x schedule block b, P clients writing then reading disjoint regions.
+    Sched {
+        #[command(flatten)]
+        common: Common,
+        /// Client processes.
+        #[arg(long, default_value_t = 8)]
+        procs: u32,
+        /// Bytes each client writes and reads.
+        #[arg(long, default_value = "32m", value_parser = parse_size)]
+        size: u64,
+        /// Schedule block sizes b to sweep.
+        #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "4k,8k,16k,32k,64k,128k,256k,512k,1m,2m,4m,8m")]
+        blocks: Vec<u64>,
+        /// Strategies to sweep.
+        #[arg(long, value_delimiter = ',', default_value = "first,random,hash,colour")]
+        strategies: Vec<weft_sched::Strategy>,
+        /// Requests in flight per client (weft_sched_window).
+        #[arg(long)]
+        window: Option<usize>,
+        /// Stripe size of the file (striping_unit).
+        #[arg(long = "stripe-size", default_value = "64k", value_parser = parse_size)]
+        stripe_size: u64,
+        #[arg(long, default_value_t = 1)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 8)]
+        servers: usize,
+    },
+    /// (internal) one scheduling-benchmark client.
+    #[command(hide = true)]
+    SchedWorker {
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        rank: u32,
+        #[arg(long)]
+        procs: u32,
+        #[arg(long)]
+        size: u64,
+        #[arg(long)]
+        strategy: weft_sched::Strategy,
+        #[arg(long)]
+        block: u64,
+        #[arg(long)]
+        window: usize,
+        #[arg(long)]
+        op: String,
     },
     /// (internal) one non-contiguous worker process.
     #[command(hide = true)]
@@ -211,6 +259,47 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 );
                 println!("CSV: {}", csv.display());
             }
+        }
+        Which::Sched { common, procs, size, blocks, strategies, window, stripe_size, repeats, servers } => {
+            let window = window.unwrap_or(weft_client::Schedule::default().window);
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let params = sched::Params { procs, size, stripe_size, blocks, strategies: strategies.clone(), window, repeats };
+            let (rows, summary) = sched::run(&exe, &bc, &params)?;
+            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/sched.csv"));
+            write_csv(&csv, &rows)?;
+            let plots = sched::plot(&csv.with_extension(""), &rows, &strategies)?;
+            if common.json {
+                let serde_json::Value::Object(m) = serde_json::to_value(&summary)? else { unreachable!("a struct serializes to an object") };
+                print_json(&rows, m)?;
+            } else {
+                let mut table = Vec::new();
+                for &b in &params.blocks {
+                    for s in &strategies {
+                        let get = |op: &str| rows.iter().find(|r| r.op == op && r.strategy == s.name() && r.block_bytes == b).map_or(0.0, |r| r.mb_s);
+                        table.push(vec![sched::human(b), s.name().to_string(), f1(get("write")), f1(get("read"))]);
+                    }
+                }
+                print_table(
+                    &format!("Scheduling (paper 000): {procs} clients x {}, {servers} servers, stripe {}, window {window}", super::human_bytes(size), super::human_bytes(stripe_size)),
+                    &["b", "strategy", "write MB/s", "read MB/s"],
+                    &table,
+                );
+                let show = |name: &str, x: &(String, u64, f64)| format!("{name} {:.1} MB/s ({}, b = {})", x.2, x.0, sched::human(x.1));
+                println!("\n{}; {}; spread {:.0}%", show("write best", &summary.write_best), show("worst", &summary.write_worst), (summary.write_best.2 / summary.write_worst.2 - 1.0) * 100.0);
+                println!("{}; {}; spread {:.0}%", show("read best", &summary.read_best), show("worst", &summary.read_worst), (summary.read_best.2 / summary.read_worst.2 - 1.0) * 100.0);
+                println!(
+                    "default ({}, b = {}): {:.2} of the best write, {:.2} of the best read",
+                    summary.default_strategy,
+                    sched::human(summary.default_block_bytes),
+                    summary.write_default_vs_best,
+                    summary.read_default_vs_best
+                );
+                println!("{}", sched::PAPER);
+                println!("CSV: {}; plots: {}", csv.display(), plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+            }
+        }
+        Which::SchedWorker { path, rank, procs, size, strategy, block, window, op } => {
+            sched::worker(&path, rank, procs, size, strategy, block, window, &op)?;
         }
         Which::NoncontigWorker { pattern, matrix, btio_cells, rank, mode, op, path } => {
             let params = nc::Params { patterns: vec![], matrix, btio_cells, repeats: 1, stripe_size: 0 };

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod cp;
 pub mod fs;
 pub mod serve;
+pub mod sim;
 pub mod status;
 pub mod up;
 

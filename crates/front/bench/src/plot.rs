@@ -1,0 +1,100 @@
+//! Line plots of benchmark results, as SVG (always) and PNG (when a
+//! TrueType font is found to draw the text with; `scripts/install-deps.sh`
+//! installs DejaVu).
+
+use anyhow::{anyhow, Result};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+
+/// One line: a name and its (x, y) points.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// One chart of a figure; its x axis is logarithmic (sizes from bytes to MiB).
+pub struct Panel {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+}
+
+const FONTS: [&str; 3] =
+    ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSans.ttf", "/usr/share/fonts/dejavu/DejaVuSans.ttf"];
+
+/// Registers a font for the bitmap backend once; false if none was found.
+fn font_ready() -> bool {
+    static READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *READY.get_or_init(|| {
+        FONTS.iter().find_map(|p| std::fs::read(p).ok()).is_some_and(|bytes| {
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok()
+        })
+    })
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, panels: &[Panel]) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for (area, p) in areas.into_iter().zip(panels) {
+        let xs = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0));
+        let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
+        let y1 = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.1)).fold(0.0f64, f64::max) * 1.1 + 1e-9;
+        if x0 > x1 {
+            continue;
+        }
+        let mut chart = ChartBuilder::on(&area)
+            .caption(&p.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d((x0..x1).log_scale(), 0.0..y1)
+            .map_err(|e| anyhow!("{e}"))?;
+        let label = |x: &f64| {
+            let v = *x as u64;
+            if v >= 1 << 20 { format!("{}M", v >> 20) } else if v >= 1 << 10 { format!("{}K", v >> 10) } else { v.to_string() }
+        };
+        chart
+            .configure_mesh()
+            .x_desc(&p.x_label)
+            .y_desc(&p.y_label)
+            .x_label_formatter(&label)
+            .draw()
+            .map_err(|e| anyhow!("{e}"))?;
+        for (i, s) in p.series.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(s.points.iter().copied(), colour.stroke_width(2)))
+                .map_err(|e| anyhow!("{e}"))?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+            chart.draw_series(s.points.iter().map(|&q| Circle::new(q, 3, colour.filled()))).map_err(|e| anyhow!("{e}"))?;
+        }
+        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(|e| anyhow!("{e}"))?;
+    }
+    root.present().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Writes `base.svg` and, if a font is available, `base.png`; returns the
+/// files written.
+pub fn write(base: &Path, panels: &[Panel]) -> Result<Vec<PathBuf>> {
+    if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let size = (640 * panels.len().max(1) as u32, 480);
+    let svg = base.with_extension("svg");
+    draw(SVGBackend::new(&svg, size).into_drawing_area(), panels)?;
+    let mut out = vec![svg];
+    if font_ready() {
+        let png = base.with_extension("png");
+        draw(BitMapBackend::new(&png, size).into_drawing_area(), panels)?;
+        out.push(png);
+    }
+    Ok(out)
+}

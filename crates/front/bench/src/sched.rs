@@ -1,0 +1,148 @@
+//! Paper 000's synthetic benchmark: P clients each write, then read, S
+//! bytes to disjoint contiguous regions of one file striped over N servers,
+//! for every scheduling strategy and schedule block b.
+
+use crate::plot::{self, Panel, Series};
+use crate::workers::{run_workers, timed};
+use crate::{median, BenchCluster};
+use anyhow::{bail, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use weft_client::{Client, ClientOptions, CreateOptions, Schedule, Strategy};
+use weft_net::ClusterFile;
+
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub procs: u32,
+    pub size: u64,
+    pub stripe_size: u64,
+    pub blocks: Vec<u64>,
+    pub strategies: Vec<Strategy>,
+    pub window: usize,
+    pub repeats: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub op: String,
+    pub strategy: String,
+    pub block_bytes: u64,
+    pub mb_s: f64,
+}
+
+/// What `weft bench sched` reports besides the rows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub default_strategy: String,
+    pub default_block_bytes: u64,
+    pub write_default_vs_best: f64,
+    pub read_default_vs_best: f64,
+    pub write_best: (String, u64, f64),
+    pub write_worst: (String, u64, f64),
+    pub read_best: (String, u64, f64),
+    pub read_worst: (String, u64, f64),
+}
+
+/// The paper's figures 2 and 3 (MB/s), for the table.
+pub const PAPER: &str = "paper 000: write best 573 MB/s (hash-IOS, b = 64 KiB), worst 308 (first-IOS, b = 4 MiB); \
+read best 817 (hash-IOS, b = 32 KiB), worst 90 (first-IOS, b = 4 KiB); spread 86% write, 804% read";
+
+pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<(Vec<Row>, Summary)> {
+    if p.procs == 0 || p.size == 0 || p.blocks.is_empty() || p.strategies.is_empty() || p.repeats == 0 {
+        bail!("procs, size, blocks, strategies and repeats must all be non-empty");
+    }
+    let client = Client::connect(&bc.cluster_file)?;
+    let _ = client.mkdir("/bench", 0o777);
+    let path = format!("/bench/sched-{}", std::process::id());
+    let f = client.create(&path, CreateOptions { stripe_size: p.stripe_size, ..CreateOptions::default() })?;
+    f.truncate(u64::from(p.procs) * p.size)?;
+    let bar = ProgressBar::new((p.blocks.len() * p.strategies.len() * p.repeats) as u64);
+    bar.set_style(ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len}").expect("valid template"));
+    let mut rows = Vec::new();
+    for &b in &p.blocks {
+        for &s in &p.strategies {
+            bar.set_message(format!("{s} b={}", human(b)));
+            let mut t = [Vec::new(), Vec::new()];
+            for _ in 0..p.repeats {
+                for (k, op) in ["write", "read"].iter().enumerate() {
+                    let args: Vec<Vec<String>> = (0..p.procs)
+                        .map(|r| {
+                            let v = [
+                                "sched-worker", "--path", &path, "--rank", &r.to_string(), "--procs", &p.procs.to_string(), "--size", &p.size.to_string(),
+                                "--strategy", s.name(), "--block", &b.to_string(), "--window", &p.window.to_string(), "--op", op,
+                            ];
+                            v.map(String::from).to_vec()
+                        })
+                        .collect();
+                    t[k].push(run_workers(weft_bin, &bc.cluster_file, &args, &[])?);
+                }
+                bar.inc(1);
+            }
+            let total = (u64::from(p.procs) * p.size) as f64;
+            for (k, op) in ["write", "read"].iter().enumerate() {
+                rows.push(Row { op: op.to_string(), strategy: s.name().into(), block_bytes: b, mb_s: total / median(t[k].clone()) / 1e6 });
+            }
+        }
+    }
+    bar.finish_and_clear();
+    client.unlink(&path)?;
+    let d = Schedule::default();
+    let pick = |op: &str, best: bool| -> (String, u64, f64) {
+        let it = rows.iter().filter(|r| r.op == op);
+        let r = if best { it.max_by(|a, b| a.mb_s.total_cmp(&b.mb_s)) } else { it.min_by(|a, b| a.mb_s.total_cmp(&b.mb_s)) };
+        r.map(|r| (r.strategy.clone(), r.block_bytes, r.mb_s)).unwrap_or_default()
+    };
+    let default_rate = |op: &str| rows.iter().find(|r| r.op == op && r.strategy == d.strategy.name() && r.block_bytes == d.block).map(|r| r.mb_s);
+    let ratio = |op: &str| default_rate(op).map_or(f64::NAN, |v| v / pick(op, true).2);
+    let summary = Summary {
+        default_strategy: d.strategy.name().into(),
+        default_block_bytes: d.block,
+        write_default_vs_best: ratio("write"),
+        read_default_vs_best: ratio("read"),
+        write_best: pick("write", true),
+        write_worst: pick("write", false),
+        read_best: pick("read", true),
+        read_worst: pick("read", false),
+    };
+    Ok((rows, summary))
+}
+
+pub fn human(b: u64) -> String {
+    if b >= 1 << 20 { format!("{}M", b >> 20) } else if b >= 1 << 10 { format!("{}K", b >> 10) } else { b.to_string() }
+}
+
+/// Plots MB/s against b, one line per strategy, write and read side by side.
+pub fn plot(base: &Path, rows: &[Row], strategies: &[Strategy]) -> Result<Vec<PathBuf>> {
+    let panel = |op: &str| Panel {
+        title: format!("{op} throughput (aggregate)"),
+        x_label: "schedule block b (bytes)".into(),
+        y_label: "MB/s".into(),
+        series: strategies
+            .iter()
+            .map(|s| Series {
+                name: format!("{s}-IOS"),
+                points: rows.iter().filter(|r| r.op == op && r.strategy == s.name()).map(|r| (r.block_bytes as f64, r.mb_s)).collect(),
+            })
+            .collect(),
+    };
+    plot::write(base, &[panel("write"), panel("read")])
+}
+
+/// One client process: its region is `[rank * size, (rank + 1) * size)`.
+pub fn worker(path: &str, rank: u32, procs: u32, size: u64, strategy: Strategy, block: u64, window: usize, op: &str) -> Result<()> {
+    let accesses: Arc<Vec<(u64, u64)>> = Arc::new((0..u64::from(procs)).map(|i| (i * size, size)).collect());
+    let schedule = Schedule { strategy, block, window, rank, group: procs, group_accesses: Some(accesses) };
+    let c = Client::with_options(ClusterFile::load(&ClusterFile::locate(None)?)?, ClientOptions::default())?;
+    let f = c.open(path, op == "write")?;
+    let mut buf: Vec<u8> = (0..size).map(|i| (i % 251) as u8 ^ rank as u8).collect();
+    let off = u64::from(rank) * size;
+    timed(|| {
+        let n = if op == "write" { f.write_at_with(off, &buf, &schedule)? } else { f.read_at_with(off, &mut buf, &schedule)? };
+        if n as u64 != size {
+            bail!("moved {n} of {size} bytes");
+        }
+        Ok(())
+    })
+}

@@ -1,6 +1,6 @@
-//! Line plots of benchmark results, as SVG (always) and PNG (when a
-//! TrueType font is found to draw the text with; `scripts/install-deps.sh`
-//! installs DejaVu).
+//! Line plots of benchmark results, as PNG and SVG. Text needs a TrueType
+//! font (DejaVu, which `scripts/install-deps.sh` installs); without one no
+//! plot is drawn and the caller says so.
 
 use anyhow::{anyhow, Result};
 use plotters::coord::Shift;
@@ -48,12 +48,16 @@ where
         if x0 > x1 {
             continue;
         }
+        // Ticks at the measured x values (powers of two), not powers of ten.
+        let mut keys: Vec<f64> = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.0)).collect();
+        keys.sort_by(f64::total_cmp);
+        keys.dedup();
         let mut chart = ChartBuilder::on(&area)
             .caption(&p.title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((x0..x1).log_scale(), 0.0..y1)
+            .build_cartesian_2d((x0..x1).log_scale().with_key_points(keys), 0.0..y1)
             .map_err(|e| anyhow!("{e}"))?;
         let label = |x: &f64| {
             let v = *x as u64;
@@ -75,26 +79,31 @@ where
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
             chart.draw_series(s.points.iter().map(|&q| Circle::new(q, 3, colour.filled()))).map_err(|e| anyhow!("{e}"))?;
         }
-        chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw().map_err(|e| anyhow!("{e}"))?;
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow!("{e}"))?;
     }
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
 
-/// Writes `base.svg` and, if a font is available, `base.png`; returns the
-/// files written.
+/// Writes `base.png` and `base.svg`; returns the files written (none if
+/// no font was found).
 pub fn write(base: &Path, panels: &[Panel]) -> Result<Vec<PathBuf>> {
+    if !font_ready() {
+        return Ok(Vec::new());
+    }
     if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
     let size = (640 * panels.len().max(1) as u32, 480);
+    let png = base.with_extension("png");
+    draw(BitMapBackend::new(&png, size).into_drawing_area(), panels)?;
     let svg = base.with_extension("svg");
     draw(SVGBackend::new(&svg, size).into_drawing_area(), panels)?;
-    let mut out = vec![svg];
-    if font_ready() {
-        let png = base.with_extension("png");
-        draw(BitMapBackend::new(&png, size).into_drawing_area(), panels)?;
-        out.push(png);
-    }
-    Ok(out)
+    Ok(vec![png, svg])
 }

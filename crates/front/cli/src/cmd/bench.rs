@@ -295,7 +295,8 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     summary.read_default_vs_best
                 );
                 println!("{}", sched::PAPER);
-                println!("CSV: {}; plots: {}", csv.display(), plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+                let plots = if plots.is_empty() { "none (no DejaVu font found)".to_string() } else { plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
+                println!("CSV: {}; plots: {plots}", csv.display());
             }
         }
         Which::SchedWorker { path, rank, procs, size, strategy, block, window, op } => {

@@ -9,3 +9,4 @@ mkdir -p bench-results
 "$weft" bench net | tee bench-results/net.txt
 "$weft" bench concurrent-write | tee bench-results/concurrent-write.txt
 "$weft" bench noncontig | tee bench-results/noncontig.txt
+"$weft" bench sched | tee bench-results/sched.txt

@@ -12,7 +12,8 @@
 //!
 //! Reads without a strategy (code 0) are served at once, outside this queue.
 
-use std::sync::{Condvar, Mutex};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
 use weft_sched::Strategy;
 use weft_wire::ReadOrder;
 
@@ -20,12 +21,13 @@ struct Waiting {
     ticket: u64,
     order: ReadOrder,
     offset: u64,
+    /// Wakes exactly this waiter when it gets the turn (no thundering herd).
+    wake: SyncSender<()>,
 }
 
 struct State {
     active: usize,
     waiting: Vec<Waiting>,
-    granted: Vec<u64>,
     next_ticket: u64,
     /// hash-IOS step counter.
     step: u64,
@@ -34,7 +36,6 @@ struct State {
 
 pub struct ReadTurns {
     state: Mutex<State>,
-    turn: Condvar,
     slots: usize,
     server: u64,
 }
@@ -47,8 +48,7 @@ pub struct Turn<'a> {
 impl ReadTurns {
     pub fn new(server: u32, slots: usize) -> Self {
         ReadTurns {
-            state: Mutex::new(State { active: 0, waiting: Vec::new(), granted: Vec::new(), next_ticket: 0, step: 0, rng: 0x5EED ^ u64::from(server) }),
-            turn: Condvar::new(),
+            state: Mutex::new(State { active: 0, waiting: Vec::new(), next_ticket: 0, step: 0, rng: 0x5EED ^ u64::from(server) }),
             slots: slots.max(1),
             server: server.into(),
         }
@@ -56,30 +56,33 @@ impl ReadTurns {
 
     /// Waits for this read's turn.
     pub fn acquire(&self, order: ReadOrder, offset: u64) -> Turn<'_> {
-        let mut st = self.state.lock().expect("read turns lock");
-        let ticket = st.next_ticket;
-        st.next_ticket += 1;
-        st.waiting.push(Waiting { ticket, order, offset });
-        self.grant(&mut st);
-        while !st.granted.contains(&ticket) {
-            st = self.turn.wait(st).expect("read turns lock");
-        }
-        st.granted.retain(|&t| t != ticket);
+        let rx: Receiver<()> = {
+            let mut st = self.state.lock().expect("read turns lock");
+            if st.active < self.slots && st.waiting.is_empty() {
+                st.active += 1;
+                return Turn { turns: self };
+            }
+            let ticket = st.next_ticket;
+            st.next_ticket += 1;
+            let (wake, rx) = sync_channel(1);
+            st.waiting.push(Waiting { ticket, order, offset, wake });
+            self.grant(&mut st);
+            rx
+        };
+        // The sender lives in the queue until granted, so this returns.
+        rx.recv().expect("a queued read is always granted");
         Turn { turns: self }
     }
 
     /// Hands free slots to waiting reads, best first.
     fn grant(&self, st: &mut State) {
-        let mut any = false;
         while st.active < self.slots && !st.waiting.is_empty() {
             let k = self.pick(st);
             let w = st.waiting.swap_remove(k);
-            st.granted.push(w.ticket);
             st.active += 1;
-            any = true;
-        }
-        if any {
-            self.turn.notify_all();
+            // The buffer of one holds the wake-up even if the waiter has not
+            // started waiting yet.
+            let _ = w.wake.send(());
         }
     }
 

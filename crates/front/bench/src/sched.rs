@@ -130,8 +130,22 @@ pub fn plot(base: &Path, rows: &[Row], strategies: &[Strategy]) -> Result<Vec<Pa
     plot::write(base, &[panel("write"), panel("read")])
 }
 
-/// One client process: its region is `[rank * size, (rank + 1) * size)`.
-pub fn worker(path: &str, rank: u32, procs: u32, size: u64, strategy: Strategy, block: u64, window: usize, op: &str) -> Result<()> {
+/// One client process of the benchmark.
+pub struct Worker {
+    pub path: String,
+    pub rank: u32,
+    pub procs: u32,
+    pub size: u64,
+    pub strategy: Strategy,
+    pub block: u64,
+    pub window: usize,
+    pub op: String,
+}
+
+/// Runs one client: its region is `[rank * size, (rank + 1) * size)`.
+pub fn worker(w: &Worker) -> Result<()> {
+    let Worker { path, rank, procs, size, strategy, block, window, op } = w;
+    let (rank, procs, size, strategy, block, window) = (*rank, *procs, *size, *strategy, *block, *window);
     let accesses: Arc<Vec<(u64, u64)>> = Arc::new((0..u64::from(procs)).map(|i| (i * size, size)).collect());
     let schedule = Schedule { strategy, block, window, rank, group: procs, group_accesses: Some(accesses) };
     let c = Client::with_options(ClusterFile::load(&ClusterFile::locate(None)?)?, ClientOptions::default())?;

@@ -300,7 +300,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::SchedWorker { path, rank, procs, size, strategy, block, window, op } => {
-            sched::worker(&path, rank, procs, size, strategy, block, window, &op)?;
+            sched::worker(&sched::Worker { path, rank, procs, size, strategy, block, window, op })?;
         }
         Which::NoncontigWorker { pattern, matrix, btio_cells, rank, mode, op, path } => {
             let params = nc::Params { patterns: vec![], matrix, btio_cells, repeats: 1, stripe_size: 0 };

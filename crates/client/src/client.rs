@@ -1,5 +1,6 @@
 //! The client handle and namespace operations.
 
+use crate::atomic::{LockGuard, LockSession};
 use crate::file::File;
 use crate::{Error, Result};
 use std::net::SocketAddr;
@@ -60,6 +61,8 @@ pub(crate) struct Inner {
     pub(crate) cluster: ClusterFile,
     pub(crate) endpoint: Mutex<Endpoint>,
     pub(crate) options: ClientOptions,
+    /// The lock-service session, started on first use.
+    lock: Mutex<Option<Arc<LockSession>>>,
 }
 
 /// A connection to a Weft cluster. Cheap to clone; clones share connections.
@@ -77,7 +80,7 @@ impl Client {
     pub fn with_options(cluster: ClusterFile, options: ClientOptions) -> Result<Self> {
         let endpoint = Endpoint::new(cluster.secret(), options.endpoint.clone())
             .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
-        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Mutex::new(endpoint), options }) })
+        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Mutex::new(endpoint), options, lock: Mutex::new(None) }) })
     }
 
     pub fn cluster(&self) -> &ClusterFile {
@@ -199,6 +202,25 @@ impl Client {
         let mut calls = layout.servers.iter().map(|&s| Ok(Call::new(self.addr_of(s)?, body.clone()))).collect::<Result<Vec<_>>>()?;
         self.run(&mut calls);
         calls.into_iter().try_for_each(|c| Client::response(c).map(|_| ()))
+    }
+
+    /// This client's lock session, started on first use.
+    pub(crate) fn lock_session(&self) -> Result<Arc<LockSession>> {
+        let mut slot = self.inner.lock.lock().expect("lock session slot");
+        if let Some(s) = slot.as_ref() {
+            return Ok(s.clone());
+        }
+        let s = Arc::new(LockSession::start(&self.inner.cluster, &self.inner.options.endpoint)?);
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Locks `extents` of `file` (exclusive or shared), waiting until granted
+    /// (at most `WEFT_LOCK_WAIT_MS`, default 60 s, then `Busy`).
+    pub fn lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent]) -> Result<LockGuard> {
+        let id = file.attr().id;
+        let lock = self.lock_session()?.acquire(id, exclusive, extents)?;
+        Ok(LockGuard::new(self.clone(), id, lock))
     }
 
     /// Asks every server of the cluster for its counters, all at once.

@@ -7,6 +7,7 @@ use weft_layout::{pair, Datatype, Segment, Striping, View, ViewError};
 use weft_net::Call;
 use weft_wire::limits::MAX_PIECES;
 use weft_wire::{DataReq, FileAttr, Piece, ReadOrder, Request, Response};
+use crate::atomic::{LockGranularity, LockGuard};
 use crate::Schedule;
 use weft_sched::{edge_colouring, order, Strategy};
 
@@ -22,6 +23,9 @@ pub struct File {
     writable: bool,
     /// Request size, order and pacing for this file's accesses.
     schedule: Schedule,
+    /// MPI atomic mode: every access locks the bytes it touches.
+    atomic: bool,
+    granularity: LockGranularity,
 }
 
 /// One request: a server, the object pieces it covers (in the order the
@@ -42,7 +46,7 @@ impl File {
         let striping = Striping::new(layout.stripe_size, layout.servers.len()).map_err(|e| Error::Protocol { addr: meta, what: format!("bad layout: {e}") })?;
         let servers = layout.servers.iter().map(|&s| client.addr_of(s)).collect::<Result<_>>()?;
         let schedule = client.inner.options.schedule.clone();
-        Ok(File { client, path: path.into(), attr, striping, servers, writable, schedule })
+        Ok(File { client, path: path.into(), attr, striping, servers, writable, schedule, atomic: false, granularity: LockGranularity::from_env() })
     }
 
     pub fn attr(&self) -> &FileAttr {
@@ -70,9 +74,50 @@ impl File {
     }
 
     /// Applies an MPI-style hint (`weft_sched`, `weft_sched_block`,
-    /// `weft_sched_window`); `Ok(false)` for keys that are not Weft's.
+    /// `weft_sched_window`, `weft_lock_granularity`); `Ok(false)` for keys
+    /// that are not Weft's.
     pub fn set_hint(&mut self, key: &str, value: &str) -> Result<bool> {
+        if key == "weft_lock_granularity" {
+            self.granularity = value.parse()?;
+            return Ok(true);
+        }
         self.schedule.set_hint(key, value)
+    }
+
+    /// MPI_File_set_atomicity: in atomic mode every access locks exactly
+    /// the bytes it touches (or more, per the granularity) for its duration.
+    pub fn set_atomicity(&mut self, on: bool) {
+        self.atomic = on;
+    }
+
+    pub fn atomicity(&self) -> bool {
+        self.atomic
+    }
+
+    pub fn set_lock_granularity(&mut self, g: LockGranularity) {
+        self.granularity = g;
+    }
+
+    pub fn lock_granularity(&self) -> LockGranularity {
+        self.granularity
+    }
+
+    /// The extents an atomic access of `segments` locks.
+    pub fn lock_extents(&self, segments: &[Segment]) -> Result<Vec<weft_lock::Extent>> {
+        let regions: Vec<(u64, u64)> = segments.iter().map(|s| (s.file, s.len)).collect();
+        self.granularity.extents(&regions)
+    }
+
+    /// In atomic mode, locks the access's bytes; the guard releases them.
+    fn lock_access(&self, segments: &[Segment], exclusive: bool) -> Result<Option<LockGuard>> {
+        if !self.atomic {
+            return Ok(None);
+        }
+        let extents = self.lock_extents(segments)?;
+        if extents.is_empty() {
+            return Ok(None);
+        }
+        self.client.lock(self, exclusive, &extents).map(Some)
     }
 
     /// Groups an access's segments into requests: per server, pieces are
@@ -232,6 +277,7 @@ impl File {
         }
         let plan = self.plan(segments, sched.block)?;
         let order = self.order(&plan, sched)?;
+        let guard = self.lock_access(segments, true)?;
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         let mut calls: Vec<Call<'_>> = chunks
             .iter()
@@ -251,12 +297,16 @@ impl File {
                 }
             }
         }
+        if let Some(g) = guard {
+            g.release()?;
+        }
         Ok(segments.iter().map(|s| s.len as usize).sum())
     }
 
     fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
         let plan = self.plan(&segments, sched.block)?;
         let order = self.order(&plan, sched)?;
+        let guard = self.lock_access(&segments, false)?;
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         let mut calls: Vec<Call<'_>> = order
             .iter()
@@ -300,6 +350,9 @@ impl File {
                     return Err(Error::Protocol { addr: self.servers[chunk.server], what: format!("expected {} bytes, got {n} with {other:?}", chunk.len) });
                 }
             }
+        }
+        if let Some(g) = guard {
+            g.release()?;
         }
         let total: u64 = segments.iter().map(|s| s.len).sum();
         let reach = segments.iter().map(|s| s.file + s.len).max().unwrap_or(0);

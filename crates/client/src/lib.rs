@@ -12,15 +12,18 @@
 //! See `docs/architecture.md` and `docs/semantics.md`.
 #![forbid(unsafe_code)]
 
+mod atomic;
 mod client;
 mod error;
 mod file;
 mod schedule;
 
+pub use atomic::{LockGranularity, LockGuard};
 pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
+pub use weft_lock::Extent;
 pub use error::{Error, Result};
 pub use file::File;
 pub use schedule::Schedule;
 pub use weft_sched::Strategy;
-pub use weft_layout::{Datatype, Distrib, Order, Pattern, View, ViewError};
+pub use weft_layout::{Datatype, Distrib, Order, Pattern, Segment, View, ViewError};
 pub use weft_wire::{DirEntry, FileAttr, FileKind, ServerStats};

@@ -46,12 +46,20 @@ pub struct ClusterFile {
     /// Stripe size for files created without a hint.
     #[serde(default = "default_stripe_size")]
     pub default_stripe_size: u64,
+    /// How long a lock session lives without renewal (clients renew every
+    /// third of it); a dead client's locks are freed after this long.
+    #[serde(default = "default_lock_ttl_ms")]
+    pub lock_ttl_ms: u64,
     #[serde(rename = "server")]
     pub servers: Vec<ServerEntry>,
 }
 
 fn default_stripe_size() -> u64 {
     64 * 1024
+}
+
+fn default_lock_ttl_ms() -> u64 {
+    10_000
 }
 
 #[derive(Debug, Error)]
@@ -147,6 +155,11 @@ impl ClusterFile {
         self.servers.iter().find(|s| s.services.contains(&Service::Meta)).expect("validated: one meta server")
     }
 
+    /// The server hosting the lock service, if any.
+    pub fn lock_server(&self) -> Option<&ServerEntry> {
+        self.servers.iter().find(|s| s.services.contains(&Service::Lock))
+    }
+
     pub fn data_servers(&self) -> Vec<ServerId> {
         self.servers.iter().filter(|s| s.services.contains(&Service::Data)).map(|s| ServerId(s.id)).collect()
     }
@@ -160,6 +173,7 @@ mod tests {
         ClusterFile {
             secret: ClusterFile::random_secret(),
             default_stripe_size: 65536,
+            lock_ttl_ms: 10_000,
             servers: vec![
                 ServerEntry { id: 0, addr: "127.0.0.1:1".parse().unwrap(), services: vec![Service::Meta], dir: "/a".into() },
                 ServerEntry { id: 1, addr: "127.0.0.1:2".parse().unwrap(), services: vec![Service::Data], dir: "/b".into() },

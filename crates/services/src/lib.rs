@@ -2,6 +2,7 @@
 //!
 //! * [`meta`]: the namespace in an embedded ACID database (redb) on disk.
 //! * [`data`]: stripe objects as local files, positioned list I/O.
+//! * [`lock`]: byte-range and list locks with leases, for atomic mode.
 //! * [`server`]: accepting connections, the handshake, and the per-connection
 //!   loop that routes requests to the hosted services.
 //!
@@ -9,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod data;
+pub mod lock;
 pub mod meta;
 pub mod server;
 

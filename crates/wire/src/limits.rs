@@ -21,6 +21,10 @@ pub const MAX_NAME_LEN: usize = 255;
 /// is exactly [`MAX_BODY_LEN`]. Longer lists are split by the client.
 pub const MAX_PIECES: usize = 65_000;
 
+/// Most extents in one lock request (17 to 33 bytes each on the wire);
+/// longer lists are coalesced by the client first, or refused.
+pub const MAX_LOCK_EXTENTS: usize = 30_000;
+
 /// Most servers a file can be striped over.
 pub const MAX_STRIPE_COUNT: usize = 4096;
 

@@ -47,11 +47,13 @@ pub struct ClusterSpec {
     pub default_stripe_size: u64,
     /// Children die with the launching process (Linux `PR_SET_PDEATHSIG`).
     pub die_with_parent: bool,
+    /// Lock sessions' time to live (`lock_ttl_ms` in the cluster file).
+    pub lock_ttl_ms: u64,
 }
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true }
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000 }
     }
 }
 
@@ -102,7 +104,7 @@ impl LocalCluster {
                     dir: dir.join(format!("srv{i}")),
                 })
                 .collect();
-            ClusterFile { secret: ClusterFile::random_secret(), default_stripe_size: spec.default_stripe_size, servers }
+            ClusterFile { secret: ClusterFile::random_secret(), default_stripe_size: spec.default_stripe_size, lock_ttl_ms: spec.lock_ttl_ms, servers }
         };
         cluster.save(&path).map_err(|e| fail(e.to_string()))?;
         let mut lc = LocalCluster {

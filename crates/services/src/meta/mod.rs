@@ -180,6 +180,12 @@ impl MetaService {
         Ok(())
     }
 
+    /// Is there a file or directory with this id?
+    pub fn file_exists(&self, id: FileId) -> bool {
+        let get = || -> Result<bool> { Ok(self.db.begin_read()?.open_table(INODES)?.get(id.0)?.is_some()) };
+        get().unwrap_or(false)
+    }
+
     /// Number of files and directories, root included.
     pub fn file_count(&self) -> u64 {
         let count = || -> Result<u64> { Ok(self.db.begin_read()?.open_table(INODES)?.len()?) };

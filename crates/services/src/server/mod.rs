@@ -12,6 +12,7 @@ mod read_turns;
 pub use read_turns::{ReadTurns, Turn};
 
 use crate::data::DataService;
+use crate::lock::LockService;
 use crate::meta::MetaService;
 use std::net::TcpListener;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -47,6 +48,7 @@ struct Counters {
 pub struct Server {
     meta: Option<MetaService>,
     data: Option<DataService>,
+    lock: Option<Arc<LockService>>,
     services: u8,
     secret: Secret,
     counters: Counters,
@@ -70,10 +72,12 @@ impl Server {
             .then(|| DataService::open(&me.dir))
             .transpose()
             .map_err(|e| ServeError::Open { service: "data", dir: dir.clone(), reason: e.to_string() })?;
+        let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms));
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
             meta,
             data,
+            lock,
             services,
             secret: cluster.secret(),
             counters: Counters::default(),
@@ -86,7 +90,12 @@ impl Server {
     pub fn stats(&self) -> ServerStats {
         let (objects, bytes_stored) = self.data.as_ref().map(DataService::usage).unwrap_or_default();
         let c = &self.counters;
+        let l = self.lock.as_ref().map(|l| l.stats()).unwrap_or_default();
         ServerStats {
+            locks_held: l.held,
+            locks_waiting: l.waiting,
+            locks_granted: l.granted,
+            lock_wait_us: l.wait_us,
             services: self.services,
             requests: c.requests.load(Ordering::Relaxed),
             bad_requests: c.bad_requests.load(Ordering::Relaxed),
@@ -112,6 +121,10 @@ impl Server {
                 Response::Read { object_size: len.into() }
             }
             Request::Status => Response::Stats(self.stats()),
+            Request::Lock(op) => match &self.lock {
+                Some(l) => l.handle(op, self.meta.as_ref()),
+                None => Response::error(ErrorCode::WrongService, "this server does not host the lock service"),
+            },
             Request::Meta { cred, op } => match &self.meta {
                 Some(m) => m.handle(cred, op),
                 None => Response::error(ErrorCode::WrongService, "this server does not host the meta service"),

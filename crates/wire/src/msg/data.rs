@@ -53,6 +53,12 @@ pub struct ServerStats {
     pub bytes_stored: u64,
     pub objects: u64,
     pub uptime_ms: u64,
+    /// Lock service: locks granted now, requests waiting, grants so far,
+    /// and the total time granted requests waited (average = total / grants).
+    pub locks_held: u64,
+    pub locks_waiting: u64,
+    pub locks_granted: u64,
+    pub lock_wait_us: u64,
 }
 
 /// Total bytes of a piece list, or an error if any piece ends past
@@ -152,6 +158,7 @@ impl ServerStats {
     pub fn encode(&self, e: &mut Encoder) {
         e.u8(self.services).u64(self.requests).u64(self.bad_requests).u64(self.bytes_written);
         e.u64(self.bytes_read).u64(self.bytes_stored).u64(self.objects).u64(self.uptime_ms);
+        e.u64(self.locks_held).u64(self.locks_waiting).u64(self.locks_granted).u64(self.lock_wait_us);
     }
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         Ok(ServerStats {
@@ -163,6 +170,10 @@ impl ServerStats {
             bytes_stored: d.u64()?,
             objects: d.u64()?,
             uptime_ms: d.u64()?,
+            locks_held: d.u64()?,
+            locks_waiting: d.u64()?,
+            locks_granted: d.u64()?,
+            lock_wait_us: d.u64()?,
         })
     }
 }

@@ -6,10 +6,12 @@
 
 pub mod data;
 pub mod handshake;
+pub mod lock;
 pub mod meta;
 
 use crate::limits::{MAX_DIR_PAGE, MAX_ERROR_MSG, MAX_NAME_LEN, MAX_PAYLOAD_LEN};
 use crate::{DataReq, DecodeError, Decoder, Encoder, ErrorCode, FileAttr, ServerStats};
+use lock::LockReq;
 use meta::{Cred, DirEntry, MetaReq};
 
 /// A request, as carried by a `Request` or `Rts` frame.
@@ -25,6 +27,7 @@ pub enum Request {
     Sink,
     /// Answered with `len` bytes of payload: streaming in the other direction.
     Source { len: u32 },
+    Lock(LockReq),
 }
 
 /// A response, as carried by a `Response` frame.
@@ -43,6 +46,8 @@ pub enum Response {
     Read { object_size: u64 },
     Size { object_size: u64 },
     Stats(ServerStats),
+    /// A granted lock.
+    Locked { lock: u64 },
 }
 
 impl Request {
@@ -69,6 +74,10 @@ impl Request {
             Request::Source { len } => {
                 e.u8(6).u32(*len);
             }
+            Request::Lock(op) => {
+                e.u8(7);
+                op.encode(&mut e);
+            }
         }
         e.finish()
     }
@@ -91,6 +100,7 @@ impl Request {
                 }
                 Request::Source { len }
             }
+            7 => Request::Lock(LockReq::decode(&mut d)?),
             t => return Err(DecodeError::BadTag { what: "request", tag: t.into() }),
         };
         d.finish()?;
@@ -158,6 +168,9 @@ impl Response {
                 e.u8(9);
                 s.encode(&mut e);
             }
+            Response::Locked { lock } => {
+                e.u8(10).u64(*lock);
+            }
         }
         e.finish()
     }
@@ -186,6 +199,7 @@ impl Response {
             7 => Response::Read { object_size: d.u64()? },
             8 => Response::Size { object_size: d.u64()? },
             9 => Response::Stats(ServerStats::decode(&mut d)?),
+            10 => Response::Locked { lock: d.u64()? },
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;
@@ -255,6 +269,18 @@ mod tests {
             (any::<u64>(), 0u64..1 << 62).prop_map(|(f, size)| Request::Data(DataReq::Truncate { file: FileId(f), size })),
             any::<u64>().prop_map(|f| Request::Data(DataReq::Fsync { file: FileId(f) })),
             any::<u64>().prop_map(|f| Request::Data(DataReq::Delete { file: FileId(f) })),
+            (any::<u64>(), any::<u64>(), any::<bool>(), any::<u32>(), proptest::collection::vec((any::<bool>(), any::<u64>(), any::<u64>()), 0..5)).prop_map(
+                |(session, f, exclusive, wait_ms, xs)| {
+                    let extents = xs
+                        .into_iter()
+                        .map(|(r, a, b)| if r { lock::WireExtent::Range { start: a, end: b } } else { lock::WireExtent::Strided { offset: a, len: b, stride: a ^ b, count: b / 3 } })
+                        .collect();
+                    Request::Lock(LockReq::Acquire { session, file: FileId(f), exclusive, wait_ms, extents })
+                }
+            ),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(session, f, lock)| Request::Lock(LockReq::Release { session, file: FileId(f), lock })),
+            any::<u64>().prop_map(|session| Request::Lock(LockReq::Renew { session })),
+            any::<u64>().prop_map(|session| Request::Lock(LockReq::End { session })),
         ]
     }
 
@@ -271,6 +297,7 @@ mod tests {
             any::<u64>().prop_map(|bytes| Response::Written { bytes }),
             any::<u64>().prop_map(|object_size| Response::Read { object_size }),
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),
+            any::<u64>().prop_map(|lock| Response::Locked { lock }),
             (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
                 services,
                 requests: n,
@@ -279,7 +306,11 @@ mod tests {
                 bytes_read: n / 3,
                 bytes_stored: n / 4,
                 objects: n / 5,
-                uptime_ms: n / 6
+                uptime_ms: n / 6,
+                locks_held: n / 8,
+                locks_waiting: n / 9,
+                locks_granted: n / 10,
+                lock_wait_us: n / 11
             })),
         ]
     }

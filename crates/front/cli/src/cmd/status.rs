@@ -28,6 +28,16 @@ pub fn status(cluster: Option<&Path>) -> Result<()> {
             }
         }
     }
+    for s in c.status() {
+        if let (Ok(st), true) = (&s.stats, s.server.services.contains(&weft_net::Service::Lock)) {
+            let avg = if st.locks_granted > 0 { st.lock_wait_us as f64 / st.locks_granted as f64 } else { 0.0 };
+            let per_s = st.locks_granted as f64 / (st.uptime_ms.max(1) as f64 / 1000.0);
+            println!(
+                "\nlocks (server {}): {} held, {} waiting, {} granted ({per_s:.1}/s since start), average wait {avg:.0} us",
+                s.server.id, st.locks_held, st.locks_waiting, st.locks_granted
+            );
+        }
+    }
     if down > 0 {
         anyhow::bail!("{down} server(s) down");
     }

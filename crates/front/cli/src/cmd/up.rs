@@ -35,7 +35,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         return Err(anyhow!("--stripe-size must be at least 1 byte"));
     }
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
-    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach };
+    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, ..ClusterSpec::default() };
     let cluster = LocalCluster::start(&exe, &a.dir, &spec)?;
     println!("Weft cluster up in {}", cluster.dir().display());
     for s in &cluster.cluster().servers {

@@ -1,0 +1,225 @@
+//! Atomic mode (MPI_File_set_atomicity): every access of a file in atomic
+//! mode takes locks covering the bytes it touches, exclusive for writes and
+//! shared for reads, does its I/O, and releases them. Locks come from the
+//! cluster's lock service in one session per client, renewed by a
+//! background thread; if the client dies its locks expire after the
+//! cluster's `lock_ttl_ms`.
+//!
+//! | granularity | locks taken | hint `weft_lock_granularity` / `WEFT_LOCK_GRANULARITY` |
+//! |---|---|---|
+//! | whole file | one range `[0, 2^63)` | `file` |
+//! | byte range | one range from the first to the last byte touched | `range` |
+//! | list (default) | exactly the bytes touched: regions coalesced, equal strided blocks sent as one item | `list` |
+
+use crate::{Error, Result};
+use std::hash::{BuildHasher, Hasher};
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use weft_lock::Extent;
+use weft_net::{ClusterFile, Endpoint, EndpointConfig};
+use weft_wire::limits::MAX_LOCK_EXTENTS;
+use weft_wire::{FileId, LockReq, Request, Response, WireExtent};
+
+/// How much of the file an atomic access locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockGranularity {
+    WholeFile,
+    ByteRange,
+    List,
+}
+
+impl FromStr for LockGranularity {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "file" | "whole-file" => Ok(LockGranularity::WholeFile),
+            "range" | "byte-range" => Ok(LockGranularity::ByteRange),
+            "list" => Ok(LockGranularity::List),
+            o => Err(Error::BadRequest(format!("lock granularity {o:?}: use file, range or list"))),
+        }
+    }
+}
+
+impl LockGranularity {
+    pub fn name(self) -> &'static str {
+        match self {
+            LockGranularity::WholeFile => "file",
+            LockGranularity::ByteRange => "range",
+            LockGranularity::List => "list",
+        }
+    }
+
+    /// From `WEFT_LOCK_GRANULARITY`, default list.
+    pub fn from_env() -> Self {
+        std::env::var("WEFT_LOCK_GRANULARITY").ok().and_then(|v| v.parse().ok()).unwrap_or(LockGranularity::List)
+    }
+
+    /// The extents that lock `regions` ((offset, length), any order).
+    pub fn extents(self, regions: &[(u64, u64)]) -> Result<Vec<Extent>> {
+        let lo = regions.iter().filter(|r| r.1 > 0).map(|r| r.0).min();
+        let hi = regions.iter().filter(|r| r.1 > 0).map(|r| r.0 + r.1).max();
+        let (Some(lo), Some(hi)) = (lo, hi) else { return Ok(Vec::new()) };
+        let bad = |e: weft_lock::ExtentError| Error::BadRequest(format!("cannot lock this access: {e}"));
+        Ok(match self {
+            LockGranularity::WholeFile => vec![Extent::range(0, weft_lock::extent::MAX_END).map_err(bad)?],
+            LockGranularity::ByteRange => vec![Extent::range(lo, hi).map_err(bad)?],
+            LockGranularity::List => {
+                let mut sorted = regions.to_vec();
+                sorted.sort_unstable();
+                let list = weft_lock::coalesce(&sorted).map_err(bad)?;
+                // A list longer than one request may carry falls back to its
+                // bounding range: more bytes locked, never fewer.
+                if list.len() > MAX_LOCK_EXTENTS { vec![Extent::range(lo, hi).map_err(bad)?] } else { list }
+            }
+        })
+    }
+}
+
+fn wire(e: &Extent) -> WireExtent {
+    match *e {
+        Extent::Range { start, end } => WireExtent::Range { start, end },
+        Extent::Strided { offset, len, stride, count } => WireExtent::Strided { offset, len, stride, count },
+    }
+}
+
+/// This client's session with the lock service.
+pub(crate) struct LockSession {
+    addr: SocketAddr,
+    session: u64,
+    endpoint: Mutex<Endpoint>,
+    wait_ms: u32,
+    stop: Arc<AtomicBool>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+}
+
+fn random_session() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+fn expect_ok(addr: SocketAddr, reply: std::result::Result<weft_net::Reply, weft_net::NetError>) -> Result<Response> {
+    let reply = reply?;
+    match Response::decode(&reply.body) {
+        Ok(Response::Error { code, message }) => Err(Error::from_code(addr, code, message)),
+        Ok(r) => Ok(r),
+        Err(e) => Err(Error::Protocol { addr, what: format!("undecodable response: {e}") }),
+    }
+}
+
+impl LockSession {
+    pub(crate) fn start(cluster: &ClusterFile, base: &EndpointConfig) -> Result<Self> {
+        let entry = cluster.lock_server().ok_or_else(|| Error::BadRequest("the cluster file names no lock service".into()))?;
+        let addr = entry.addr;
+        let wait_ms: u32 = std::env::var("WEFT_LOCK_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(60_000);
+        // An acquire may legitimately wait `wait_ms`; the server answers by then.
+        let config = EndpointConfig { op_timeout: Duration::from_millis(u64::from(wait_ms)) + base.op_timeout, ..base.clone() };
+        let io = |e: std::io::Error| Error::Io { addr, message: format!("cannot create poller: {e}") };
+        let endpoint = Endpoint::new(cluster.secret(), config).map_err(io)?;
+        let session = random_session();
+        let stop = Arc::new(AtomicBool::new(false));
+        // Renewals go on their own connection, so they never wait behind a
+        // blocked acquire.
+        let mut renew_ep = Endpoint::new(cluster.secret(), base.clone()).map_err(io)?;
+        let period = Duration::from_millis((cluster.lock_ttl_ms / 3).max(10));
+        let flag = stop.clone();
+        let renewer = std::thread::spawn(move || {
+            let body = Request::Lock(LockReq::Renew { session }).encode();
+            let mut last = Instant::now() - period;
+            while !flag.load(Ordering::Acquire) {
+                if last.elapsed() >= period {
+                    if let Err(e) = renew_ep.call(addr, body.clone()) {
+                        tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed");
+                    }
+                    last = Instant::now();
+                }
+                std::thread::sleep(Duration::from_millis(10).min(period));
+            }
+        });
+        Ok(LockSession { addr, session, endpoint: Mutex::new(endpoint), wait_ms, stop, renewer: Some(renewer) })
+    }
+
+    fn call(&self, req: LockReq) -> Result<Response> {
+        let reply = self.endpoint.lock().expect("lock endpoint").call(self.addr, Request::Lock(req).encode());
+        expect_ok(self.addr, reply)
+    }
+
+    /// Blocks until the extents are locked; returns the lock id.
+    pub(crate) fn acquire(&self, file: FileId, exclusive: bool, extents: &[Extent]) -> Result<u64> {
+        let req = LockReq::Acquire { session: self.session, file, exclusive, wait_ms: self.wait_ms, extents: extents.iter().map(wire).collect() };
+        match self.call(req)? {
+            Response::Locked { lock } => Ok(lock),
+            other => Err(Error::Protocol { addr: self.addr, what: format!("expected Locked, got {other:?}") }),
+        }
+    }
+
+    pub(crate) fn release(&self, file: FileId, lock: u64) -> Result<()> {
+        self.call(LockReq::Release { session: self.session, file, lock }).map(|_| ())
+    }
+}
+
+impl Drop for LockSession {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.renewer.take() {
+            let _ = h.join();
+        }
+        // A clean goodbye frees the locks at once instead of after the TTL.
+        let _ = self.call(LockReq::End { session: self.session });
+    }
+}
+
+/// Locks held until released or dropped.
+pub struct LockGuard {
+    client: crate::Client,
+    file: FileId,
+    lock: Option<u64>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(client: crate::Client, file: FileId, lock: u64) -> Self {
+        LockGuard { client, file, lock: Some(lock) }
+    }
+
+    /// The lock service's id of this lock.
+    pub fn id(&self) -> u64 {
+        self.lock.unwrap_or(0)
+    }
+
+    pub fn release(mut self) -> Result<()> {
+        match self.lock.take() {
+            Some(l) => self.client.lock_session()?.release(self.file, l),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if let Some(l) = self.lock.take()
+            && let Ok(s) = self.client.lock_session()
+        {
+            let _ = s.release(self.file, l);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn granularities_cover_what_they_say() {
+        let regions = [(100, 10), (120, 10), (140, 10), (200, 5)];
+        assert_eq!(LockGranularity::ByteRange.extents(&regions).unwrap(), [Extent::range(100, 205).unwrap()]);
+        assert_eq!(LockGranularity::WholeFile.extents(&regions).unwrap()[0].bounds().0, 0);
+        let list = LockGranularity::List.extents(&regions).unwrap();
+        assert_eq!(list, [Extent::strided(100, 10, 20, 3).unwrap(), Extent::range(200, 205).unwrap()]);
+        assert!(LockGranularity::List.extents(&[]).unwrap().is_empty());
+        assert!("sometimes".parse::<LockGranularity>().is_err());
+    }
+}

@@ -1,0 +1,231 @@
+//! MPI atomic mode through the lock service: sequential consistency of
+//! overlapping strided writers, lease expiry of a killed client, and bad
+//! lock requests.
+
+mod common;
+
+use common::{TestCluster, WEFT};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use weft_client::{Client, CreateOptions, Datatype, Extent, LockGranularity, View};
+use weft_launch::{ClusterSpec, LocalCluster};
+use weft_net::{Endpoint, EndpointConfig};
+use weft_wire::{ErrorCode, FileId, LockReq, Request, Response, WireExtent};
+
+const PROCS: u64 = 8;
+const ITERS: u64 = 24;
+const FILE: u64 = 48 * 1024;
+
+/// Blocks of 96 bytes every 256 in one write: 32 KiB, eight 4 KiB stripes.
+const BLOCKS: i64 = 128;
+
+/// The bytes write (p, i) covers: BLOCKS blocks of 96 bytes every 256, from
+/// an offset that moves with p and i, so writes of all processes overlap.
+fn region(p: u64, i: u64) -> (u64, View) {
+    let start = (p * 331 + i * 977) % 4096;
+    let ft = Datatype::resized(&Datatype::vector(BLOCKS, 96, 256, &Datatype::byte()).unwrap(), 0, FILE as i64).unwrap();
+    (start, View::new(start as i64, Datatype::byte(), ft).unwrap())
+}
+
+fn stamp(p: u64, i: u64) -> u8 {
+    (p * ITERS + i) as u8 + 1
+}
+
+/// One writer process (run only when spawned by the parent). With
+/// `WEFT_TEST_NONATOMIC=1` in the environment it writes without atomic
+/// mode, and the parent test then fails on torn writes: the check can fail.
+#[test]
+#[ignore = "run as a child process by atomic_writes_are_sequentially_consistent"]
+fn atomic_child() {
+    let Ok(p) = std::env::var("WEFT_TEST_RANK") else { return };
+    let p: u64 = p.parse().unwrap();
+    let c = Client::connect(Path::new(&std::env::var("WEFT_CLUSTER").unwrap())).unwrap();
+    let mut f = c.open("/atomic", true).unwrap();
+    f.set_atomicity(std::env::var("WEFT_TEST_NONATOMIC").is_err());
+    f.set_lock_granularity(LockGranularity::List);
+    for i in 0..ITERS {
+        let (_, view) = region(p, i);
+        let data = vec![stamp(p, i); BLOCKS as usize * 96];
+        f.write_view(&view, 0, &data, &Datatype::byte(), data.len() as u64).unwrap();
+    }
+}
+
+#[test]
+fn atomic_writes_are_sequentially_consistent() {
+    let tc = TestCluster::start("atomic", 4);
+    let c = tc.client();
+    c.create("/atomic", CreateOptions { stripe_size: 4096, ..CreateOptions::default() }).unwrap().write_at(0, &vec![0u8; FILE as usize]).unwrap();
+    let me = std::env::current_exe().unwrap();
+    let kids: Vec<_> = (0..PROCS)
+        .map(|p| {
+            Command::new(&me)
+                .args(["--exact", "atomic_child", "--ignored", "--test-threads=1"])
+                .env("WEFT_TEST_RANK", p.to_string())
+                .env("WEFT_CLUSTER", tc.lc.cluster_file())
+                // One request at a time: a write's stripes go out one by one,
+                // so writers interleave (and would tear without locks).
+                .env("WEFT_SCHED_WINDOW", "1")
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success(), "a writer failed");
+    }
+    let f = c.open("/atomic", false).unwrap();
+    let mut file = vec![0u8; FILE as usize];
+    f.read_at(0, &mut file).unwrap();
+    // Which writes cover each byte.
+    let n = (PROCS * ITERS) as usize;
+    let mut covers: Vec<Vec<usize>> = vec![Vec::new(); FILE as usize];
+    for p in 0..PROCS {
+        for i in 0..ITERS {
+            let (_, view) = region(p, i);
+            for (o, l) in view.file_regions(0, BLOCKS as u64 * 96) {
+                for b in o..o + l {
+                    covers[b as usize].push((stamp(p, i) - 1) as usize);
+                }
+            }
+        }
+    }
+    // The last writer of each byte came after every other writer of it;
+    // each process's writes came in program order. A serial order exists
+    // iff these constraints have no cycle.
+    let mut after: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); n];
+    for (b, ws) in covers.iter().enumerate() {
+        if ws.is_empty() {
+            assert_eq!(file[b], 0, "byte {b} was written by no one");
+            continue;
+        }
+        let last = file[b] as usize;
+        assert!(last >= 1 && ws.contains(&(last - 1)), "byte {b} holds stamp {last}, not from a write covering it");
+        for &w in ws {
+            if w != last - 1 {
+                after[w].insert(last - 1);
+            }
+        }
+    }
+    for p in 0..PROCS as usize {
+        for i in 0..ITERS as usize - 1 {
+            after[p * ITERS as usize + i].insert(p * ITERS as usize + i + 1);
+        }
+    }
+    // Kahn's algorithm: everything sorts iff there is no cycle (a torn write makes one).
+    let mut indeg = vec![0usize; n];
+    for s in &after {
+        for &t in s {
+            indeg[t] += 1;
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&w| indeg[w] == 0).collect();
+    let mut sorted = 0;
+    while let Some(w) = ready.pop() {
+        sorted += 1;
+        for &t in &after[w] {
+            indeg[t] -= 1;
+            if indeg[t] == 0 {
+                ready.push(t);
+            }
+        }
+    }
+    assert_eq!(sorted, n, "no serial order of the writes yields the file: some write was torn");
+}
+
+#[test]
+fn a_killed_clients_locks_expire_and_waiters_proceed() {
+    let dir = std::env::temp_dir().join(format!("weft-test-lease-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let ttl = 1500;
+    let lc = LocalCluster::start(Path::new(WEFT), &dir, &ClusterSpec { data_servers: 1, lock_ttl_ms: ttl, ..ClusterSpec::default() }).unwrap();
+    let c = Client::connect(&lc.cluster_file()).unwrap();
+    let f = c.create("/leased", CreateOptions::default()).unwrap();
+    // A child process takes the lock and hangs on to it.
+    let me = std::env::current_exe().unwrap();
+    let mut holder = Command::new(&me)
+        .args(["--exact", "lock_holder_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("WEFT_TEST_HOLD", "1")
+        .env("WEFT_CLUSTER", lc.cluster_file())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(holder.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("locked") {
+        line.clear();
+        assert!(out.read_line(&mut line).unwrap() > 0, "holder exited before locking");
+    }
+    // While the holder lives (and renews), the lock stays taken.
+    let started = Instant::now();
+    let blocked = std::thread::scope(|s| {
+        let h = s.spawn(|| c.lock(&f, true, &[Extent::range(50, 60).unwrap()]).map(|g| (g, Instant::now())));
+        std::thread::sleep(Duration::from_millis(2 * ttl));
+        assert!(!h.is_finished(), "lock granted while its holder is alive and renewing");
+        let killed = Instant::now();
+        holder.kill().unwrap();
+        holder.wait().unwrap();
+        let (guard, granted) = h.join().unwrap().unwrap();
+        guard.release().unwrap();
+        granted - killed
+    });
+    assert!(started.elapsed() >= Duration::from_millis(2 * ttl));
+    assert!(blocked <= Duration::from_millis(ttl) + Duration::from_secs(3), "waiter proceeded {blocked:?} after the kill (TTL {ttl} ms)");
+    drop(lc);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+#[ignore = "run as a child process by a_killed_clients_locks_expire_and_waiters_proceed"]
+fn lock_holder_child() {
+    if std::env::var("WEFT_TEST_HOLD").is_err() {
+        return;
+    }
+    let c = Client::connect(Path::new(&std::env::var("WEFT_CLUSTER").unwrap())).unwrap();
+    let f = c.open("/leased", true).unwrap();
+    let _g = c.lock(&f, true, &[Extent::range(0, 100).unwrap()]).unwrap();
+    println!("locked");
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+fn lock_call(ep: &mut Endpoint, addr: std::net::SocketAddr, req: LockReq) -> Response {
+    Response::decode(&ep.call(addr, Request::Lock(req).encode()).unwrap().body).unwrap()
+}
+
+#[test]
+fn bad_lock_requests_are_refused_and_disturb_no_holder() {
+    let tc = TestCluster::start("badlock", 1);
+    let cf = tc.cluster();
+    let addr = cf.lock_server().unwrap().addr;
+    let c = tc.client();
+    let f = c.create("/held", CreateOptions::default()).unwrap();
+    let id = f.attr().id;
+    let guard = c.lock(&f, true, &[Extent::range(0, 10).unwrap()]).unwrap();
+    let mut ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let acquire = |extents: Vec<WireExtent>, file: FileId| LockReq::Acquire { session: 42, file, exclusive: true, wait_ms: 100, extents };
+    let is_err = |r: &Response, code: ErrorCode, text: &str| matches!(r, Response::Error { code: c, message } if *c == code && message.contains(text));
+    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 9, end: 3 }], id));
+    assert!(is_err(&r, ErrorCode::BadRequest, "inverted"), "{r:?}");
+    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 0, end: u64::MAX }], id));
+    assert!(is_err(&r, ErrorCode::BadRequest, "2^63"), "{r:?}");
+    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Strided { offset: 0, len: 8, stride: 4, count: 3 }], id));
+    assert!(is_err(&r, ErrorCode::BadRequest, "stride"), "{r:?}");
+    let r = lock_call(&mut ep, addr, acquire(vec![], id));
+    assert!(is_err(&r, ErrorCode::BadRequest, "at least one"), "{r:?}");
+    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 0, end: 5 }], FileId(987_654)));
+    assert!(is_err(&r, ErrorCode::NotFound, "987654"), "{r:?}");
+    let r = lock_call(&mut ep, addr, LockReq::Release { session: 42, file: id, lock: guard.id() });
+    assert!(is_err(&r, ErrorCode::Permission, "not this session"), "{r:?}");
+    let r = lock_call(&mut ep, addr, LockReq::Release { session: 42, file: id, lock: 999_999 });
+    assert!(is_err(&r, ErrorCode::BadRequest, "999999"), "{r:?}");
+    // A conflicting request waits its wait_ms and is refused as busy.
+    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 5, end: 6 }], id));
+    assert!(is_err(&r, ErrorCode::Busy, "not granted within 100 ms"), "{r:?}");
+    // The holder still holds: a non-conflicting request is granted, and the
+    // holder's release works.
+    assert!(matches!(lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 10, end: 20 }], id)), Response::Locked { .. }));
+    guard.release().unwrap();
+    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 0, end: 10 }], id));
+    assert!(matches!(r, Response::Locked { .. }), "{r:?}");
+}

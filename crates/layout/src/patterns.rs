@@ -11,6 +11,9 @@
 //!   points = 3240 bytes, nested two deep (rows within planes).
 //! * The 3-D block distribution of a 100^3 array of 4-byte ints over a cube
 //!   of processes (paper 004, ROMIO's coll_perf).
+//! * A FLASH-I/O-like checkpoint (paper 004): 24 variables of 80 blocks per
+//!   process, each block's 8^3 interior doubles (guard cells stripped from a
+//!   16^3 block in memory), the file ordered by variable, then block.
 //! * The tile reader (paper 004): a frame of 3x2 tiles of 1024x768 24-bit
 //!   pixels overlapping by 270 pixels across and 128 down; each process
 //!   reads its tile, so neighbours' views overlap.
@@ -32,6 +35,9 @@ pub enum Pattern {
     /// `grid` = [rows, cols] of `tile` = [height, width] pixel tiles with
     /// `overlap` = [down, across] pixels shared by neighbours.
     Tiles { tile: [u64; 2], grid: [u64; 2], overlap: [u64; 2], pixel: u64 },
+    /// FLASH checkpoint: `vars` variables x `blocks` blocks per process of
+    /// `nxb`^3 doubles; memory blocks carry `guard` cells on every side.
+    Flash { vars: u64, blocks: u64, nxb: u64, guard: u64 },
 }
 
 /// Bytes of one BTIO point: five doubles.
@@ -56,6 +62,37 @@ impl Pattern {
         Pattern::Btio { q, cell_x: 81, cell_yz }
     }
 
+    /// Paper 004's FLASH I/O checkpoint: 24 variables, 80 blocks of 8^3 per
+    /// process, 4 guard cells.
+    pub fn flash() -> Self {
+        Pattern::Flash { vars: 24, blocks: 80, nxb: 8, guard: 4 }
+    }
+
+    /// The memory type of one process's FLASH buffer: `unk(vars, n, n, n,
+    /// blocks)` in Fortran order (n = nxb + 2 guard), read variable by
+    /// variable, block by block, interior cells only: the file's order.
+    /// Other patterns use a contiguous buffer.
+    pub fn memtype(&self) -> Result<Option<Datatype>> {
+        let Pattern::Flash { vars, blocks, nxb, guard } = *self else { return Ok(None) };
+        let n = nxb + 2 * guard;
+        // C-order dims of the Fortran array: [blocks][z][y][x][vars].
+        let sizes = [i(blocks), i(n), i(n), i(n), i(vars)];
+        let sub = [i(blocks), i(nxb), i(nxb), i(nxb), 1];
+        let per_var = (0..vars)
+            .map(|v| Datatype::subarray(&sizes, &sub, &[0, i(guard), i(guard), i(guard), i(v)], Order::C, &Datatype::double()))
+            .collect::<Result<Vec<_>>>()?;
+        let k = per_var.len();
+        Ok(Some(Datatype::structure(&vec![1; k], &vec![0; k], &per_var)?))
+    }
+
+    /// Bytes of one process's memory buffer for [`Pattern::memtype`].
+    pub fn memory_bytes(&self, procs: u64, rank: u64) -> Result<u64> {
+        Ok(match *self {
+            Pattern::Flash { vars, blocks, nxb, guard } => vars * blocks * (nxb + 2 * guard).pow(3) * 8,
+            _ => self.filetype(procs, rank)?.size(),
+        })
+    }
+
     /// Paper 004's tile reader: 3x2 tiles of 1024x768 24-bit pixels.
     pub fn tile_reader() -> Self {
         Pattern::Tiles { tile: [768, 1024], grid: [2, 3], overlap: [128, 270], pixel: 3 }
@@ -67,17 +104,26 @@ impl Pattern {
             Pattern::Hpf2d { grid, .. } => Some(grid[0] * grid[1]),
             Pattern::Btio { q, .. } => Some(q * q),
             Pattern::Tiles { grid, .. } => Some(grid[0] * grid[1]),
-            Pattern::Hpf1d { .. } | Pattern::Block3d { .. } => None,
+            Pattern::Hpf1d { .. } | Pattern::Block3d { .. } | Pattern::Flash { .. } => None,
         }
     }
 
-    /// Bytes of the whole file.
+    /// Bytes of the whole file when `procs` processes share it.
+    pub fn file_size_for(&self, procs: u64) -> u64 {
+        match *self {
+            Pattern::Flash { vars, blocks, nxb, .. } => vars * blocks * nxb * nxb * nxb * 8 * procs,
+            _ => self.file_size(),
+        }
+    }
+
+    /// Bytes of the whole file (for FLASH, see [`Pattern::file_size_for`]).
     pub fn file_size(&self) -> u64 {
         match self {
             Pattern::Hpf1d { records, record, .. } => records * record,
             Pattern::Hpf2d { rows, cols, record, .. } => rows * cols * record,
             Pattern::Btio { q, cell_x, cell_yz } => (q * cell_x) * (q * cell_yz) * (q * cell_yz) * BTIO_POINT,
             Pattern::Block3d { n, elem } => n * n * n * elem,
+            Pattern::Flash { .. } => 0,
             Pattern::Tiles { .. } => {
                 let [h, w] = self.frame();
                 h * w * self.pixel()
@@ -146,6 +192,13 @@ impl Pattern {
                 let d = Distrib::Block(None);
                 Datatype::darray(i(procs), i(rank), &[i(*n); 3], &[d; 3], &[i(c); 3], Order::C, &bytes(*elem)?)
             }
+            Pattern::Flash { vars, blocks, nxb, .. } => {
+                // Variable v's data: all processes' blocks in rank order.
+                let chunk = i(blocks * nxb * nxb * nxb * 8);
+                let t = Datatype::hvector(i(*vars), chunk, chunk * i(procs), &Datatype::byte())?;
+                let t = Datatype::hindexed(&[1], &[chunk * i(rank)], &t)?;
+                Datatype::resized(&t, 0, chunk * i(procs) * i(*vars))
+            }
             Pattern::Tiles { tile, grid, overlap, pixel } => {
                 let (r, c) = (rank / grid[1], rank % grid[1]);
                 let [h, w] = self.frame();
@@ -171,13 +224,13 @@ mod tests {
             let regions: Vec<(i64, u64)> = t.regions(0).collect();
             assert!(regions.windows(2).all(|w| w[0].0 + w[0].1 as i64 <= w[1].0), "{p:?} rank {rank}: regions sorted, disjoint");
             total += t.size();
-            assert_eq!(t.extent() as u64, p.file_size());
+            assert_eq!(t.extent() as u64, p.file_size_for(procs));
             all.extend(regions);
         }
         let covered = sort_and_coalesce(all);
-        assert_eq!(covered, vec![(0, p.file_size())], "{p:?}: the processes cover the file");
+        assert_eq!(covered, vec![(0, p.file_size_for(procs))], "{p:?}: the processes cover the file");
         if !p.overlapping() {
-            assert_eq!(total, p.file_size(), "{p:?}: no byte is covered twice");
+            assert_eq!(total, p.file_size_for(procs), "{p:?}: no byte is covered twice");
         }
     }
 
@@ -190,6 +243,22 @@ mod tests {
         check_partition(&Pattern::btio(3, 4), 9);
         check_partition(&Pattern::Block3d { n: 10, elem: 4 }, 8);
         check_partition(&Pattern::tile_reader(), 6);
+        check_partition(&Pattern::Flash { vars: 3, blocks: 2, nxb: 2, guard: 1 }, 3);
+    }
+
+    #[test]
+    fn flash_moves_interior_cells_in_file_order() {
+        let p = Pattern::Flash { vars: 3, blocks: 2, nxb: 2, guard: 1 };
+        let m = p.memtype().unwrap().unwrap();
+        assert_eq!(m.size(), 3 * 2 * 8 * 8);
+        // The first element: variable 0, block 0, interior cell (1,1,1) of a 4^3 block.
+        let first = m.regions(0).next().unwrap();
+        assert_eq!(first, ((((1 * 4 + 1) * 4 + 1) * 3) * 8, 8));
+        let f = p.filetype(4, 1).unwrap();
+        assert_eq!(f.size(), m.size());
+        assert_eq!(f.extent() as u64, p.file_size_for(4));
+        // Variable-major: rank 1's first variable chunk follows rank 0's.
+        assert_eq!(f.regions(0).next().unwrap(), (2 * 64, 2 * 64));
     }
 
     #[test]

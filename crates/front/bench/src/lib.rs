@@ -6,6 +6,7 @@
 //! one and stops it afterwards. Timings are reported, never asserted.
 //! See `docs/benchmarks.md`.
 
+pub mod atomic;
 pub mod concurrent_write;
 pub mod net;
 pub mod noncontig;

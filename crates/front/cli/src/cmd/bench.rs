@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{concurrent_write as cw, net, noncontig as nc, sched, BenchCluster};
+use weft_bench::{atomic, concurrent_write as cw, net, noncontig as nc, sched, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -115,6 +115,76 @@ enum Which {
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 8)]
         servers: usize,
+    },
+    /// Paper 004: atomic mode with none / whole-file / byte-range / list locking on 3-D block, FLASH and tile workloads.
+    Atomic {
+        #[command(flatten)]
+        common: Common,
+        /// Workloads: block3d, flash, tile.
+        #[arg(long, value_delimiter = ',', default_value = "block3d,flash,tile")]
+        workloads: Vec<String>,
+        /// Process counts of the 3-D block test (cubes; 64 if the machine copes).
+        #[arg(long = "block3d-procs", value_delimiter = ',', default_value = "8,27")]
+        block3d_procs: Vec<u64>,
+        /// Edge of the 3-D array of 4-byte ints.
+        #[arg(long = "block3d-n", default_value_t = 100)]
+        block3d_n: u64,
+        #[arg(long = "flash-procs", value_delimiter = ',', default_value = "8,27")]
+        flash_procs: Vec<u64>,
+        /// FLASH blocks per process (the paper: 80).
+        #[arg(long = "flash-blocks", default_value_t = 80)]
+        flash_blocks: u64,
+        /// Frames the tile reader reads (the paper: 100).
+        #[arg(long, default_value_t = 10)]
+        frames: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Lock service throughput (acquire+release pairs/s) and latency, 1- and 64-range requests.
+    Lock {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        clients: Vec<u64>,
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        ranges: Vec<u64>,
+        /// Acquire+release pairs per client.
+        #[arg(long, default_value_t = 2000)]
+        ops: u64,
+    },
+    /// (internal) one atomic-mode worker.
+    #[command(hide = true)]
+    AtomicWorker {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        procs: u64,
+        #[arg(long)]
+        rank: u64,
+        #[arg(long)]
+        mode: String,
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        frames: u64,
+        #[arg(long = "block3d-n")]
+        block3d_n: u64,
+        #[arg(long = "flash-blocks")]
+        flash_blocks: u64,
+    },
+    /// (internal) one lock-benchmark client.
+    #[command(hide = true)]
+    LockWorker {
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        rank: u64,
+        #[arg(long)]
+        ranges: u64,
+        #[arg(long)]
+        ops: u64,
     },
     /// (internal) one scheduling-benchmark client.
     #[command(hide = true)]
@@ -299,6 +369,62 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 println!("CSV: {}; plots: {plots}", csv.display());
             }
         }
+        Which::Atomic { common, workloads, block3d_procs, block3d_n, flash_procs, flash_blocks, frames, repeats, servers } => {
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let params = atomic::Params { workloads, block3d_procs, block3d_n, flash_procs, flash_blocks, frames, repeats };
+            let rows = atomic::run(&exe, &bc, &params)?;
+            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/atomic.csv"));
+            write_csv(&csv, &rows)?;
+            let panels: Vec<weft_bench::plot::Panel> = ["block3d", "flash"]
+                .iter()
+                .filter(|w| rows.iter().any(|r| r.workload == **w))
+                .map(|w| weft_bench::plot::Panel {
+                    title: format!("{w}: MB/s by locking mode"),
+                    x_label: "processes".into(),
+                    y_label: "MB/s".into(),
+                    series: atomic::MODES
+                        .iter()
+                        .map(|m| weft_bench::plot::Series { name: m.to_string(), points: rows.iter().filter(|r| r.workload == *w && r.mode == *m).map(|r| (r.procs as f64, r.mb_s)).collect() })
+                        .collect(),
+                })
+                .collect();
+            let plots = weft_bench::plot::write(&csv.with_extension(""), &panels)?;
+            if common.json {
+                print_json(&rows, Default::default())?;
+            } else {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| vec![r.workload.clone(), r.procs.to_string(), r.mode.clone(), f1(r.mb_s), format!("{:.0}%", r.ratio_to_none * 100.0), r.locks_per_client.to_string(), r.max_concurrency.to_string()])
+                    .collect();
+                print_table(
+                    &format!("Atomic mode (paper 004), median of {repeats}"),
+                    &["workload", "procs", "locking", "MB/s", "of none", "locks/client", "max concurrency"],
+                    &table,
+                );
+                println!("{}", atomic::PAPER);
+                let plots = if plots.is_empty() { "none (no DejaVu font found)".to_string() } else { plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
+                println!("CSV: {}; plots: {plots}", csv.display());
+            }
+        }
+        Which::Lock { common, clients, ranges, ops } => {
+            let bc = BenchCluster::get(&exe, cluster, 1, common.dir.as_deref())?;
+            let rows = atomic::run_lock(&exe, &bc, &clients, &ranges, ops)?;
+            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/lock.csv"));
+            write_csv(&csv, &rows)?;
+            if common.json {
+                print_json(&rows, Default::default())?;
+            } else {
+                let table: Vec<Vec<String>> =
+                    rows.iter().map(|r| vec![r.ranges.to_string(), r.clients.to_string(), format!("{:.0}", r.pairs_per_s), format!("{:.1}", r.median_us), format!("{:.1}", r.p99_us)]).collect();
+                print_table(&format!("Lock service: exclusive acquire+release pairs, {ops} per client"), &["ranges", "clients", "pairs/s", "median us", "p99 us"], &table);
+                println!("CSV: {}", csv.display());
+            }
+        }
+        Which::AtomicWorker { workload, procs, rank, mode, path, frames, block3d_n, flash_blocks } => {
+            let params = atomic::Params { workloads: vec![], block3d_procs: vec![], block3d_n, flash_procs: vec![], flash_blocks, frames, repeats: 1 };
+            atomic::worker(&atomic::Worker { workload, procs, rank, mode, path, frames, params })?;
+        }
+        Which::LockWorker { path, rank, ranges, ops } => atomic::lock_worker(&path, rank, ranges, ops)?,
         Which::SchedWorker { path, rank, procs, size, strategy, block, window, op } => {
             sched::worker(&sched::Worker { path, rank, procs, size, strategy, block, window, op })?;
         }

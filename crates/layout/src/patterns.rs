@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(m.size(), 3 * 2 * 8 * 8);
         // The first element: variable 0, block 0, interior cell (1,1,1) of a 4^3 block.
         let first = m.regions(0).next().unwrap();
-        assert_eq!(first, ((((1 * 4 + 1) * 4 + 1) * 3) * 8, 8));
+        assert_eq!(first, (((4 + 1) * 4 + 1) * 3 * 8, 8));
         let f = p.filetype(4, 1).unwrap();
         assert_eq!(f.size(), m.size());
         assert_eq!(f.extent() as u64, p.file_size_for(4));

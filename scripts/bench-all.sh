@@ -10,3 +10,5 @@ mkdir -p bench-results
 "$weft" bench concurrent-write | tee bench-results/concurrent-write.txt
 "$weft" bench noncontig | tee bench-results/noncontig.txt
 "$weft" bench sched | tee bench-results/sched.txt
+"$weft" bench lock | tee bench-results/lock.txt
+"$weft" bench atomic | tee bench-results/atomic.txt

@@ -140,7 +140,10 @@ impl LockSession {
                 std::thread::sleep(Duration::from_millis(10).min(period));
             }
         });
-        Ok(LockSession { addr, session, endpoint: Mutex::new(endpoint), wait_ms, stop, renewer: Some(renewer) })
+        let s = LockSession { addr, session, endpoint: Mutex::new(endpoint), wait_ms, stop, renewer: Some(renewer) };
+        // Open the acquire connection and the lease now, not on the first lock.
+        s.call(LockReq::Renew { session })?;
+        Ok(s)
     }
 
     fn call(&self, req: LockReq) -> Result<Response> {

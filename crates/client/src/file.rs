@@ -86,8 +86,14 @@ impl File {
 
     /// MPI_File_set_atomicity: in atomic mode every access locks exactly
     /// the bytes it touches (or more, per the granularity) for its duration.
-    pub fn set_atomicity(&mut self, on: bool) {
+    /// Turning it on starts this client's lock session now (connections,
+    /// handshakes, first lease), so the first access does not pay for it.
+    pub fn set_atomicity(&mut self, on: bool) -> Result<()> {
+        if on {
+            self.client.lock_session()?;
+        }
         self.atomic = on;
+        Ok(())
     }
 
     pub fn atomicity(&self) -> bool {

@@ -169,7 +169,7 @@ pub fn worker(w: &Worker) -> Result<()> {
     let reading = w.workload == "tile";
     let mut f = c.open(&w.path, !reading).with_context(|| format!("open {}", w.path))?;
     if let Some(g) = granularity(&w.mode) {
-        f.set_atomicity(true);
+        f.set_atomicity(true)?;
         f.set_lock_granularity(g);
     }
     let frame = pat.file_size_for(w.procs);

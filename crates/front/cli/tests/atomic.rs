@@ -43,7 +43,7 @@ fn atomic_child() {
     let p: u64 = p.parse().unwrap();
     let c = Client::connect(Path::new(&std::env::var("WEFT_CLUSTER").unwrap())).unwrap();
     let mut f = c.open("/atomic", true).unwrap();
-    f.set_atomicity(std::env::var("WEFT_TEST_NONATOMIC").is_err());
+    f.set_atomicity(std::env::var("WEFT_TEST_NONATOMIC").is_err()).unwrap();
     f.set_lock_granularity(LockGranularity::List);
     for i in 0..ITERS {
         let (_, view) = region(p, i);

@@ -15,8 +15,8 @@ use crate::{Error, Result};
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_lock::Extent;
 use weft_net::{ClusterFile, Endpoint, EndpointConfig};
@@ -67,9 +67,14 @@ impl LockGranularity {
             LockGranularity::WholeFile => vec![Extent::range(0, weft_lock::extent::MAX_END).map_err(bad)?],
             LockGranularity::ByteRange => vec![Extent::range(lo, hi).map_err(bad)?],
             LockGranularity::List => {
-                let mut sorted = regions.to_vec();
-                sorted.sort_unstable();
-                let list = weft_lock::coalesce(&sorted).map_err(bad)?;
+                let list = if regions.windows(2).all(|w| w[0] <= w[1]) {
+                    weft_lock::coalesce(regions)
+                } else {
+                    let mut sorted = regions.to_vec();
+                    sorted.sort_unstable();
+                    weft_lock::coalesce(&sorted)
+                }
+                .map_err(bad)?;
                 // A list longer than one request may carry falls back to its
                 // bounding range: more bytes locked, never fewer.
                 if list.len() > MAX_LOCK_EXTENTS { vec![Extent::range(lo, hi).map_err(bad)?] } else { list }
@@ -91,8 +96,9 @@ pub(crate) struct LockSession {
     session: u64,
     endpoint: Mutex<Endpoint>,
     wait_ms: u32,
-    stop: Arc<AtomicBool>,
-    renewer: Option<std::thread::JoinHandle<()>>,
+    /// Releases handed to the keeper thread; dropping it stops the thread.
+    releases: Mutex<Option<Sender<(FileId, u64)>>>,
+    keeper: Option<std::thread::JoinHandle<()>>,
 }
 
 fn random_session() -> u64 {
@@ -121,26 +127,35 @@ impl LockSession {
         let io = |e: std::io::Error| Error::Io { addr, message: format!("cannot create poller: {e}") };
         let endpoint = Endpoint::new(cluster.secret(), config).map_err(io)?;
         let session = random_session();
-        let stop = Arc::new(AtomicBool::new(false));
-        // Renewals go on their own connection, so they never wait behind a
-        // blocked acquire.
-        let mut renew_ep = Endpoint::new(cluster.secret(), base.clone()).map_err(io)?;
+        // The keeper thread renews the lease and sends atomic mode's
+        // releases, on its own connection, so neither waits behind a
+        // blocked acquire and an access does not wait for its release.
+        let mut keeper_ep = Endpoint::new(cluster.secret(), base.clone()).map_err(io)?;
         let period = Duration::from_millis((cluster.lock_ttl_ms / 3).max(10));
-        let flag = stop.clone();
-        let renewer = std::thread::spawn(move || {
-            let body = Request::Lock(LockReq::Renew { session }).encode();
-            let mut last = Instant::now() - period;
-            while !flag.load(Ordering::Acquire) {
-                if last.elapsed() >= period {
-                    if let Err(e) = renew_ep.call(addr, body.clone()) {
-                        tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed");
+        let (tx, rx) = channel::<(FileId, u64)>();
+        let keeper = std::thread::spawn(move || {
+            let renew = Request::Lock(LockReq::Renew { session }).encode();
+            let mut next = Instant::now();
+            loop {
+                let wait = next.saturating_duration_since(Instant::now());
+                match rx.recv_timeout(wait) {
+                    Ok((file, lock)) => {
+                        let body = Request::Lock(LockReq::Release { session, file, lock }).encode();
+                        if let Err(e) = expect_ok(addr, keeper_ep.call(addr, body)) {
+                            tracing::warn!(target: "weft::lock", lock, error = %e, "release failed");
+                        }
                     }
-                    last = Instant::now();
+                    Err(RecvTimeoutError::Timeout) => {
+                        if let Err(e) = keeper_ep.call(addr, renew.clone()) {
+                            tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed");
+                        }
+                        next = Instant::now() + period;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => return,
                 }
-                std::thread::sleep(Duration::from_millis(10).min(period));
             }
         });
-        let s = LockSession { addr, session, endpoint: Mutex::new(endpoint), wait_ms, stop, renewer: Some(renewer) };
+        let s = LockSession { addr, session, endpoint: Mutex::new(endpoint), wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
         // Open the acquire connection and the lease now, not on the first lock.
         s.call(LockReq::Renew { session })?;
         Ok(s)
@@ -163,12 +178,21 @@ impl LockSession {
     pub(crate) fn release(&self, file: FileId, lock: u64) -> Result<()> {
         self.call(LockReq::Release { session: self.session, file, lock }).map(|_| ())
     }
+
+    /// Releases in the background (atomic mode: the I/O is done; the lock
+    /// may be held a little longer, never shorter). Falls back to a
+    /// synchronous release if the keeper is gone.
+    pub(crate) fn release_soon(&self, file: FileId, lock: u64) -> Result<()> {
+        let sent = self.releases.lock().expect("releases").as_ref().is_some_and(|tx| tx.send((file, lock)).is_ok());
+        if sent { Ok(()) } else { self.release(file, lock) }
+    }
 }
 
 impl Drop for LockSession {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.renewer.take() {
+        // Closing the channel lets the keeper send what is queued, then stop.
+        self.releases.lock().expect("releases").take();
+        if let Some(h) = self.keeper.take() {
             let _ = h.join();
         }
         // A clean goodbye frees the locks at once instead of after the TTL.
@@ -196,6 +220,14 @@ impl LockGuard {
     pub fn release(mut self) -> Result<()> {
         match self.lock.take() {
             Some(l) => self.client.lock_session()?.release(self.file, l),
+            None => Ok(()),
+        }
+    }
+
+    /// Releases without waiting for the lock service's answer.
+    pub(crate) fn release_soon(mut self) -> Result<()> {
+        match self.lock.take() {
+            Some(l) => self.client.lock_session()?.release_soon(self.file, l),
             None => Ok(()),
         }
     }

@@ -110,7 +110,15 @@ impl File {
 
     /// The extents an atomic access of `segments` locks.
     pub fn lock_extents(&self, segments: &[Segment]) -> Result<Vec<weft_lock::Extent>> {
-        let regions: Vec<(u64, u64)> = segments.iter().map(|s| (s.file, s.len)).collect();
+        // Segments are cut at memory boundaries too; join what touches in the
+        // file first, so a million 8-byte memory pieces become a few regions.
+        let mut regions: Vec<(u64, u64)> = Vec::new();
+        for s in segments {
+            match regions.last_mut() {
+                Some((o, l)) if *o + *l == s.file => *l += s.len,
+                _ => regions.push((s.file, s.len)),
+            }
+        }
         self.granularity.extents(&regions)
     }
 
@@ -304,7 +312,7 @@ impl File {
             }
         }
         if let Some(g) = guard {
-            g.release()?;
+            g.release_soon()?;
         }
         Ok(segments.iter().map(|s| s.len as usize).sum())
     }
@@ -358,7 +366,7 @@ impl File {
             }
         }
         if let Some(g) = guard {
-            g.release()?;
+            g.release_soon()?;
         }
         let total: u64 = segments.iter().map(|s| s.len).sum();
         let reach = segments.iter().map(|s| s.file + s.len).max().unwrap_or(0);

@@ -39,6 +39,16 @@ struct Chunk {
     len: u64,
 }
 
+/// Memory pieces this small on average are copied through one buffer per
+/// request: a copy of a few bytes is cheaper than an iovec for it.
+const PACK_BELOW: u64 = 256;
+
+impl Chunk {
+    fn packed(&self) -> bool {
+        self.mem.len() > 16 && self.len < PACK_BELOW * self.mem.len() as u64
+    }
+}
+
 impl File {
     pub(crate) fn new(client: Client, path: &str, attr: FileAttr, writable: bool) -> Result<Self> {
         let meta = client.cluster().meta_server().addr;
@@ -293,12 +303,28 @@ impl File {
         let order = self.order(&plan, sched)?;
         let guard = self.lock_access(segments, true)?;
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
-        let mut calls: Vec<Call<'_>> = chunks
+        let packs: Vec<Option<Vec<u8>>> = chunks
             .iter()
             .map(|c| {
+                c.packed().then(|| {
+                    let mut v = Vec::with_capacity(c.len as usize);
+                    for &(o, l) in &c.mem {
+                        v.extend_from_slice(&buf[o..o + l]);
+                    }
+                    v
+                })
+            })
+            .collect();
+        let mut calls: Vec<Call<'_>> = chunks
+            .iter()
+            .zip(&packs)
+            .map(|(c, pack)| {
                 let body = Request::Data(DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode();
                 let mut call = Call::new(self.servers[c.server], body);
-                call.send = c.mem.iter().map(|&(o, l)| &buf[o..o + l]).collect();
+                call.send = match pack {
+                    Some(p) => vec![&p[..]],
+                    None => c.mem.iter().map(|&(o, l)| &buf[o..o + l]).collect(),
+                };
                 call
             })
             .collect();
@@ -331,6 +357,9 @@ impl File {
                 Call::new(self.servers[c.server], body)
             })
             .collect();
+        // Many tiny memory pieces arrive in one buffer per request and are
+        // scattered afterwards; the rest land in place.
+        let mut packs: Vec<Option<Vec<u8>>> = chunks.iter().map(|c| c.packed().then(|| vec![0u8; c.len as usize])).collect();
         // Hand each call disjoint pieces of `buf`, walking it front to back,
         // and put them back in each call's payload order.
         let mut order: Vec<(usize, usize, usize, usize)> =
@@ -345,23 +374,37 @@ impl File {
             }
             let (_, tail) = std::mem::take(&mut rest).split_at_mut(o - at);
             let (piece, tail) = tail.split_at_mut(l);
-            slots[i][k] = Some(piece);
+            if packs[i].is_none() {
+                slots[i][k] = Some(piece);
+            }
             rest = tail;
             at = o + l;
         }
-        for (call, s) in calls.iter_mut().zip(slots) {
-            call.recv = s.into_iter().map(|p| p.expect("every range placed")).collect();
+        for ((call, s), pack) in calls.iter_mut().zip(slots).zip(packs.iter_mut()) {
+            call.recv = match pack {
+                Some(p) => vec![&mut p[..]],
+                None => s.into_iter().map(|p| p.expect("every range placed")).collect(),
+            };
         }
         self.client.run_window(&mut calls, sched.window);
         // The largest end of file any answering object implies.
         let mut known_end = 0;
-        for (call, chunk) in calls.into_iter().zip(chunks) {
+        for (call, chunk) in calls.into_iter().zip(&chunks) {
             match Client::response(call)? {
                 (Response::Read { object_size }, n) if n as u64 == chunk.len => {
                     known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
                 }
                 (other, n) => {
                     return Err(Error::Protocol { addr: self.servers[chunk.server], what: format!("expected {} bytes, got {n} with {other:?}", chunk.len) });
+                }
+            }
+        }
+        for (c, pack) in chunks.iter().zip(&packs) {
+            if let Some(p) = pack {
+                let mut at = 0;
+                for &(o, l) in &c.mem {
+                    buf[o..o + l].copy_from_slice(&p[at..at + l]);
+                    at += l;
                 }
             }
         }

@@ -197,6 +197,14 @@ fn random_views_match_a_local_file() {
             let mut back = vec![0u8; len as usize];
             prop_assert_eq!(f.read_view(&view, offset, &mut back, &Datatype::byte(), len).unwrap(), len as usize);
             prop_assert!(back == data);
+            // Back into the holey memory type (tiny pieces: the packed path);
+            // the holes stay untouched.
+            let mut holey = vec![0xEEu8; 2 * len as usize];
+            prop_assert_eq!(f.read_view(&view, offset, &mut holey, &memtype, len).unwrap(), len as usize);
+            for (i, b) in data.iter().enumerate() {
+                prop_assert_eq!(holey[2 * i], *b);
+                prop_assert_eq!(holey[2 * i + 1], 0xEE);
+            }
             Ok(())
         })
         .unwrap();

@@ -243,6 +243,22 @@ enum Which {
     NetPeer,
 }
 
+/// The CSV file of a benchmark: `--csv`, else `bench-results/<name>.csv`.
+fn csv_path(common: &Common, name: &str) -> PathBuf {
+    common.csv.clone().unwrap_or_else(|| PathBuf::from(format!("bench-results/{name}.csv")))
+}
+
+/// Writes the rows as CSV and, with `--json`, prints them (with `summary`)
+/// as one JSON object; returns true when the caller should print its table.
+fn emit<R: serde::Serialize>(common: &Common, csv: &Path, rows: &[R], summary: serde_json::Map<String, serde_json::Value>) -> Result<bool> {
+    write_csv(csv, rows)?;
+    if common.json {
+        print_json(rows, summary)?;
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 fn f1(v: f64) -> String {
     format!("{v:.1}")
 }
@@ -261,11 +277,8 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
             let rows = cw::run(&exe, &bc, &cw::Params { procs, size, transfer, fsync, repeats })?;
-            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/concurrent-write.csv"));
-            write_csv(&csv, &rows)?;
-            if common.json {
-                print_json(&rows, Default::default())?;
-            } else {
+            let csv = csv_path(&common, "concurrent-write");
+            if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
                     .iter()
                     .map(|r| vec![r.procs.to_string(), super::human_bytes(r.size_bytes), r.fsync.to_string(), f1(r.weft_mb_s), f1(r.local_mb_s), format!("{:.2}", r.ratio)])
@@ -281,11 +294,8 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
         Which::Net { common, pings, stream, message, rounds } => {
             let bc = BenchCluster::get(&exe, cluster, 1, common.dir.as_deref())?;
             let row = net::run(&exe, &bc, &net::Params { pings, stream_bytes: stream, message: message as usize, rounds })?;
-            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/net.csv"));
-            write_csv(&csv, std::slice::from_ref(&row))?;
-            if common.json {
-                print_json(std::slice::from_ref(&row), Default::default())?;
-            } else {
+            let csv = csv_path(&common, "net");
+            if emit(&common, &csv, std::slice::from_ref(&row), Default::default())? {
                 print_table(
                     &format!("Message layer vs raw TCP on loopback (paper 003), median of {rounds} rounds"),
                     &["measure", "weft", "raw tcp", "weft/tcp"],
@@ -301,11 +311,8 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
             let params = nc::Params { patterns, matrix, btio_cells, repeats, stripe_size };
             let rows = nc::run(&exe, &bc, &params)?;
-            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/noncontig.csv"));
-            write_csv(&csv, &rows)?;
-            if common.json {
-                print_json(&rows, Default::default())?;
-            } else {
+            let csv = csv_path(&common, "noncontig");
+            if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
                     .iter()
                     .map(|r| {
@@ -335,13 +342,10 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
             let params = sched::Params { procs, size, stripe_size, blocks, strategies: strategies.clone(), window, repeats };
             let (rows, summary) = sched::run(&exe, &bc, &params)?;
-            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/sched.csv"));
-            write_csv(&csv, &rows)?;
+            let csv = csv_path(&common, "sched");
             let plots = sched::plot(&csv.with_extension(""), &rows, &strategies)?;
-            if common.json {
-                let serde_json::Value::Object(m) = serde_json::to_value(&summary)? else { unreachable!("a struct serializes to an object") };
-                print_json(&rows, m)?;
-            } else {
+            let serde_json::Value::Object(m) = serde_json::to_value(&summary)? else { unreachable!("a struct serializes to an object") };
+            if emit(&common, &csv, &rows, m)? {
                 let mut table = Vec::new();
                 for &b in &params.blocks {
                     for s in &strategies {
@@ -373,8 +377,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
             let params = atomic::Params { workloads, block3d_procs, block3d_n, flash_procs, flash_blocks, frames, repeats };
             let rows = atomic::run(&exe, &bc, &params)?;
-            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/atomic.csv"));
-            write_csv(&csv, &rows)?;
+            let csv = csv_path(&common, "atomic");
             let panels: Vec<weft_bench::plot::Panel> = ["block3d", "flash"]
                 .iter()
                 .filter(|w| rows.iter().any(|r| r.workload == **w))
@@ -389,9 +392,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 })
                 .collect();
             let plots = weft_bench::plot::write(&csv.with_extension(""), &panels)?;
-            if common.json {
-                print_json(&rows, Default::default())?;
-            } else {
+            if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
                     .iter()
                     .map(|r| vec![r.workload.clone(), r.procs.to_string(), r.mode.clone(), f1(r.mb_s), format!("{:.0}%", r.ratio_to_none * 100.0), r.locks_per_client.to_string(), r.max_concurrency.to_string()])
@@ -409,11 +410,8 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
         Which::Lock { common, clients, ranges, ops } => {
             let bc = BenchCluster::get(&exe, cluster, 1, common.dir.as_deref())?;
             let rows = atomic::run_lock(&exe, &bc, &clients, &ranges, ops)?;
-            let csv = common.csv.unwrap_or_else(|| PathBuf::from("bench-results/lock.csv"));
-            write_csv(&csv, &rows)?;
-            if common.json {
-                print_json(&rows, Default::default())?;
-            } else {
+            let csv = csv_path(&common, "lock");
+            if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> =
                     rows.iter().map(|r| vec![r.ranges.to_string(), r.clients.to_string(), format!("{:.0}", r.pairs_per_s), format!("{:.1}", r.median_us), format!("{:.1}", r.p99_us)]).collect();
                 print_table(&format!("Lock service: exclusive acquire+release pairs, {ops} per client"), &["ranges", "clients", "pairs/s", "median us", "p99 us"], &table);

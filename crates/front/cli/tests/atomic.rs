@@ -138,7 +138,7 @@ fn atomic_writes_are_sequentially_consistent() {
 fn a_killed_clients_locks_expire_and_waiters_proceed() {
     let dir = std::env::temp_dir().join(format!("weft-test-lease-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let ttl = 1500;
+    let ttl = 3000;
     let lc = LocalCluster::start(Path::new(WEFT), &dir, &ClusterSpec { data_servers: 1, lock_ttl_ms: ttl, ..ClusterSpec::default() }).unwrap();
     let c = Client::connect(&lc.cluster_file()).unwrap();
     let f = c.create("/leased", CreateOptions::default()).unwrap();

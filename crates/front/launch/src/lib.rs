@@ -184,9 +184,18 @@ impl LocalCluster {
     }
 
     /// Stops server `id` with SIGSTOP (it hangs) or resumes it with SIGCONT.
+    /// Returns once the process is stopped (or running again): a thread busy
+    /// in the kernel stops only when its call ends, and until then the
+    /// server may still answer.
     pub fn pause(&mut self, id: usize, paused: bool) {
-        if let Some(c) = &self.children[id] {
-            signal(c.id(), if paused { libc::SIGSTOP } else { libc::SIGCONT });
+        let Some(c) = &self.children[id] else { return };
+        signal(c.id(), if paused { libc::SIGSTOP } else { libc::SIGCONT });
+        let stopped = |pid: u32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('T')))
+        };
+        let start = Instant::now();
+        while stopped(c.id()) != paused && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 

@@ -25,6 +25,10 @@ const MAX_PENDING_RTS: usize = 4096;
 
 /// A connection idle this long is closed; clients reconnect on next use.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Longest a response write, or the rest of a payload once its frame has
+/// begun, may stall. A hung client must not hold a read turn or an object's
+/// lock for longer than this.
+const STALL_TIMEOUT: Duration = Duration::from_secs(30);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 struct Rendezvous {
@@ -47,7 +51,7 @@ pub fn serve(server: &Server, mut stream: TcpStream, peer: SocketAddr) {
         Err(_) => return,
     }
     let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(IDLE_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(STALL_TIMEOUT));
     if let Err(why) = serve_frames(server, stream) {
         server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
         tracing::info!(target: "weft::server", %peer, %why, "connection closed");
@@ -159,7 +163,11 @@ fn serve_request<'s>(
                 *splicer = Splicer::new().map_err(|e| format!("cannot create a pipe: {e}"))?.into();
             }
             let sp = splicer.as_mut().expect("just created");
-            return server.write_streamed(*file, pieces, pay_len, reader, sp).map_err(|e| format!("read payload: {e}"));
+            // The object's lock is held while the payload streams in.
+            let _ = reader.get_ref().set_read_timeout(Some(STALL_TIMEOUT));
+            let r = server.write_streamed(*file, pieces, pay_len, reader, sp).map_err(|e| format!("read payload: {e}"));
+            let _ = reader.get_ref().set_read_timeout(Some(IDLE_TIMEOUT));
+            return r;
         }
     }
     payload.resize(pay_len as usize, 0);

@@ -57,24 +57,9 @@ fn atomic_writes_are_sequentially_consistent() {
     let tc = TestCluster::start("atomic", 4);
     let c = tc.client();
     c.create("/atomic", CreateOptions { stripe_size: 4096, ..CreateOptions::default() }).unwrap().write_at(0, &vec![0u8; FILE as usize]).unwrap();
-    let me = std::env::current_exe().unwrap();
-    let kids: Vec<_> = (0..PROCS)
-        .map(|p| {
-            Command::new(&me)
-                .args(["--exact", "atomic_child", "--ignored", "--test-threads=1"])
-                .env("WEFT_TEST_RANK", p.to_string())
-                .env("WEFT_CLUSTER", tc.lc.cluster_file())
-                // One request at a time: a write's stripes go out one by one,
-                // so writers interleave (and would tear without locks).
-                .env("WEFT_SCHED_WINDOW", "1")
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut k in kids {
-        assert!(k.wait().unwrap().success(), "a writer failed");
-    }
+    // One request at a time: a write's stripes go out one by one, so
+    // writers interleave (and would tear without locks).
+    common::run_children("atomic_child", PROCS, &tc.lc.cluster_file(), &[("WEFT_SCHED_WINDOW", "1")]);
     let f = c.open("/atomic", false).unwrap();
     let mut file = vec![0u8; FILE as usize];
     f.read_at(0, &mut file).unwrap();

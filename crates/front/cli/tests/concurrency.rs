@@ -4,7 +4,6 @@
 mod common;
 
 use common::{pattern, TestCluster};
-use std::process::Command;
 use weft_client::{Client, CreateOptions};
 
 const PROCS: usize = 8;
@@ -39,21 +38,7 @@ fn eight_processes_write_disjoint_regions_and_own_files() {
     let tc = TestCluster::start("conc", 4);
     let c = tc.client();
     c.create("/shared", CreateOptions { stripe_size: STRIPE, ..CreateOptions::default() }).unwrap();
-    let me = std::env::current_exe().unwrap();
-    let children: Vec<_> = (0..PROCS)
-        .map(|rank| {
-            Command::new(&me)
-                .args(["--exact", "child_writer", "--ignored", "--nocapture", "--test-threads=1"])
-                .env("WEFT_TEST_RANK", rank.to_string())
-                .env("WEFT_CLUSTER", tc.lc.cluster_file())
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for mut ch in children {
-        assert!(ch.wait().unwrap().success(), "a writer process failed");
-    }
+    common::run_children("child_writer", PROCS as u64, &tc.lc.cluster_file(), &[]);
     let shared = c.open("/shared", false).unwrap();
     assert_eq!(shared.size().unwrap(), (PROCS * REGION) as u64);
     let mut all = vec![0u8; PROCS * REGION];

@@ -63,17 +63,25 @@ fn read_extent(f: &File, size: u64, (start, len): (u64, u64), buf: &mut Vec<u8>)
     Ok(())
 }
 
+/// Where each piece sits: (position in the extent buffer, position in the
+/// payload, length), pieces in list order.
+fn places(extent: (u64, u64), pieces: &[Piece]) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    let mut pos = 0usize;
+    pieces.iter().map(move |p| {
+        let place = ((p.offset - extent.0) as usize, pos, p.len as usize);
+        pos += p.len as usize;
+        place
+    })
+}
+
 /// Patches the pieces (payload in list order) into the extent and writes
 /// it back. The caller holds the object's `rmw` lock exclusively.
 pub fn write(f: &File, extent: (u64, u64), pieces: &[Piece], payload: &[u8]) -> io::Result<()> {
     let size = f.metadata()?.len();
     let mut buf = Vec::new();
     read_extent(f, size, extent, &mut buf)?;
-    let mut pos = 0usize;
-    for p in pieces {
-        let at = (p.offset - extent.0) as usize;
-        buf[at..at + p.len as usize].copy_from_slice(&payload[pos..pos + p.len as usize]);
-        pos += p.len as usize;
+    for (at, pos, len) in places(extent, pieces) {
+        buf[at..at + len].copy_from_slice(&payload[pos..pos + len]);
     }
     f.write_all_at(&buf, extent.0)
 }
@@ -82,11 +90,8 @@ pub fn write(f: &File, extent: (u64, u64), pieces: &[Piece], payload: &[u8]) -> 
 pub fn read(f: &File, size: u64, extent: (u64, u64), pieces: &[Piece], out: &mut [u8]) -> io::Result<()> {
     let mut buf = Vec::new();
     read_extent(f, size, extent, &mut buf)?;
-    let mut pos = 0usize;
-    for p in pieces {
-        let at = (p.offset - extent.0) as usize;
-        out[pos..pos + p.len as usize].copy_from_slice(&buf[at..at + p.len as usize]);
-        pos += p.len as usize;
+    for (at, pos, len) in places(extent, pieces) {
+        out[pos..pos + len].copy_from_slice(&buf[at..at + len]);
     }
     Ok(())
 }

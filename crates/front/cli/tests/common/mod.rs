@@ -54,6 +54,28 @@ impl Drop for TestCluster {
     }
 }
 
+/// Runs `ranks` copies of the ignored test `child` of this test binary as
+/// separate processes (rank in `WEFT_TEST_RANK`, the cluster in
+/// `WEFT_CLUSTER`, plus `env`), all at once, and asserts they all succeed.
+pub fn run_children(child: &str, ranks: u64, cluster_file: &Path, env: &[(&str, &str)]) {
+    let me = std::env::current_exe().unwrap();
+    let kids: Vec<_> = (0..ranks)
+        .map(|rank| {
+            std::process::Command::new(&me)
+                .args(["--exact", child, "--ignored", "--test-threads=1"])
+                .env("WEFT_TEST_RANK", rank.to_string())
+                .env("WEFT_CLUSTER", cluster_file)
+                .envs(env.iter().copied())
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success(), "child process {child} failed");
+    }
+}
+
 /// Deterministic bytes that differ per (seed, position).
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

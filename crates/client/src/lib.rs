@@ -27,3 +27,8 @@ pub use schedule::Schedule;
 pub use weft_sched::Strategy;
 pub use weft_layout::{Datatype, Distrib, Order, Pattern, Segment, View, ViewError};
 pub use weft_wire::{DirEntry, FileAttr, FileKind, ServerStats};
+
+// The layout floor repeats the wire's striping limits (it does not depend on
+// wire); the client, which uses both, checks they agree.
+const _: () = assert!(weft_layout::stripe::MAX_STRIPE_SIZE == weft_wire::limits::MAX_STRIPE_SIZE);
+const _: () = assert!(weft_layout::stripe::MAX_STRIPE_COUNT == weft_wire::limits::MAX_STRIPE_COUNT);

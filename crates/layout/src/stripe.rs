@@ -8,12 +8,22 @@
 
 use thiserror::Error;
 
+/// Largest stripe size (the wire's limit, repeated here: layout is a pure
+/// floor beside wire, not above it).
+pub const MAX_STRIPE_SIZE: u64 = 1 << 32;
+/// Most servers per file (the wire's limit).
+pub const MAX_STRIPE_COUNT: usize = 4096;
+
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum StripingError {
     #[error("stripe size must be at least 1 byte")]
     ZeroStripeSize,
     #[error("stripe count must be at least 1")]
     ZeroStripeCount,
+    #[error("stripe size {size} exceeds the largest, {limit} bytes")]
+    StripeTooLarge { size: u64, limit: u64 },
+    #[error("stripe count {count} exceeds the largest, {limit}")]
+    TooManyStripes { count: usize, limit: usize },
     #[error("range offset {offset} + length {len} overflows")]
     Overflow { offset: u64, len: u64 },
 }
@@ -44,6 +54,14 @@ impl Striping {
         }
         if count == 0 {
             return Err(StripingError::ZeroStripeCount);
+        }
+        // Bounded so that a full row (size x count) and every offset
+        // computed from it stay far below 2^64 (issue 8: 2^62 x 4 wrapped to 0).
+        if stripe_size > MAX_STRIPE_SIZE {
+            return Err(StripingError::StripeTooLarge { size: stripe_size, limit: MAX_STRIPE_SIZE });
+        }
+        if count > MAX_STRIPE_COUNT {
+            return Err(StripingError::TooManyStripes { count, limit: MAX_STRIPE_COUNT });
         }
         Ok(Striping { stripe_size, count: count as u64 })
     }
@@ -155,6 +173,16 @@ mod tests {
         assert_eq!(Striping::new(0, 1), Err(StripingError::ZeroStripeSize));
         assert_eq!(Striping::new(1, 0), Err(StripingError::ZeroStripeCount));
         assert!(matches!(Striping::new(1, 1).unwrap().split(u64::MAX, 2), Err(StripingError::Overflow { .. })));
+        // Issue 8: a 2^62-byte stripe over 4 servers made a full row wrap to
+        // 0 and every size computation divide by zero.
+        assert!(matches!(Striping::new(1 << 62, 4), Err(StripingError::StripeTooLarge { .. })));
+        assert!(matches!(Striping::new(1, MAX_STRIPE_COUNT + 1), Err(StripingError::TooManyStripes { .. })));
+        let widest = Striping::new(MAX_STRIPE_SIZE, MAX_STRIPE_COUNT).unwrap();
+        let end = (1u64 << 62) - 1;
+        let (server, obj) = widest.locate(end);
+        assert_eq!(widest.file_offset(server, obj), end);
+        let total: u64 = (0..MAX_STRIPE_COUNT).map(|k| widest.object_size_for(k, end)).sum();
+        assert_eq!(total, end);
     }
 
     proptest! {

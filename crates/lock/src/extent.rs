@@ -88,8 +88,9 @@ impl Extent {
         }
     }
 
-    /// Do two extents share a byte? Strided against strided walks the run
-    /// with fewer blocks inside the other's bounds: only there is it expanded.
+    /// Do two extents share a byte? O(log) for any counts: two strided
+    /// runs are compared in closed form (see [`strided_overlap`]), never by
+    /// walking blocks (issue 8: 2^32-block runs stalled the service 37 s).
     pub fn overlaps(&self, other: &Extent) -> bool {
         let (a0, a1) = self.bounds();
         let (b0, b1) = other.bounds();
@@ -98,13 +99,7 @@ impl Extent {
         }
         match (*self, *other) {
             (Extent::Range { start, end }, o) | (o, Extent::Range { start, end }) => o.hits_range(start, end),
-            (s @ Extent::Strided { count: c1, .. }, t @ Extent::Strided { count: c2, .. }) => {
-                let (walk, other) = if c1 <= c2 { (s, t) } else { (t, s) };
-                let Extent::Strided { offset, len, stride, count } = walk else { unreachable!() };
-                let (lo, hi) = other.bounds();
-                let first = if lo < offset + len { 0 } else { (lo - offset - len) / stride + 1 };
-                (first..count).map(|k| offset + k * stride).take_while(|&s| s < hi).any(|s| other.hits_range(s, s + len))
-            }
+            (s @ Extent::Strided { .. }, t @ Extent::Strided { .. }) => strided_overlap(s, t),
         }
     }
 
@@ -114,6 +109,72 @@ impl Extent {
             Extent::Range { start, end } => vec![(start, end)],
             Extent::Strided { offset, len, stride, count } => (0..count).map(|k| (offset + k * stride, offset + k * stride + len)).collect(),
         }
+    }
+}
+
+/// Does strided run `a` share a byte with strided run `b`?
+///
+/// Blocks of `a` that cross one of `b`'s two bounds (at most one each, as
+/// `stride >= len`) are checked directly. Every other block of `a` that
+/// meets `b`'s bounds lies inside them, where `b` is exactly its periodic
+/// pattern: block `[p, p + la)` misses every block of `b` iff
+/// `(p - b0 + la - 1) mod sb >= la + lb - 1`. Over the inside blocks
+/// `p = p0 + k*sa` that residue is `(c + k*sa) mod sb`, and how many of them
+/// are `>= w` is a difference of two floor sums, computed in O(log sb).
+fn strided_overlap(a: Extent, b: Extent) -> bool {
+    let Extent::Strided { offset: ao, len: la, stride: sa, count: ca } = a else { return a.overlaps(&b) };
+    let Extent::Strided { offset: bo, len: lb, stride: sb, .. } = b else { return a.overlaps(&b) };
+    let (b0, b1) = b.bounds();
+    let block = |i: u64| ao + i * sa;
+    // Blocks of `a` crossing b0 or b1 (start before the bound, end after it).
+    for bound in [b0, b1] {
+        if bound > ao {
+            let i = (bound - ao) / sa;
+            if i < ca && block(i) < bound && block(i) + la > bound && b.hits_range(block(i), block(i) + la) {
+                return true;
+            }
+        }
+    }
+    // Blocks of `a` inside [b0, b1): i in [lo, hi).
+    let lo = if ao >= b0 { 0 } else { (b0 - ao).div_ceil(sa) };
+    let hi = if ao + la > b1 { 0 } else { ((b1 - la - ao) / sa + 1).min(ca) };
+    if lo >= hi {
+        return false;
+    }
+    let w = la + lb - 1;
+    if w >= sb {
+        return true;
+    }
+    let n = hi - lo;
+    let c = (block(lo) - bo + la - 1) % sb;
+    let step = sa % sb;
+    // Count of k in [0, n) with (c + k*step) mod sb >= w.
+    let missing = floor_sum(n, sb, step, c + sb - w) - floor_sum(n, sb, step, c);
+    missing < u128::from(n)
+}
+
+/// `sum_{k=0}^{n-1} floor((a*k + b) / m)`, by the Euclid-like reduction
+/// (as in the AtCoder library), in O(log m) steps. Wide arithmetic: the
+/// inputs are below 2^64 and the sum below 2^128 for the callers here.
+fn floor_sum(n: u64, m: u64, a: u64, b: u64) -> u128 {
+    let (mut n, mut m, mut a, mut b) = (u128::from(n), u128::from(m), u128::from(a), u128::from(b));
+    let mut sum = 0u128;
+    loop {
+        if a >= m {
+            sum += n * n.saturating_sub(1) / 2 * (a / m);
+            a %= m;
+        }
+        if b >= m {
+            sum += n * (b / m);
+            b %= m;
+        }
+        let y_max = a * n + b;
+        if y_max < m {
+            return sum;
+        }
+        n = y_max / m;
+        b = y_max % m;
+        std::mem::swap(&mut m, &mut a);
     }
 }
 
@@ -170,7 +231,24 @@ mod tests {
         ]
     }
 
+    /// Block-by-block reference for two strided runs.
+    fn walk_overlap(a: &Extent, b: &Extent) -> bool {
+        a.ranges().iter().any(|&(s, e)| b.hits_range(s, e))
+    }
+
     proptest! {
+        #[test]
+        fn strided_overlap_matches_a_block_walk(
+            ao in 0u64..5_000, la in 1u64..40, ga in 0u64..300, ca in 1u64..200,
+            bo in 0u64..5_000, lb in 1u64..40, gb in 0u64..300, cb in 1u64..200,
+        ) {
+            let a = Extent::strided(ao, la, la + ga, ca).unwrap();
+            let b = Extent::strided(bo, lb, lb + gb, cb).unwrap();
+            let want = walk_overlap(&a, &b);
+            prop_assert_eq!(a.overlaps(&b), want);
+            prop_assert_eq!(b.overlaps(&a), want);
+        }
+
         #[test]
         fn overlap_matches_byte_sets(a in extent(), b in extent()) {
             let expect = !bytes(&a).is_disjoint(&bytes(&b));
@@ -201,6 +279,32 @@ mod tests {
         assert!(matches!(Extent::strided(0, 4, 2, 3), Err(ExtentError::BadStride { .. })));
         assert!(matches!(Extent::strided(0, 0, 2, 3), Err(ExtentError::BadStride { .. })));
         assert!(matches!(Extent::strided(0, 1, u64::MAX / 2, 5), Err(ExtentError::Overflow)));
+    }
+
+    /// Issue 8: two runs of 2^32 blocks each took ~37 s block by block.
+    #[test]
+    fn huge_strided_runs_compare_at_once() {
+        let n = 1u64 << 40;
+        let a = Extent::strided(0, 8, 16, n).unwrap();
+        let b = Extent::strided(8, 8, 16, n).unwrap();
+        assert!(!a.overlaps(&b), "interleaved halves never meet");
+        let c = Extent::strided(8 * 3, 8, 48, n / 3).unwrap();
+        assert!(b.overlaps(&c) && !a.overlaps(&c), "c's blocks all start at 8 mod 16");
+        // Co-prime strides meet eventually, far down the runs.
+        let d = Extent::strided(0, 1, 1_000_003, n >> 20).unwrap();
+        let e = Extent::strided(500_000, 1, 999_983, n >> 20).unwrap();
+        assert!(d.overlaps(&e));
+        // A walk of any of these pairs would not finish within the test run.
+        let hits = (0..1_000u64).filter(|&k| a.overlaps(&Extent::strided(k, 8, 16 + k, n / 2).unwrap())).count();
+        assert_eq!(hits, 1_000, "every stride other than 16 drifts into a's blocks");
+    }
+
+    #[test]
+    fn floor_sum_matches_a_loop() {
+        for (n, m, a, b) in [(0, 1, 0, 0), (5, 3, 2, 1), (100, 7, 13, 40), (1000, 997, 1_000_000, 5), (17, 1 << 40, (1 << 40) - 1, 3)] {
+            let want: u128 = (0..n).map(|k| (u128::from(a) * u128::from(k) + u128::from(b)) / u128::from(m)).sum();
+            assert_eq!(floor_sum(n, m, a, b), want, "n {n} m {m} a {a} b {b}");
+        }
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! A balanced interval tree: a treap ordered by (start, key), each node
 //! holding the largest end in its subtree, so an overlap query visits only
 //! subtrees that can hold an overlapping interval: O(log n + k) expected.
-//! Nodes live in an arena (indices, no pointers); priorities come from a
-//! hash of the key, so the shape is deterministic.
+//! Nodes live in an arena (indices, no pointers).
+//!
+//! Priorities are a hash of the key mixed with a per-tree seed. With a fixed
+//! hash, a client choosing its range starts could make the treap a chain
+//! (issue 8: ~25,000 chosen starts overflowed the stack of the recursive
+//! split/merge); the lock service seeds each tree from a random source, so
+//! the expected depth is O(log n) whatever the keys. Queries walk with an
+//! explicit stack, so even a deep tree cannot overflow the thread's stack.
 
 #[derive(Debug, Clone)]
 struct Node<V> {
@@ -23,16 +29,20 @@ pub struct IntervalTree<V> {
     free: Vec<usize>,
     root: Option<usize>,
     len: usize,
+    /// Mixed into every priority; unknown to clients (see the module doc).
+    seed: u64,
 }
 
 impl<V> Default for IntervalTree<V> {
     fn default() -> Self {
-        IntervalTree { nodes: Vec::new(), free: Vec::new(), root: None, len: 0 }
+        Self::with_seed(0)
     }
 }
 
-fn priority(key: u64) -> u64 {
-    let mut z = key.wrapping_add(0x9E37_79B9_7F4A_7C15);
+/// splitmix64 of `key ^ seed`: a bijection, so distinct keys of one tree
+/// get distinct priorities.
+fn priority(key: u64, seed: u64) -> u64 {
+    let mut z = (key ^ seed).wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -41,6 +51,12 @@ fn priority(key: u64) -> u64 {
 impl<V> IntervalTree<V> {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A tree whose shape depends on `seed`: pass a random one when keys or
+    /// starts come from untrusted peers.
+    pub fn with_seed(seed: u64) -> Self {
+        IntervalTree { nodes: Vec::new(), free: Vec::new(), root: None, len: 0, seed }
     }
 
     pub fn len(&self) -> usize {
@@ -107,7 +123,7 @@ impl<V> IntervalTree<V> {
     /// Inserts `[start, end)` under a key not in the tree.
     pub fn insert(&mut self, start: u64, end: u64, key: u64, value: V) {
         debug_assert!(start < end);
-        let node = Node { start, end, key, prio: priority(key), max_end: end, left: None, right: None, value };
+        let node = Node { start, end, key, prio: priority(key, self.seed), max_end: end, left: None, right: None, value };
         let i = match self.free.pop() {
             Some(i) => {
                 self.nodes[i] = Some(node);
@@ -138,26 +154,43 @@ impl<V> IntervalTree<V> {
 
     /// Calls `f(start, end, value)` for every interval overlapping `[a, b)`
     /// until `f` returns true; returns whether it did.
+    /// Intervals are visited in (start, key) order.
     pub fn any_overlapping(&self, a: u64, b: u64, f: &mut impl FnMut(u64, u64, &V) -> bool) -> bool {
-        self.visit(self.root, a, b, f)
+        // In-order walk with an explicit stack, pruning subtrees whose max
+        // end is at or before `a` and stopping at the first start >= `b`.
+        let mut stack: Vec<usize> = Vec::new();
+        let mut t = self.root;
+        loop {
+            while let Some(i) = t {
+                let n = self.n(i);
+                if n.max_end <= a {
+                    break;
+                }
+                stack.push(i);
+                t = n.left;
+            }
+            let Some(i) = stack.pop() else { return false };
+            let n = self.n(i);
+            if n.start >= b {
+                return false;
+            }
+            if n.end > a && f(n.start, n.end, &n.value) {
+                return true;
+            }
+            t = n.right;
+        }
     }
 
-    fn visit(&self, t: Option<usize>, a: u64, b: u64, f: &mut impl FnMut(u64, u64, &V) -> bool) -> bool {
-        let Some(i) = t else { return false };
-        let n = self.n(i);
-        if n.max_end <= a {
-            return false;
+    /// Height of the tree (1 for a single node); for tests and diagnostics.
+    pub fn depth(&self) -> usize {
+        let mut deepest = 0;
+        let mut stack: Vec<(usize, usize)> = self.root.map(|r| (r, 1)).into_iter().collect();
+        while let Some((i, d)) = stack.pop() {
+            deepest = deepest.max(d);
+            let n = self.n(i);
+            stack.extend([n.left, n.right].into_iter().flatten().map(|c| (c, d + 1)));
         }
-        if self.visit(n.left, a, b, f) {
-            return true;
-        }
-        if n.start >= b {
-            return false;
-        }
-        if n.end > a && f(n.start, n.end, &n.value) {
-            return true;
-        }
-        self.visit(n.right, a, b, f)
+        deepest
     }
 
     /// Checks order, heap and max-end invariants; panics with the reason.
@@ -215,5 +248,42 @@ mod tests {
                 prop_assert_eq!(got, want);
             }
         }
+    }
+
+    /// Issue 8: sequential keys with chosen starts made the fixed-hash treap
+    /// a chain deep enough to overflow the stack. Seeded priorities keep it
+    /// logarithmic for any insertion order.
+    #[test]
+    fn adversarial_starts_keep_the_tree_shallow() {
+        for seed in [1u64, 0xDEAD_BEEF, u64::MAX] {
+            let mut t = IntervalTree::with_seed(seed);
+            // Starts ordered against the unseeded priorities: what an
+            // attacker who knew the hash would send.
+            let n = 50_000u64;
+            let mut keys: Vec<u64> = (0..n).collect();
+            keys.sort_by_key(|&k| priority(k, 0));
+            for (start, &k) in keys.iter().enumerate() {
+                t.insert(start as u64, start as u64 + 1, k, ());
+            }
+            assert!(t.depth() < 100, "depth {} for {n} nodes", t.depth());
+            let mut seen = 0;
+            t.any_overlapping(0, n, &mut |_, _, _| {
+                seen += 1;
+                false
+            });
+            assert_eq!(seen, n);
+        }
+    }
+
+    #[test]
+    fn an_unseeded_tree_with_those_starts_is_a_chain() {
+        // The attack above, against seed 0: shows the test can fail.
+        let mut t = IntervalTree::with_seed(0);
+        let mut keys: Vec<u64> = (0..2_000).collect();
+        keys.sort_by_key(|&k| priority(k, 0));
+        for (start, &k) in keys.iter().enumerate() {
+            t.insert(start as u64, start as u64 + 1, k, ());
+        }
+        assert_eq!(t.depth(), 2_000);
     }
 }

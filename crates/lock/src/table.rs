@@ -55,7 +55,18 @@ pub enum LockError {
     Unknown(u64),
     #[error("lock {lock} belongs to session {owner}, not to session {caller}")]
     NotOwner { lock: u64, owner: u64, caller: u64 },
+    /// The file's table is full; the request is refused whole.
+    #[error("the file's lock table holds {have} {what}; this request would pass the limit of {limit}")]
+    Full { what: &'static str, have: usize, limit: usize },
 }
+
+/// Most extent items (granted and waiting) one file's table holds. Each
+/// costs ~100 bytes and a share of every overlap query: 200,000 bounds a
+/// table at ~20 MB while leaving room for thousands of list locks.
+pub const MAX_TABLE_ITEMS: usize = 200_000;
+
+/// Most requests waiting on one file: each release re-checks every waiter.
+pub const MAX_TABLE_WAITERS: usize = 4_096;
 
 /// A lock granted by a release (or an expiry).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +97,8 @@ struct Lock {
 /// The locks of one file.
 #[derive(Debug, Default)]
 pub struct LockTable {
+    /// Extent items in both trees (the cap applies to their sum).
+    items: usize,
     held: IntervalTree<Item>,
     waiting_items: IntervalTree<Item>,
     locks: HashMap<LockId, Lock>,
@@ -97,6 +110,16 @@ pub struct LockTable {
 impl LockTable {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A table whose trees' shapes depend on `seed` (see
+    /// [`IntervalTree::with_seed`]): the lock service passes a random one.
+    pub fn with_seed(seed: u64) -> Self {
+        LockTable {
+            held: IntervalTree::with_seed(seed),
+            waiting_items: IntervalTree::with_seed(seed.rotate_left(32) ^ 0x5851_F42D_4C95_7F2D),
+            ..Self::default()
+        }
     }
 
     /// Granted locks.
@@ -139,9 +162,16 @@ impl LockTable {
         if self.locks.contains_key(&id) {
             return Err(LockError::DuplicateId(id.0));
         }
+        if self.items + extents.len() > MAX_TABLE_ITEMS {
+            return Err(LockError::Full { what: "extents", have: self.items, limit: MAX_TABLE_ITEMS });
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let granted = !self.blocked(mode, &extents, seq);
+        if !granted && self.queue.len() >= MAX_TABLE_WAITERS {
+            return Err(LockError::Full { what: "waiting requests", have: self.queue.len(), limit: MAX_TABLE_WAITERS });
+        }
+        self.items += extents.len();
         let mut lock = Lock { owner, mode, extents, keys: Vec::new(), waiting: (!granted).then_some(seq) };
         let tree = if granted { &mut self.held } else { &mut self.waiting_items };
         for e in &lock.extents {
@@ -183,6 +213,7 @@ impl LockTable {
 
     fn remove(&mut self, id: LockId) {
         let lock = self.locks.remove(&id).expect("caller checked");
+        self.items -= lock.keys.len();
         let tree = if lock.waiting.is_some() { &mut self.waiting_items } else { &mut self.held };
         for (start, key) in lock.keys {
             tree.remove(start, key);

@@ -158,3 +158,28 @@ fn bad_requests_are_refused_and_disturb_nobody() {
     assert!(t.is_granted(LockId(1)));
     t.check_invariants();
 }
+
+/// Issue 8: nothing bounded how many items one file's table held, and every
+/// query pays for them.
+#[test]
+fn a_full_table_refuses_more_extents_and_more_waiters() {
+    use weft_lock::table::{MAX_TABLE_ITEMS, MAX_TABLE_WAITERS};
+    let mut t = LockTable::with_seed(7);
+    let list: Vec<Extent> = (0..30_000u64).map(|k| Extent::range(k * 2, k * 2 + 1).unwrap()).collect();
+    let mut id = 0;
+    while t.acquire(LockId(id), Owner(1), Mode::Shared, list.clone()).is_ok() {
+        id += 1;
+    }
+    assert_eq!(id as usize, MAX_TABLE_ITEMS / list.len());
+    assert!(matches!(t.acquire(LockId(id), Owner(1), Mode::Shared, list.clone()), Err(LockError::Full { what: "extents", .. })));
+    for k in 0..MAX_TABLE_WAITERS as u64 {
+        assert_eq!(t.acquire(LockId(1_000 + k), Owner(2), Mode::Exclusive, vec![Extent::range(0, 1).unwrap()]), Ok(false));
+    }
+    let over = t.acquire(LockId(999_999), Owner(2), Mode::Exclusive, vec![Extent::range(0, 1).unwrap()]);
+    assert!(matches!(over, Err(LockError::Full { what: "waiting requests", .. })));
+    // Releasing frees room again.
+    assert!(t.release_owner(Owner(2)).is_empty());
+    t.release(Owner(1), LockId(0)).unwrap();
+    assert_eq!(t.acquire(LockId(id), Owner(1), Mode::Shared, list), Ok(true));
+    t.check_invariants();
+}

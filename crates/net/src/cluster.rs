@@ -114,6 +114,9 @@ impl ClusterFile {
         if self.default_stripe_size == 0 {
             return Err("default_stripe_size must be at least 1".into());
         }
+        if self.default_stripe_size > weft_wire::limits::MAX_STRIPE_SIZE {
+            return Err(format!("default_stripe_size {} exceeds the largest, {}", self.default_stripe_size, weft_wire::limits::MAX_STRIPE_SIZE));
+        }
         for (i, s) in self.servers.iter().enumerate() {
             if s.id as usize != i {
                 return Err(format!("server ids must be 0, 1, 2, ... in order; entry {i} has id {}", s.id));

@@ -25,6 +25,11 @@ pub const MAX_PIECES: usize = 65_000;
 /// longer lists are coalesced by the client first, or refused.
 pub const MAX_LOCK_EXTENTS: usize = 30_000;
 
+/// Largest stripe size: 4 GiB, as Lustre's. With at most
+/// [`MAX_STRIPE_COUNT`] servers a full stripe row stays below 2^44 bytes, so
+/// striping arithmetic cannot overflow.
+pub const MAX_STRIPE_SIZE: u64 = 1 << 32;
+
 /// Most servers a file can be striped over.
 pub const MAX_STRIPE_COUNT: usize = 4096;
 

@@ -260,6 +260,9 @@ impl MetaService {
             c => c,
         };
         let stripe_size = if hint.stripe_size == 0 { self.default_stripe_size } else { hint.stripe_size };
+        if stripe_size > weft_wire::limits::MAX_STRIPE_SIZE {
+            return Err(err(ErrorCode::BadRequest, format!("stripe size {stripe_size} exceeds the largest, {}", weft_wire::limits::MAX_STRIPE_SIZE)));
+        }
         // Rotate the first server per file so small files spread out.
         let start = (rr % n as u64) as usize;
         let servers = (0..count).map(|k| self.data_servers[(start + k) % n]).collect();

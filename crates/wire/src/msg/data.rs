@@ -8,7 +8,7 @@
 //! [`ReadOrder`]: `strategy u8 | rank u32 | group u32 | slot u32`, which the
 //! server uses to choose among pending reads.
 
-use crate::limits::{MAX_OBJECT_END, MAX_PIECES};
+use crate::limits::{MAX_OBJECT_END, MAX_PAYLOAD_LEN, MAX_PIECES};
 use crate::{DecodeError, Decoder, Encoder, FileId};
 
 /// One contiguous region of a stripe object.
@@ -62,14 +62,20 @@ pub struct ServerStats {
 }
 
 /// Total bytes of a piece list, or an error if any piece ends past
-/// [`MAX_OBJECT_END`].
+/// [`MAX_OBJECT_END`] or the total exceeds [`MAX_PAYLOAD_LEN`] (one
+/// request's bytes travel in one payload, so no valid list totals more).
+/// The sum is checked at every step: lengths from the wire may add up past
+/// 2^64.
 pub fn pieces_total(pieces: &[Piece]) -> Result<u64, DecodeError> {
     let mut total = 0u64;
     for p in pieces {
         if p.offset.checked_add(p.len).is_none_or(|end| end > MAX_OBJECT_END) {
             return Err(DecodeError::Invalid("piece ends past the largest object offset"));
         }
-        total += p.len;
+        total = total.saturating_add(p.len);
+        if total > u64::from(MAX_PAYLOAD_LEN) {
+            return Err(DecodeError::TooLong { what: "piece list total", len: total, limit: MAX_PAYLOAD_LEN.into() });
+        }
     }
     Ok(total)
 }

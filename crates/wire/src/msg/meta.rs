@@ -5,7 +5,7 @@
 //! `FileAttr`: `id u64 | kind u8 | mode u32 | uid u32 | gid u32 | mtime_ns i64 |
 //! ctime_ns i64 | has_layout u8 | [stripe_size u64 | count u32 | server u32 * count]`.
 
-use crate::limits::{MAX_DIR_PAGE, MAX_NAME_LEN, MAX_PATH_LEN, MAX_STRIPE_COUNT};
+use crate::limits::{MAX_DIR_PAGE, MAX_NAME_LEN, MAX_PATH_LEN, MAX_STRIPE_COUNT, MAX_STRIPE_SIZE};
 use crate::{DecodeError, Decoder, Encoder, FileId, ServerId};
 
 /// Who asks: permission checks use it; uid 0 passes every check, as on POSIX.
@@ -106,6 +106,9 @@ impl FileAttr {
             if stripe_size == 0 {
                 return Err(DecodeError::Invalid("stripe size 0"));
             }
+            if stripe_size > MAX_STRIPE_SIZE {
+                return Err(DecodeError::TooLong { what: "stripe size", len: stripe_size, limit: MAX_STRIPE_SIZE });
+            }
             let n = d.count("stripe count", MAX_STRIPE_COUNT, 4)?;
             if n == 0 {
                 return Err(DecodeError::Invalid("stripe count 0"));
@@ -162,7 +165,7 @@ impl MetaReq {
                 path: path(d)?,
                 mode: d.u32()?,
                 exclusive: d.bool()?,
-                hint: LayoutHint { stripe_size: d.u64()?, stripe_count: d.u32()? },
+                hint: layout_hint(d)?,
             },
             2 => MetaReq::Mkdir { path: path(d)?, mode: d.u32()? },
             3 => MetaReq::Stat { path: path(d)? },
@@ -183,4 +186,16 @@ impl MetaReq {
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }
+}
+
+/// A create's layout hint; 0 means "the cluster's default" for either field.
+fn layout_hint(d: &mut Decoder<'_>) -> Result<LayoutHint, DecodeError> {
+    let hint = LayoutHint { stripe_size: d.u64()?, stripe_count: d.u32()? };
+    if hint.stripe_size > MAX_STRIPE_SIZE {
+        return Err(DecodeError::TooLong { what: "stripe size", len: hint.stripe_size, limit: MAX_STRIPE_SIZE });
+    }
+    if hint.stripe_count as usize > MAX_STRIPE_COUNT {
+        return Err(DecodeError::TooLong { what: "stripe count", len: hint.stripe_count.into(), limit: MAX_STRIPE_COUNT as u64 });
+    }
+    Ok(hint)
 }

@@ -220,7 +220,7 @@ mod tests {
     }
 
     fn attr() -> impl Strategy<Value = FileAttr> {
-        (any::<u64>(), any::<bool>(), any::<u32>(), any::<i64>(), 1u64..1 << 40, proptest::collection::vec(any::<u32>(), 1..8))
+        (any::<u64>(), any::<bool>(), any::<u32>(), any::<i64>(), 1u64..=crate::limits::MAX_STRIPE_SIZE, proptest::collection::vec(any::<u32>(), 1..8))
             .prop_map(|(id, dir, mode, t, ss, srv)| FileAttr {
                 id: FileId(id),
                 kind: if dir { FileKind::Dir } else { FileKind::File },
@@ -234,12 +234,13 @@ mod tests {
     }
 
     fn pieces() -> impl Strategy<Value = Vec<Piece>> {
-        proptest::collection::vec((0u64..1 << 50, 0u64..1 << 30).prop_map(|(offset, len)| Piece { offset, len }), 0..20)
+        // Totals stay within one payload, as the decoder demands.
+        proptest::collection::vec((0u64..1 << 50, 0u64..=u64::from(MAX_PAYLOAD_LEN) / 20).prop_map(|(offset, len)| Piece { offset, len }), 0..20)
     }
 
     fn meta_req() -> impl Strategy<Value = MetaReq> {
         prop_oneof![
-            (name(), any::<u32>(), any::<bool>(), any::<u64>(), any::<u32>()).prop_map(|(path, mode, exclusive, s, c)| {
+            (name(), any::<u32>(), any::<bool>(), 0..=crate::limits::MAX_STRIPE_SIZE, 0..=crate::limits::MAX_STRIPE_COUNT as u32).prop_map(|(path, mode, exclusive, s, c)| {
                 MetaReq::Create { path, mode, exclusive, hint: LayoutHint { stripe_size: s, stripe_count: c } }
             }),
             (name(), any::<u32>()).prop_map(|(path, mode)| MetaReq::Mkdir { path, mode }),
@@ -348,6 +349,23 @@ mod tests {
         let mut e = Encoder::new();
         e.u8(3).u8(1).u64(9).u32(1000);
         assert!(matches!(Request::decode(&e.finish()), Err(DecodeError::Truncated { .. })));
+    }
+
+    /// Issue 8: lengths whose sum passes 2^64 wrapped in release builds and
+    /// the server sliced past its buffer.
+    #[test]
+    fn piece_lengths_summing_past_the_payload_limit_are_rejected() {
+        let huge = 1u64 << 61;
+        let pieces = vec![Piece { offset: 0, len: huge }, Piece { offset: huge, len: huge }, Piece { offset: 0, len: huge }];
+        for r in [
+            Request::Data(DataReq::Write { file: FileId(1), pieces: pieces.clone() }),
+            Request::Data(DataReq::Read { file: FileId(1), pieces, order: Default::default() }),
+        ] {
+            assert!(matches!(Request::decode(&r.encode()), Err(DecodeError::TooLong { what: "piece list total", .. })));
+        }
+        let just_over = vec![Piece { offset: 0, len: u64::from(MAX_PAYLOAD_LEN) }, Piece { offset: 0, len: 1 }];
+        let r = Request::Data(DataReq::Write { file: FileId(1), pieces: just_over });
+        assert!(Request::decode(&r.encode()).is_err());
     }
 
     #[test]

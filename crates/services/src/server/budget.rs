@@ -1,0 +1,125 @@
+//! One server-wide memory budget for every byte a peer can make the server
+//! buffer: request bodies and payloads, rendezvous grants not yet received,
+//! response payloads being built or sent.
+//!
+//! A connection asks before it allocates. When the budget cannot cover a
+//! frame, the connection stops reading (TCP pushes back on the client) until
+//! memory is returned; a rendezvous waits for its `Cts` the same way. So the
+//! server's buffered bytes never pass the budget, whatever clients send.
+//! Memory is returned by dropping the [`Charge`] that holds it, so a failed
+//! or panicking request cannot leak its share.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Default budget: 1 GiB. Enough for 64 maximal (16 MiB) payloads in
+/// flight at once, far below the machines' memory (24 GiB here).
+pub const DEFAULT_MEMORY_BUDGET: u64 = 1 << 30;
+
+/// The budget; shared by the event loop and the workers.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+/// Bytes drawn from a [`MemoryBudget`]; returned when dropped.
+#[derive(Debug)]
+pub struct Charge {
+    budget: Arc<MemoryBudget>,
+    bytes: u64,
+}
+
+impl MemoryBudget {
+    pub fn new(limit: u64) -> Arc<Self> {
+        Arc::new(MemoryBudget { limit, used: AtomicU64::new(0) })
+    }
+
+    /// From `WEFT_SERVER_MEMORY` (bytes, or with a k/m/g suffix), else the default.
+    pub fn from_env() -> Arc<Self> {
+        let limit = std::env::var("WEFT_SERVER_MEMORY").ok().and_then(|v| parse_size(&v)).unwrap_or(DEFAULT_MEMORY_BUDGET);
+        Self::new(limit)
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Draws `bytes` if the budget has them; `None` leaves it unchanged.
+    pub fn try_charge(self: &Arc<Self>, bytes: u64) -> Option<Charge> {
+        let mut cur = self.used.load(Ordering::Relaxed);
+        loop {
+            let next = cur.checked_add(bytes).filter(|&n| n <= self.limit)?;
+            match self.used.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(Charge { budget: self.clone(), bytes }),
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+}
+
+impl Charge {
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Splits `bytes` off into a charge of their own (for a rendezvous grant
+    /// that becomes a payload buffer); `None` if this charge is smaller.
+    pub fn split(&mut self, bytes: u64) -> Option<Charge> {
+        self.bytes = self.bytes.checked_sub(bytes)?;
+        Some(Charge { budget: self.budget.clone(), bytes })
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// `123`, `64k`, `512m`, `2g` (powers of 1024).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let (num, shift) = match s.as_bytes().last()? {
+        b'k' => (&s[..s.len() - 1], 10),
+        b'm' => (&s[..s.len() - 1], 20),
+        b'g' => (&s[..s.len() - 1], 30),
+        _ => (&s[..], 0),
+    };
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charges_stop_at_the_limit_and_return_on_drop() {
+        let b = MemoryBudget::new(100);
+        let c1 = b.try_charge(60).unwrap();
+        assert!(b.try_charge(41).is_none());
+        let mut c2 = b.try_charge(40).unwrap();
+        assert_eq!(b.used(), 100);
+        let part = c2.split(15).unwrap();
+        assert!(c2.split(26).is_none());
+        drop(c1);
+        assert_eq!(b.used(), 40);
+        drop(part);
+        drop(c2);
+        assert_eq!(b.used(), 0);
+        assert!(b.try_charge(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("64k"), Some(64 << 10));
+        assert_eq!(parse_size(" 2G"), Some(2 << 30));
+        assert_eq!(parse_size("123"), Some(123));
+        assert_eq!(parse_size("99999999999999g"), None);
+        assert_eq!(parse_size("m"), None);
+    }
+}

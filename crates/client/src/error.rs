@@ -37,6 +37,14 @@ pub enum Error {
     /// A file view or memory datatype that cannot be used for this access.
     #[error("bad view: {0}")]
     View(#[from] weft_layout::ViewError),
+    /// A server is at a limit (connections, memory, lock-table size, a lock
+    /// wait): try again later.
+    #[error("server {addr} busy: {message}")]
+    Busy { addr: SocketAddr, message: String },
+    /// The atomic-mode lock session lapsed (its lease was not renewed in
+    /// time): its locks may have gone to others, so atomic I/O stops here.
+    #[error("lock lease expired: {0}")]
+    LeaseExpired(String),
     /// A server answered with something the request does not allow.
     #[error("unexpected answer from server {addr}: {what}")]
     Protocol { addr: SocketAddr, what: String },
@@ -55,7 +63,9 @@ impl Error {
             ErrorCode::InvalidPath => Error::InvalidPath(message),
             ErrorCode::BadRequest => Error::BadRequest(message),
             ErrorCode::Io => Error::Io { addr, message },
-            ErrorCode::WrongService | ErrorCode::Busy | ErrorCode::Internal => {
+            ErrorCode::Busy => Error::Busy { addr, message },
+            ErrorCode::LeaseExpired => Error::LeaseExpired(message),
+            ErrorCode::WrongService | ErrorCode::Internal => {
                 Error::Protocol { addr, what: format!("{}: {message}", code.name()) }
             }
         }

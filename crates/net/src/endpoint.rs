@@ -442,17 +442,23 @@ fn advance_read<'s>(
         let n = match &mut lane.rx {
             Rx::Header { buf, filled } => conn.stream.read(&mut buf[*filled..]),
             Rx::Body { buf, filled, .. } => conn.stream.read(&mut buf[*filled..]),
-            Rx::Payload { call, done, .. } => {
+            Rx::Payload { call, done, total, .. } => {
+                // Exactly the rest of this frame's payload: the caller's
+                // buffers may be longer, and the bytes after this frame
+                // belong to the next one.
                 let mut skip = *done;
+                let mut want = *total - *done;
                 let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(MAX_IOVECS);
                 for dst in recvs[*call].iter_mut() {
                     if skip >= dst.len() {
                         skip -= dst.len();
                         continue;
                     }
-                    iov.push(IoSliceMut::new(&mut dst[skip..]));
+                    let take = (dst.len() - skip).min(want);
+                    iov.push(IoSliceMut::new(&mut dst[skip..skip + take]));
                     skip = 0;
-                    if iov.len() == MAX_IOVECS {
+                    want -= take;
+                    if want == 0 || iov.len() == MAX_IOVECS {
                         break;
                     }
                 }

@@ -44,11 +44,14 @@ pub enum ErrorCode {
     Busy = 10,
     Internal = 11,
     InvalidPath = 12,
+    /// The lock session's lease ran out: its locks were released, so the
+    /// client must not go on as if it held them.
+    LeaseExpired = 13,
 }
 
 impl ErrorCode {
     /// Every code, for decoding and tests.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         Self::NotFound,
         Self::Exists,
         Self::NotDir,
@@ -61,6 +64,7 @@ impl ErrorCode {
         Self::Busy,
         Self::Internal,
         Self::InvalidPath,
+        Self::LeaseExpired,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -82,6 +86,7 @@ impl ErrorCode {
             Self::Busy => "busy",
             Self::Internal => "internal error",
             Self::InvalidPath => "invalid path",
+            Self::LeaseExpired => "lock lease expired",
         }
     }
 }

@@ -161,25 +161,22 @@ fn bad_data_requests_get_clear_errors() {
     let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
     write_frame(&mut s, FrameKind::Request, MsgId(1), &req.encode(), &[b"short"]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("payload")));
-    // The same on the streamed (socket -> file) path taken by large payloads.
+    // The same for a payload that came by rendezvous.
     let big = vec![3u8; 200_000];
     let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
-    write_frame(&mut s, FrameKind::Request, MsgId(11), &req.encode(), &[&big]).unwrap();
-    let (h, r) = response(&mut s);
-    assert_eq!(h.msg_id, MsgId(11));
+    let r = rendezvous(&mut s, 11, &req, &big);
     assert!(matches!(r, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("payload")), "{r:?}");
     // A valid large write on the same connection lands whole.
     let pieces = vec![weft_wire::Piece { offset: 10, len: 150_000 }, weft_wire::Piece { offset: 500_000, len: 50_000 }];
     let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(78), pieces: pieces.clone() });
     let data = common::pattern(4, 200_000);
-    write_frame(&mut s, FrameKind::Request, MsgId(12), &req.encode(), &[&data]).unwrap();
-    assert_eq!(response(&mut s).1, Response::Written { bytes: 200_000 });
+    assert_eq!(rendezvous(&mut s, 12, &req, &data), Response::Written { bytes: 200_000 });
     let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(78), pieces, order: Default::default() });
     write_frame(&mut s, FrameKind::Request, MsgId(13), &req.encode(), &[]).unwrap();
     let h = read_header(&mut s).map_err(|e| format!("{e:?}")).unwrap();
     let body = read_vec(&mut s, h.body_len as usize).unwrap();
     assert_eq!(Response::decode(&body).unwrap(), Response::Read { object_size: 550_000 });
-    assert!(read_vec(&mut s, h.pay_len as usize).unwrap() == data, "streamed write landed at the pieces' offsets");
+    assert!(read_vec(&mut s, h.pay_len as usize).unwrap() == data, "the write landed at the pieces' offsets");
     // A read larger than one payload may carry.
     let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 1 << 40 }], order: Default::default() });
     write_frame(&mut s, FrameKind::Request, MsgId(2), &req.encode(), &[]).unwrap();
@@ -191,4 +188,29 @@ fn bad_data_requests_get_clear_errors() {
     // The connection is still good.
     write_frame(&mut s, FrameKind::Request, MsgId(4), &Request::Ping.encode(), &[]).unwrap();
     assert_eq!(response(&mut s).1, Response::Ok);
+    // An eager frame larger than the eager limit breaks the protocol: an
+    // error saying why, then the connection closes.
+    let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(79), pieces: vec![weft_wire::Piece { offset: 0, len: 200_000 }] });
+    let _ = write_frame(&mut s, FrameKind::Request, MsgId(5), &req.encode(), &[&big]);
+    assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("eager limit")));
+    assert_closed(s);
+}
+
+/// Sends `req` with `payload` by rendezvous (`Rts`, wait for `Cts`, `Data`)
+/// and returns the response. A response instead of `Cts` is returned as is.
+fn rendezvous(s: &mut TcpStream, id: u64, req: &Request, payload: &[u8]) -> Response {
+    let body = req.encode();
+    let mut rts = Header::new(FrameKind::Rts, MsgId(id), body.len(), payload.len()).encode().to_vec();
+    rts.extend_from_slice(&body);
+    s.write_all(&rts).unwrap();
+    let h = read_header(s).map_err(|e| format!("{e:?}")).unwrap();
+    let body = read_vec(s, h.body_len as usize).unwrap();
+    if h.kind == FrameKind::Response {
+        return Response::decode(&body).unwrap();
+    }
+    assert_eq!((h.kind, h.msg_id), (FrameKind::Cts, MsgId(id)));
+    write_frame(s, FrameKind::Data, MsgId(id), &[], &[payload]).unwrap();
+    let (h, r) = response(s);
+    assert_eq!(h.msg_id, MsgId(id));
+    r
 }

@@ -49,11 +49,13 @@ pub struct ClusterSpec {
     pub die_with_parent: bool,
     /// Lock sessions' time to live (`lock_ttl_ms` in the cluster file).
     pub lock_ttl_ms: u64,
+    /// Extra environment of the server processes (tests shorten deadlines with it).
+    pub server_env: Vec<(String, String)>,
 }
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000 }
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new() }
     }
 }
 
@@ -64,6 +66,7 @@ pub struct LocalCluster {
     cluster: ClusterFile,
     children: Vec<Option<Child>>,
     die_with_parent: bool,
+    server_env: Vec<(String, String)>,
 }
 
 fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
@@ -113,6 +116,7 @@ impl LocalCluster {
             children: (0..cluster.servers.len()).map(|_| None).collect(),
             cluster,
             die_with_parent: spec.die_with_parent,
+            server_env: spec.server_env.clone(),
         };
         for id in 0..lc.cluster.servers.len() {
             lc.spawn(id)?;
@@ -145,6 +149,7 @@ impl LocalCluster {
         let mut cmd = Command::new(&self.weft_bin);
         cmd.arg("serve").arg("--cluster").arg(self.cluster_file()).arg("--id").arg(id.to_string());
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
+        cmd.envs(self.server_env.iter().map(|(k, v)| (k, v)));
         // Own process group: a Ctrl-C at the terminal reaches `weft up`, which
         // then stops the servers itself, in order.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);

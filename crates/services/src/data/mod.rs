@@ -6,10 +6,8 @@
 //! size so the client can tell a hole from the end of the file.
 
 mod sieve;
-mod splice;
 
 pub use sieve::sieve_extent;
-pub use splice::{skip, Splicer, StreamError};
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -17,7 +15,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use weft_wire::{FileId, Piece};
 
 /// Writes of at least this many bytes start their write-back at once (see
@@ -62,7 +60,7 @@ impl DataService {
 
     /// The open object, created if `create`; `None` if absent and not created.
     fn object(&self, file: FileId, create: bool) -> io::Result<Option<Arc<Object>>> {
-        if let Some(f) = self.open.lock().expect("object cache lock").get(&file) {
+        if let Some(f) = lock(&self.open).get(&file) {
             return Ok(Some(f.clone()));
         }
         let path = self.path(file);
@@ -76,7 +74,7 @@ impl DataService {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut open = self.open.lock().expect("object cache lock");
+        let mut open = lock(&self.open);
         if open.len() >= MAX_OPEN_OBJECTS {
             // Objects in use stay: a second `Object` for the same file would
             // have a second `rmw` lock.
@@ -100,10 +98,10 @@ impl DataService {
     pub fn write(&self, file: FileId, pieces: &[Piece], payload: &[u8]) -> io::Result<u64> {
         let o = self.object(file, true)?.expect("created");
         if let Some(extent) = sieve_extent(pieces) {
-            let _alone = o.rmw.write().expect("rmw lock");
+            let _alone = alone(&o.rmw);
             sieve::write(&o.file, extent, pieces, payload)?;
         } else {
-            let _shared = o.rmw.read().expect("rmw lock");
+            let _shared = shared(&o.rmw);
             for (p, pos) in in_offset_order(pieces) {
                 o.file.write_all_at(&payload[pos..pos + p.len as usize], p.offset)?;
             }
@@ -120,23 +118,6 @@ impl DataService {
             // Advisory: a failure changes only timing, never data.
             let _ = nix::fcntl::posix_fadvise(f, p.offset as i64, p.len as i64, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED);
         }
-    }
-
-    /// Like [`DataService::write`], with the payload still on the socket:
-    /// it goes straight from the socket into the object through `splicer`.
-    pub fn write_streamed(&self, file: FileId, pieces: &[Piece], src: &mut std::io::BufReader<std::net::TcpStream>, splicer: &mut Splicer) -> Result<u64, StreamError> {
-        let total: u64 = pieces.iter().map(|p| p.len).sum();
-        let f = match self.object(file, true) {
-            Ok(f) => f.expect("created"),
-            Err(e) => {
-                skip(src, total).map_err(StreamError::Stream)?;
-                return Err(StreamError::File(e));
-            }
-        };
-        let _shared = f.rmw.read().expect("rmw lock");
-        let n = splicer.write_pieces(src, &f.file, pieces)?;
-        self.start_write_back(&f.file, pieces);
-        Ok(n)
     }
 
     /// Reads the pieces into `out` (resized to their total), zero-filled past
@@ -179,7 +160,7 @@ impl DataService {
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
         match self.object(file, size > 0)? {
             Some(o) => {
-                let _alone = o.rmw.write().expect("rmw lock");
+                let _alone = alone(&o.rmw);
                 o.file.set_len(size)
             }
             None => Ok(()),
@@ -200,7 +181,7 @@ impl DataService {
     }
 
     pub fn delete(&self, file: FileId) -> io::Result<()> {
-        self.open.lock().expect("object cache lock").remove(&file);
+        lock(&self.open).remove(&file);
         match std::fs::remove_file(self.path(file)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
@@ -221,6 +202,22 @@ impl DataService {
         }
         (objects, bytes)
     }
+}
+
+// A panic while serving one request (caught by the worker pool) must not
+// make every later request of the object fail: the guarded data is the
+// object file itself, which a panic leaves no less consistent than an I/O
+// error would, so a poisoned lock is simply taken over.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn alone(l: &RwLock<()>) -> RwLockWriteGuard<'_, ()> {
+    l.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn shared(l: &RwLock<()>) -> RwLockReadGuard<'_, ()> {
+    l.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// True when the pieces come in increasing offset order.

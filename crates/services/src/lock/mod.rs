@@ -1,46 +1,85 @@
-//! The lock service: one [`LockTable`] per file, sessions with leases, and
-//! blocking acquires (paper 004's lock server).
+//! The lock service: one [`LockTable`] per file, each behind its own mutex,
+//! sessions with leases, and acquires that wait without holding a thread
+//! (paper 004's lock server).
 //!
-//! An `Acquire` that cannot be granted at once waits on its connection's
-//! thread (each connection has one, so no one else waits behind it) until a
-//! release or an expiry grants it, or its `wait_ms` runs out (then it is
-//! withdrawn and answered `Busy`). A session whose lease runs out (its
-//! client died or hung) loses all its locks and waiting requests; a
-//! background thread checks leases every quarter of the time to live.
+//! An `Acquire` that cannot be granted at once keeps its [`Answer`] in its
+//! file's waiter list and the worker moves on; a release or an expiry that
+//! grants it calls the answer, and a timer thread answers `Busy` when its
+//! `wait_ms` runs out (the request is then withdrawn). A session whose lease
+//! runs out (its client died, hung, or could not renew in time) loses all its
+//! locks and waiting requests, and every later request of that session is
+//! answered `LeaseExpired`, so the client learns that it lost its locks
+//! instead of writing on as if it held them.
+//!
+//! Locking order: the file map, then one file's table; the session table is
+//! never held while a file's table is. The timer thread therefore waits
+//! behind at most one request on one file, and each request's work is
+//! bounded by the table's caps and the closed-form overlap checks.
 
 use crate::meta::MetaService;
-use std::collections::HashMap;
-use std::sync::mpsc::{sync_channel, RecvTimeoutError, SyncSender};
-use std::sync::{Arc, Mutex, Weak};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use weft_lock::{Extent, Grant, LockError, LockId, LockTable, Leases, Mode, Owner};
 use weft_wire::{ErrorCode, FileId, LockReq, Response, WireExtent};
 
-enum Outcome {
-    Granted,
-    Expired,
-}
+/// Sends a response to a request that was answered later.
+pub type Answer = Box<dyn FnOnce(Response) + Send>;
+
+/// How many expired session ids are remembered (to answer `LeaseExpired`);
+/// older ones are forgotten and would start afresh.
+const REMEMBERED_EXPIRIES: usize = 65_536;
 
 struct Waiter {
     owner: Owner,
     since: Instant,
-    wake: SyncSender<Outcome>,
+    answer: Answer,
 }
 
-struct State {
-    tables: HashMap<FileId, LockTable>,
-    /// Which file each live lock is on.
-    lock_file: HashMap<u64, FileId>,
-    leases: Leases,
+#[derive(Default)]
+struct FileLocks {
+    table: LockTable,
     waiters: HashMap<u64, Waiter>,
-    next_id: u64,
-    granted: u64,
-    wait_us: u64,
 }
+
+struct Sessions {
+    leases: Leases,
+    /// The files each live session has locks or requests on.
+    files: HashMap<Owner, HashSet<FileId>>,
+    expired: HashSet<Owner>,
+    expired_order: VecDeque<Owner>,
+}
+
+impl Sessions {
+    fn forget_later(&mut self, owner: Owner) {
+        if self.expired.insert(owner) {
+            self.expired_order.push_back(owner);
+        }
+        while self.expired_order.len() > REMEMBERED_EXPIRIES {
+            if let Some(o) = self.expired_order.pop_front() {
+                self.expired.remove(&o);
+            }
+        }
+    }
+}
+
+/// Lock-wait deadlines, earliest first: (deadline, file, lock id).
+type Deadlines = BinaryHeap<Reverse<(Instant, FileId, u64)>>;
 
 pub struct LockService {
-    state: Mutex<State>,
+    files: Mutex<HashMap<FileId, Arc<Mutex<FileLocks>>>>,
+    sessions: Mutex<Sessions>,
+    deadlines: Mutex<Deadlines>,
+    /// Wakes the timer thread when an earlier deadline arrives.
+    timer: Condvar,
+    next_id: AtomicU64,
+    granted: AtomicU64,
+    wait_us: AtomicU64,
     started: Instant,
+    /// Seeds every table's tree shapes; unknown to clients.
+    seed: u64,
 }
 
 /// Counters for `weft status`.
@@ -50,6 +89,12 @@ pub struct LockStats {
     pub waiting: u64,
     pub granted: u64,
     pub wait_us: u64,
+}
+
+/// A mutex whose holder panicked still guards consistent data here (every
+/// update is completed before anything that can panic), so go on with it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn extent(w: WireExtent) -> Result<Extent, weft_lock::ExtentError> {
@@ -63,59 +108,35 @@ fn err(code: ErrorCode, msg: impl Into<String>) -> Response {
     Response::error(code, msg)
 }
 
-impl State {
-    /// Wakes the waiters `grants` names and counts their wait.
-    fn deliver(&mut self, grants: Vec<Grant>) {
-        for g in grants {
-            self.granted += 1;
-            if let Some(w) = self.waiters.remove(&g.lock.0) {
-                self.wait_us += w.since.elapsed().as_micros() as u64;
-                let _ = w.wake.try_send(Outcome::Granted);
-            }
-        }
-    }
-
-    /// Drops every lock and waiting request of `owner`.
-    fn drop_owner(&mut self, owner: Owner) {
-        let mut grants = Vec::new();
-        for t in self.tables.values_mut() {
-            grants.extend(t.release_owner(owner));
-        }
-        let dead: Vec<u64> = self.waiters.iter().filter(|(_, w)| w.owner == owner).map(|(&id, _)| id).collect();
-        for id in dead {
-            if let Some(w) = self.waiters.remove(&id) {
-                let _ = w.wake.try_send(Outcome::Expired);
-            }
-        }
-        self.tables.retain(|_, t| !t.is_empty());
-        self.deliver(grants);
-    }
+fn expired(owner: Owner) -> Response {
+    err(ErrorCode::LeaseExpired, format!("lock session {} expired: its locks were released", owner.0))
 }
 
 impl LockService {
     /// A lock service whose sessions live `ttl_ms` without renewal.
     pub fn start(ttl_ms: u64) -> Arc<Self> {
         let svc = Arc::new(LockService {
-            state: Mutex::new(State {
-                tables: HashMap::new(),
-                lock_file: HashMap::new(),
+            files: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(Sessions {
                 leases: Leases::new(ttl_ms.max(1)),
-                waiters: HashMap::new(),
-                next_id: 1,
-                granted: 0,
-                wait_us: 0,
+                files: HashMap::new(),
+                expired: HashSet::new(),
+                expired_order: VecDeque::new(),
             }),
+            deadlines: Mutex::new(BinaryHeap::new()),
+            timer: Condvar::new(),
+            next_id: AtomicU64::new(1),
+            granted: AtomicU64::new(0),
+            wait_us: AtomicU64::new(0),
             started: Instant::now(),
+            seed: rand::random(),
         });
         let weak: Weak<LockService> = Arc::downgrade(&svc);
         let tick = Duration::from_millis((ttl_ms / 4).clamp(10, 1000));
-        std::thread::spawn(move || {
-            while let Some(s) = weak.upgrade() {
-                s.expire();
-                drop(s);
-                std::thread::sleep(tick);
-            }
-        });
+        std::thread::Builder::new()
+            .name("weft-lock-timer".into())
+            .spawn(move || timer_loop(&weak, tick))
+            .expect("spawn the lock timer thread");
         svc
     }
 
@@ -123,118 +144,240 @@ impl LockService {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Ends the sessions whose leases ran out.
-    pub fn expire(&self) {
+    /// Renews `owner`'s lease and notes `file` as one it uses; `false` if
+    /// the session already expired.
+    fn touch(&self, owner: Owner, file: Option<FileId>) -> bool {
+        let mut s = lock(&self.sessions);
+        if s.expired.contains(&owner) {
+            return false;
+        }
         let now = self.now_ms();
-        let mut st = self.state.lock().expect("lock state");
-        for owner in st.leases.expire(now) {
+        s.leases.renew(owner, now);
+        if let Some(f) = file {
+            s.files.entry(owner).or_default().insert(f);
+        }
+        true
+    }
+
+    fn file(&self, file: FileId) -> Arc<Mutex<FileLocks>> {
+        let seed = self.seed ^ file.0.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        lock(&self.files).entry(file).or_insert_with(|| Arc::new(Mutex::new(FileLocks { table: LockTable::with_seed(seed), waiters: HashMap::new() }))).clone()
+    }
+
+    /// Forgets `file`'s table if it is empty and nobody else holds it.
+    fn tidy(&self, file: FileId) {
+        let mut files = lock(&self.files);
+        // Clones are made only under `files`, so a count of 1 means no other
+        // thread can be about to use this table.
+        if let Some(f) = files.get(&file)
+            && Arc::strong_count(f) == 1
+            && lock(f).table.is_empty()
+        {
+            files.remove(&file);
+        }
+    }
+
+    /// Answers the waiters `grants` names.
+    fn deliver(&self, fl: &mut FileLocks, grants: Vec<Grant>) {
+        for g in grants {
+            self.granted.fetch_add(1, Ordering::Relaxed);
+            if let Some(w) = fl.waiters.remove(&g.lock.0) {
+                self.wait_us.fetch_add(w.since.elapsed().as_micros() as u64, Ordering::Relaxed);
+                (w.answer)(Response::Locked { lock: g.lock.0 });
+            }
+        }
+    }
+
+    /// Ends the sessions whose leases ran out: their locks go, their
+    /// waiting requests are answered `LeaseExpired`.
+    pub fn expire(&self) {
+        let dead: Vec<(Owner, HashSet<FileId>)> = {
+            let mut s = lock(&self.sessions);
+            let now = self.now_ms();
+            let owners = s.leases.expire(now);
+            owners
+                .into_iter()
+                .map(|o| {
+                    s.forget_later(o);
+                    (o, s.files.remove(&o).unwrap_or_default())
+                })
+                .collect()
+        };
+        for (owner, files) in dead {
             tracing::info!(target: "weft::lock", session = owner.0, "lease expired: releasing its locks");
-            st.drop_owner(owner);
+            self.drop_owner(owner, files);
+        }
+    }
+
+    fn drop_owner(&self, owner: Owner, files: HashSet<FileId>) {
+        for file in files {
+            let f = self.file(file);
+            {
+                let mut fl = lock(&f);
+                let mine: Vec<u64> = fl.waiters.iter().filter(|(_, w)| w.owner == owner).map(|(&id, _)| id).collect();
+                for id in mine {
+                    if let Some(w) = fl.waiters.remove(&id) {
+                        (w.answer)(expired(owner));
+                    }
+                }
+                let grants = fl.table.release_owner(owner);
+                self.deliver(&mut fl, grants);
+            }
+            drop(f);
+            self.tidy(file);
+        }
+    }
+
+    /// Answers `Busy` to waiters whose wait ran out; returns the next deadline.
+    fn time_out_waiters(&self, now: Instant) -> Option<Instant> {
+        loop {
+            let (file, id) = {
+                let mut d = lock(&self.deadlines);
+                match d.peek() {
+                    Some(Reverse((at, _, _))) if *at <= now => {
+                        let Reverse((_, file, id)) = d.pop().expect("peeked");
+                        (file, id)
+                    }
+                    Some(Reverse((at, _, _))) => return Some(*at),
+                    None => return None,
+                }
+            };
+            let f = self.file(file);
+            {
+                let mut fl = lock(&f);
+                if let Some(w) = fl.waiters.remove(&id) {
+                    let grants = fl.table.release(w.owner, LockId(id)).unwrap_or_default();
+                    let waited = w.since.elapsed();
+                    (w.answer)(err(ErrorCode::Busy, format!("lock not granted within {} ms", waited.as_millis())));
+                    self.deliver(&mut fl, grants);
+                }
+            }
+            drop(f);
+            self.tidy(file);
         }
     }
 
     pub fn stats(&self) -> LockStats {
-        let st = self.state.lock().expect("lock state");
-        LockStats {
-            held: st.tables.values().map(|t| t.held() as u64).sum(),
-            waiting: st.tables.values().map(|t| t.waiting() as u64).sum(),
-            granted: st.granted,
-            wait_us: st.wait_us,
+        let files: Vec<Arc<Mutex<FileLocks>>> = lock(&self.files).values().cloned().collect();
+        let (mut held, mut waiting) = (0, 0);
+        for f in files {
+            let fl = lock(&f);
+            held += fl.table.held() as u64;
+            waiting += fl.table.waiting() as u64;
         }
+        LockStats { held, waiting, granted: self.granted.load(Ordering::Relaxed), wait_us: self.wait_us.load(Ordering::Relaxed) }
     }
 
-    pub fn handle(&self, req: LockReq, meta: Option<&MetaService>) -> Response {
+    /// Serves one request. `None`: the answer comes later through the
+    /// [`Answer`] `later` makes (an acquire that waits).
+    pub fn handle(&self, req: LockReq, meta: Option<&MetaService>, later: &dyn Fn() -> Answer) -> Option<Response> {
         let owner = Owner(req.session());
-        match req {
+        Some(match req {
             LockReq::Acquire { file, exclusive, wait_ms, extents, .. } => {
                 let extents = match extents.into_iter().map(extent).collect::<Result<Vec<_>, _>>() {
                     Ok(x) => x,
-                    Err(e) => return err(ErrorCode::BadRequest, format!("bad lock extent: {e}")),
+                    Err(e) => return Some(err(ErrorCode::BadRequest, format!("bad lock extent: {e}"))),
                 };
                 if let Some(m) = meta
                     && !m.file_exists(file)
                 {
-                    return err(ErrorCode::NotFound, format!("no file with id {}", file.0));
+                    return Some(err(ErrorCode::NotFound, format!("no file with id {}", file.0)));
                 }
-                self.acquire(owner, file, if exclusive { Mode::Exclusive } else { Mode::Shared }, wait_ms, extents)
+                let mode = if exclusive { Mode::Exclusive } else { Mode::Shared };
+                return self.acquire(owner, file, mode, wait_ms, extents, later);
             }
-            LockReq::Release { file, lock, .. } => {
-                let mut st = self.state.lock().expect("lock state");
-                let now = self.now_ms();
-                st.leases.renew(owner, now);
-                let Some(t) = st.tables.get_mut(&file) else {
-                    return err(ErrorCode::BadRequest, format!("no lock {lock} on file {}", file.0));
-                };
-                match t.release(owner, LockId(lock)) {
-                    Ok(grants) => {
-                        st.lock_file.remove(&lock);
-                        st.tables.retain(|_, t| !t.is_empty());
-                        st.deliver(grants);
-                        Response::Ok
-                    }
-                    Err(LockError::NotOwner { .. }) => err(ErrorCode::Permission, format!("lock {lock} is not this session's")),
-                    Err(e) => err(ErrorCode::BadRequest, e.to_string()),
+            LockReq::Release { file, lock: id, .. } => {
+                if !self.touch(owner, None) {
+                    return Some(expired(owner));
                 }
+                let f = self.file(file);
+                let r = {
+                    let mut fl = lock(&f);
+                    match fl.table.release(owner, LockId(id)) {
+                        Ok(grants) => {
+                            // Releasing a request that still waits withdraws it.
+                            if let Some(w) = fl.waiters.remove(&id) {
+                                (w.answer)(err(ErrorCode::Busy, format!("lock {id} withdrawn by its session")));
+                            }
+                            self.deliver(&mut fl, grants);
+                            Response::Ok
+                        }
+                        Err(LockError::NotOwner { .. }) => err(ErrorCode::Permission, format!("lock {id} is not this session's")),
+                        Err(e) => err(ErrorCode::BadRequest, format!("{e} on file {}", file.0)),
+                    }
+                };
+                drop(f);
+                self.tidy(file);
+                r
             }
             LockReq::Renew { .. } => {
-                let now = self.now_ms();
-                self.state.lock().expect("lock state").leases.renew(owner, now);
+                if !self.touch(owner, None) {
+                    return Some(expired(owner));
+                }
                 Response::Ok
             }
             LockReq::End { .. } => {
-                let mut st = self.state.lock().expect("lock state");
-                st.leases.end(owner);
-                st.drop_owner(owner);
+                let files = {
+                    let mut s = lock(&self.sessions);
+                    s.leases.end(owner);
+                    s.files.remove(&owner).unwrap_or_default()
+                };
+                self.drop_owner(owner, files);
                 Response::Ok
+            }
+        })
+    }
+
+    fn acquire(&self, owner: Owner, file: FileId, mode: Mode, wait_ms: u32, extents: Vec<Extent>, later: &dyn Fn() -> Answer) -> Option<Response> {
+        if !self.touch(owner, Some(file)) {
+            return Some(expired(owner));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let f = self.file(file);
+        let mut fl = lock(&f);
+        match fl.table.acquire(LockId(id), owner, mode, extents) {
+            Ok(true) => {
+                self.granted.fetch_add(1, Ordering::Relaxed);
+                Some(Response::Locked { lock: id })
+            }
+            Ok(false) => {
+                let now = Instant::now();
+                fl.waiters.insert(id, Waiter { owner, since: now, answer: later() });
+                drop(fl);
+                let at = now + Duration::from_millis(wait_ms.into());
+                let mut d = lock(&self.deadlines);
+                let earliest = d.peek().is_none_or(|Reverse((first, _, _))| at < *first);
+                d.push(Reverse((at, file, id)));
+                if earliest {
+                    self.timer.notify_one();
+                }
+                None
+            }
+            Err(e @ LockError::Full { .. }) => Some(err(ErrorCode::Busy, e.to_string())),
+            Err(e) => {
+                drop(fl);
+                drop(f);
+                self.tidy(file);
+                Some(err(ErrorCode::BadRequest, e.to_string()))
             }
         }
     }
+}
 
-    fn acquire(&self, owner: Owner, file: FileId, mode: Mode, wait_ms: u32, extents: Vec<Extent>) -> Response {
-        let rx = {
-            let mut st = self.state.lock().expect("lock state");
-            let now = self.now_ms();
-            st.leases.renew(owner, now);
-            let id = st.next_id;
-            st.next_id += 1;
-            match st.tables.entry(file).or_default().acquire(LockId(id), owner, mode, extents) {
-                Ok(true) => {
-                    st.granted += 1;
-                    st.lock_file.insert(id, file);
-                    return Response::Locked { lock: id };
-                }
-                Ok(false) => {
-                    st.lock_file.insert(id, file);
-                    let (wake, rx) = sync_channel(1);
-                    st.waiters.insert(id, Waiter { owner, since: Instant::now(), wake });
-                    (id, rx)
-                }
-                Err(e) => {
-                    st.tables.retain(|_, t| !t.is_empty());
-                    return err(ErrorCode::BadRequest, e.to_string());
-                }
-            }
-        };
-        let (id, rx) = rx;
-        match rx.recv_timeout(Duration::from_millis(wait_ms.into())) {
-            Ok(Outcome::Granted) => Response::Locked { lock: id },
-            Ok(Outcome::Expired) => err(ErrorCode::Busy, format!("session {} expired while waiting for lock {id}", owner.0)),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                let mut st = self.state.lock().expect("lock state");
-                let Some(t) = st.tables.get_mut(&file) else {
-                    return err(ErrorCode::Busy, format!("lock {id} was withdrawn"));
-                };
-                if t.is_granted(LockId(id)) {
-                    // Granted in the instant the wait ended.
-                    return Response::Locked { lock: id };
-                }
-                st.waiters.remove(&id);
-                st.lock_file.remove(&id);
-                let grants = st.tables.get_mut(&file).map(|t| t.release(owner, LockId(id)).unwrap_or_default()).unwrap_or_default();
-                st.tables.retain(|_, t| !t.is_empty());
-                st.deliver(grants);
-                err(ErrorCode::Busy, format!("lock not granted within {wait_ms} ms"))
-            }
+/// Times out lock waits and expires leases until the service is dropped.
+fn timer_loop(svc: &Weak<LockService>, tick: Duration) {
+    let mut next_lease_check = Instant::now() + tick;
+    loop {
+        let Some(s) = svc.upgrade() else { return };
+        let now = Instant::now();
+        if now >= next_lease_check {
+            s.expire();
+            next_lease_check = now + tick;
         }
+        let next_wait = s.time_out_waiters(now);
+        let until = next_wait.map_or(next_lease_check, |w| w.min(next_lease_check));
+        let d = lock(&s.deadlines);
+        // A new, earlier deadline notifies the condvar.
+        let _ = s.timer.wait_timeout(d, until.saturating_duration_since(Instant::now()).min(tick)).unwrap_or_else(PoisonError::into_inner);
     }
 }

@@ -23,11 +23,38 @@ pub struct MemoryBudget {
     used: AtomicU64,
 }
 
-/// Bytes drawn from a [`MemoryBudget`]; returned when dropped.
+/// What one connection holds of the budget. A connection may hold at most
+/// its share, so one busy client cannot take the memory every other client
+/// needs to be served.
+#[derive(Debug, Default)]
+pub struct Account {
+    used: AtomicU64,
+}
+
+impl Account {
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+/// Bytes drawn from a [`MemoryBudget`] (and an [`Account`]); returned when dropped.
 #[derive(Debug)]
 pub struct Charge {
     budget: Arc<MemoryBudget>,
+    account: Option<Arc<Account>>,
     bytes: u64,
+}
+
+/// Adds `bytes` to `counter` unless that passes `limit`.
+fn add_within(counter: &AtomicU64, bytes: u64, limit: u64) -> bool {
+    let mut cur = counter.load(Ordering::Relaxed);
+    loop {
+        let Some(next) = cur.checked_add(bytes).filter(|&n| n <= limit) else { return false };
+        match counter.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(seen) => cur = seen,
+        }
+    }
 }
 
 impl MemoryBudget {
@@ -51,14 +78,20 @@ impl MemoryBudget {
 
     /// Draws `bytes` if the budget has them; `None` leaves it unchanged.
     pub fn try_charge(self: &Arc<Self>, bytes: u64) -> Option<Charge> {
-        let mut cur = self.used.load(Ordering::Relaxed);
-        loop {
-            let next = cur.checked_add(bytes).filter(|&n| n <= self.limit)?;
-            match self.used.compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed) {
-                Ok(_) => return Some(Charge { budget: self.clone(), bytes }),
-                Err(seen) => cur = seen,
-            }
+        add_within(&self.used, bytes, self.limit).then(|| Charge { budget: self.clone(), account: None, bytes })
+    }
+
+    /// Draws `bytes` for a connection whose `account` may hold at most
+    /// `share`; `None` (nothing drawn) if either would pass its limit.
+    pub fn try_charge_for(self: &Arc<Self>, bytes: u64, account: &Arc<Account>, share: u64) -> Option<Charge> {
+        if !add_within(&account.used, bytes, share) {
+            return None;
         }
+        if !add_within(&self.used, bytes, self.limit) {
+            account.used.fetch_sub(bytes, Ordering::AcqRel);
+            return None;
+        }
+        Some(Charge { budget: self.clone(), account: Some(account.clone()), bytes })
     }
 }
 
@@ -67,17 +100,27 @@ impl Charge {
         self.bytes
     }
 
+    /// Takes over `other`'s bytes (both must come from the same budget and
+    /// account), so one charge returns them all.
+    pub fn merge(&mut self, mut other: Charge) {
+        debug_assert!(Arc::ptr_eq(&self.budget, &other.budget));
+        self.bytes += std::mem::take(&mut other.bytes);
+    }
+
     /// Splits `bytes` off into a charge of their own (for a rendezvous grant
     /// that becomes a payload buffer); `None` if this charge is smaller.
     pub fn split(&mut self, bytes: u64) -> Option<Charge> {
         self.bytes = self.bytes.checked_sub(bytes)?;
-        Some(Charge { budget: self.budget.clone(), bytes })
+        Some(Charge { budget: self.budget.clone(), account: self.account.clone(), bytes })
     }
 }
 
 impl Drop for Charge {
     fn drop(&mut self) {
         self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
+        if let Some(a) = &self.account {
+            a.used.fetch_sub(self.bytes, Ordering::AcqRel);
+        }
     }
 }
 
@@ -112,6 +155,20 @@ mod tests {
         drop(c2);
         assert_eq!(b.used(), 0);
         assert!(b.try_charge(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn a_connection_stops_at_its_share() {
+        let b = MemoryBudget::new(100);
+        let (a1, a2) = (Arc::new(Account::default()), Arc::new(Account::default()));
+        let c = b.try_charge_for(30, &a1, 40).unwrap();
+        assert!(b.try_charge_for(11, &a1, 40).is_none(), "past a1's share");
+        assert_eq!(a1.used(), 30);
+        let d = b.try_charge_for(40, &a2, 80).unwrap();
+        assert!(b.try_charge_for(31, &a2, 80).is_none(), "past the budget");
+        assert_eq!((a2.used(), b.used()), (40, 70));
+        drop((c, d));
+        assert_eq!((a1.used(), a2.used(), b.used()), (0, 0, 0));
     }
 
     #[test]

@@ -1,201 +1,703 @@
-//! The loop serving one connection.
+//! One connection's protocol state, sans I/O: the event loop reads bytes
+//! into the window this machine offers, tells it how many arrived, and
+//! writes out what it has queued. No sockets, threads or clocks here (`now`
+//! is passed in), so every rule below is unit-tested with plain buffers.
 //!
-//! Rendezvous flow control: each `Rts` is granted (`Cts`) while the bytes
-//! granted and not yet received stay within [`RENDEZVOUS_BUDGET`]; further
-//! ones wait in arrival order until `Data` frames drain the budget.
+//! | phase | accepts | on anything else |
+//! |---|---|---|
+//! | handshake | one `Hello` with a body of exactly [`HELLO_LEN`] bytes, before the handshake deadline | error frame, close |
+//! | ready | `Request` (payload <= eager limit), `Rts`, `Data` for a granted `Rts` | error frame, close |
+//! | closing | nothing; queued frames drain, then the loop closes | |
+//!
+//! Limits, each bounding what one peer can make the server hold or wait for:
+//!
+//! * Absolute deadlines: the whole handshake, each whole frame once its
+//!   first byte arrived, and each response once it reached the head of the
+//!   send queue. A peer that trickles bytes, or reads its responses one byte
+//!   at a time, is cut off at the deadline instead of holding anything.
+//! * Memory: a frame's body and payload are drawn from the server's
+//!   [`MemoryBudget`] (and the connection's share of it) before they are
+//!   read; when there is none, the connection stops reading until memory is
+//!   returned. Rendezvous grants (`Cts`) draw the payload's bytes up front.
+//! * Counts: requests handed out and not yet answered, and announced
+//!   rendezvous not yet sent, are capped; past the first cap the connection
+//!   stops reading, past the second the peer broke the protocol.
 
-use super::Server;
+use super::budget::{Account, Charge, MemoryBudget};
 use std::collections::{HashMap, VecDeque};
-use std::io::{BufReader, Read};
-use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::Ordering;
-use std::time::Duration;
-use weft_net::frame_io::{read_header, write_frame, write_response, FrameReadError};
-use weft_net::handshake::{server_handshake, Refusal};
-use crate::data::Splicer;
-use weft_wire::{DataReq, ErrorCode, FrameKind, MsgId, Request, Response};
+use std::io::IoSlice;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_wire::{DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Request, Response, Secret, HEADER_LEN};
 
-/// Bytes a connection may have granted and not yet received: 64 MiB, four
-/// maximal payloads, enough to keep a fast client streaming.
-pub const RENDEZVOUS_BUDGET: u64 = 64 << 20;
+/// Size of a `Hello` body: nonce (16) and MAC (32).
+pub const HELLO_LEN: u32 = 48;
 
-/// Most rendezvous requests a connection may have announced and not sent;
-/// each holds a decoded request, so a hostile client must not grow them unbounded.
-const MAX_PENDING_RTS: usize = 4096;
+/// The rules one connection is held to.
+#[derive(Debug, Clone)]
+pub struct ConnLimits {
+    /// Largest payload of an eager `Request` frame (the client's eager limit).
+    pub eager_limit: u32,
+    /// Requests handed to the server and not yet answered; past it the
+    /// connection stops reading until answers go out.
+    pub max_queued: usize,
+    /// `Rts` frames announced and not yet followed by their `Data`.
+    pub max_pending_rts: usize,
+    /// Payload bytes granted (`Cts` sent) and not yet received.
+    pub rendezvous_window: u64,
+    /// Most bytes of the memory budget this connection may hold.
+    pub memory_share: u64,
+    pub handshake_deadline: Duration,
+    pub frame_deadline: Duration,
+    pub send_deadline: Duration,
+}
 
-/// A connection idle this long is closed; clients reconnect on next use.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
-/// Longest a response write, or the rest of a payload once its frame has
-/// begun, may stall. A hung client must not hold a read turn or an object's
-/// lock for longer than this.
-const STALL_TIMEOUT: Duration = Duration::from_secs(30);
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+impl ConnLimits {
+    /// The defaults, with deadlines from `WEFT_HANDSHAKE_DEADLINE_MS`,
+    /// `WEFT_FRAME_DEADLINE_MS` and `WEFT_SEND_DEADLINE_MS` when set.
+    pub fn from_env() -> Self {
+        let ms = |name: &str, default: Duration| {
+            std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n: &u64| n > 0).map_or(default, Duration::from_millis)
+        };
+        let d = ConnLimits::default();
+        ConnLimits {
+            handshake_deadline: ms("WEFT_HANDSHAKE_DEADLINE_MS", d.handshake_deadline),
+            frame_deadline: ms("WEFT_FRAME_DEADLINE_MS", d.frame_deadline),
+            send_deadline: ms("WEFT_SEND_DEADLINE_MS", d.send_deadline),
+            ..d
+        }
+    }
+}
 
-struct Rendezvous {
-    pending: HashMap<u64, (Request, u32)>,
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            eager_limit: 64 * 1024,
+            max_queued: 64,
+            max_pending_rts: 64,
+            rendezvous_window: 64 << 20,
+            memory_share: 256 << 20,
+            handshake_deadline: Duration::from_secs(5),
+            frame_deadline: Duration::from_secs(30),
+            send_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A request's bulk bytes and the budget they hold.
+#[derive(Debug, Default)]
+pub struct Payload {
+    pub bytes: Vec<u8>,
+    pub charge: Option<Charge>,
+}
+
+/// What the connection hands its owner.
+#[derive(Debug)]
+pub enum Event {
+    /// A request to serve; answer it with [`Conn::respond`].
+    Request { id: MsgId, req: Request, payload: Payload },
+    /// A request was refused without reaching the server (counted as bad).
+    Refused,
+    /// The handshake succeeded.
+    Ready,
+}
+
+/// Why the connection must close (after its queued frames, if any, drain).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Close(pub String);
+
+enum Rx {
+    Header { buf: [u8; HEADER_LEN], filled: usize },
+    /// Waiting for memory to read the body and payload of `head`.
+    Stalled { head: Header },
+    /// `payload.charge` holds the memory of body and payload.
+    Body { head: Header, body: Vec<u8>, filled: usize, payload: Payload },
+    Payload { head: Header, body: Vec<u8>, payload: Payload, filled: usize },
+}
+
+struct Pending {
+    req: Request,
+    /// The memory of the decoded request, held while it waits.
+    body_charge: Charge,
+    pay_len: u32,
+    /// The payload's bytes, drawn when the `Cts` went out.
+    grant: Option<Charge>,
+}
+
+struct Out {
+    /// Header and body.
+    head: Vec<u8>,
+    payload: Vec<u8>,
+    /// Held until the payload is sent.
+    _charge: Option<Charge>,
+    pos: usize,
+}
+
+impl Out {
+    fn len(&self) -> usize {
+        self.head.len() + self.payload.len()
+    }
+}
+
+/// One connection's state.
+pub struct Conn {
+    limits: Arc<ConnLimits>,
+    budget: Arc<MemoryBudget>,
+    account: Arc<Account>,
+    ready: bool,
+    closing: Option<Close>,
+    rx: Rx,
+    /// Absolute deadlines; `None` when nothing is under way.
+    handshake_by: Option<Instant>,
+    frame_by: Option<Instant>,
+    send_by: Option<Instant>,
+    out: VecDeque<Out>,
+    /// Requests handed out and not answered.
+    queued: usize,
+    pending: HashMap<u64, Pending>,
+    /// Rts ids in arrival order, not yet granted.
     waiting: VecDeque<u64>,
     granted: u64,
 }
 
-pub fn serve(server: &Server, mut stream: TcpStream, peer: SocketAddr) {
-    let _ = stream.set_nodelay(true);
-    let _ = stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(HANDSHAKE_TIMEOUT));
-    match server_handshake(&mut stream, &server.secret) {
-        Ok(()) => {}
-        Err(Refusal::Rejected(why)) => {
-            server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(target: "weft::server", %peer, %why, "handshake refused");
+impl Conn {
+    pub fn new(now: Instant, limits: Arc<ConnLimits>, budget: Arc<MemoryBudget>) -> Self {
+        let handshake_by = Some(now + limits.handshake_deadline);
+        Conn {
+            limits,
+            budget,
+            account: Arc::default(),
+            ready: false,
+            closing: None,
+            rx: Rx::Header { buf: [0; HEADER_LEN], filled: 0 },
+            handshake_by,
+            frame_by: None,
+            send_by: None,
+            out: VecDeque::new(),
+            queued: 0,
+            pending: HashMap::new(),
+            waiting: VecDeque::new(),
+            granted: 0,
+        }
+    }
+
+    /// Bytes of the budget this connection holds.
+    pub fn memory(&self) -> u64 {
+        self.account.used()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// Nothing in progress: no partial frame, nothing queued or owed.
+    pub fn is_idle(&self) -> bool {
+        matches!(self.rx, Rx::Header { filled: 0, .. }) && self.out.is_empty() && self.queued == 0 && self.pending.is_empty()
+    }
+
+    /// Set once the connection must close; it does when [`Conn::wants_close`].
+    pub fn closing(&self) -> Option<&Close> {
+        self.closing.as_ref()
+    }
+
+    /// Closing and nothing left to send.
+    pub fn wants_close(&self) -> bool {
+        self.closing.is_some() && self.out.is_empty()
+    }
+
+    /// Where the next received bytes go, exactly as many as the current
+    /// frame still needs (so no byte of a later frame is read early); `None`
+    /// while the connection must not read (paused or closing).
+    pub fn rx_window(&mut self) -> Option<&mut [u8]> {
+        if self.closing.is_some() || self.queued >= self.limits.max_queued {
+            return None;
+        }
+        let w = match &mut self.rx {
+            Rx::Header { buf, filled } => &mut buf[*filled..],
+            Rx::Stalled { .. } => return None,
+            Rx::Body { body, filled, .. } => &mut body[*filled..],
+            Rx::Payload { payload, filled, .. } => &mut payload.bytes[*filled..],
+        };
+        debug_assert!(!w.is_empty(), "settle leaves no empty window");
+        Some(w)
+    }
+
+    /// Paused for memory: the owner calls [`Conn::retry`] when some is returned.
+    pub fn is_stalled(&self) -> bool {
+        matches!(self.rx, Rx::Stalled { .. }) || (!self.waiting.is_empty() && self.closing.is_none())
+    }
+
+    /// `n` bytes arrived in the window [`Conn::rx_window`] gave.
+    pub fn received(&mut self, n: usize, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+        if n == 0 {
             return;
         }
-        Err(_) => return,
-    }
-    let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(STALL_TIMEOUT));
-    if let Err(why) = serve_frames(server, stream) {
-        server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(target: "weft::server", %peer, %why, "connection closed");
-    }
-}
-
-fn serve_frames(server: &Server, stream: TcpStream) -> Result<(), String> {
-    let mut writer = stream.try_clone().map_err(|e| e.to_string())?;
-    // Buffered reads cut syscalls for small frames; large payloads bypass the buffer.
-    let mut reader = BufReader::with_capacity(64 * 1024, stream);
-    let mut rdv = Rendezvous { pending: HashMap::new(), waiting: VecDeque::new(), granted: 0 };
-    let mut bufs = Buffers::default();
-    loop {
-        let head = match read_header(&mut reader) {
-            Ok(h) => h,
-            Err(FrameReadError::Closed) => return Ok(()),
-            Err(FrameReadError::Io(e)) => return Err(format!("read failed: {e}")),
-            Err(FrameReadError::Decode(e)) => {
-                // Tell the client why before closing, if it still listens.
-                let _ = write_response(&mut writer, MsgId(0), &Response::error(ErrorCode::BadRequest, e.to_string()), &[]);
-                return Err(format!("bad frame: {e}"));
+        let complete = match &mut self.rx {
+            Rx::Header { buf, filled } => {
+                if *filled == 0 {
+                    self.frame_by = Some(now + self.limits.frame_deadline);
+                }
+                *filled += n;
+                if *filled < HEADER_LEN {
+                    return;
+                }
+                match Header::decode(buf) {
+                    Ok(head) => {
+                        if let Err(why) = self.admit(&head) {
+                            self.fail(ErrorCode::BadRequest, why, now);
+                            return;
+                        }
+                        self.rx = Rx::Stalled { head };
+                        self.retry(now, secret, events);
+                        return;
+                    }
+                    Err(e) => self.fail(ErrorCode::BadRequest, format!("bad frame header: {e}"), now),
+                }
+                false
+            }
+            Rx::Stalled { .. } => unreachable!("no window while stalled"),
+            Rx::Body { body, filled, .. } => {
+                *filled += n;
+                *filled == body.len()
+            }
+            Rx::Payload { payload, filled, .. } => {
+                *filled += n;
+                *filled == payload.bytes.len()
             }
         };
-        let mut body = vec![0u8; head.body_len as usize];
-        reader.read_exact(&mut body).map_err(|e| format!("read body: {e}"))?;
-        let io = |e: std::io::Error| format!("write failed: {e}");
-        match head.kind {
-            FrameKind::Request => {
-                let req = Request::decode(&body);
-                let mut turn = None;
-                let rsp = serve_request(server, &mut turn, req, head.pay_len, &mut reader, &mut bufs)?;
-                write_response(&mut writer, head.msg_id, &rsp, &[&bufs.out]).map_err(io)?;
-                drop(turn);
+        if complete {
+            self.settle(now, secret, events);
+        }
+    }
+
+    /// Moves body -> payload -> done past every part with nothing left to
+    /// read (empty bodies and payloads included); on done, handles the
+    /// frame. After it the window is never empty.
+    fn settle(&mut self, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+        loop {
+            match std::mem::replace(&mut self.rx, Rx::Header { buf: [0; HEADER_LEN], filled: 0 }) {
+                Rx::Body { head, body, filled, payload } if filled == body.len() => {
+                    self.rx = Rx::Payload { head, body, payload, filled: 0 };
+                }
+                Rx::Payload { head, body, payload, filled } if filled == payload.bytes.len() => {
+                    self.frame_by = None;
+                    self.frame(head, body, payload, now, secret, events);
+                    return;
+                }
+                other => {
+                    self.rx = other;
+                    return;
+                }
             }
+        }
+    }
+
+    /// Checks a header against the phase and the limits before any memory
+    /// is drawn for it.
+    fn admit(&self, head: &Header) -> Result<(), String> {
+        if !self.ready {
+            if head.kind != FrameKind::Hello || head.body_len != HELLO_LEN || head.pay_len != 0 {
+                return Err(format!("expected a hello frame of {HELLO_LEN} bytes, got {:?} with {} + {} bytes", head.kind, head.body_len, head.pay_len));
+            }
+            return Ok(());
+        }
+        match head.kind {
+            FrameKind::Request if head.pay_len > self.limits.eager_limit => {
+                Err(format!("eager payload of {} bytes exceeds the eager limit {}; use a rendezvous", head.pay_len, self.limits.eager_limit))
+            }
+            FrameKind::Request => Ok(()),
+            FrameKind::Rts if self.pending.len() >= self.limits.max_pending_rts => {
+                Err(format!("more than {} rendezvous requests announced and not sent", self.limits.max_pending_rts))
+            }
+            FrameKind::Rts if self.pending.contains_key(&head.msg_id.0) => Err(format!("duplicate rendezvous message id {}", head.msg_id.0)),
+            FrameKind::Rts => Ok(()),
+            FrameKind::Data => match self.pending.get(&head.msg_id.0) {
+                Some(p) if p.grant.is_some() && p.pay_len == head.pay_len && head.body_len == 0 => Ok(()),
+                _ => Err(format!("data for message {} does not match a grant", head.msg_id.0)),
+            },
+            k => Err(format!("unexpected {k:?} frame from a client")),
+        }
+    }
+
+    /// Tries to draw the memory a stalled frame needs, and to grant waiting
+    /// rendezvous requests. Call when memory was returned.
+    pub fn retry(&mut self, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+        if let Rx::Stalled { head } = self.rx {
+            // A Data frame's payload was drawn with its grant; an Rts reads
+            // a body only (its payload comes with the Data frame).
+            let pay_need = match head.kind {
+                FrameKind::Data | FrameKind::Rts => 0,
+                _ => u64::from(head.pay_len),
+            };
+            if let Some(mut charge) = self.budget.try_charge_for(u64::from(head.body_len) + pay_need, &self.account, self.limits.memory_share) {
+                if head.kind == FrameKind::Data {
+                    let p = self.pending.get_mut(&head.msg_id.0).expect("admitted");
+                    charge.merge(p.grant.take().expect("admitted"));
+                }
+                let pay_len = if head.kind == FrameKind::Rts { 0 } else { head.pay_len as usize };
+                let payload = Payload { bytes: vec![0; pay_len], charge: Some(charge) };
+                self.rx = Rx::Body { head, body: vec![0; head.body_len as usize], filled: 0, payload };
+                self.settle(now, secret, events);
+            }
+        }
+        self.grant(now);
+    }
+
+    /// Handles one whole frame.
+    fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+        if !self.ready {
+            match Hello::decode(&body) {
+                Ok(h) if secret.verify_hello(&h) => {
+                    self.ready = true;
+                    self.handshake_by = None;
+                    self.push(FrameKind::HelloAck, MsgId(0), &secret.ack(&h).encode(), Payload::default(), now);
+                    events.push(Event::Ready);
+                }
+                Ok(_) => self.fail(ErrorCode::Permission, "wrong cluster secret".into(), now),
+                Err(e) => self.fail(ErrorCode::BadRequest, format!("bad hello: {e}"), now),
+            }
+            return;
+        }
+        let id = head.msg_id;
+        match head.kind {
+            FrameKind::Request => match Request::decode(&body) {
+                Ok(req) => {
+                    self.queued += 1;
+                    events.push(Event::Request { id, req, payload });
+                }
+                Err(e) => self.refuse(id, e, now, events),
+            },
             FrameKind::Rts => match Request::decode(&body) {
                 Ok(req) => {
-                    if rdv.pending.contains_key(&head.msg_id.0) {
-                        return Err(format!("duplicate rendezvous message id {}", head.msg_id.0));
-                    }
-                    if rdv.pending.len() >= MAX_PENDING_RTS {
-                        return Err(format!("more than {MAX_PENDING_RTS} rendezvous requests pending"));
-                    }
-                    rdv.pending.insert(head.msg_id.0, (req, head.pay_len));
-                    rdv.waiting.push_back(head.msg_id.0);
-                    grant(&mut rdv, &mut writer).map_err(io)?;
+                    let body_charge = payload.charge.expect("drawn in retry");
+                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None });
+                    self.waiting.push_back(id.0);
+                    self.grant(now);
                 }
-                Err(e) => {
-                    server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-                    let rsp = Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"));
-                    write_response(&mut writer, head.msg_id, &rsp, &[]).map_err(io)?;
-                }
+                // Answered at once: the client treats a response before
+                // `Cts` as a refusal and never sends the data.
+                Err(e) => self.refuse(id, e, now, events),
             },
             FrameKind::Data => {
-                let Some((req, announced)) = rdv.pending.remove(&head.msg_id.0) else {
-                    return Err(format!("data for message {} that was not granted", head.msg_id.0));
-                };
-                if rdv.waiting.contains(&head.msg_id.0) || announced != head.pay_len {
-                    return Err(format!("data for message {} does not match its grant", head.msg_id.0));
+                let p = self.pending.remove(&id.0).expect("admitted");
+                self.granted -= u64::from(p.pay_len);
+                self.queued += 1;
+                let mut payload = payload;
+                if let Some(c) = payload.charge.as_mut() {
+                    c.merge(p.body_charge);
                 }
-                rdv.granted -= u64::from(announced);
-                let mut turn = None;
-                let rsp = serve_request(server, &mut turn, Ok(req), head.pay_len, &mut reader, &mut bufs)?;
-                write_response(&mut writer, head.msg_id, &rsp, &[&bufs.out]).map_err(io)?;
-                drop(turn);
-                grant(&mut rdv, &mut writer).map_err(io)?;
+                events.push(Event::Request { id, req: p.req, payload });
+                self.grant(now);
             }
-            k => return Err(format!("unexpected {k:?} frame from a client")),
+            _ => unreachable!("admitted"),
         }
     }
-}
 
-/// A connection's reusable buffers.
-#[derive(Default)]
-struct Buffers {
-    /// Request payloads; reused so large ones do not fault in fresh pages each time.
-    payload: Vec<u8>,
-    /// Response payloads.
-    out: Vec<u8>,
-    /// Created on the first large write: connections that never write one cost no pipe.
-    splicer: Option<Splicer>,
-}
+    fn refuse(&mut self, id: MsgId, e: DecodeError, now: Instant, events: &mut Vec<Event>) {
+        let rsp = Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"));
+        self.push(FrameKind::Response, id, &rsp.encode(), Payload::default(), now);
+        events.push(Event::Refused);
+    }
 
-/// Payloads at least this large go socket -> pipe -> file; smaller ones
-/// are read into a buffer, where one copy is cheaper than two splices.
-const SPLICE_MIN: u32 = 64 * 1024;
-/// Average piece size below which a payload is read into a buffer instead.
-const SPLICE_MIN_PIECE: u64 = 16 * 1024;
-
-/// Serves one request whose `pay_len` payload bytes are next on `reader`.
-/// An ordered read leaves its `turn` set: the caller holds it until the
-/// response is sent, so the turn covers the whole transfer.
-fn serve_request<'s>(
-    server: &'s Server,
-    turn: &mut Option<super::Turn<'s>>,
-    req: Result<Request, weft_wire::DecodeError>,
-    pay_len: u32,
-    reader: &mut BufReader<TcpStream>,
-    bufs: &mut Buffers,
-) -> Result<Response, String> {
-    let Buffers { payload, out, splicer } = bufs;
-    out.clear();
-    if let Ok(Request::Data(DataReq::Write { file, pieces })) = &req {
-        // Streaming writes in list order, so only sorted lists take this
-        // path, and only large pieces: each costs two splices, where a
-        // buffered piece costs one write (or nothing, when sieved).
-        let large_pieces = pieces.len() as u64 * SPLICE_MIN_PIECE <= u64::from(pay_len);
-        if pay_len >= SPLICE_MIN && large_pieces && crate::data::is_sorted(pieces) {
-            if splicer.is_none() {
-                *splicer = Splicer::new().map_err(|e| format!("cannot create a pipe: {e}"))?.into();
+    /// Sends `Cts` to waiting rendezvous requests, in arrival order, while
+    /// the window and the memory budget allow.
+    fn grant(&mut self, now: Instant) {
+        while let Some(&id) = self.waiting.front() {
+            if self.closing.is_some() {
+                return;
             }
-            let sp = splicer.as_mut().expect("just created");
-            // The object's lock is held while the payload streams in.
-            let _ = reader.get_ref().set_read_timeout(Some(STALL_TIMEOUT));
-            let r = server.write_streamed(*file, pieces, pay_len, reader, sp).map_err(|e| format!("read payload: {e}"));
-            let _ = reader.get_ref().set_read_timeout(Some(IDLE_TIMEOUT));
-            return r;
+            let len = u64::from(self.pending[&id].pay_len);
+            if self.granted > 0 && self.granted + len > self.limits.rendezvous_window {
+                return;
+            }
+            let Some(charge) = self.budget.try_charge_for(len, &self.account, self.limits.memory_share) else { return };
+            self.waiting.pop_front();
+            self.granted += len;
+            self.pending.get_mut(&id).expect("waiting ids are pending").grant = Some(charge);
+            self.push(FrameKind::Cts, MsgId(id), &[], Payload::default(), now);
         }
     }
-    payload.resize(pay_len as usize, 0);
-    reader.read_exact(payload).map_err(|e| format!("read payload: {e}"))?;
-    Ok(match req {
-        Ok(Request::Data(DataReq::Read { file, pieces, order })) if order.strategy != 0 => {
-            let offset = pieces.first().map_or(0, |p| p.offset);
-            *turn = Some(server.read_turns.acquire(order, offset));
-            server.handle(Request::Data(DataReq::Read { file, pieces, order }), payload, out)
+
+    /// Queues the answer to a request handed out earlier.
+    pub fn respond(&mut self, id: MsgId, rsp: &Response, payload: Payload, now: Instant) {
+        self.queued = self.queued.saturating_sub(1);
+        self.push(FrameKind::Response, id, &rsp.encode(), payload, now);
+    }
+
+    fn push(&mut self, kind: FrameKind, id: MsgId, body: &[u8], payload: Payload, now: Instant) {
+        let mut head = Header::new(kind, id, body.len(), payload.bytes.len()).encode().to_vec();
+        head.extend_from_slice(body);
+        if self.out.is_empty() {
+            self.send_by = Some(now + self.limits.send_deadline);
         }
-        Ok(req) => server.handle(req, payload, out),
-        Err(e) => {
-            server.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-            Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"))
+        self.out.push_back(Out { head, payload: payload.bytes, _charge: payload.charge, pos: 0 });
+    }
+
+    /// Queues an error frame and closes once it is sent.
+    pub fn fail(&mut self, code: ErrorCode, why: String, now: Instant) {
+        if self.closing.is_some() {
+            return;
         }
-    })
+        self.push(FrameKind::Response, MsgId(0), &Response::error(code, why.clone()).encode(), Payload::default(), now);
+        self.closing = Some(Close(why));
+        // Nothing more will be read: drop the partial frame and its memory.
+        self.rx = Rx::Header { buf: [0; HEADER_LEN], filled: 0 };
+        self.pending.clear();
+        self.waiting.clear();
+    }
+
+    /// Closes without a word (the peer is gone or misbehaving at the byte level).
+    pub fn abort(&mut self, why: impl Into<String>) {
+        self.out.clear();
+        self.closing = Some(Close(why.into()));
+        self.rx = Rx::Header { buf: [0; HEADER_LEN], filled: 0 };
+        self.pending.clear();
+        self.waiting.clear();
+    }
+
+    /// The bytes to send next, as slices (at most `max` of them).
+    pub fn tx_slices(&self, max: usize) -> Vec<IoSlice<'_>> {
+        let mut v = Vec::new();
+        for o in &self.out {
+            let mut skip = o.pos;
+            for part in [&o.head[..], &o.payload[..]] {
+                if skip >= part.len() {
+                    skip -= part.len();
+                    continue;
+                }
+                v.push(IoSlice::new(&part[skip..]));
+                skip = 0;
+                if v.len() == max {
+                    return v;
+                }
+            }
+        }
+        v
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// `n` bytes of [`Conn::tx_slices`] went out.
+    pub fn sent(&mut self, mut n: usize, now: Instant) {
+        while n > 0 {
+            let front = self.out.front_mut().expect("sent bytes belong to queued frames");
+            let left = front.len() - front.pos;
+            if n >= left {
+                n -= left;
+                self.out.pop_front();
+                // The next response's deadline starts when it reaches the head.
+                self.send_by = (!self.out.is_empty()).then(|| now + self.limits.send_deadline);
+            } else {
+                front.pos += n;
+                n = 0;
+            }
+        }
+    }
+
+    /// The reason to close now, if a deadline passed.
+    pub fn overdue(&self, now: Instant) -> Option<String> {
+        let late = |d: Option<Instant>| d.is_some_and(|d| now >= d);
+        if late(self.handshake_by) {
+            return Some(format!("no complete handshake within {:?}", self.limits.handshake_deadline));
+        }
+        if late(self.frame_by) {
+            return Some(format!("frame not complete within {:?} of its first byte", self.limits.frame_deadline));
+        }
+        if late(self.send_by) {
+            return Some(format!("response not taken within {:?}", self.limits.send_deadline));
+        }
+        None
+    }
 }
 
-/// Sends `Cts` to waiting rendezvous requests, in order, while the budget allows.
-fn grant(rdv: &mut Rendezvous, writer: &mut TcpStream) -> std::io::Result<()> {
-    while let Some(&id) = rdv.waiting.front() {
-        let len = u64::from(rdv.pending[&id].1);
-        if rdv.granted > 0 && rdv.granted + len > RENDEZVOUS_BUDGET {
-            break;
-        }
-        rdv.waiting.pop_front();
-        rdv.granted += len;
-        write_frame(writer, FrameKind::Cts, MsgId(id), &[], &[])?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_wire::{DataReq, FileId, Piece};
+
+    fn secret() -> Secret {
+        Secret::new(vec![7u8; 16])
     }
-    Ok(())
+
+    fn conn(limits: ConnLimits, budget: u64) -> Conn {
+        Conn::new(Instant::now(), Arc::new(limits), MemoryBudget::new(budget))
+    }
+
+    /// Feeds `bytes` through the windows the connection offers, like the
+    /// event loop's reads; returns how many bytes it took.
+    fn feed(c: &mut Conn, mut bytes: &[u8], events: &mut Vec<Event>) -> usize {
+        let total = bytes.len();
+        while !bytes.is_empty() {
+            let Some(w) = c.rx_window() else { break };
+            let n = w.len().min(bytes.len());
+            w[..n].copy_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            c.received(n, Instant::now(), &secret(), events);
+        }
+        total - bytes.len()
+    }
+
+    fn frame(kind: FrameKind, id: u64, body: &[u8], pay_len: usize, payload: &[u8]) -> Vec<u8> {
+        let mut v = Header::new(kind, MsgId(id), body.len(), pay_len).encode().to_vec();
+        v.extend_from_slice(body);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    /// Everything queued for sending, as (kind, id, body, payload) frames.
+    fn drain(c: &mut Conn) -> Vec<(FrameKind, u64, Vec<u8>, Vec<u8>)> {
+        let mut bytes = Vec::new();
+        while c.has_output() {
+            let s: Vec<u8> = c.tx_slices(64).iter().flat_map(|s| s.iter().copied()).collect();
+            c.sent(s.len(), Instant::now());
+            bytes.extend(s);
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let h = Header::decode(&bytes[at..]).unwrap();
+            let b = at + HEADER_LEN;
+            let p = b + h.body_len as usize;
+            out.push((h.kind, h.msg_id.0, bytes[b..p].to_vec(), bytes[p..p + h.pay_len as usize].to_vec()));
+            at = p + h.pay_len as usize;
+        }
+        out
+    }
+
+    fn ready(limits: ConnLimits, budget: u64) -> Conn {
+        let mut c = conn(limits, budget);
+        let mut ev = Vec::new();
+        let hello = secret().hello([3; 16]).encode();
+        assert_eq!(hello.len(), HELLO_LEN as usize);
+        feed(&mut c, &frame(FrameKind::Hello, 0, &hello, 0, &[]), &mut ev);
+        assert!(matches!(ev[..], [Event::Ready]));
+        assert_eq!(drain(&mut c)[0].0, FrameKind::HelloAck);
+        c
+    }
+
+    fn write_req(len: u64) -> Vec<u8> {
+        Request::Data(DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: 0, len }] }).encode()
+    }
+
+    #[test]
+    fn a_wrong_secret_gets_an_error_and_a_close() {
+        let mut c = conn(ConnLimits::default(), 1 << 20);
+        let hello = Secret::new(vec![9u8; 16]).hello([3; 16]).encode();
+        let mut ev = Vec::new();
+        feed(&mut c, &frame(FrameKind::Hello, 0, &hello, 0, &[]), &mut ev);
+        assert!(ev.is_empty() && c.closing().is_some());
+        let out = drain(&mut c);
+        assert!(matches!(Response::decode(&out[0].2), Ok(Response::Error { code: ErrorCode::Permission, .. })));
+        assert!(c.wants_close());
+    }
+
+    #[test]
+    fn a_hello_of_the_wrong_size_is_refused_before_its_body_is_read() {
+        let mut c = conn(ConnLimits::default(), 1 << 30);
+        let mut ev = Vec::new();
+        // Issue 8: a 1 MiB handshake body used to be read (and held) first.
+        let taken = feed(&mut c, &frame(FrameKind::Hello, 0, &[], 1 << 20, &[]), &mut ev);
+        assert_eq!(taken, HEADER_LEN);
+        assert!(c.closing().is_some());
+        assert_eq!(c.memory(), 0);
+    }
+
+    #[test]
+    fn eager_requests_come_out_whole_and_frames_are_not_over_read() {
+        let mut c = ready(ConnLimits::default(), 1 << 30);
+        let mut ev = Vec::new();
+        let mut bytes = frame(FrameKind::Request, 5, &write_req(3), 3, b"abc");
+        bytes.extend(frame(FrameKind::Request, 6, &Request::Ping.encode(), 0, &[]));
+        assert_eq!(feed(&mut c, &bytes, &mut ev), bytes.len());
+        assert_eq!(ev.len(), 2);
+        let Event::Request { id, payload, .. } = &ev[0] else { panic!() };
+        assert_eq!((id.0, &payload.bytes[..]), (5, &b"abc"[..]));
+        assert!(matches!(&ev[1], Event::Request { id: MsgId(6), req: Request::Ping, .. }));
+        assert!(c.memory() > 0, "payload memory is held while the request is served");
+        ev.clear();
+        assert_eq!(c.memory(), 0, "returned when the request's buffers are dropped");
+    }
+
+    #[test]
+    fn an_eager_frame_past_the_eager_limit_is_a_violation() {
+        let mut c = ready(ConnLimits::default(), 1 << 30);
+        let mut ev = Vec::new();
+        feed(&mut c, &frame(FrameKind::Request, 5, &write_req(100_000), 100_000, &[]), &mut ev);
+        assert!(ev.is_empty() && c.closing().is_some());
+        assert_eq!(c.memory(), 0);
+    }
+
+    #[test]
+    fn rendezvous_grants_stay_within_the_window_and_the_budget() {
+        let limits = ConnLimits { rendezvous_window: 250, ..ConnLimits::default() };
+        let mut c = ready(limits, 1 << 20);
+        let mut ev = Vec::new();
+        for id in 1..=3 {
+            feed(&mut c, &frame(FrameKind::Rts, id, &write_req(100), 100, &[]), &mut ev);
+        }
+        let cts: Vec<u64> = drain(&mut c).into_iter().filter(|f| f.0 == FrameKind::Cts).map(|f| f.1).collect();
+        assert_eq!(cts, [1, 2], "the third waits for the window");
+        assert!(c.memory() >= 200, "grants hold their payload's memory");
+        // Data for an ungranted id is a violation; for a granted one, a request.
+        feed(&mut c, &frame(FrameKind::Data, 1, &[], 100, &[1; 100]), &mut ev);
+        assert!(matches!(&ev[..], [Event::Request { id: MsgId(1), .. }]));
+        let cts: Vec<u64> = drain(&mut c).into_iter().filter(|f| f.0 == FrameKind::Cts).map(|f| f.1).collect();
+        assert_eq!(cts, [3]);
+        feed(&mut c, &frame(FrameKind::Data, 9, &[], 100, &[1; 100]), &mut ev);
+        assert!(c.closing().is_some());
+    }
+
+    #[test]
+    fn a_connection_without_memory_stops_reading_until_some_is_returned() {
+        let budget = MemoryBudget::new(1000);
+        let hog = budget.try_charge(990).unwrap();
+        let mut c = Conn::new(Instant::now(), Arc::new(ConnLimits::default()), budget.clone());
+        let mut ev = Vec::new();
+        let hello = secret().hello([3; 16]).encode();
+        let bytes = frame(FrameKind::Hello, 0, &hello, 0, &[]);
+        assert_eq!(feed(&mut c, &bytes, &mut ev), HEADER_LEN, "the body waits for memory");
+        assert!(c.is_stalled() && c.rx_window().is_none());
+        drop(hog);
+        c.retry(Instant::now(), &secret(), &mut ev);
+        assert_eq!(feed(&mut c, &bytes[HEADER_LEN..], &mut ev), HELLO_LEN as usize);
+        assert!(c.is_ready());
+    }
+
+    #[test]
+    fn too_many_unanswered_requests_pause_reading() {
+        let mut c = ready(ConnLimits { max_queued: 2, ..ConnLimits::default() }, 1 << 30);
+        let mut ev = Vec::new();
+        let ping = frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]);
+        let three: Vec<u8> = ping.iter().chain(&ping).chain(&ping).copied().collect();
+        assert_eq!(feed(&mut c, &three, &mut ev), 2 * ping.len());
+        c.respond(MsgId(1), &Response::Ok, Payload::default(), Instant::now());
+        assert_eq!(feed(&mut c, &ping, &mut ev), ping.len());
+    }
+
+    #[test]
+    fn deadlines_are_absolute() {
+        let t0 = Instant::now();
+        let limits = Arc::new(ConnLimits::default());
+        let mut c = Conn::new(t0, limits.clone(), MemoryBudget::new(1 << 20));
+        assert!(c.overdue(t0 + Duration::from_secs(4)).is_none());
+        // Trickling a byte at a time does not extend the handshake deadline.
+        let hello = frame(FrameKind::Hello, 0, &secret().hello([3; 16]).encode(), 0, &[]);
+        let mut ev = Vec::new();
+        for (k, b) in hello[..10].iter().enumerate() {
+            let w = c.rx_window().unwrap();
+            w[0] = *b;
+            c.received(1, t0 + Duration::from_millis(400 * k as u64), &secret(), &mut ev);
+        }
+        assert!(c.overdue(t0 + limits.handshake_deadline).is_some());
+        // A response not taken within the send deadline closes the connection.
+        let mut c = ready(ConnLimits::default(), 1 << 20);
+        let now = Instant::now();
+        c.queued = 1;
+        c.respond(MsgId(1), &Response::Ok, Payload { bytes: vec![0; 100], charge: None }, now);
+        c.sent(50, now + Duration::from_secs(20));
+        assert!(c.overdue(now + Duration::from_secs(29)).is_none());
+        assert!(c.overdue(now + limits.send_deadline).is_some(), "partial progress does not extend it");
+    }
 }

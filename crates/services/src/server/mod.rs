@@ -1,30 +1,36 @@
-//! One `weft serve` process: listens, checks each connection's handshake,
-//! and serves its requests on a thread of its own.
+//! One `weft serve` process: an event loop owns every connection
+//! ([`reactor`]), each connection's protocol is a sans-IO state machine
+//! ([`conn`]), requests run on a worker pool ([`workers`]), and every byte a
+//! peer can make the server buffer is drawn from one memory budget
+//! ([`budget`]).
 //!
-//! A connection that sends bytes that are not Weft frames, or breaks the
-//! rendezvous rules, is closed; a request whose body does not decode gets a
-//! `BadRequest` answer and the connection goes on. Either way every other
-//! connection is untouched.
+//! A connection that sends bytes that are not Weft frames, breaks the
+//! rendezvous rules or misses a deadline is closed (after an error frame
+//! saying why, when it still listens); a request whose body does not decode
+//! gets a `BadRequest` answer and the connection goes on. Either way every
+//! other connection is untouched. See `docs/architecture.md` (server shape,
+//! budgets, deadlines).
 
-mod conn;
+pub mod budget;
+pub mod conn;
+mod reactor;
 mod read_turns;
+mod workers;
 
-pub use read_turns::{ReadTurns, Turn};
+pub use budget::{Charge, MemoryBudget};
+pub use conn::{Conn, ConnLimits};
+pub use read_turns::ReadTurns;
 
 use crate::data::DataService;
-use crate::lock::LockService;
+use crate::lock::{Answer, LockService};
 use crate::meta::MetaService;
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 use weft_net::{ClusterFile, Service};
 use weft_wire::{Request, Response, Secret, ServerId, ServerStats};
-
-/// Most connections served at once; more are closed at accept. Each costs a
-/// thread, and 1024 covers a large job's clients on one server.
-pub const MAX_CONNECTIONS: usize = 1024;
 
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -42,10 +48,13 @@ struct Counters {
     bad_requests: AtomicU64,
     bytes_written: AtomicU64,
     bytes_read: AtomicU64,
+    panics: AtomicU64,
+    refused_connections: AtomicU64,
 }
 
 /// The services of one server and its counters.
 pub struct Server {
+    id: u32,
     meta: Option<MetaService>,
     data: Option<DataService>,
     lock: Option<Arc<LockService>>,
@@ -53,9 +62,10 @@ pub struct Server {
     secret: Secret,
     counters: Counters,
     started: Instant,
-    connections: AtomicUsize,
-    /// The order in which waiting reads are served.
-    pub read_turns: ReadTurns,
+    budget: Arc<MemoryBudget>,
+    /// Connections open now, and the most allowed (set by the event loop).
+    connections: AtomicU64,
+    connection_limit: AtomicU64,
 }
 
 impl Server {
@@ -75,6 +85,10 @@ impl Server {
         let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms));
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
+            id: id.0,
+            budget: MemoryBudget::from_env(),
+            connections: AtomicU64::new(0),
+            connection_limit: AtomicU64::new(0),
             meta,
             data,
             lock,
@@ -82,8 +96,6 @@ impl Server {
             secret: cluster.secret(),
             counters: Counters::default(),
             started: Instant::now(),
-            connections: AtomicUsize::new(0),
-            read_turns: ReadTurns::new(id.0, read_slots()),
         })
     }
 
@@ -108,11 +120,23 @@ impl Server {
     }
 
     /// Serves one decoded request. `payload` is the request's bulk data;
-    /// `out` receives the response's.
-    pub fn handle(&self, req: Request, payload: &[u8], out: &mut Vec<u8>) -> Response {
-        use weft_wire::{DataReq, ErrorCode};
+    /// `out` receives the response's. `None`: the answer comes later,
+    /// through an [`Answer`] made by `later` (a lock request that waits).
+    pub fn handle(&self, req: Request, payload: &[u8], out: &mut Vec<u8>, later: &dyn Fn() -> Answer) -> Option<Response> {
+        use weft_wire::ErrorCode;
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         out.clear();
+        if let Request::Lock(op) = req {
+            return match &self.lock {
+                Some(l) => l.handle(op, self.meta.as_ref(), later),
+                None => Some(Response::error(ErrorCode::WrongService, "this server does not host the lock service")),
+            };
+        }
+        Some(self.handle_now(req, payload, out))
+    }
+
+    fn handle_now(&self, req: Request, payload: &[u8], out: &mut Vec<u8>) -> Response {
+        use weft_wire::{DataReq, ErrorCode};
         let io_err = |e: std::io::Error| Response::error(ErrorCode::Io, e.to_string());
         match req {
             Request::Ping | Request::Sink => Response::Ok,
@@ -121,10 +145,7 @@ impl Server {
                 Response::Read { object_size: len.into() }
             }
             Request::Status => Response::Stats(self.stats()),
-            Request::Lock(op) => match &self.lock {
-                Some(l) => l.handle(op, self.meta.as_ref()),
-                None => Response::error(ErrorCode::WrongService, "this server does not host the lock service"),
-            },
+            Request::Lock(_) => unreachable!("handled above"),
             Request::Meta { cred, op } => match &self.meta {
                 Some(m) => m.handle(cred, op),
                 None => Response::error(ErrorCode::WrongService, "this server does not host the meta service"),
@@ -135,7 +156,7 @@ impl Server {
                 };
                 match op {
                     DataReq::Write { file, pieces } => {
-                        let total: u64 = pieces.iter().map(|p| p.len).sum();
+                        let Ok(total) = weft_wire::msg::data::pieces_total(&pieces) else { unreachable!("checked by the decoder") };
                         if total != payload.len() as u64 {
                             self.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
                             return Response::error(ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {}", payload.len()));
@@ -149,7 +170,7 @@ impl Server {
                         }
                     }
                     DataReq::Read { file, pieces, .. } => {
-                        let total: u64 = pieces.iter().map(|p| p.len).sum();
+                        let Ok(total) = weft_wire::msg::data::pieces_total(&pieces) else { unreachable!("checked by the decoder") };
                         if total > weft_wire::limits::MAX_PAYLOAD_LEN.into() {
                             self.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
                             return Response::error(ErrorCode::BadRequest, format!("read of {total} bytes exceeds the payload limit {}", weft_wire::limits::MAX_PAYLOAD_LEN));
@@ -172,75 +193,34 @@ impl Server {
     }
 }
 
-impl Server {
-    /// Serves a write whose `pay_len` payload bytes are still on `src`:
-    /// they go from the socket straight into the object file. Returns `Err`
-    /// only when the connection itself failed.
-    pub(crate) fn write_streamed(
-        &self,
-        file: weft_wire::FileId,
-        pieces: &[weft_wire::Piece],
-        pay_len: u32,
-        src: &mut std::io::BufReader<std::net::TcpStream>,
-        splicer: &mut crate::data::Splicer,
-    ) -> std::io::Result<Response> {
-        use crate::data::{skip, StreamError};
-        use weft_wire::ErrorCode;
-        self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let total: u64 = pieces.iter().map(|p| p.len).sum();
-        let refuse = |src: &mut std::io::BufReader<std::net::TcpStream>, code, msg: String| -> std::io::Result<Response> {
-            self.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-            skip(src, pay_len.into())?;
-            Ok(Response::error(code, msg))
-        };
-        let Some(d) = &self.data else {
-            return refuse(src, ErrorCode::WrongService, "this server does not host the data service".into());
-        };
-        if total != u64::from(pay_len) {
-            return refuse(src, ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {pay_len}"));
-        }
-        match d.write_streamed(file, pieces, src, splicer) {
-            Ok(bytes) => {
-                self.counters.bytes_written.fetch_add(bytes, Ordering::Relaxed);
-                Ok(Response::Written { bytes })
-            }
-            Err(StreamError::File(e)) => Ok(Response::error(ErrorCode::Io, e.to_string())),
-            Err(StreamError::Stream(e)) => Err(e),
-        }
-    }
-}
-
 /// Reads a data server serves at once when clients ask for ordering
 /// (`WEFT_READ_SLOTS`, default 1: the paper's one transfer per server at a time).
 fn read_slots() -> usize {
     std::env::var("WEFT_READ_SLOTS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
 }
 
-/// Serves `listener` forever (until the process is stopped). Every accepted
-/// connection gets its own thread; a failing connection ends only itself.
-pub fn run(server: Arc<Server>, listener: TcpListener) {
-    let mut backoff_ms = 1;
-    loop {
-        match listener.accept() {
-            Ok((stream, peer)) => {
-                backoff_ms = 1;
-                if server.connections.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                    server.connections.fetch_sub(1, Ordering::AcqRel);
-                    tracing::warn!(target: "weft::server", %peer, "connection limit {MAX_CONNECTIONS} reached, closing");
-                    continue;
-                }
-                let s = server.clone();
-                std::thread::spawn(move || {
-                    conn::serve(&s, stream, peer);
-                    s.connections.fetch_sub(1, Ordering::AcqRel);
-                });
-            }
-            Err(e) => {
-                // Out of descriptors or similar: back off, do not spin.
-                tracing::warn!(target: "weft::server", error = %e, "accept failed");
-                std::thread::sleep(std::time::Duration::from_millis(backoff_ms));
-                backoff_ms = (backoff_ms * 2).min(1000);
-            }
-        }
+impl Server {
+    fn count_bad_request(&self) {
+        self.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
     }
+
+    fn count_panic(&self) {
+        self.counters.panics.fetch_add(1, Ordering::Relaxed);
+        self.count_bad_request();
+    }
+
+    fn count_refused_connection(&self) {
+        self.counters.refused_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Bytes of the memory budget in use now, and its limit.
+    pub fn memory(&self) -> (u64, u64) {
+        (self.budget.used(), self.budget.limit())
+    }
+}
+
+/// Serves `listener` until the process ends: one event loop for every
+/// connection, a worker pool for the requests.
+pub fn run(server: Arc<Server>, listener: TcpListener) -> std::io::Result<()> {
+    reactor::Reactor::new(server, listener)?.run()
 }

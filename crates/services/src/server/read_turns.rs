@@ -1,7 +1,8 @@
-//! Which waiting read a data server serves next (paper 000: for reads the
-//! server decides the order). A read waits for a turn; `slots` reads are
-//! served at once (1 is the paper's unit-transfer model); when a turn ends,
-//! the next one goes to the waiting read the strategy prefers:
+//! Which waiting read of an object a data server serves next (paper 000:
+//! for reads the server decides the order). Each object has its own queue;
+//! `slots` reads of one object are served at once (1 is the paper's
+//! unit-transfer model); when one finishes, the next goes to the waiting
+//! read the strategy prefers:
 //!
 //! | strategy | next read |
 //! |---|---|
@@ -10,172 +11,141 @@
 //! | hash | at step j, the client of rank (s + j) mod group, s = this server's id; nearest rank after it if that client waits for nothing |
 //! | colour | lowest slot (the block's colour), then arrival |
 //!
-//! Reads without a strategy (code 0) are served at once, outside this queue.
+//! Reads without a strategy (code 0) never enter a queue. A turn covers
+//! reading the object into the response buffer, never sending it: a client
+//! that is slow to take its bytes holds no turn (issue 8).
+//!
+//! This is a plain queue owned by the event loop: admitting a read either
+//! hands it back to run now or keeps it; finishing one hands back the next.
+//! Nothing here blocks a thread.
 
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Mutex;
+use std::collections::HashMap;
 use weft_sched::Strategy;
-use weft_wire::ReadOrder;
+use weft_wire::{FileId, ReadOrder};
 
-struct Waiting {
+struct Waiting<T> {
     ticket: u64,
     order: ReadOrder,
     offset: u64,
-    /// Wakes exactly this waiter when it gets the turn (no thundering herd).
-    wake: SyncSender<()>,
+    job: T,
 }
 
-struct State {
+#[derive(Default)]
+struct Queue<T> {
     active: usize,
-    waiting: Vec<Waiting>,
-    next_ticket: u64,
+    waiting: Vec<Waiting<T>>,
     /// hash-IOS step counter.
     step: u64,
+}
+
+/// Per-object read queues holding jobs of type `T`.
+pub struct ReadTurns<T> {
+    objects: HashMap<FileId, Queue<T>>,
+    slots: usize,
+    server: u64,
+    next_ticket: u64,
     rng: u64,
 }
 
-pub struct ReadTurns {
-    state: Mutex<State>,
-    slots: usize,
-    server: u64,
-}
-
-/// A granted turn; dropping it passes the turn on.
-pub struct Turn<'a> {
-    turns: &'a ReadTurns,
-}
-
-impl ReadTurns {
+impl<T> ReadTurns<T> {
     pub fn new(server: u32, slots: usize) -> Self {
-        ReadTurns {
-            state: Mutex::new(State { active: 0, waiting: Vec::new(), next_ticket: 0, step: 0, rng: 0x5EED ^ u64::from(server) }),
-            slots: slots.max(1),
-            server: server.into(),
+        ReadTurns { objects: HashMap::new(), slots: slots.max(1), server: server.into(), next_ticket: 0, rng: 0x5EED ^ u64::from(server) }
+    }
+
+    /// Reads waiting, over all objects.
+    pub fn waiting(&self) -> usize {
+        self.objects.values().map(|q| q.waiting.len()).sum()
+    }
+
+    /// A read of `file` at `offset` arrives: `Some(job)` to run it now, or
+    /// `None` if it waits for [`ReadTurns::finish`].
+    pub fn admit(&mut self, file: FileId, order: ReadOrder, offset: u64, job: T) -> Option<T> {
+        let q = self.objects.entry(file).or_insert_with(|| Queue { active: 0, waiting: Vec::new(), step: 0 });
+        if q.active < self.slots && q.waiting.is_empty() {
+            q.active += 1;
+            return Some(job);
         }
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        q.waiting.push(Waiting { ticket, order, offset, job });
+        None
     }
 
-    /// Waits for this read's turn.
-    pub fn acquire(&self, order: ReadOrder, offset: u64) -> Turn<'_> {
-        let rx: Receiver<()> = {
-            let mut st = self.state.lock().expect("read turns lock");
-            if st.active < self.slots && st.waiting.is_empty() {
-                st.active += 1;
-                return Turn { turns: self };
+    /// A read of `file` finished: the next job to run, if one waits.
+    pub fn finish(&mut self, file: FileId) -> Option<T> {
+        let q = self.objects.get_mut(&file)?;
+        q.active = q.active.saturating_sub(1);
+        if q.waiting.is_empty() {
+            if q.active == 0 {
+                self.objects.remove(&file);
             }
-            let ticket = st.next_ticket;
-            st.next_ticket += 1;
-            let (wake, rx) = sync_channel(1);
-            st.waiting.push(Waiting { ticket, order, offset, wake });
-            self.grant(&mut st);
-            rx
-        };
-        // The sender lives in the queue until granted, so this returns.
-        rx.recv().expect("a queued read is always granted");
-        Turn { turns: self }
-    }
-
-    /// Hands free slots to waiting reads, best first.
-    fn grant(&self, st: &mut State) {
-        while st.active < self.slots && !st.waiting.is_empty() {
-            let k = self.pick(st);
-            let w = st.waiting.swap_remove(k);
-            st.active += 1;
-            // The buffer of one holds the wake-up even if the waiter has not
-            // started waiting yet.
-            let _ = w.wake.send(());
+            return None;
         }
-    }
-
-    fn pick(&self, st: &mut State) -> usize {
-        let w = &st.waiting;
-        let oldest = (0..w.len()).min_by_key(|&k| w[k].ticket).expect("non-empty");
-        match Strategy::from_code(w[oldest].order.strategy) {
-            Some(Strategy::First) | None => (0..w.len()).min_by_key(|&k| (w[k].offset, w[k].ticket)).expect("non-empty"),
-            Some(Strategy::Colour) => (0..w.len()).min_by_key(|&k| (w[k].order.slot, w[k].ticket)).expect("non-empty"),
-            Some(Strategy::Random) => {
-                st.rng = st.rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-                ((st.rng >> 33) % w.len() as u64) as usize
-            }
-            Some(Strategy::Hash) => {
-                // Distance from the client this step wants, in rank order.
-                let dist = |k: usize| {
-                    let g = u64::from(w[k].order.group.max(1));
-                    let want = (self.server + st.step) % g;
-                    (u64::from(w[k].order.rank) + g - want) % g
-                };
-                let k = (0..w.len()).min_by_key(|&k| (dist(k), w[k].ticket)).expect("non-empty");
-                st.step += dist(k) + 1;
-                k
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn waiting(&self) -> usize {
-        self.state.lock().unwrap().waiting.len()
+        let k = pick(q, self.server, &mut self.rng);
+        q.active += 1;
+        Some(q.waiting.swap_remove(k).job)
     }
 }
 
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        let mut st = self.turns.state.lock().expect("read turns lock");
-        st.active -= 1;
-        self.turns.grant(&mut st);
+fn pick<T>(q: &mut Queue<T>, server: u64, rng: &mut u64) -> usize {
+    let w = &q.waiting;
+    let oldest = (0..w.len()).min_by_key(|&k| w[k].ticket).expect("non-empty");
+    match Strategy::from_code(w[oldest].order.strategy) {
+        Some(Strategy::First) | None => (0..w.len()).min_by_key(|&k| (w[k].offset, w[k].ticket)).expect("non-empty"),
+        Some(Strategy::Colour) => (0..w.len()).min_by_key(|&k| (w[k].order.slot, w[k].ticket)).expect("non-empty"),
+        Some(Strategy::Random) => {
+            *rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((*rng >> 33) % w.len() as u64) as usize
+        }
+        Some(Strategy::Hash) => {
+            // Distance from the client this step wants, in rank order.
+            let dist = |k: usize| {
+                let g = u64::from(w[k].order.group.max(1));
+                let want = (server + q.step) % g;
+                (u64::from(w[k].order.rank) + g - want) % g
+            };
+            let k = (0..w.len()).min_by_key(|&k| (dist(k), w[k].ticket)).expect("non-empty");
+            q.step += dist(k) + 1;
+            k
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
-    use std::time::Duration;
 
-    /// Holds the only slot, queues reads, releases, and records the order
-    /// in which the queued reads are served.
+    /// Holds the only slot, queues reads in index order, then finishes one
+    /// at a time and records the order in which the queued reads run.
     fn served_order(strategy: Strategy, reads: &[(u32, u32, u64, u32)]) -> Vec<usize> {
-        let turns = Arc::new(ReadTurns::new(1, 1));
-        let first = turns.acquire(ReadOrder::default(), 0);
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let handles: Vec<_> = reads
-            .iter()
-            .enumerate()
-            .map(|(i, &(rank, group, offset, slot))| {
-                let (mine, log) = (turns.clone(), log.clone());
-                // Queue in index order so arrival order is known.
-                let h = std::thread::spawn(move || {
-                    let _t = mine.acquire(ReadOrder { strategy: strategy.code(), rank, group, slot }, offset);
-                    log.lock().unwrap().push(i);
-                });
-                while turns.waiting() < i + 1 {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                h
-            })
-            .collect();
-        drop(first);
-        for h in handles {
-            h.join().unwrap();
+        let mut turns = ReadTurns::new(1, 1);
+        let f = FileId(9);
+        assert_eq!(turns.admit(f, ReadOrder::default(), 0, usize::MAX), Some(usize::MAX));
+        for (i, &(rank, group, offset, slot)) in reads.iter().enumerate() {
+            assert_eq!(turns.admit(f, ReadOrder { strategy: strategy.code(), rank, group, slot }, offset, i), None);
         }
-        Arc::try_unwrap(log).unwrap().into_inner().unwrap()
+        let mut order = Vec::new();
+        while let Some(i) = turns.finish(f) {
+            order.push(i);
+        }
+        assert_eq!(turns.waiting(), 0);
+        order
     }
 
     #[test]
     fn first_serves_file_order() {
-        let o = served_order(Strategy::First, &[(0, 4, 300, 0), (1, 4, 100, 0), (2, 4, 200, 0)]);
-        assert_eq!(o, [1, 2, 0]);
+        assert_eq!(served_order(Strategy::First, &[(0, 4, 300, 0), (1, 4, 100, 0), (2, 4, 200, 0)]), [1, 2, 0]);
     }
 
     #[test]
     fn hash_serves_rank_s_plus_j() {
         // Server id 1, group of 4: step 0 wants rank 1, then 2, 3, 0.
-        let o = served_order(Strategy::Hash, &[(0, 4, 0, 0), (3, 4, 0, 0), (2, 4, 0, 0), (1, 4, 0, 0)]);
-        assert_eq!(o, [3, 2, 1, 0]);
+        assert_eq!(served_order(Strategy::Hash, &[(0, 4, 0, 0), (3, 4, 0, 0), (2, 4, 0, 0), (1, 4, 0, 0)]), [3, 2, 1, 0]);
     }
 
     #[test]
     fn colour_serves_slot_order() {
-        let o = served_order(Strategy::Colour, &[(0, 4, 0, 5), (1, 4, 0, 2), (2, 4, 0, 9)]);
-        assert_eq!(o, [1, 0, 2]);
+        assert_eq!(served_order(Strategy::Colour, &[(0, 4, 0, 5), (1, 4, 0, 2), (2, 4, 0, 9)]), [1, 0, 2]);
     }
 
     #[test]
@@ -183,5 +153,20 @@ mod tests {
         let mut o = served_order(Strategy::Random, &[(0, 4, 0, 0), (1, 4, 0, 0), (2, 4, 0, 0), (3, 4, 0, 0)]);
         o.sort_unstable();
         assert_eq!(o, [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn objects_queue_apart_and_slots_run_at_once() {
+        let mut turns = ReadTurns::new(0, 2);
+        let o = ReadOrder { strategy: Strategy::First.code(), rank: 0, group: 1, slot: 0 };
+        assert_eq!(turns.admit(FileId(1), o, 0, 1), Some(1));
+        assert_eq!(turns.admit(FileId(1), o, 0, 2), Some(2));
+        assert_eq!(turns.admit(FileId(1), o, 0, 3), None);
+        assert_eq!(turns.admit(FileId(2), o, 0, 4), Some(4), "another object does not wait");
+        assert_eq!(turns.finish(FileId(1)), Some(3));
+        assert_eq!(turns.finish(FileId(1)), None);
+        assert_eq!(turns.finish(FileId(1)), None);
+        assert_eq!(turns.finish(FileId(2)), None);
+        assert!(turns.objects.is_empty(), "finished queues are forgotten");
     }
 }

@@ -1,0 +1,398 @@
+//! The event loop of a server: one thread owns the listener and every
+//! connection (accept, handshake, framing, sending), driven by epoll through
+//! mio. Requests go to the worker pool; their results come back through a
+//! channel and a waker. Nothing here blocks on a peer: sockets are
+//! non-blocking, and every wait is an absolute deadline checked by a sweep.
+//!
+//! Per connection the loop keeps a [`Conn`] (the protocol, sans I/O), its
+//! socket, and a FIFO of requests: one request of a connection is served at
+//! a time, in arrival order (as a thread per connection did), while
+//! different connections are served in parallel by the pool. A lock request
+//! that must wait does not hold its connection's turn: it is answered later.
+
+use super::budget::MemoryBudget;
+use super::conn::{Conn, ConnLimits, Event, Payload};
+use super::read_turns::ReadTurns;
+use super::workers::{worker_count, ConnRef, Done, Job, Replier, Workers};
+use super::Server;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_wire::{DataReq, ErrorCode, FrameKind, Header, MsgId, Request, Response};
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+/// Slot k is token k + FIRST_SLOT.
+const FIRST_SLOT: usize = 2;
+
+/// How often deadlines are checked: a deadline is enforced within this.
+const SWEEP_EVERY: Duration = Duration::from_millis(200);
+
+/// Most iovecs per `writev` (Linux's `IOV_MAX`).
+const MAX_IOVECS: usize = 1024;
+
+struct Slot {
+    conn: Conn,
+    stream: TcpStream,
+    peer: SocketAddr,
+    generation: u64,
+    /// Requests of this connection not yet dispatched, in arrival order.
+    ready: VecDeque<Job>,
+    /// One of its requests is with a worker or waiting for a read turn.
+    busy: bool,
+    /// The connection waits for memory (a frame, a grant or a response buffer).
+    stalled: bool,
+}
+
+/// Where a server's connection limit comes from: `WEFT_MAX_CONNECTIONS`,
+/// else as many as the descriptor limit allows (raised to its hard maximum
+/// at start), less a reserve for object files and the database.
+pub fn max_connections() -> usize {
+    let fd_limit = raise_fd_limit();
+    let reserve = 640;
+    let by_fds = fd_limit.saturating_sub(reserve).max(16) as usize;
+    std::env::var("WEFT_MAX_CONNECTIONS").ok().and_then(|v| v.parse().ok()).map_or(by_fds, |n: usize| n.min(by_fds))
+}
+
+/// Raises the soft descriptor limit to the hard one; returns the result.
+fn raise_fd_limit() -> u64 {
+    match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) => {
+            if soft < hard && nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            }
+        }
+        Err(_) => 1024,
+    }
+}
+
+pub struct Reactor {
+    server: Arc<Server>,
+    poll: Poll,
+    listener: TcpListener,
+    slots: Vec<Option<Slot>>,
+    free: Vec<usize>,
+    next_gen: u64,
+    live: usize,
+    max_connections: usize,
+    limits: Arc<ConnLimits>,
+    budget: Arc<MemoryBudget>,
+    workers: Workers,
+    done: Receiver<Done>,
+    turns: ReadTurns<Job>,
+    events: Vec<Event>,
+}
+
+impl Reactor {
+    pub fn new(server: Arc<Server>, listener: std::net::TcpListener) -> io::Result<Self> {
+        listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(listener);
+        let poll = Poll::new()?;
+        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (replier, done) = Replier::new(waker);
+        let workers = Workers::start(worker_count(), server.clone(), &replier);
+        let budget = server.budget.clone();
+        let turns = ReadTurns::new(server.id, super::read_slots());
+        let max_connections = max_connections();
+        server.connection_limit.store(max_connections as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(Reactor {
+            server,
+            poll,
+            listener,
+            slots: Vec::new(),
+            free: Vec::new(),
+            next_gen: 0,
+            live: 0,
+            max_connections,
+            limits: Arc::new(ConnLimits::from_env()),
+            budget,
+            workers,
+            done,
+            turns,
+            events: Vec::new(),
+        })
+    }
+
+    /// Serves until the process ends.
+    pub fn run(mut self) -> io::Result<()> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_sweep = Instant::now() + SWEEP_EVERY;
+        loop {
+            let timeout = next_sweep.saturating_duration_since(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                return Err(e);
+            }
+            for ev in &events {
+                match ev.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    Token(t) => self.service(t - FIRST_SLOT),
+                }
+            }
+            self.completions();
+            let now = Instant::now();
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + SWEEP_EVERY;
+            }
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let (mut stream, peer) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors or similar: the connection waits in
+                    // the backlog; the next readiness or sweep tries again.
+                    tracing::warn!(target: "weft::server", error = %e, "accept failed");
+                    return;
+                }
+            };
+            if self.live >= self.max_connections {
+                // Tell the client why before closing (best effort: the
+                // frame is small and the socket buffer empty).
+                let rsp = Response::error(ErrorCode::Busy, format!("server at its connection limit ({})", self.max_connections));
+                let body = rsp.encode();
+                let mut frame = Header::new(FrameKind::Response, MsgId(0), body.len(), 0).encode().to_vec();
+                frame.extend_from_slice(&body);
+                let _ = stream.write(&frame);
+                self.server.count_refused_connection();
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let slot = self.free.pop().unwrap_or_else(|| {
+                self.slots.push(None);
+                self.slots.len() - 1
+            });
+            if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_SLOT), Interest::READABLE | Interest::WRITABLE) {
+                tracing::warn!(target: "weft::server", error = %e, "cannot register a connection");
+                self.free.push(slot);
+                continue;
+            }
+            self.next_gen += 1;
+            let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone());
+            self.slots[slot] = Some(Slot { conn, stream, peer, generation: self.next_gen, ready: VecDeque::new(), busy: false, stalled: false });
+            self.live += 1;
+            self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Reads what the connection may take, hands out its requests, sends
+    /// what it has queued, and closes it if it is done.
+    fn service(&mut self, k: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+        let now = Instant::now();
+        let mut events = std::mem::take(&mut self.events);
+        let secret = &self.server.secret;
+        // Read: exactly what the current frame still needs, until the
+        // socket is empty or the connection pauses.
+        while let Some(window) = slot.conn.rx_window() {
+            match slot.stream.read(window) {
+                Ok(0) => {
+                    if !slot.conn.is_idle() {
+                        tracing::debug!(target: "weft::server", peer = %slot.peer, "peer closed mid-exchange");
+                    }
+                    slot.conn.abort("peer closed the connection");
+                    break;
+                }
+                Ok(n) => slot.conn.received(n, now, secret, &mut events),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    slot.conn.abort(format!("read failed: {e}"));
+                    break;
+                }
+            }
+        }
+        slot.stalled = slot.conn.is_stalled();
+        let conn = ConnRef { slot: k, generation: slot.generation };
+        for ev in events.drain(..) {
+            match ev {
+                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, turn: None }),
+                Event::Refused => self.server.count_bad_request(),
+                Event::Ready => {}
+            }
+        }
+        self.events = events;
+        self.dispatch(k);
+        self.flush(k);
+    }
+
+    /// Starts the connection's next request if none of its requests is under way.
+    fn dispatch(&mut self, k: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+        if slot.busy || slot.conn.closing().is_some() {
+            return;
+        }
+        let Some(mut job) = slot.ready.pop_front() else { return };
+        // The response payload's memory, before any work is done for it.
+        let out_len = response_len(&job.req);
+        if out_len > 0 {
+            match self.budget.try_charge(out_len) {
+                Some(c) => job.out_charge = Some(c),
+                None => {
+                    slot.ready.push_front(job);
+                    slot.stalled = true;
+                    return;
+                }
+            }
+        }
+        slot.busy = true;
+        if let Request::Data(DataReq::Read { file, pieces, order }) = &job.req
+            && order.strategy != 0
+        {
+            let (file, order, offset) = (*file, *order, pieces.first().map_or(0, |p| p.offset));
+            job.turn = Some(file);
+            if let Some(job) = self.turns.admit(file, order, offset, job) {
+                self.workers.submit(job);
+            }
+            return;
+        }
+        self.workers.submit(job);
+    }
+
+    /// Writes queued frames until the socket would block.
+    fn flush(&mut self, k: usize) {
+        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+        let now = Instant::now();
+        while slot.conn.has_output() {
+            let slices = slot.conn.tx_slices(MAX_IOVECS);
+            match slot.stream.write_vectored(&slices) {
+                Ok(0) => {
+                    slot.conn.abort("peer stopped taking data");
+                    break;
+                }
+                Ok(n) => slot.conn.sent(n, now),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    slot.conn.abort(format!("write failed: {e}"));
+                    break;
+                }
+            }
+        }
+        if slot.conn.wants_close() {
+            self.close(k);
+        }
+    }
+
+    fn close(&mut self, k: usize) {
+        let Some(mut slot) = self.slots[k].take() else { return };
+        if let Some(why) = slot.conn.closing() {
+            tracing::debug!(target: "weft::server", peer = %slot.peer, reason = %why.0, "connection closed");
+            if !why.0.starts_with("peer closed") {
+                self.server.count_bad_request();
+            }
+        }
+        let _ = self.poll.registry().deregister(&mut slot.stream);
+        self.free.push(k);
+        self.live -= 1;
+        self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
+        // Dropping the slot returns its buffers' memory; jobs already with
+        // workers come back with an old generation and are dropped then.
+    }
+
+    fn slot_of(&mut self, c: ConnRef) -> Option<&mut Slot> {
+        self.slots.get_mut(c.slot)?.as_mut().filter(|s| s.generation == c.generation)
+    }
+
+    /// Takes the workers' results to their connections.
+    fn completions(&mut self) {
+        let mut touched = Vec::new();
+        while let Ok(d) = self.done.try_recv() {
+            let now = Instant::now();
+            match d {
+                Done::Job { conn, id, answer, turn } => {
+                    if let Some(file) = turn {
+                        self.next_turn(file);
+                    }
+                    if let Some(slot) = self.slot_of(conn) {
+                        slot.busy = false;
+                        if let Some((rsp, payload)) = answer {
+                            slot.conn.respond(id, &rsp, payload, now);
+                        }
+                        touched.push(conn.slot);
+                    }
+                }
+                Done::Late { conn, id, rsp } => {
+                    if let Some(slot) = self.slot_of(conn) {
+                        slot.conn.respond(id, &rsp, Payload::default(), now);
+                        touched.push(conn.slot);
+                    }
+                }
+            }
+        }
+        if touched.is_empty() {
+            return;
+        }
+        for k in touched {
+            self.service(k);
+        }
+        // Memory came back: connections that waited for it try again.
+        let stalled: Vec<usize> = self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(|s| s.stalled)).map(|(k, _)| k).collect();
+        let now = Instant::now();
+        for k in stalled {
+            self.retry(k, now);
+        }
+    }
+
+    /// Retries a connection that waited for memory.
+    fn retry(&mut self, k: usize, now: Instant) {
+        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+        let mut events = std::mem::take(&mut self.events);
+        slot.conn.retry(now, &self.server.secret, &mut events);
+        self.events = events;
+        self.service(k);
+    }
+
+    /// A read of `file` finished: start the next one waiting for its turn,
+    /// skipping jobs whose connection has gone.
+    fn next_turn(&mut self, file: weft_wire::FileId) {
+        while let Some(job) = self.turns.finish(file) {
+            if self.slot_of(job.conn).is_some() {
+                self.workers.submit(job);
+                return;
+            }
+        }
+    }
+
+    /// Closes connections past a deadline.
+    fn sweep(&mut self, now: Instant) {
+        let late: Vec<(usize, String)> = self.slots.iter().enumerate().filter_map(|(k, s)| s.as_ref()?.conn.overdue(now).map(|why| (k, why))).collect();
+        for (k, why) in late {
+            if let Some(Some(slot)) = self.slots.get_mut(k) {
+                tracing::info!(target: "weft::server", peer = %slot.peer, %why, "deadline passed, closing");
+                slot.conn.abort(why);
+            }
+            self.close(k);
+        }
+        // Connections that stalled with nothing of theirs in flight retry
+        // here too (memory may have been returned by another connection).
+        let stalled: Vec<usize> = self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(|s| s.stalled)).map(|(k, _)| k).collect();
+        for k in stalled {
+            self.retry(k, now);
+        }
+    }
+}
+
+/// Bytes of response payload a request produces (drawn before it runs).
+fn response_len(req: &Request) -> u64 {
+    match req {
+        Request::Data(DataReq::Read { pieces, .. }) => pieces.iter().map(|p| p.len).sum(),
+        Request::Source { len } => (*len).into(),
+        _ => 0,
+    }
+}

@@ -1,0 +1,129 @@
+//! The worker pool: requests run here, off the event loop, so a slow disk
+//! or a long metadata transaction never stops the loop from serving other
+//! connections. Each result goes back to the loop through a channel and a
+//! wake-up of its poller.
+//!
+//! A panic while serving one request is caught: that request is answered
+//! with an `Internal` error, and the job's buffers and budget charges are
+//! dropped with it, so the server goes on with nothing leaked.
+
+use super::budget::Charge;
+use super::conn::Payload;
+use super::Server;
+use crate::lock::Answer;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex, PoisonError};
+use weft_wire::{ErrorCode, FileId, MsgId, Request, Response};
+
+/// A connection as the loop knows it: its slot and the slot's generation
+/// (a slot reused by a later connection has a new one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnRef {
+    pub slot: usize,
+    pub generation: u64,
+}
+
+/// One request to serve.
+pub struct Job {
+    pub conn: ConnRef,
+    pub id: MsgId,
+    pub req: Request,
+    pub payload: Payload,
+    /// The response payload's memory, drawn before the job was dispatched.
+    pub out_charge: Option<Charge>,
+    /// The object whose read turn this job holds.
+    pub turn: Option<FileId>,
+}
+
+/// What comes back to the loop.
+pub enum Done {
+    /// A job ran; `answer` is `None` when the response comes later ([`Done::Late`]).
+    Job { conn: ConnRef, id: MsgId, answer: Option<(Response, Payload)>, turn: Option<FileId> },
+    /// The later response of a job that ran earlier (a lock granted after a wait).
+    Late { conn: ConnRef, id: MsgId, rsp: Response },
+}
+
+/// Sends results to the loop and wakes it.
+#[derive(Clone)]
+pub struct Replier {
+    tx: Sender<Done>,
+    waker: Arc<mio::Waker>,
+}
+
+impl Replier {
+    pub fn new(waker: Arc<mio::Waker>) -> (Self, Receiver<Done>) {
+        let (tx, rx) = channel();
+        (Replier { tx, waker }, rx)
+    }
+
+    pub fn send(&self, d: Done) {
+        // The loop outlives the workers; a failed send means it is gone.
+        if self.tx.send(d).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// Threads serving jobs from one queue.
+pub struct Workers {
+    tx: Sender<Job>,
+}
+
+impl Workers {
+    /// Starts `n` workers.
+    pub fn start(n: usize, server: Arc<Server>, replier: &Replier) -> Self {
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for k in 0..n.max(1) {
+            let (server, rx, replier) = (server.clone(), rx.clone(), replier.clone());
+            std::thread::Builder::new()
+                .name(format!("weft-worker-{k}"))
+                .spawn(move || work(&server, &rx, &replier))
+                .expect("spawn a worker thread");
+        }
+        Workers { tx }
+    }
+
+    pub fn submit(&self, job: Job) {
+        // Workers live as long as the process.
+        let _ = self.tx.send(job);
+    }
+}
+
+/// Workers per server (`WEFT_SERVER_THREADS`, default 8): enough for
+/// several disks' worth of blocking I/O at once on a small node.
+pub fn worker_count() -> usize {
+    std::env::var("WEFT_SERVER_THREADS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(8)
+}
+
+fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
+    loop {
+        let job = {
+            let rx = rx.lock().unwrap_or_else(PoisonError::into_inner);
+            match rx.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            }
+        };
+        let Job { conn, id, req, payload, out_charge, turn } = job;
+        let later = || -> Answer {
+            let r = replier.clone();
+            Box::new(move |rsp| r.send(Done::Late { conn, id, rsp }))
+        };
+        let mut out = Vec::new();
+        let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later)));
+        drop(payload);
+        let answer = match outcome {
+            Ok(Some(rsp)) => Some((rsp, Payload { bytes: out, charge: out_charge })),
+            Ok(None) => None,
+            Err(panic) => {
+                let what = panic.downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
+                server.count_panic();
+                tracing::error!(target: "weft::server", msg_id = id.0, %what, "request panicked; answered with an error");
+                Some((Response::error(ErrorCode::Internal, format!("the server failed while serving this request: {what}")), Payload::default()))
+            }
+        };
+        replier.send(Done::Job { conn, id, answer, turn });
+    }
+}

@@ -16,7 +16,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use weft_lock::Extent;
 use weft_net::{ClusterFile, Endpoint, EndpointConfig};
@@ -90,10 +91,43 @@ fn wire(e: &Extent) -> WireExtent {
     }
 }
 
+/// What this client knows of its lease: the server's lease runs at least
+/// until `ttl` after the last renewal (or acquire) the client *sent* and saw
+/// answered, since the server renews on receipt. Past that instant the
+/// client can no longer trust that it holds its locks.
+struct LeaseClock {
+    ttl: Duration,
+    valid_until: Mutex<Instant>,
+    /// Set once the lease is known lost; the session is then replaced.
+    lapsed: AtomicBool,
+}
+
+impl LeaseClock {
+    /// A request sent at `sent` was answered: the lease runs to `sent + ttl`.
+    fn renewed(&self, sent: Instant) {
+        let mut v = self.valid_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        *v = (*v).max(sent + self.ttl);
+    }
+
+    /// `Err(LeaseExpired)` if the lease lapsed, or may have.
+    fn check(&self, session: u64) -> Result<()> {
+        let until = *self.valid_until.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !self.lapsed.load(Ordering::Acquire) && Instant::now() < until {
+            return Ok(());
+        }
+        self.lapsed.store(true, Ordering::Release);
+        Err(Error::LeaseExpired(format!(
+            "lock session {session:#x}: no renewal reached the lock service within its {} ms lease; its locks may be held by others now",
+            self.ttl.as_millis()
+        )))
+    }
+}
+
 /// This client's session with the lock service.
 pub(crate) struct LockSession {
     addr: SocketAddr,
     session: u64,
+    lease: Arc<LeaseClock>,
     endpoint: Mutex<Endpoint>,
     wait_ms: u32,
     /// Releases handed to the keeper thread; dropping it stops the thread.
@@ -130,12 +164,18 @@ impl LockSession {
         // The keeper thread renews the lease and sends atomic mode's
         // releases, on its own connection, so neither waits behind a
         // blocked acquire and an access does not wait for its release.
-        let mut keeper_ep = Endpoint::new(cluster.secret(), base.clone()).map_err(io)?;
-        let period = Duration::from_millis((cluster.lock_ttl_ms / 3).max(10));
+        // Renewals go out every third of the lease and give up after another
+        // third, so a slow or lost renewal is retried well inside the lease.
+        let ttl = Duration::from_millis(cluster.lock_ttl_ms.max(3));
+        let period = ttl / 3;
+        let keeper_config = EndpointConfig { op_timeout: period.min(base.op_timeout), connect_timeout: period.min(base.connect_timeout), ..base.clone() };
+        let mut keeper_ep = Endpoint::new(cluster.secret(), keeper_config).map_err(io)?;
+        let lease = Arc::new(LeaseClock { ttl, valid_until: Mutex::new(Instant::now()), lapsed: AtomicBool::new(false) });
         let (tx, rx) = channel::<(FileId, u64)>();
+        let keeper_lease = lease.clone();
         let keeper = std::thread::spawn(move || {
             let renew = Request::Lock(LockReq::Renew { session }).encode();
-            let mut next = Instant::now();
+            let mut next = Instant::now() + period;
             loop {
                 let wait = next.saturating_duration_since(Instant::now());
                 match rx.recv_timeout(wait) {
@@ -146,8 +186,14 @@ impl LockSession {
                         }
                     }
                     Err(RecvTimeoutError::Timeout) => {
-                        if let Err(e) = keeper_ep.call(addr, renew.clone()) {
-                            tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed");
+                        let sent = Instant::now();
+                        match expect_ok(addr, keeper_ep.call(addr, renew.clone())) {
+                            Ok(_) => keeper_lease.renewed(sent),
+                            Err(Error::LeaseExpired(m)) => {
+                                tracing::error!(target: "weft::lock", session, "lease lost: {m}");
+                                keeper_lease.lapsed.store(true, Ordering::Release);
+                            }
+                            Err(e) => tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed; retrying"),
                         }
                         next = Instant::now() + period;
                     }
@@ -155,19 +201,40 @@ impl LockSession {
                 }
             }
         });
-        let s = LockSession { addr, session, endpoint: Mutex::new(endpoint), wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
+        let s = LockSession { addr, session, lease, endpoint: Mutex::new(endpoint), wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
         // Open the acquire connection and the lease now, not on the first lock.
         s.call(LockReq::Renew { session })?;
         Ok(s)
     }
 
+    /// Sends one request; a successful answer renews the lease (the server
+    /// renews on every request of the session), `LeaseExpired` ends it.
     fn call(&self, req: LockReq) -> Result<Response> {
-        let reply = self.endpoint.lock().expect("lock endpoint").call(self.addr, Request::Lock(req).encode());
-        expect_ok(self.addr, reply)
+        let sent = Instant::now();
+        let reply = self.endpoint.lock().unwrap_or_else(std::sync::PoisonError::into_inner).call(self.addr, Request::Lock(req).encode());
+        match expect_ok(self.addr, reply) {
+            Ok(r) => {
+                self.lease.renewed(sent);
+                Ok(r)
+            }
+            Err(e @ Error::LeaseExpired(_)) => {
+                self.lease.lapsed.store(true, Ordering::Release);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 
-    /// Blocks until the extents are locked; returns the lock id.
+    /// Lost for good: the client starts a new session for later accesses.
+    pub(crate) fn is_lapsed(&self) -> bool {
+        self.lease.lapsed.load(Ordering::Acquire)
+    }
+
+    /// Blocks until the extents are locked; returns the lock id. Fails with
+    /// `LeaseExpired`, before or after asking, if the session's lease
+    /// lapsed: the bytes might be locked by another client.
     pub(crate) fn acquire(&self, file: FileId, exclusive: bool, extents: &[Extent]) -> Result<u64> {
+        self.lease.check(self.session)?;
         let req = LockReq::Acquire { session: self.session, file, exclusive, wait_ms: self.wait_ms, extents: extents.iter().map(wire).collect() };
         match self.call(req)? {
             Response::Locked { lock } => Ok(lock),

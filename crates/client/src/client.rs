@@ -206,8 +206,10 @@ impl Client {
 
     /// This client's lock session, started on first use.
     pub(crate) fn lock_session(&self) -> Result<Arc<LockSession>> {
-        let mut slot = self.inner.lock.lock().expect("lock session slot");
-        if let Some(s) = slot.as_ref() {
+        let mut slot = self.inner.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A lapsed session was reported once (its access failed with
+        // `LeaseExpired`); later accesses get a fresh one.
+        if let Some(s) = slot.as_ref().filter(|s| !s.is_lapsed()) {
             return Ok(s.clone());
         }
         let s = Arc::new(LockSession::start(&self.inner.cluster, &self.inner.options.endpoint)?);

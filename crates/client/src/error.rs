@@ -37,6 +37,9 @@ pub enum Error {
     /// A file view or memory datatype that cannot be used for this access.
     #[error("bad view: {0}")]
     View(#[from] weft_layout::ViewError),
+    /// A server's storage is full.
+    #[error("no space left on server {addr}: {message}")]
+    NoSpace { addr: SocketAddr, message: String },
     /// A server is at a limit (connections, memory, lock-table size, a lock
     /// wait): try again later.
     #[error("server {addr} busy: {message}")]
@@ -64,6 +67,7 @@ impl Error {
             ErrorCode::BadRequest => Error::BadRequest(message),
             ErrorCode::Io => Error::Io { addr, message },
             ErrorCode::Busy => Error::Busy { addr, message },
+            ErrorCode::NoSpace => Error::NoSpace { addr, message },
             ErrorCode::LeaseExpired => Error::LeaseExpired(message),
             ErrorCode::WrongService | ErrorCode::Internal => {
                 Error::Protocol { addr, what: format!("{}: {message}", code.name()) }

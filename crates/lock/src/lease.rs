@@ -6,6 +6,15 @@
 use crate::table::Owner;
 use std::collections::HashMap;
 
+/// Where a session stands at some instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseState {
+    Live,
+    /// Known, and its time ran out (whether or not [`Leases::expire`] ran yet).
+    Lapsed,
+    Unknown,
+}
+
 #[derive(Debug, Clone)]
 pub struct Leases {
     ttl_ms: u64,
@@ -27,7 +36,17 @@ impl Leases {
     }
 
     pub fn is_live(&self, owner: Owner, now_ms: u64) -> bool {
-        self.expires_at.get(&owner).is_some_and(|&t| now_ms < t)
+        self.state(owner, now_ms) == LeaseState::Live
+    }
+
+    /// A lapsed lease stays lapsed even if a renewal arrives before the
+    /// periodic [`Leases::expire`] sweep: renewing must not revive it.
+    pub fn state(&self, owner: Owner, now_ms: u64) -> LeaseState {
+        match self.expires_at.get(&owner) {
+            Some(&t) if now_ms < t => LeaseState::Live,
+            Some(_) => LeaseState::Lapsed,
+            None => LeaseState::Unknown,
+        }
     }
 
     /// Ends `owner`'s session (a clean goodbye).
@@ -58,6 +77,9 @@ mod tests {
         l.renew(Owner(2), 90);
         assert_eq!(l.expire(100), [Owner(1)]);
         assert!(l.is_live(Owner(2), 189) && !l.is_live(Owner(1), 100));
+        assert_eq!(l.state(Owner(2), 189), LeaseState::Live);
+        assert_eq!(l.state(Owner(2), 190), LeaseState::Lapsed);
+        assert_eq!(l.state(Owner(9), 0), LeaseState::Unknown);
         assert_eq!(l.expire(190), [Owner(2)]);
     }
 }

@@ -21,5 +21,5 @@ pub mod table;
 
 pub use extent::{coalesce, Extent, ExtentError};
 pub use interval_tree::IntervalTree;
-pub use lease::Leases;
+pub use lease::{LeaseState, Leases};
 pub use table::{Grant, LockError, LockId, LockTable, Mode, Owner};

@@ -47,11 +47,13 @@ pub enum ErrorCode {
     /// The lock session's lease ran out: its locks were released, so the
     /// client must not go on as if it held them.
     LeaseExpired = 13,
+    /// A server's storage is full (ENOSPC).
+    NoSpace = 14,
 }
 
 impl ErrorCode {
     /// Every code, for decoding and tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         Self::NotFound,
         Self::Exists,
         Self::NotDir,
@@ -65,6 +67,7 @@ impl ErrorCode {
         Self::Internal,
         Self::InvalidPath,
         Self::LeaseExpired,
+        Self::NoSpace,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -87,6 +90,7 @@ impl ErrorCode {
             Self::Internal => "internal error",
             Self::InvalidPath => "invalid path",
             Self::LeaseExpired => "lock lease expired",
+            Self::NoSpace => "no space left on the server",
         }
     }
 }

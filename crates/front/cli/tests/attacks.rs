@@ -8,7 +8,6 @@ mod common;
 use common::TestCluster;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
 use std::time::{Duration, Instant};
 use weft_client::{Client, CreateOptions};
 use weft_launch::{ClusterSpec, LocalCluster};
@@ -54,7 +53,7 @@ fn cluster(name: &str, env: &[(&str, &str)]) -> (LocalCluster, std::path::PathBu
     let dir = std::env::temp_dir().join(format!("weft-test-attack-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let spec = ClusterSpec { data_servers: 1, server_env: env.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(), ..ClusterSpec::default() };
-    (LocalCluster::start(Path::new(common::WEFT), &dir, &spec).unwrap(), dir)
+    (LocalCluster::start(&common::server_bin(), &dir, &spec).unwrap(), dir)
 }
 
 fn client(lc: &LocalCluster, timeout: Duration) -> Client {
@@ -73,10 +72,12 @@ fn overflowing_piece_lengths_are_refused_and_the_server_lives() {
     let cf = tc.cluster();
     let data = cf.servers[1].addr;
     let good = tc.client_with_timeout(Duration::from_secs(10));
-    let huge = 1u64 << 63;
     let mut s = handshaken(data, &cf.secret());
     for k in 0..1_500u64 {
-        let pieces = vec![Piece { offset: 0, len: huge - 1 }, Piece { offset: 0, len: huge - 1 }, Piece { offset: 0, len: 4 }];
+        // Each piece is valid alone (ends at 2^62); four of them sum to
+        // 2^64, so with the last the total wraps to 3, the payload's length.
+        let mut pieces = vec![Piece { offset: 0, len: 1 << 62 }; 4];
+        pieces.push(Piece { offset: 0, len: 3 });
         let req = if k % 2 == 0 { Request::Data(DataReq::Write { file: FileId(5), pieces }) } else { Request::Data(DataReq::Read { file: FileId(5), pieces, order: Default::default() }) };
         // Encoded by hand: the client library would never build this.
         write_frame(&mut s, FrameKind::Request, MsgId(k), &req.encode(), &[b"abc"]).unwrap();
@@ -91,44 +92,62 @@ fn overflowing_piece_lengths_are_refused_and_the_server_lives() {
 }
 
 /// Before the fix: each connection was a thread, the handshake timeout was
-/// per read call, and 1,024 sockets trickling a byte every 4 s held every
-/// slot: no client got in. Now 2,000 such sockets are held cheaply and cut
-/// off at the absolute handshake deadline, and a client is served meanwhile.
+/// per read call, and sockets trickling a byte every few seconds held every
+/// one of the 1,024 slots: no client got in. Here an attacker opens up to
+/// 2,000 such sockets (this machine's loopback admits ~150-300 new
+/// connections a second) while fresh clients connect and work; the server
+/// cuts every trickling socket off at the absolute handshake deadline (3 s
+/// here) however often it sends a byte.
 #[test]
 fn slowloris_sockets_neither_lock_clients_out_nor_stay() {
-    let (lc, dir) = cluster("slowloris", &[("WEFT_HANDSHAKE_DEADLINE_MS", "2000")]);
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (lc, dir) = cluster("slowloris", &[("WEFT_HANDSHAKE_DEADLINE_MS", "3000")]);
     let data = lc.cluster().servers[1].addr;
-    let good = client(&lc, Duration::from_secs(10));
-    let t0 = Instant::now();
-    let mut socks: Vec<TcpStream> = (0..2_000).map(|_| TcpStream::connect(data).unwrap()).collect();
-    // A valid header start, one byte at a time.
-    let hello = Header::new(FrameKind::Hello, MsgId(0), 48, 0).encode();
-    for step in 0..3 {
-        for s in &mut socks {
-            let _ = s.write_all(&hello[step..step + 1]);
-        }
-        served(&good, &format!("slowloris{step}"));
-        std::thread::sleep(Duration::from_millis(400));
-    }
-    // Past the deadline (2 s, enforced within the sweep period) every
-    // trickling socket has been closed by the server.
-    std::thread::sleep(Duration::from_millis(2_600).saturating_sub(t0.elapsed()));
-    let mut closed = 0;
-    for s in &mut socks {
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut b = [0u8; 64];
-        loop {
-            match s.read(&mut b) {
-                Ok(0) | Err(_) => {
-                    closed += 1;
-                    break;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let attacker = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let hello = Header::new(FrameKind::Hello, MsgId(0), 48, 0).encode();
+            let mut socks: Vec<(TcpStream, usize, Instant)> = Vec::new();
+            let (mut cut_off, mut opened) = (0, 0);
+            let until = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < until && !stop.load(Ordering::Relaxed) {
+                let round = Instant::now();
+                while socks.len() < 2_000 && round.elapsed() < Duration::from_millis(300) {
+                    let Ok(s) = TcpStream::connect_timeout(&data, Duration::from_millis(300)) else { continue };
+                    s.set_nonblocking(true).unwrap();
+                    socks.push((s, 0, Instant::now()));
+                    opened += 1;
                 }
-                Ok(_) => {} // the error frame saying why
+                socks.retain_mut(|(s, sent, _)| {
+                    let mut b = [0u8; 256];
+                    // One byte of a valid header at a time; never all 24.
+                    let closed = matches!(s.read(&mut b), Ok(0)) || s.write(&hello[*sent % 20..*sent % 20 + 1]).is_err();
+                    *sent += 1;
+                    if closed {
+                        cut_off += 1;
+                    }
+                    !closed
+                });
+                std::thread::sleep(Duration::from_millis(200));
             }
+            let oldest = socks.iter().map(|s| s.2.elapsed()).max().unwrap_or_default();
+            (opened, cut_off, oldest)
         }
+    });
+    // Let the attack build up past the old 1,024 slots, then connect.
+    std::thread::sleep(Duration::from_secs(8));
+    for round in 0..3 {
+        // A fresh client: it must get a connection of its own now.
+        served(&client(&lc, Duration::from_secs(5)), &format!("slowloris{round}"));
+        std::thread::sleep(Duration::from_millis(500));
     }
-    assert_eq!(closed, socks.len());
-    served(&good, "slowloris-after");
+    stop.store(true, Ordering::Relaxed);
+    let (opened, cut_off, oldest) = attacker.join().unwrap();
+    assert!(opened > 1_024, "the attack opened only {opened} sockets");
+    assert!(cut_off * 2 >= opened, "{cut_off} of {opened} trickling sockets were cut off");
+    assert!(oldest < Duration::from_secs(5), "a trickling socket lived {oldest:?}");
+    served(&client(&lc, Duration::from_secs(5)), "slowloris-after");
     drop(lc);
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -269,4 +288,32 @@ fn crafted_lock_requests_neither_crash_nor_stall_the_lock_service() {
     });
     h.join().unwrap();
     served(&good, "lockattack-after");
+}
+
+/// Before the fix: renewals timed out after 30 s on a 10 s lease and their
+/// failures were only logged, so a client whose lease lapsed went on
+/// writing in atomic mode over bytes the lock service had given to others.
+#[test]
+fn a_lapsed_lease_fails_the_next_atomic_access_loudly() {
+    let dir = std::env::temp_dir().join(format!("weft-test-attack-lease-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = ClusterSpec { data_servers: 1, lock_ttl_ms: 1_000, ..ClusterSpec::default() };
+    let mut lc = LocalCluster::start(&common::server_bin(), &dir, &spec).unwrap();
+    let c = client(&lc, Duration::from_secs(10));
+    let mut f = c.create("/atomic", CreateOptions::default()).unwrap();
+    f.set_atomicity(true).unwrap();
+    f.write_at(0, b"first").unwrap();
+    // The lock service stops answering for longer than the lease.
+    lc.pause(0, true);
+    std::thread::sleep(Duration::from_millis(1_600));
+    lc.pause(0, false);
+    let r = f.write_at(0, b"second");
+    assert!(matches!(r, Err(weft_client::Error::LeaseExpired(_))), "{r:?}");
+    // The error was reported; later accesses run in a new session.
+    f.write_at(0, b"third").unwrap();
+    let mut back = [0u8; 5];
+    f.read_at(0, &mut back).unwrap();
+    assert_eq!(&back, b"third");
+    drop(lc);
+    let _ = std::fs::remove_dir_all(dir);
 }

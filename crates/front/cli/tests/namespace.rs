@@ -64,6 +64,9 @@ fn rename_moves_and_replaces_like_posix() {
     assert!(matches!(c.rename("/a", "/a/sub"), Err(Error::InvalidPath(_))));
     assert!(matches!(c.rename("/b/y", "/a"), Err(Error::IsDir(_))));
     assert!(matches!(c.rename("/nope", "/z"), Err(Error::NotFound(_))));
+    // Issue 8: renaming a missing entry to itself succeeded.
+    assert!(matches!(c.rename("/nope", "/nope"), Err(Error::NotFound(_))));
+    c.rename("/b/y", "/b/y").unwrap();
     c.rename("/b", "/c").unwrap();
     assert_eq!(c.readdir("/c").unwrap()[0].name, "y");
     let root: Vec<String> = c.readdir("/").unwrap().into_iter().map(|e| e.name).collect();

@@ -51,7 +51,10 @@ impl DataService {
         let objects = dir.join("objects");
         std::fs::create_dir_all(&objects)?;
         let write_behind = std::env::var("WEFT_WRITE_BEHIND").map_or(true, |v| v != "0");
-        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(false), write_behind })
+        // Dirty at start: objects created before a crash may not have had
+        // their directory entries synced, and nothing remembers that across
+        // the restart, so the first fsync syncs the directory too.
+        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind })
     }
 
     fn path(&self, file: FileId) -> PathBuf {

@@ -22,7 +22,7 @@ use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
-use weft_lock::{Extent, Grant, LockError, LockId, LockTable, Leases, Mode, Owner};
+use weft_lock::{Extent, Grant, LeaseState, LockError, LockId, LockTable, Leases, Mode, Owner};
 use weft_wire::{ErrorCode, FileId, LockReq, Response, WireExtent};
 
 /// Sends a response to a request that was answered later.
@@ -147,16 +147,28 @@ impl LockService {
     /// Renews `owner`'s lease and notes `file` as one it uses; `false` if
     /// the session already expired.
     fn touch(&self, owner: Owner, file: Option<FileId>) -> bool {
-        let mut s = lock(&self.sessions);
-        if s.expired.contains(&owner) {
-            return false;
-        }
-        let now = self.now_ms();
-        s.leases.renew(owner, now);
-        if let Some(f) = file {
-            s.files.entry(owner).or_default().insert(f);
-        }
-        true
+        let lapsed_files = {
+            let mut s = lock(&self.sessions);
+            if s.expired.contains(&owner) {
+                return false;
+            }
+            let now = self.now_ms();
+            if s.leases.state(owner, now) == LeaseState::Lapsed {
+                // Its time ran out before the timer noticed: expire it now,
+                // never revive it (its locks may be promised to others).
+                s.leases.end(owner);
+                s.forget_later(owner);
+                s.files.remove(&owner).unwrap_or_default()
+            } else {
+                s.leases.renew(owner, now);
+                if let Some(f) = file {
+                    s.files.entry(owner).or_default().insert(f);
+                }
+                return true;
+            }
+        };
+        self.drop_owner(owner, lapsed_files);
+        false
     }
 
     fn file(&self, file: FileId) -> Arc<Mutex<FileLocks>> {

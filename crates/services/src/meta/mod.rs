@@ -12,8 +12,10 @@
 //! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
 
 mod path;
+mod store;
 
 pub use path::components;
+pub use store::RESERVE_BYTES;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::path::Path;
@@ -38,10 +40,12 @@ const X: u32 = 1;
 pub struct MetaError {
     pub code: ErrorCode,
     pub message: String,
+    /// The database itself failed (not the request): the store recovers.
+    storage: bool,
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> MetaError {
-    MetaError { code, message: message.into() }
+    MetaError { code, message: message.into(), storage: false }
 }
 
 macro_rules! db_err {
@@ -49,7 +53,10 @@ macro_rules! db_err {
         impl From<$t> for MetaError {
             fn from(e: $t) -> Self {
                 tracing::error!(target: "weft::meta", error = %e, "database error");
-                err(ErrorCode::Io, format!("metadata database: {e}"))
+                let message = format!("metadata database: {e}");
+                // redb passes the OS error's text through.
+                let code = if message.contains("No space left") { ErrorCode::NoSpace } else { ErrorCode::Io };
+                MetaError { code, message, storage: true }
             }
         }
     )*};
@@ -60,7 +67,7 @@ type Result<T> = std::result::Result<T, MetaError>;
 
 /// The metadata service of one server.
 pub struct MetaService {
-    db: Database,
+    store: store::Store,
     data_servers: Vec<ServerId>,
     default_stripe_size: u64,
 }
@@ -103,6 +110,23 @@ fn split_parent(path: &str) -> Result<(Vec<&str>, &str)> {
     let mut comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
     let name = comps.pop().ok_or_else(|| err(ErrorCode::InvalidPath, "the root directory cannot be used here"))?;
     Ok((comps, name))
+}
+
+fn init_root(db: &Database) -> Result<()> {
+    let tx = db.begin_write()?;
+    {
+        let mut inodes = tx.open_table(INODES)?;
+        tx.open_table(DIRENTS)?;
+        let mut counters = tx.open_table(COUNTERS)?;
+        if inodes.get(ROOT.0)?.is_none() {
+            let t = now_ns();
+            let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, layout: None };
+            inodes.insert(ROOT.0, encode_attr(&root).as_slice())?;
+            counters.insert("next_id", ROOT.0 + 1)?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
 }
 
 /// Both tables a path walk needs, read-only or inside a write transaction.
@@ -157,101 +181,102 @@ impl MetaService {
     /// Opens (or creates) the database in `dir/meta.redb`.
     pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
-        let db = Database::create(dir.join("meta.redb"))?;
-        let svc = MetaService { db, data_servers, default_stripe_size };
-        svc.init_root()?;
-        Ok(svc)
-    }
-
-    fn init_root(&self) -> Result<()> {
-        let tx = self.db.begin_write()?;
-        {
-            let mut inodes = tx.open_table(INODES)?;
-            tx.open_table(DIRENTS)?;
-            let mut counters = tx.open_table(COUNTERS)?;
-            if inodes.get(ROOT.0)?.is_none() {
-                let t = now_ns();
-                let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, layout: None };
-                inodes.insert(ROOT.0, encode_attr(&root).as_slice())?;
-                counters.insert("next_id", ROOT.0 + 1)?;
-            }
-        }
-        tx.commit()?;
-        Ok(())
+        let store = store::Store::open(dir)?;
+        init_root(&store.db())?;
+        Ok(MetaService { store, data_servers, default_stripe_size })
     }
 
     /// Is there a file or directory with this id?
     pub fn file_exists(&self, id: FileId) -> bool {
-        let get = || -> Result<bool> { Ok(self.db.begin_read()?.open_table(INODES)?.get(id.0)?.is_some()) };
+        let get = || -> Result<bool> { Ok(self.store.db().begin_read()?.open_table(INODES)?.get(id.0)?.is_some()) };
         get().unwrap_or(false)
     }
 
     /// Number of files and directories, root included.
     pub fn file_count(&self) -> u64 {
-        let count = || -> Result<u64> { Ok(self.db.begin_read()?.open_table(INODES)?.len()?) };
+        let count = || -> Result<u64> { Ok(self.store.db().begin_read()?.open_table(INODES)?.len()?) };
         count().unwrap_or(0)
     }
 
-    /// Serves one request; every failure becomes an error response.
+    /// Serves one request; every failure becomes an error response. A
+    /// storage failure reopens the database (see [`store`]); a delete that
+    /// failed for lack of space runs once more with the reserve released.
     pub fn handle(&self, cred: Cred, op: MetaReq) -> Response {
-        let r = match op {
-            MetaReq::Create { path, mode, exclusive, hint } => self.create(cred, &path, mode, exclusive, hint).map(Response::Attr),
-            MetaReq::Mkdir { path, mode } => self.mkdir(cred, &path, mode).map(Response::Attr),
-            MetaReq::Stat { path } => self.stat(cred, &path).map(Response::Attr),
-            MetaReq::Open { path, write } => self.open_file(cred, &path, write).map(Response::Attr),
-            MetaReq::Readdir { path, after, max } => self.readdir(cred, &path, &after, max),
-            MetaReq::Unlink { path } => self.unlink(cred, &path).map(Response::Attr),
-            MetaReq::Rmdir { path } => self.rmdir(cred, &path).map(|()| Response::Ok),
-            MetaReq::Rename { from, to } => self.rename(cred, &from, &to).map(|replaced| Response::Renamed { replaced }),
-            MetaReq::Chmod { path, mode } => self.chmod(cred, &path, mode).map(Response::Attr),
+        let r = self.dispatch(&self.store.db(), cred, &op);
+        let r = match r {
+            Err(e) if e.storage => {
+                let frees = matches!(op, MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. });
+                self.store.recover(frees && e.code == ErrorCode::NoSpace);
+                if frees { self.dispatch(&self.store.db(), cred, &op) } else { Err(e) }
+            }
+            r => r,
         };
+        if r.is_ok() {
+            self.store.restore_reserve();
+        }
         r.unwrap_or_else(|e| Response::error(e.code, e.message))
     }
 
-    fn read_tables(&self) -> Result<ReadTables> {
-        let tx = self.db.begin_read()?;
-        Ok(Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? })
-    }
-
-    fn stat(&self, cred: Cred, path: &str) -> Result<FileAttr> {
-        let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-        self.read_tables()?.walk(cred, &comps)
-    }
-
-    fn open_file(&self, cred: Cred, path: &str, write: bool) -> Result<FileAttr> {
-        let a = self.stat(cred, path)?;
-        if write && a.kind == FileKind::Dir {
-            return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
+    fn dispatch(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Response> {
+        match op {
+            MetaReq::Create { path, mode, exclusive, hint } => self.insert_new(db, cred, path, FileKind::File, *mode, *exclusive, *hint).map(Response::Attr),
+            MetaReq::Mkdir { path, mode } => self.insert_new(db, cred, path, FileKind::Dir, *mode, true, LayoutHint::default()).map(Response::Attr),
+            MetaReq::Stat { path } => stat(db, cred, path).map(Response::Attr),
+            MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
+            MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max),
+            MetaReq::Unlink { path } => remove(db, cred, path, false).map(Response::Attr),
+            MetaReq::Rmdir { path } => remove(db, cred, path, true).map(|_| Response::Ok),
+            MetaReq::Rename { from, to } => rename(db, cred, from, to).map(|replaced| Response::Renamed { replaced }),
+            MetaReq::Chmod { path, mode } => chmod(db, cred, path, *mode).map(Response::Attr),
         }
-        check(cred, &a, if write { W } else { R }, if write { "write this file" } else { "read this file" })?;
-        Ok(a)
     }
+}
 
-    fn readdir(&self, cred: Cred, path: &str, after: &str, max: u32) -> Result<Response> {
-        let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-        let t = self.read_tables()?;
-        let dir = t.walk(cred, &comps)?;
-        if dir.kind != FileKind::Dir {
-            return Err(err(ErrorCode::NotDir, format!("{path} is not a directory")));
-        }
-        check(cred, &dir, R, "list this directory")?;
-        let mut entries = Vec::new();
-        let mut more = false;
-        for item in t.dirents.range((dir.id.0, after)..(dir.id.0 + 1, ""))? {
-            let (k, v) = item?;
-            let name = k.value().1;
-            if name == after {
-                continue;
-            }
-            if entries.len() == max as usize {
-                more = true;
-                break;
-            }
-            entries.push(DirEntry { name: name.to_owned(), attr: t.inode(v.value())? });
-        }
-        Ok(Response::Entries { entries, more })
+fn read_tables(db: &Database) -> Result<ReadTables> {
+    let tx = db.begin_read()?;
+    Ok(Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? })
+}
+
+fn stat(db: &Database, cred: Cred, path: &str) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    read_tables(db)?.walk(cred, &comps)
+}
+
+fn open_file(db: &Database, cred: Cred, path: &str, write: bool) -> Result<FileAttr> {
+    let a = stat(db, cred, path)?;
+    if write && a.kind == FileKind::Dir {
+        return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
     }
+    check(cred, &a, if write { W } else { R }, if write { "write this file" } else { "read this file" })?;
+    Ok(a)
+}
 
+fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32) -> Result<Response> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let t = read_tables(db)?;
+    let dir = t.walk(cred, &comps)?;
+    if dir.kind != FileKind::Dir {
+        return Err(err(ErrorCode::NotDir, format!("{path} is not a directory")));
+    }
+    check(cred, &dir, R, "list this directory")?;
+    let mut entries = Vec::new();
+    let mut more = false;
+    for item in t.dirents.range((dir.id.0, after)..(dir.id.0 + 1, ""))? {
+        let (k, v) = item?;
+        let name = k.value().1;
+        if name == after {
+            continue;
+        }
+        if entries.len() == max as usize {
+            more = true;
+            break;
+        }
+        entries.push(DirEntry { name: name.to_owned(), attr: t.inode(v.value())? });
+    }
+    Ok(Response::Entries { entries, more })
+}
+
+impl MetaService {
     fn layout_for(&self, hint: LayoutHint, rr: u64) -> Result<StripeLayout> {
         let n = self.data_servers.len();
         let count = match hint.stripe_count as usize {
@@ -269,9 +294,9 @@ impl MetaService {
         Ok(StripeLayout { stripe_size, servers })
     }
 
-    fn insert_new(&self, cred: Cred, path: &str, kind: FileKind, mode: u32, exclusive: bool, hint: LayoutHint) -> Result<FileAttr> {
+    fn insert_new(&self, db: &Database, cred: Cred, path: &str, kind: FileKind, mode: u32, exclusive: bool, hint: LayoutHint) -> Result<FileAttr> {
         let (parent_comps, name) = split_parent(path)?;
-        let tx = self.db.begin_write()?;
+        let tx = db.begin_write()?;
         let attr = {
             let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
             let parent = t.parent_for_change(cred, &parent_comps)?;
@@ -305,104 +330,91 @@ impl MetaService {
         tx.commit()?;
         Ok(attr)
     }
+}
 
-    fn create(&self, cred: Cred, path: &str, mode: u32, exclusive: bool, hint: LayoutHint) -> Result<FileAttr> {
-        self.insert_new(cred, path, FileKind::File, mode, exclusive, hint)
+/// Removes the entry `path` (a directory when `want_dir`, which must be
+/// empty); returns the removed inode.
+fn remove(db: &Database, cred: Cred, path: &str, want_dir: bool) -> Result<FileAttr> {
+    let (parent_comps, name) = split_parent(path)?;
+    let tx = db.begin_write()?;
+    let attr = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let parent = t.parent_for_change(cred, &parent_comps)?;
+        let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
+        let attr = t.inode(id)?;
+        match (want_dir, attr.kind) {
+            (false, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
+            (true, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
+            (true, FileKind::Dir) if !t.is_empty_dir(id)? => return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty"))),
+            _ => {}
+        }
+        t.dirents.remove((parent.id.0, name))?;
+        t.inodes.remove(id)?;
+        attr
+    };
+    tx.commit()?;
+    Ok(attr)
+}
+
+fn rename(db: &Database, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
+    let (from_parent, from_name) = split_parent(from)?;
+    let (to_parent, to_name) = split_parent(to)?;
+    let mut from_full = from_parent.clone();
+    from_full.push(from_name);
+    let mut to_full = to_parent.clone();
+    to_full.push(to_name);
+    if from_full == to_full {
+        // Renaming an entry to itself changes nothing, but it must exist
+        // (issue 8: rename(x, x) succeeded for a missing x).
+        read_tables(db)?.walk(cred, &from_full)?;
+        return Ok(None);
     }
-
-    fn mkdir(&self, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
-        self.insert_new(cred, path, FileKind::Dir, mode, true, LayoutHint::default())
+    if to_full.len() > from_full.len() && to_full[..from_full.len()] == from_full[..] {
+        return Err(err(ErrorCode::InvalidPath, format!("cannot move {from} into itself")));
     }
-
-    /// Removes the entry `path` (a directory when `want_dir`, which must be
-    /// empty); returns the removed inode.
-    fn remove(&self, cred: Cred, path: &str, want_dir: bool) -> Result<FileAttr> {
-        let (parent_comps, name) = split_parent(path)?;
-        let tx = self.db.begin_write()?;
-        let attr = {
-            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-            let parent = t.parent_for_change(cred, &parent_comps)?;
-            let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
-            let attr = t.inode(id)?;
-            match (want_dir, attr.kind) {
-                (false, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
-                (true, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
-                (true, FileKind::Dir) if !t.is_empty_dir(id)? => return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty"))),
+    let tx = db.begin_write()?;
+    let replaced = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let src_dir = t.parent_for_change(cred, &from_parent)?;
+        let dst_dir = t.parent_for_change(cred, &to_parent)?;
+        let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
+        let src = t.inode(id)?;
+        let mut replaced = None;
+        if let Some(old) = t.child(dst_dir.id.0, to_name)? {
+            let dst = t.inode(old)?;
+            match (src.kind, dst.kind) {
+                (FileKind::File, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
+                (FileKind::Dir, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
+                (FileKind::Dir, FileKind::Dir) if !t.is_empty_dir(old)? => {
+                    return Err(err(ErrorCode::NotEmpty, format!("{to} is not empty")));
+                }
                 _ => {}
             }
-            t.dirents.remove((parent.id.0, name))?;
-            t.inodes.remove(id)?;
-            attr
-        };
-        tx.commit()?;
-        Ok(attr)
-    }
-
-    fn unlink(&self, cred: Cred, path: &str) -> Result<FileAttr> {
-        self.remove(cred, path, false)
-    }
-
-    fn rmdir(&self, cred: Cred, path: &str) -> Result<()> {
-        self.remove(cred, path, true).map(|_| ())
-    }
-
-    fn rename(&self, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
-        let (from_parent, from_name) = split_parent(from)?;
-        let (to_parent, to_name) = split_parent(to)?;
-        let mut from_full = from_parent.clone();
-        from_full.push(from_name);
-        let mut to_full = to_parent.clone();
-        to_full.push(to_name);
-        if from_full == to_full {
-            return Ok(None);
+            t.inodes.remove(old)?;
+            replaced = (dst.kind == FileKind::File).then_some(dst);
         }
-        if to_full.len() > from_full.len() && to_full[..from_full.len()] == from_full[..] {
-            return Err(err(ErrorCode::InvalidPath, format!("cannot move {from} into itself")));
-        }
-        let tx = self.db.begin_write()?;
-        let replaced = {
-            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-            let src_dir = t.parent_for_change(cred, &from_parent)?;
-            let dst_dir = t.parent_for_change(cred, &to_parent)?;
-            let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
-            let src = t.inode(id)?;
-            let mut replaced = None;
-            if let Some(old) = t.child(dst_dir.id.0, to_name)? {
-                let dst = t.inode(old)?;
-                match (src.kind, dst.kind) {
-                    (FileKind::File, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
-                    (FileKind::Dir, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
-                    (FileKind::Dir, FileKind::Dir) if !t.is_empty_dir(old)? => {
-                        return Err(err(ErrorCode::NotEmpty, format!("{to} is not empty")));
-                    }
-                    _ => {}
-                }
-                t.inodes.remove(old)?;
-                replaced = (dst.kind == FileKind::File).then_some(dst);
-            }
-            t.dirents.remove((src_dir.id.0, from_name))?;
-            t.dirents.insert((dst_dir.id.0, to_name), id)?;
-            replaced
-        };
-        tx.commit()?;
-        Ok(replaced)
-    }
+        t.dirents.remove((src_dir.id.0, from_name))?;
+        t.dirents.insert((dst_dir.id.0, to_name), id)?;
+        replaced
+    };
+    tx.commit()?;
+    Ok(replaced)
+}
 
-    fn chmod(&self, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
-        let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-        let tx = self.db.begin_write()?;
-        let attr = {
-            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-            let mut a = t.walk(cred, &comps)?;
-            if cred.uid != 0 && cred.uid != a.uid {
-                return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
-            }
-            a.mode = mode & 0o7777;
-            a.ctime_ns = now_ns();
-            t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
-            a
-        };
-        tx.commit()?;
-        Ok(attr)
-    }
+fn chmod(db: &Database, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let tx = db.begin_write()?;
+    let attr = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let mut a = t.walk(cred, &comps)?;
+        if cred.uid != 0 && cred.uid != a.uid {
+            return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
+        }
+        a.mode = mode & 0o7777;
+        a.ctime_ns = now_ns();
+        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+        a
+    };
+    tx.commit()?;
+    Ok(attr)
 }

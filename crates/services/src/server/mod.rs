@@ -137,7 +137,10 @@ impl Server {
 
     fn handle_now(&self, req: Request, payload: &[u8], out: &mut Vec<u8>) -> Response {
         use weft_wire::{DataReq, ErrorCode};
-        let io_err = |e: std::io::Error| Response::error(ErrorCode::Io, e.to_string());
+        let io_err = |e: std::io::Error| {
+            let code = if e.raw_os_error() == Some(libc::ENOSPC) { ErrorCode::NoSpace } else { ErrorCode::Io };
+            Response::error(code, e.to_string())
+        };
         match req {
             Request::Ping | Request::Sink => Response::Ok,
             Request::Source { len } => {

@@ -10,6 +10,13 @@ use weft_net::ClusterFile;
 
 pub const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
+/// The `weft` binary that runs the servers: this build's, or
+/// `WEFT_TEST_SERVER_BIN` to run the tests against another build (an older
+/// one shows which tests catch its defects).
+pub fn server_bin() -> PathBuf {
+    std::env::var_os("WEFT_TEST_SERVER_BIN").map_or_else(|| PathBuf::from(WEFT), PathBuf::from)
+}
+
 pub struct TestCluster {
     pub lc: LocalCluster,
     dir: PathBuf,
@@ -20,7 +27,7 @@ impl TestCluster {
         let dir = std::env::temp_dir().join(format!("weft-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let spec = ClusterSpec { data_servers, ..ClusterSpec::default() };
-        let lc = LocalCluster::start(Path::new(WEFT), &dir, &spec).expect("cluster starts");
+        let lc = LocalCluster::start(&server_bin(), &dir, &spec).expect("cluster starts");
         TestCluster { lc, dir }
     }
 

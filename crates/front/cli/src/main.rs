@@ -3,6 +3,7 @@
 //! Parses arguments and calls the library that does the work; each
 //! subcommand lives in `cmd/`. Paths inside Weft are written `weft:/a/b`.
 
+#[macro_use]
 mod cmd;
 
 use clap::{Parser, Subcommand};
@@ -68,6 +69,10 @@ fn main() {
         Cmd::Sim(a) => cmd::sim::sim(a),
     };
     if let Err(e) = r {
+        // The reader of our output went away (`weft ls | head`): not an error.
+        if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+            std::process::exit(0);
+        }
         eprintln!("weft: error: {e:#}");
         std::process::exit(1);
     }

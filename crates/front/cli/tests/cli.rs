@@ -111,3 +111,85 @@ fn ok_status(cf: &Path) -> Option<()> {
     cf.exists().then_some(())?;
     weft(Some(cf), &["status"]).status.success().then_some(())
 }
+
+/// Issue 8: `weft up` on a running cluster's directory rewrote its cluster
+/// file with new ports before failing, stranding the running cluster's clients.
+#[test]
+fn up_on_a_running_clusters_directory_fails_and_changes_nothing() {
+    let dir = std::env::temp_dir().join(format!("weft-cli-twice-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    ok(weft(None, &["up", "--detach", "--servers", "1", "--dir", d]));
+    let cf = dir.join("cluster.toml");
+    let before = std::fs::read(&cf).unwrap();
+    let e = err(weft(None, &["up", "--detach", "--servers", "1", "--dir", d]));
+    assert!(e.contains("already running"), "{e}");
+    assert!(std::fs::read(&cf).unwrap() == before, "cluster file rewritten");
+    ok(weft(Some(&cf), &["mkdir", "weft:/still-works"]));
+    ok(weft(None, &["down", "--dir", d]));
+    // Stopped, the same directory starts again with its data.
+    ok(weft(None, &["up", "--detach", "--servers", "1", "--dir", d]));
+    assert_eq!(ok(weft(Some(&cf), &["ls", "weft:/"])), "still-works/\n");
+    ok(weft(None, &["down", "--dir", d]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 8: `weft ls | head` and `weft up | head` panicked on the broken
+/// pipe, and `up` then tore down the cluster it had started.
+#[test]
+fn output_to_a_closed_pipe_ends_quietly_and_up_keeps_serving() {
+    let dir = std::env::temp_dir().join(format!("weft-cli-pipe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Foreground up whose stdout reader is gone before it prints.
+    let mut up = Command::new(WEFT).args(["up", "--servers", "1", "--dir", dir.to_str().unwrap()]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    drop(up.stdout.take());
+    let cf = dir.join("cluster.toml");
+    let t = Instant::now();
+    while ok_status(&cf).is_none() {
+        assert!(t.elapsed() < Duration::from_secs(20), "cluster did not come up");
+        assert!(up.try_wait().unwrap().is_none(), "up exited when its output pipe closed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ok(weft(Some(&cf), &["mkdir", "weft:/d"]));
+    // `ls` into a pipe whose reader has exited.
+    let errfile = dir.join("ls.err");
+    let script = format!("set -o pipefail; '{WEFT}' ls weft:/ 2>'{}' | true", errfile.display());
+    let st = Command::new("bash").arg("-c").arg(&script).env("WEFT_CLUSTER", &cf).status().unwrap();
+    let e = std::fs::read_to_string(&errfile).unwrap();
+    assert!(st.success() && e.is_empty(), "{st:?}: {e}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(up.try_wait().unwrap().is_none(), "up exited");
+    Command::new("kill").args(["-INT", &up.id().to_string()]).status().unwrap();
+    let out = up.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 8: `cp f f` truncated the source; `ls -l` showed size 0 for a file
+/// path and for files on a server that is down.
+#[test]
+fn cp_onto_itself_is_refused_and_ls_l_shows_real_or_unknown_sizes() {
+    let dir = std::env::temp_dir().join(format!("weft-cli-small-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    ok(weft(None, &["up", "--detach", "--servers", "2", "--dir", d]));
+    let cf = dir.join("cluster.toml");
+    let cfp = Some(cf.as_path());
+    let local = dir.join("f.bin");
+    std::fs::write(&local, common::pattern(3, 100_000)).unwrap();
+    ok(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/f"]));
+    assert!(err(weft(cfp, &["cp", "weft:/f", "weft:/f"])).contains("same file"));
+    let ls = ok(weft(cfp, &["ls", "-l", "weft:/f"]));
+    assert!(ls.contains(" 100000 "), "{ls}");
+    // One data server down: the size is unknown, not 0.
+    let pids: Vec<u32> = std::fs::read_to_string(dir.join("pids")).unwrap().lines().map(|l| l.parse().unwrap()).collect();
+    Command::new("kill").args(["-KILL", &pids[2].to_string()]).status().unwrap();
+    let o = weft(cfp, &["ls", "-l", "weft:/"]);
+    let (out, e) = (String::from_utf8_lossy(&o.stdout).to_string(), String::from_utf8_lossy(&o.stderr).to_string());
+    let size_column = out.lines().find(|l| l.ends_with(" f")).and_then(|l| l.split_whitespace().nth(3));
+    assert!(!o.status.success() && size_column == Some("?"), "{out}\n{e}");
+    assert!(e.contains("unknown"), "{e}");
+    ok(weft(None, &["down", "--dir", d]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -121,3 +121,22 @@ fn readdir_pages_through_large_directories() {
     let want: Vec<String> = (0..n).map(|i| format!("{i:05}")).collect();
     assert_eq!(names, want);
 }
+
+/// Issue 8: a write to a file that another client had removed recreated
+/// its objects, which nothing ever removed again.
+#[test]
+fn writes_to_a_removed_file_fail_and_leave_no_objects() {
+    let mut tc = TestCluster::start("unlinked", 2);
+    let (a, b) = (tc.client(), tc.client());
+    let f = a.create("/doomed", excl()).unwrap();
+    f.write_at(0, &[1u8; 200_000]).unwrap();
+    b.unlink("/doomed").unwrap();
+    let r = f.write_at(0, &[2u8; 200_000]);
+    assert!(matches!(r, Err(Error::NotFound(ref m)) if m.contains("deleted")), "{r:?}");
+    let objects: u64 = b.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).map(|s| s.stats.unwrap().objects).sum();
+    assert_eq!(objects, 0, "an object of the removed file came back");
+    // Remembered across a restart of the data servers.
+    tc.lc.restart(1).unwrap();
+    tc.lc.restart(2).unwrap();
+    assert!(matches!(f.write_at(0, b"x"), Err(Error::NotFound(_))));
+}

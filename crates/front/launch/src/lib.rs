@@ -87,8 +87,20 @@ impl LocalCluster {
         std::fs::create_dir_all(dir.join("logs")).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
         let dir = dir.canonicalize().map_err(|e| fail(format!("{}: {e}", dir.display())))?;
         let path = cluster_path(&dir);
-        let cluster = if path.exists() {
+        let previous = std::fs::read(&path).ok();
+        let cluster = if previous.is_some() {
             let mut c = ClusterFile::load(&path).map_err(|e| fail(e.to_string()))?;
+            // A cluster still running here must not have its file rewritten
+            // under it (issue 8: its clients lost it).
+            if let Some(s) = c.servers.iter().find(|s| TcpStream::connect_timeout(&s.addr, Duration::from_millis(200)).is_ok()) {
+                return Err(fail(format!(
+                    "a cluster is already running in {} (server {} answers at {}); stop it first with: weft down --dir {}",
+                    dir.display(),
+                    s.id,
+                    s.addr,
+                    dir.display()
+                )));
+            }
             // Ports may have been taken since; addresses are re-picked, data stays.
             let ports = free_ports(c.servers.len())?;
             for (s, p) in c.servers.iter_mut().zip(ports) {
@@ -118,11 +130,19 @@ impl LocalCluster {
             die_with_parent: spec.die_with_parent,
             server_env: spec.server_env.clone(),
         };
-        for id in 0..lc.cluster.servers.len() {
-            lc.spawn(id)?;
-        }
-        for id in 0..lc.cluster.servers.len() {
-            lc.wait_ready(id)?;
+        let started = (0..lc.cluster.servers.len()).try_for_each(|id| lc.spawn(id)).and_then(|()| (0..lc.cluster.servers.len()).try_for_each(|id| lc.wait_ready(id)));
+        if let Err(e) = started {
+            lc.stop();
+            // Leave the directory as it was: the old file, or none.
+            match previous {
+                Some(old) => {
+                    let _ = std::fs::write(&path, old);
+                }
+                None => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+            return Err(e);
         }
         Ok(lc)
     }

@@ -6,6 +6,7 @@
 //! size so the client can tell a hole from the end of the file.
 
 mod sieve;
+mod tombstones;
 
 pub use sieve::sieve_extent;
 
@@ -44,6 +45,8 @@ pub struct DataService {
     dir_dirty: AtomicBool,
     /// Start write-back of large writes right away (`WEFT_WRITE_BEHIND=0` turns it off).
     write_behind: bool,
+    /// Files deleted here: their objects are never created again.
+    deleted: Mutex<tombstones::Tombstones>,
 }
 
 impl DataService {
@@ -54,7 +57,8 @@ impl DataService {
         // Dirty at start: objects created before a crash may not have had
         // their directory entries synced, and nothing remembers that across
         // the restart, so the first fsync syncs the directory too.
-        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind })
+        let deleted = Mutex::new(tombstones::Tombstones::open(&dir.join("deleted.log"))?);
+        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind, deleted })
     }
 
     fn path(&self, file: FileId) -> PathBuf {
@@ -69,6 +73,9 @@ impl DataService {
         let path = self.path(file);
         let f = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create && lock(&self.deleted).contains(file) => {
+                return Err(io::Error::new(io::ErrorKind::NotFound, format!("file {} was deleted; its data is gone", file.0)));
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
                 let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
                 self.dir_dirty.store(true, Ordering::Release);
@@ -184,6 +191,8 @@ impl DataService {
     }
 
     pub fn delete(&self, file: FileId) -> io::Result<()> {
+        // First the tombstone, so no write after this can recreate the object.
+        lock(&self.deleted).insert(file)?;
         lock(&self.open).remove(&file);
         match std::fs::remove_file(self.path(file)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),

@@ -129,6 +129,15 @@ fn init_root(db: &Database) -> Result<()> {
     Ok(())
 }
 
+/// What a create or mkdir asks for.
+struct NewEntry {
+    kind: FileKind,
+    mode: u32,
+    /// Fail if the name exists (always, for directories).
+    exclusive: bool,
+    hint: LayoutHint,
+}
+
 /// Both tables a path walk needs, read-only or inside a write transaction.
 struct Tables<I, D> {
     inodes: I,
@@ -219,8 +228,12 @@ impl MetaService {
 
     fn dispatch(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Response> {
         match op {
-            MetaReq::Create { path, mode, exclusive, hint } => self.insert_new(db, cred, path, FileKind::File, *mode, *exclusive, *hint).map(Response::Attr),
-            MetaReq::Mkdir { path, mode } => self.insert_new(db, cred, path, FileKind::Dir, *mode, true, LayoutHint::default()).map(Response::Attr),
+            MetaReq::Create { path, mode, exclusive, hint } => {
+                self.insert_new(db, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint }).map(Response::Attr)
+            }
+            MetaReq::Mkdir { path, mode } => {
+                self.insert_new(db, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default() }).map(Response::Attr)
+            }
             MetaReq::Stat { path } => stat(db, cred, path).map(Response::Attr),
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
             MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max),
@@ -294,7 +307,8 @@ impl MetaService {
         Ok(StripeLayout { stripe_size, servers })
     }
 
-    fn insert_new(&self, db: &Database, cred: Cred, path: &str, kind: FileKind, mode: u32, exclusive: bool, hint: LayoutHint) -> Result<FileAttr> {
+    fn insert_new(&self, db: &Database, cred: Cred, path: &str, new: NewEntry) -> Result<FileAttr> {
+        let NewEntry { kind, mode, exclusive, hint } = new;
         let (parent_comps, name) = split_parent(path)?;
         let tx = db.begin_write()?;
         let attr = {

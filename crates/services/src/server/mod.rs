@@ -138,7 +138,11 @@ impl Server {
     fn handle_now(&self, req: Request, payload: &[u8], out: &mut Vec<u8>) -> Response {
         use weft_wire::{DataReq, ErrorCode};
         let io_err = |e: std::io::Error| {
-            let code = if e.raw_os_error() == Some(libc::ENOSPC) { ErrorCode::NoSpace } else { ErrorCode::Io };
+            let code = match e.kind() {
+                _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorCode::NoSpace,
+                std::io::ErrorKind::NotFound => ErrorCode::NotFound,
+                _ => ErrorCode::Io,
+            };
             Response::error(code, e.to_string())
         };
         match req {

@@ -288,7 +288,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &["procs", "size/proc", "fsync", "weft MB/s", "local MB/s", "weft/local"],
                     &table,
                 );
-                println!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display());
+                out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
             }
         }
         Which::Net { common, pings, stream, message, rounds } => {
@@ -304,7 +304,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                         vec![format!("stream MB/s ({} msgs)", super::human_bytes(message)), f1(row.stream_mb_s_weft), f1(row.stream_mb_s_tcp), format!("{:.2}", row.stream_ratio)],
                     ],
                 );
-                println!("CSV: {}", csv.display());
+                out!("CSV: {}", csv.display())?;
             }
         }
         Which::Noncontig { common, patterns, matrix, btio_cells, repeats, stripe_size, servers } => {
@@ -334,7 +334,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &["pattern", "op", "file", "pieces/proc", "list I/O MB/s", "per-piece MB/s", "local MB/s", "list/piece", "list/local"],
                     &table,
                 );
-                println!("CSV: {}", csv.display());
+                out!("CSV: {}", csv.display())?;
             }
         }
         Which::Sched { common, procs, size, blocks, strategies, window, stripe_size, repeats, servers } => {
@@ -359,18 +359,18 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 let show = |name: &str, x: &(String, u64, f64)| format!("{name} {:.1} MB/s ({}, b = {})", x.2, x.0, sched::human(x.1));
-                println!("\n{}; {}; spread {:.0}%", show("write best", &summary.write_best), show("worst", &summary.write_worst), (summary.write_best.2 / summary.write_worst.2 - 1.0) * 100.0);
-                println!("{}; {}; spread {:.0}%", show("read best", &summary.read_best), show("worst", &summary.read_worst), (summary.read_best.2 / summary.read_worst.2 - 1.0) * 100.0);
-                println!(
+                out!("\n{}; {}; spread {:.0}%", show("write best", &summary.write_best), show("worst", &summary.write_worst), (summary.write_best.2 / summary.write_worst.2 - 1.0) * 100.0)?;
+                out!("{}; {}; spread {:.0}%", show("read best", &summary.read_best), show("worst", &summary.read_worst), (summary.read_best.2 / summary.read_worst.2 - 1.0) * 100.0)?;
+                out!(
                     "default ({}, b = {}): {:.2} of the best write, {:.2} of the best read",
                     summary.default_strategy,
                     sched::human(summary.default_block_bytes),
                     summary.write_default_vs_best,
                     summary.read_default_vs_best
-                );
-                println!("{}", sched::PAPER);
+                )?;
+                out!("{}", sched::PAPER)?;
                 let plots = if plots.is_empty() { "none (no DejaVu font found)".to_string() } else { plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
-                println!("CSV: {}; plots: {plots}", csv.display());
+                out!("CSV: {}; plots: {plots}", csv.display())?;
             }
         }
         Which::Atomic { common, workloads, block3d_procs, block3d_n, flash_procs, flash_blocks, frames, repeats, servers } => {
@@ -402,9 +402,9 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &["workload", "procs", "locking", "MB/s", "of none", "locks/client", "max concurrency"],
                     &table,
                 );
-                println!("{}", atomic::PAPER);
+                out!("{}", atomic::PAPER)?;
                 let plots = if plots.is_empty() { "none (no DejaVu font found)".to_string() } else { plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
-                println!("CSV: {}; plots: {plots}", csv.display());
+                out!("CSV: {}; plots: {plots}", csv.display())?;
             }
         }
         Which::Lock { common, clients, ranges, ops } => {
@@ -415,7 +415,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 let table: Vec<Vec<String>> =
                     rows.iter().map(|r| vec![r.ranges.to_string(), r.clients.to_string(), format!("{:.0}", r.pairs_per_s), format!("{:.1}", r.median_us), format!("{:.1}", r.p99_us)]).collect();
                 print_table(&format!("Lock service: exclusive acquire+release pairs, {ops} per client"), &["ranges", "clients", "pairs/s", "median us", "p99 us"], &table);
-                println!("CSV: {}", csv.display());
+                out!("CSV: {}", csv.display())?;
             }
         }
         Which::AtomicWorker { workload, procs, rank, mode, path, frames, block3d_n, flash_blocks } => {

@@ -69,6 +69,12 @@ pub fn cp(cluster: Option<&Path>, a: CpArgs) -> Result<()> {
         let p = weft_path(&a.dst)?;
         let opts = CreateOptions { stripe_size: a.stripe_size.unwrap_or(0), stripe_count: a.stripe_count.unwrap_or(0), ..CreateOptions::default() };
         let f = c.create(&p, opts)?;
+        // Truncating the destination would destroy the source (issue 8).
+        if let Src::Weft(sf, _) = &src
+            && sf.attr().id == f.attr().id
+        {
+            bail!("{} and {} are the same file", a.src, a.dst);
+        }
         f.truncate(0)?;
         let mut off = 0;
         while off < size {

@@ -77,25 +77,42 @@ pub fn ls(cluster: Option<&Path>, a: LsArgs) -> Result<()> {
     let c = connect(cluster)?;
     let path = weft_path(&a.path)?;
     let (attr, size) = c.stat(&path)?;
-    let entries = if attr.kind == FileKind::Dir {
+    let listing_dir = attr.kind == FileKind::Dir;
+    let entries = if listing_dir {
         c.readdir(&path)?.into_iter().map(|e| (e.name, e.attr)).collect()
     } else {
         vec![(path.rsplit('/').next().unwrap_or(&path).to_string(), attr)]
     };
+    // Sizes come from the data servers; one that is down makes a size
+    // unknown, which is shown as "?" and reported, never as 0.
+    let mut unknown: Vec<String> = Vec::new();
     for (name, attr) in entries {
         if !a.long {
-            println!("{name}{}", if attr.kind == FileKind::Dir { "/" } else { "" });
+            out!("{name}{}", if attr.kind == FileKind::Dir { "/" } else { "" })?;
             continue;
         }
         let full = if path.ends_with('/') { format!("{path}{name}") } else { format!("{path}/{name}") };
         let (size, layout) = match &attr.layout {
             Some(l) => {
-                let sz = if attr.kind == FileKind::File && full != path { c.stat(&full).map(|x| x.1).unwrap_or(0) } else { size };
+                let sz = if !listing_dir {
+                    size.to_string()
+                } else {
+                    match c.stat(&full) {
+                        Ok((_, n)) => n.to_string(),
+                        Err(e) => {
+                            unknown.push(format!("{name}: {e}"));
+                            "?".into()
+                        }
+                    }
+                };
                 (sz, format!("{:>9} x{:<3}", human_bytes(l.stripe_size), l.servers.len()))
             }
-            None => (0, format!("{:>9} {:<3}", "-", "")),
+            None => ("0".into(), format!("{:>9} {:<3}", "-", "")),
         };
-        println!("{} {:>5} {:>5} {:>12} {layout} {name}", mode_string(attr.kind == FileKind::Dir, attr.mode), attr.uid, attr.gid, size);
+        out!("{} {:>5} {:>5} {:>12} {layout} {name}", mode_string(attr.kind == FileKind::Dir, attr.mode), attr.uid, attr.gid, size)?;
+    }
+    if let Some(first) = unknown.first() {
+        bail!("size of {} file(s) unknown; first: {first}", unknown.len());
     }
     Ok(())
 }
@@ -104,16 +121,16 @@ pub fn stat(cluster: Option<&Path>, a: PathArgs) -> Result<()> {
     let c = connect(cluster)?;
     let path = weft_path(&a.path)?;
     let (attr, size) = c.stat(&path)?;
-    println!("  path: weft:{path}");
-    println!("    id: {}", attr.id.0);
-    println!("  type: {}", if attr.kind == FileKind::Dir { "directory" } else { "regular file" });
-    println!("  mode: {:04o} ({})", attr.mode, mode_string(attr.kind == FileKind::Dir, attr.mode));
-    println!(" owner: uid {} gid {}", attr.uid, attr.gid);
+    out!("  path: weft:{path}")?;
+    out!("    id: {}", attr.id.0)?;
+    out!("  type: {}", if attr.kind == FileKind::Dir { "directory" } else { "regular file" })?;
+    out!("  mode: {:04o} ({})", attr.mode, mode_string(attr.kind == FileKind::Dir, attr.mode))?;
+    out!(" owner: uid {} gid {}", attr.uid, attr.gid)?;
     if let Some(l) = &attr.layout {
-        println!("  size: {size} ({})", human_bytes(size));
-        println!("stripe: {} bytes over {} servers: {:?}", l.stripe_size, l.servers.len(), l.servers.iter().map(|s| s.0).collect::<Vec<_>>());
+        out!("  size: {size} ({})", human_bytes(size))?;
+        out!("stripe: {} bytes over {} servers: {:?}", l.stripe_size, l.servers.len(), l.servers.iter().map(|s| s.0).collect::<Vec<_>>())?;
     }
-    println!(" mtime: {} ns since epoch", attr.mtime_ns);
+    out!(" mtime: {} ns since epoch", attr.mtime_ns)?;
     Ok(())
 }
 

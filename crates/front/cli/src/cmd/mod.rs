@@ -1,5 +1,14 @@
 //! One module per subcommand, plus the helpers they share.
 
+/// `println!` that returns the write's error instead of panicking, so
+/// `weft ls | head` ends quietly when `head` exits (see `main`).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 pub mod bench;
 pub mod cp;
 pub mod fs;

@@ -22,6 +22,6 @@ pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
     let me = cf.server(ServerId(a.id)).with_context(|| format!("server id {} is not in {}", a.id, path.display()))?.clone();
     let server = Arc::new(Server::open(&cf, ServerId(a.id))?);
     let listener = TcpListener::bind(me.addr).with_context(|| format!("cannot listen on {}", me.addr))?;
-    println!("weft serve: server {} listening on {} with {:?} in {}", a.id, me.addr, me.services, me.dir.display());
+    let _ = out!("weft serve: server {} listening on {} with {:?} in {}", a.id, me.addr, me.services, me.dir.display());
     weft_services::run(server, listener).context("the server's event loop failed")
 }

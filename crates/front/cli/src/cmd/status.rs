@@ -6,12 +6,12 @@ use std::path::Path;
 
 pub fn status(cluster: Option<&Path>) -> Result<()> {
     let c = connect(cluster)?;
-    println!("{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>9}", "id", "address", "services", "state", "requests", "stored", "objects", "uptime");
+    out!("{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>9}", "id", "address", "services", "state", "requests", "stored", "objects", "uptime")?;
     let mut down = 0;
     for s in c.status() {
         let services: Vec<String> = s.server.services.iter().map(|x| format!("{x:?}").to_lowercase()).collect();
         match s.stats {
-            Ok(st) => println!(
+            Ok(st) => out!(
                 "{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>8}s",
                 s.server.id,
                 s.server.addr,
@@ -21,10 +21,10 @@ pub fn status(cluster: Option<&Path>) -> Result<()> {
                 human_bytes(st.bytes_stored),
                 st.objects,
                 st.uptime_ms / 1000
-            ),
+            )?,
             Err(e) => {
                 down += 1;
-                println!("{:>3}  {:<21} {:<12} {:<5} {e}", s.server.id, s.server.addr, services.join(","), "DOWN");
+                out!("{:>3}  {:<21} {:<12} {:<5} {e}", s.server.id, s.server.addr, services.join(","), "DOWN")?;
             }
         }
     }
@@ -32,10 +32,10 @@ pub fn status(cluster: Option<&Path>) -> Result<()> {
         if let (Ok(st), true) = (&s.stats, s.server.services.contains(&weft_net::Service::Lock)) {
             let avg = if st.locks_granted > 0 { st.lock_wait_us as f64 / st.locks_granted as f64 } else { 0.0 };
             let per_s = st.locks_granted as f64 / (st.uptime_ms.max(1) as f64 / 1000.0);
-            println!(
+            out!(
                 "\nlocks (server {}): {} held, {} waiting, {} granted ({per_s:.1}/s since start), average wait {avg:.0} us",
                 s.server.id, st.locks_held, st.locks_waiting, st.locks_granted
-            );
+            )?;
         }
     }
     if down > 0 {

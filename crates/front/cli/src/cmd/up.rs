@@ -37,18 +37,18 @@ pub fn up(a: UpArgs) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
     let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, ..ClusterSpec::default() };
     let cluster = LocalCluster::start(&exe, &a.dir, &spec)?;
-    println!("Weft cluster up in {}", cluster.dir().display());
+    let _ = out!("Weft cluster up in {}", cluster.dir().display());
     for s in &cluster.cluster().servers {
-        println!("  server {:>2}  {:<21}  {:?}", s.id, s.addr, s.services);
+        let _ = out!("  server {:>2}  {:<21}  {:?}", s.id, s.addr, s.services);
     }
-    println!("\n  export WEFT_CLUSTER={}", cluster.cluster_file().display());
+    let _ = out!("\n  export WEFT_CLUSTER={}", cluster.cluster_file().display());
     if a.detach {
         let dir = cluster.dir().to_path_buf();
         cluster.detach()?;
-        println!("  stop it with: weft down --dir {}", dir.display());
+        let _ = out!("  stop it with: weft down --dir {}", dir.display());
         return Ok(());
     }
-    println!("\nPress Ctrl-C to stop.");
+    let _ = out!("\nPress Ctrl-C to stop.");
     let (tx, rx) = mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = tx.send(());
@@ -60,13 +60,13 @@ pub fn up(a: UpArgs) -> Result<()> {
             break;
         }
     }
-    println!("\nstopping {} servers", cluster.pids().len());
+    let _ = out!("\nstopping {} servers", cluster.pids().len());
     cluster.stop();
     Ok(())
 }
 
 pub fn down(a: DownArgs) -> Result<()> {
     let n = weft_launch::stop_detached(&a.dir)?;
-    println!("stopped {n} servers of {}", a.dir.display());
+    let _ = out!("stopped {n} servers of {}", a.dir.display());
     Ok(())
 }

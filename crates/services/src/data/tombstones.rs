@@ -1,0 +1,105 @@
+//! Which files were deleted, so a late write cannot bring their objects
+//! back. Objects are created lazily on first write, so without this a client
+//! still writing to a file another client removed would recreate its
+//! object, and nothing would ever remove it (issue 8). File ids are never
+//! reused, so a deleted id stays deleted.
+//!
+//! The ids are kept in memory and appended to `deleted.log` beside the
+//! objects (8 bytes each), read back at start. Only the most recent
+//! [`MAX_TOMBSTONES`] are remembered: a stray write to a file deleted longer
+//! ago than that would recreate an orphan, a bounded leak in exchange for
+//! bounded memory.
+
+use std::collections::{HashSet, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::Path;
+use weft_wire::FileId;
+
+/// Deleted ids remembered: 1 Mi ids, ~40 MB of memory at most.
+pub const MAX_TOMBSTONES: usize = 1 << 20;
+
+pub struct Tombstones {
+    set: HashSet<FileId>,
+    order: VecDeque<FileId>,
+    log: File,
+    logged: usize,
+}
+
+impl Tombstones {
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let mut bytes = Vec::new();
+        if let Ok(mut f) = File::open(path) {
+            f.read_to_end(&mut bytes)?;
+        }
+        let mut t = Tombstones { set: HashSet::new(), order: VecDeque::new(), log: OpenOptions::new().create(true).append(true).open(path)?, logged: 0 };
+        // A torn last record (crash mid-append) is ignored.
+        for rec in bytes.chunks_exact(8) {
+            t.remember(FileId(u64::from_le_bytes(rec.try_into().expect("8 bytes"))));
+        }
+        t.logged = bytes.len() / 8;
+        // Rewrite a log that holds far more than is remembered.
+        if t.logged > 2 * MAX_TOMBSTONES {
+            let tmp = path.with_extension("log.new");
+            let mut f = File::create(&tmp)?;
+            for id in &t.order {
+                f.write_all(&id.0.to_le_bytes())?;
+            }
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)?;
+            t.log = OpenOptions::new().append(true).open(path)?;
+            t.logged = t.order.len();
+        }
+        Ok(t)
+    }
+
+    fn remember(&mut self, id: FileId) {
+        if self.set.insert(id) {
+            self.order.push_back(id);
+            if self.order.len() > MAX_TOMBSTONES
+                && let Some(old) = self.order.pop_front()
+            {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    pub fn contains(&self, id: FileId) -> bool {
+        self.set.contains(&id)
+    }
+
+    /// Records a deletion. The log is not synced: a lost record only
+    /// re-opens the (bounded) orphan window for that one file.
+    pub fn insert(&mut self, id: FileId) -> io::Result<()> {
+        if self.set.contains(&id) {
+            return Ok(());
+        }
+        self.remember(id);
+        self.log.write_all(&id.0.to_le_bytes())?;
+        self.logged += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletions_are_remembered_across_reopen_and_torn_records_ignored() {
+        let dir = std::env::temp_dir().join(format!("weft-tomb-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("deleted.log");
+        let _ = std::fs::remove_file(&p);
+        let mut t = Tombstones::open(&p).unwrap();
+        t.insert(FileId(5)).unwrap();
+        t.insert(FileId(9)).unwrap();
+        t.insert(FileId(5)).unwrap();
+        drop(t);
+        OpenOptions::new().append(true).open(&p).unwrap().write_all(&[1, 2, 3]).unwrap();
+        let t = Tombstones::open(&p).unwrap();
+        assert!(t.contains(FileId(5)) && t.contains(FileId(9)) && !t.contains(FileId(6)));
+        assert_eq!(t.order.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

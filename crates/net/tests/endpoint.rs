@@ -1,0 +1,229 @@
+//! The client `Endpoint` against a scripted peer on loopback: eager and
+//! rendezvous calls, many in flight answered out of order, a peer that
+//! closes mid-frame, and responses shorter than the buffers posted for them
+//! (issue 8: the endpoint's readv could read past the end of the frame).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+use weft_net::frame_io::{read_header, read_vec, write_frame};
+use weft_net::handshake::server_handshake;
+use weft_net::{Call, Endpoint, EndpointConfig, NetError};
+use weft_wire::{FrameKind, Header, MsgId, Secret};
+
+fn secret() -> Secret {
+    Secret::new(vec![0x5A; 16])
+}
+
+fn config() -> EndpointConfig {
+    EndpointConfig { eager_limit: 64 * 1024, connect_timeout: Duration::from_secs(5), op_timeout: Duration::from_secs(10) }
+}
+
+/// A one-connection peer: handshakes, then runs `script` on the stream.
+fn peer(script: impl FnOnce(&mut TcpStream) + Send + 'static) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        server_handshake(&mut s, &secret()).map_err(|e| format!("{e:?}")).unwrap();
+        script(&mut s);
+    });
+    (addr, h)
+}
+
+/// One request as the peer saw it: kind, id, body, payload.
+struct Seen {
+    id: MsgId,
+    body: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+/// Reads the next complete request, eager or by rendezvous (answering
+/// each `Rts` with `Cts` at once; its data may come after other frames).
+fn next_request(s: &mut TcpStream, rts: &mut HashMap<u64, (Vec<u8>, u32)>) -> Seen {
+    loop {
+        let h = read_header(s).map_err(|e| format!("{e:?}")).unwrap();
+        let body = read_vec(s, h.body_len as usize).unwrap();
+        match h.kind {
+            FrameKind::Request => return Seen { id: h.msg_id, body, payload: read_vec(s, h.pay_len as usize).unwrap() },
+            FrameKind::Rts => {
+                rts.insert(h.msg_id.0, (body, h.pay_len));
+                write_frame(s, FrameKind::Cts, h.msg_id, &[], &[]).unwrap();
+            }
+            FrameKind::Data => {
+                let (body, announced) = rts.remove(&h.msg_id.0).expect("data for an announced message");
+                assert_eq!(announced, h.pay_len);
+                return Seen { id: h.msg_id, body, payload: read_vec(s, h.pay_len as usize).unwrap() };
+            }
+            k => panic!("unexpected {k:?}"),
+        }
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn eager_and_rendezvous_calls_carry_their_payloads_both_ways() {
+    let sizes = [0usize, 1, 1000, 64 * 1024, 64 * 1024 + 1, 300_000];
+    let (addr, h) = peer(move |s| {
+        let mut rts = HashMap::new();
+        for _ in 0..sizes.len() {
+            let r = next_request(s, &mut rts);
+            // Echo the payload reversed, with the body as the answer's body.
+            let mut back = r.payload.clone();
+            back.reverse();
+            write_frame(s, FrameKind::Response, r.id, &r.body, &[&back]).unwrap();
+        }
+    });
+    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let sends: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &n)| pattern(k as u8, n)).collect();
+    let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+    let mut calls: Vec<Call<'_>> = sends
+        .iter()
+        .zip(recvs.iter_mut())
+        .enumerate()
+        .map(|(k, (send, recv))| {
+            let mut c = Call::new(addr, vec![k as u8; 3]);
+            // Sent and received in two pieces each: vectored both ways.
+            let (a, b) = send.split_at(send.len() / 3);
+            c.send = vec![a, b];
+            let (x, y) = recv.split_at_mut(send.len() / 2);
+            c.recv = vec![x, y];
+            c
+        })
+        .collect();
+    ep.run(&mut calls);
+    for (k, c) in calls.iter_mut().enumerate() {
+        let reply = c.result.take().unwrap().unwrap();
+        assert_eq!((reply.body, reply.payload_len), (vec![k as u8; 3], sizes[k]));
+    }
+    drop(calls);
+    for (k, r) in recvs.iter().enumerate() {
+        let mut want = sends[k].clone();
+        want.reverse();
+        assert!(*r == want, "call {k}: payload mismatch");
+    }
+    let st = ep.stats();
+    assert_eq!((st.eager, st.rendezvous), (4, 2));
+    h.join().unwrap();
+}
+
+#[test]
+fn many_calls_in_flight_are_matched_when_answered_out_of_order() {
+    const N: usize = 300;
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let seen: Vec<Seen> = (0..N).map(|_| next_request(s, &mut rts)).collect();
+        for r in seen.iter().rev() {
+            write_frame(s, FrameKind::Response, r.id, &r.body, &[&r.payload[..r.payload.len().min(8)]]).unwrap();
+        }
+    });
+    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let payloads: Vec<Vec<u8>> = (0..N).map(|k| pattern(k as u8, 8 + k)).collect();
+    let mut recvs = vec![[0u8; 8]; N];
+    let mut calls: Vec<Call<'_>> = payloads
+        .iter()
+        .zip(recvs.iter_mut())
+        .enumerate()
+        .map(|(k, (p, r))| {
+            let mut c = Call::new(addr, (k as u32).to_le_bytes().to_vec());
+            c.send = vec![p];
+            c.recv = vec![&mut r[..]];
+            c
+        })
+        .collect();
+    ep.run(&mut calls);
+    for (k, c) in calls.iter_mut().enumerate() {
+        let reply = c.result.take().unwrap().unwrap();
+        assert_eq!(reply.body, (k as u32).to_le_bytes());
+    }
+    drop(calls);
+    for (k, r) in recvs.iter().enumerate() {
+        assert_eq!(r[..], payloads[k][..8]);
+    }
+    h.join().unwrap();
+}
+
+#[test]
+fn a_response_shorter_than_its_buffers_does_not_swallow_the_next_frame() {
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let a = next_request(s, &mut rts);
+        let b = next_request(s, &mut rts);
+        // Both responses in one write, so they arrive together.
+        let mut bytes = Vec::new();
+        for (r, p) in [(&a, &b"short"[..]), (&b, &b"second answer"[..])] {
+            bytes.extend_from_slice(&Header::new(FrameKind::Response, r.id, r.body.len(), p.len()).encode());
+            bytes.extend_from_slice(&r.body);
+            bytes.extend_from_slice(p);
+        }
+        s.write_all(&bytes).unwrap();
+    });
+    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let (mut r1, mut r2) = (vec![0u8; 4096], vec![0u8; 4096]);
+    let mut c1 = Call::new(addr, b"one".to_vec());
+    c1.recv = vec![&mut r1[..]];
+    let mut c2 = Call::new(addr, b"two".to_vec());
+    c2.recv = vec![&mut r2[..]];
+    let mut calls = [c1, c2];
+    ep.run(&mut calls);
+    let [c1, c2] = calls;
+    let (a, b) = (c1.result.unwrap().unwrap(), c2.result.unwrap().unwrap());
+    assert_eq!((a.body.as_slice(), a.payload_len), (&b"one"[..], 5));
+    assert_eq!((b.body.as_slice(), b.payload_len), (&b"two"[..], 13));
+    assert_eq!(&r1[..5], b"short");
+    assert_eq!(&r2[..13], b"second answer");
+    h.join().unwrap();
+}
+
+#[test]
+fn a_peer_that_closes_mid_frame_fails_the_call_and_the_next_call_reconnects() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let mut rts = HashMap::new();
+        // First connection: half a response, then gone.
+        let (mut s, _) = l.accept().unwrap();
+        server_handshake(&mut s, &secret()).map_err(|e| format!("{e:?}")).unwrap();
+        let r = next_request(&mut s, &mut rts);
+        let head = Header::new(FrameKind::Response, r.id, 100, 0).encode();
+        s.write_all(&head).unwrap();
+        s.write_all(&[7u8; 10]).unwrap();
+        drop(s);
+        // Second connection: a proper answer.
+        let (mut s, _) = l.accept().unwrap();
+        server_handshake(&mut s, &secret()).map_err(|e| format!("{e:?}")).unwrap();
+        let r = next_request(&mut s, &mut rts);
+        write_frame(&mut s, FrameKind::Response, r.id, b"fine", &[]).unwrap();
+    });
+    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    match ep.call(addr, b"first".to_vec()) {
+        Err(NetError::Unreachable { addr: a, .. }) => assert_eq!(a, addr),
+        other => panic!("expected a closed-connection error, got {other:?}"),
+    }
+    assert_eq!(ep.call(addr, b"second".to_vec()).unwrap().body, b"fine");
+    assert_eq!(ep.stats().connects, 2);
+    h.join().unwrap();
+}
+
+#[test]
+fn a_response_longer_than_its_buffers_is_a_violation_not_an_overflow() {
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let r = next_request(s, &mut rts);
+        write_frame(s, FrameKind::Response, r.id, &[], &[&[1u8; 100]]).unwrap();
+    });
+    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let mut buf = [0u8; 10];
+    let mut c = Call::new(addr, b"x".to_vec());
+    c.recv = vec![&mut buf[..]];
+    let mut calls = [c];
+    ep.run(&mut calls);
+    let [c] = calls;
+    assert!(matches!(c.result.unwrap(), Err(NetError::Violation { .. })));
+    h.join().unwrap();
+}

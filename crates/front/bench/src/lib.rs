@@ -8,6 +8,7 @@
 
 pub mod atomic;
 pub mod concurrent_write;
+pub mod fuzz;
 pub mod net;
 pub mod noncontig;
 pub mod plot;

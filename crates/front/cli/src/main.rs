@@ -43,6 +43,8 @@ enum Cmd {
     Status,
     /// Benchmarks that re-run the papers' experiments against Weft.
     Bench(cmd::bench::BenchArgs),
+    /// Fuzz the decoders and live servers with structured hostile input.
+    Fuzz(cmd::fuzz::FuzzArgs),
     /// Simulators: compare strategies far beyond one machine.
     Sim(cmd::sim::SimArgs),
 }
@@ -67,6 +69,7 @@ fn main() {
         Cmd::Status => cmd::status::status(cluster),
         Cmd::Bench(a) => cmd::bench::bench(cluster, a),
         Cmd::Sim(a) => cmd::sim::sim(a),
+        Cmd::Fuzz(a) => cmd::fuzz::fuzz(cluster, a),
     };
     if let Err(e) = r {
         // The reader of our output went away (`weft ls | head`): not an error.

@@ -116,6 +116,11 @@ impl Server {
             bytes_stored,
             objects: objects + self.meta.as_ref().map_or(0, MetaService::file_count),
             uptime_ms: self.started.elapsed().as_millis() as u64,
+            connections: self.connections.load(Ordering::Relaxed),
+            connection_limit: self.connection_limit.load(Ordering::Relaxed),
+            memory_used: self.budget.used(),
+            memory_limit: self.budget.limit(),
+            panics: c.panics.load(Ordering::Relaxed),
         }
     }
 

@@ -59,6 +59,14 @@ pub struct ServerStats {
     pub locks_waiting: u64,
     pub locks_granted: u64,
     pub lock_wait_us: u64,
+    /// Connections open now, and the most the server accepts.
+    pub connections: u64,
+    pub connection_limit: u64,
+    /// Bytes of the server's memory budget in use now, and its limit.
+    pub memory_used: u64,
+    pub memory_limit: u64,
+    /// Requests whose handling panicked (answered with an error; each is a bug).
+    pub panics: u64,
 }
 
 /// Total bytes of a piece list, or an error if any piece ends past
@@ -165,6 +173,7 @@ impl ServerStats {
         e.u8(self.services).u64(self.requests).u64(self.bad_requests).u64(self.bytes_written);
         e.u64(self.bytes_read).u64(self.bytes_stored).u64(self.objects).u64(self.uptime_ms);
         e.u64(self.locks_held).u64(self.locks_waiting).u64(self.locks_granted).u64(self.lock_wait_us);
+        e.u64(self.connections).u64(self.connection_limit).u64(self.memory_used).u64(self.memory_limit).u64(self.panics);
     }
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         Ok(ServerStats {
@@ -180,6 +189,11 @@ impl ServerStats {
             locks_waiting: d.u64()?,
             locks_granted: d.u64()?,
             lock_wait_us: d.u64()?,
+            connections: d.u64()?,
+            connection_limit: d.u64()?,
+            memory_used: d.u64()?,
+            memory_limit: d.u64()?,
+            panics: d.u64()?,
         })
     }
 }

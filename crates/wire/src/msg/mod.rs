@@ -311,7 +311,12 @@ mod tests {
                 locks_held: n / 8,
                 locks_waiting: n / 9,
                 locks_granted: n / 10,
-                lock_wait_us: n / 11
+                lock_wait_us: n / 11,
+                connections: n / 12,
+                connection_limit: n / 13,
+                memory_used: n / 14,
+                memory_limit: n / 15,
+                panics: n / 16,
             })),
         ]
     }

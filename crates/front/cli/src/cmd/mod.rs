@@ -12,6 +12,7 @@ macro_rules! out {
 pub mod bench;
 pub mod cp;
 pub mod fs;
+pub mod fuzz;
 pub mod serve;
 pub mod sim;
 pub mod status;

@@ -6,13 +6,16 @@ use std::path::Path;
 
 pub fn status(cluster: Option<&Path>) -> Result<()> {
     let c = connect(cluster)?;
-    out!("{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>9}", "id", "address", "services", "state", "requests", "stored", "objects", "uptime")?;
+    out!(
+        "{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>9} {:>13} {:>19}",
+        "id", "address", "services", "state", "requests", "stored", "objects", "uptime", "connections", "buffered / budget"
+    )?;
     let mut down = 0;
     for s in c.status() {
         let services: Vec<String> = s.server.services.iter().map(|x| format!("{x:?}").to_lowercase()).collect();
         match s.stats {
             Ok(st) => out!(
-                "{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>8}s",
+                "{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>8}s {:>13} {:>19}",
                 s.server.id,
                 s.server.addr,
                 services.join(","),
@@ -20,7 +23,9 @@ pub fn status(cluster: Option<&Path>) -> Result<()> {
                 st.requests,
                 human_bytes(st.bytes_stored),
                 st.objects,
-                st.uptime_ms / 1000
+                st.uptime_ms / 1000,
+                format!("{}/{}", st.connections, st.connection_limit),
+                format!("{} / {}", human_bytes(st.memory_used), human_bytes(st.memory_limit))
             )?,
             Err(e) => {
                 down += 1;

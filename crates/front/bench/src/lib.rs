@@ -8,6 +8,7 @@
 
 pub mod atomic;
 pub mod concurrent_write;
+pub mod conns;
 pub mod fuzz;
 pub mod net;
 pub mod noncontig;
@@ -45,6 +46,13 @@ impl BenchCluster {
         let scratch = lc.dir().join("local");
         std::fs::create_dir_all(&scratch)?;
         Ok(BenchCluster { cluster_file: lc.cluster_file(), scratch, temp: Some((lc, dir)) })
+    }
+}
+
+impl BenchCluster {
+    /// Process ids of the servers of a temporary cluster (none for a given one).
+    pub fn server_pids(&self) -> Vec<u32> {
+        self.temp.as_ref().map(|(lc, _)| lc.pids()).unwrap_or_default()
     }
 }
 

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, concurrent_write as cw, net, noncontig as nc, sched, BenchCluster};
+use weft_bench::{atomic, concurrent_write as cw, conns, net, noncontig as nc, sched, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -50,6 +50,23 @@ enum Which {
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 4)]
         servers: usize,
+    },
+    /// One server holding N connections, most idle, a few busy: rate, memory per connection, connect time.
+    Conns {
+        #[command(flatten)]
+        common: Common,
+        /// Connection counts to sweep (each on a fresh server; the first is measured again last).
+        #[arg(long, value_delimiter = ',', default_value = "10,100,1000,10000")]
+        counts: Vec<usize>,
+        /// Clients sending round trips back to back.
+        #[arg(long, default_value_t = 4)]
+        busy: usize,
+        /// Timed rounds per count (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seconds per timed round.
+        #[arg(long = "round-seconds", default_value_t = 1.0)]
+        round_seconds: f64,
     },
     /// Paper 003: message-layer round trip and streaming vs raw TCP.
     Net {
@@ -289,6 +306,43 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::Conns { common, counts, busy, rounds, round_seconds } => {
+            if cluster.is_some() {
+                anyhow::bail!("bench conns starts its own servers (it reads their memory from /proc); run it without --cluster");
+            }
+            if counts.is_empty() || busy == 0 || !(round_seconds > 0.0) {
+                anyhow::bail!("--counts, --busy and --round-seconds must be positive");
+            }
+            let p = conns::Params { counts, busy, rounds, round_time: std::time::Duration::from_secs_f64(round_seconds) };
+            let quiet = common.json;
+            let rows = conns::run(&exe, common.dir.as_deref(), &p, &|what| {
+                if !quiet {
+                    eprintln!("bench conns: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "conns");
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| {
+                        vec![
+                            r.connections.to_string(),
+                            f1(r.connect_all_s),
+                            super::human_bytes(r.server_rss_bytes),
+                            format!("{:.0}", r.bytes_per_connection),
+                            format!("{:.0}", r.busy_requests_per_s),
+                            format!("{:.2}", r.rate_vs_smallest),
+                        ]
+                    })
+                    .collect();
+                print_table(
+                    &format!("Connections held by one server, {busy} busy clients (ping round trips), median of {rounds} rounds; each count on a fresh server"),
+                    &["connections", "connect s", "server RSS", "bytes/conn", "busy req/s", "vs first"],
+                    &table,
+                );
+                out!("targets: <= 65536 bytes per connection at 10,000; busy rate at 10,000 within 10% of the first count\nCSV: {}", csv.display())?;
             }
         }
         Which::Net { common, pings, stream, message, rounds } => {

@@ -53,6 +53,9 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
+        // A log on a full disk must not take a server down: by default a
+        // failed log write is reported with eprintln!, which panics.
+        .log_internal_errors(false)
         .init();
     let cli = Cli::parse();
     let cluster = cli.cluster.as_deref();

@@ -75,6 +75,15 @@ fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
     ls.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| fail(e.to_string()))).collect()
 }
 
+/// Does a server of the cluster with `secret` answer at `addr`? A handshake,
+/// not a bare connect: another cluster may have been given the port since.
+fn answers(addr: SocketAddr, secret: &weft_wire::Secret) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+    weft_net::handshake::client_handshake(&mut s, addr, secret, rand::random()).is_ok()
+}
+
 /// The cluster file path inside a cluster directory.
 pub fn cluster_path(dir: &Path) -> PathBuf {
     dir.join("cluster.toml")
@@ -92,7 +101,7 @@ impl LocalCluster {
             let mut c = ClusterFile::load(&path).map_err(|e| fail(e.to_string()))?;
             // A cluster still running here must not have its file rewritten
             // under it (issue 8: its clients lost it).
-            if let Some(s) = c.servers.iter().find(|s| TcpStream::connect_timeout(&s.addr, Duration::from_millis(200)).is_ok()) {
+            if let Some(s) = c.servers.iter().find(|s| answers(s.addr, &c.secret())) {
                 return Err(fail(format!(
                     "a cluster is already running in {} (server {} answers at {}); stop it first with: weft down --dir {}",
                     dir.display(),

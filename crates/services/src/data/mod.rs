@@ -192,7 +192,7 @@ impl DataService {
 
     pub fn delete(&self, file: FileId) -> io::Result<()> {
         // First the tombstone, so no write after this can recreate the object.
-        lock(&self.deleted).insert(file)?;
+        lock(&self.deleted).insert(file);
         lock(&self.open).remove(&file);
         match std::fs::remove_file(self.path(file)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),

@@ -68,16 +68,19 @@ impl Tombstones {
         self.set.contains(&id)
     }
 
-    /// Records a deletion. The log is not synced: a lost record only
-    /// re-opens the (bounded) orphan window for that one file.
-    pub fn insert(&mut self, id: FileId) -> io::Result<()> {
+    /// Records a deletion. The log is not synced, and a failed append (a
+    /// full disk, which the delete is about to relieve) is only logged: a
+    /// lost record re-opens the orphan window for that one file after a
+    /// restart, while refusing the delete would keep the disk full.
+    pub fn insert(&mut self, id: FileId) {
         if self.set.contains(&id) {
-            return Ok(());
+            return;
         }
         self.remember(id);
-        self.log.write_all(&id.0.to_le_bytes())?;
-        self.logged += 1;
-        Ok(())
+        match self.log.write_all(&id.0.to_le_bytes()) {
+            Ok(()) => self.logged += 1,
+            Err(e) => tracing::warn!(target: "weft::data", file = id.0, error = %e, "cannot record the deletion in deleted.log"),
+        }
     }
 }
 
@@ -92,9 +95,9 @@ mod tests {
         let p = dir.join("deleted.log");
         let _ = std::fs::remove_file(&p);
         let mut t = Tombstones::open(&p).unwrap();
-        t.insert(FileId(5)).unwrap();
-        t.insert(FileId(9)).unwrap();
-        t.insert(FileId(5)).unwrap();
+        t.insert(FileId(5));
+        t.insert(FileId(9));
+        t.insert(FileId(5));
         drop(t);
         OpenOptions::new().append(true).open(&p).unwrap().write_all(&[1, 2, 3]).unwrap();
         let t = Tombstones::open(&p).unwrap();

@@ -84,11 +84,18 @@ impl Default for ConnLimits {
     }
 }
 
-/// A request's bulk bytes and the budget they hold.
+/// A request's bulk bytes and the budget they hold. Dropping it returns
+/// the buffer to the pool and the bytes to the budget.
 #[derive(Debug, Default)]
 pub struct Payload {
     pub bytes: Vec<u8>,
     pub charge: Option<Charge>,
+}
+
+impl Drop for Payload {
+    fn drop(&mut self) {
+        super::buffers::give(std::mem::take(&mut self.bytes));
+    }
 }
 
 /// What the connection hands its owner.
@@ -127,15 +134,14 @@ struct Pending {
 struct Out {
     /// Header and body.
     head: Vec<u8>,
-    payload: Vec<u8>,
-    /// Held until the payload is sent.
-    _charge: Option<Charge>,
+    /// Held (with its budget) until sent.
+    payload: Payload,
     pos: usize,
 }
 
 impl Out {
     fn len(&self) -> usize {
-        self.head.len() + self.payload.len()
+        self.head.len() + self.payload.bytes.len()
     }
 }
 
@@ -335,8 +341,8 @@ impl Conn {
                     charge.merge(p.grant.take().expect("admitted"));
                 }
                 let pay_len = if head.kind == FrameKind::Rts { 0 } else { head.pay_len as usize };
-                let payload = Payload { bytes: vec![0; pay_len], charge: Some(charge) };
-                self.rx = Rx::Body { head, body: vec![0; head.body_len as usize], filled: 0, payload };
+                let payload = Payload { bytes: super::buffers::take(pay_len), charge: Some(charge) };
+                self.rx = Rx::Body { head, body: super::buffers::take(head.body_len as usize), filled: 0, payload };
                 self.settle(now, secret, events);
             }
         }
@@ -345,8 +351,13 @@ impl Conn {
 
     /// Handles one whole frame.
     fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+        self.frame_decoded(head, &body, payload, now, secret, events);
+        super::buffers::give(body);
+    }
+
+    fn frame_decoded(&mut self, head: Header, body: &[u8], payload: Payload, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
         if !self.ready {
-            match Hello::decode(&body) {
+            match Hello::decode(body) {
                 Ok(h) if secret.verify_hello(&h) => {
                     self.ready = true;
                     self.handshake_by = None;
@@ -360,16 +371,17 @@ impl Conn {
         }
         let id = head.msg_id;
         match head.kind {
-            FrameKind::Request => match Request::decode(&body) {
+            FrameKind::Request => match Request::decode(body) {
                 Ok(req) => {
                     self.queued += 1;
                     events.push(Event::Request { id, req, payload });
                 }
                 Err(e) => self.refuse(id, e, now, events),
             },
-            FrameKind::Rts => match Request::decode(&body) {
+            FrameKind::Rts => match Request::decode(body) {
                 Ok(req) => {
-                    let body_charge = payload.charge.expect("drawn in retry");
+                    let mut payload = payload;
+                    let body_charge = payload.charge.take().expect("drawn in retry");
                     self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None });
                     self.waiting.push_back(id.0);
                     self.grant(now);
@@ -430,7 +442,7 @@ impl Conn {
         if self.out.is_empty() {
             self.send_by = Some(now + self.limits.send_deadline);
         }
-        self.out.push_back(Out { head, payload: payload.bytes, _charge: payload.charge, pos: 0 });
+        self.out.push_back(Out { head, payload, pos: 0 });
     }
 
     /// Queues an error frame and closes once it is sent.
@@ -460,7 +472,7 @@ impl Conn {
         let mut v = Vec::new();
         for o in &self.out {
             let mut skip = o.pos;
-            for part in [&o.head[..], &o.payload[..]] {
+            for part in [&o.head[..], &o.payload.bytes[..]] {
                 if skip >= part.len() {
                     skip -= part.len();
                     continue;

@@ -12,6 +12,7 @@
 //! budgets, deadlines).
 
 pub mod budget;
+mod buffers;
 pub mod conn;
 mod reactor;
 mod read_turns;

@@ -136,7 +136,7 @@ impl Reactor {
                 match ev.token() {
                     LISTENER => self.accept(),
                     WAKER => {}
-                    Token(t) => self.service(t - FIRST_SLOT),
+                    Token(t) => self.service_contained(t - FIRST_SLOT),
                 }
             }
             self.completions();
@@ -190,6 +190,20 @@ impl Reactor {
         }
     }
 
+    /// [`Reactor::service`], with a panic (a bug) costing only this
+    /// connection: it is closed, and the loop goes on.
+    fn service_contained(&mut self, k: usize) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.service(k)));
+        if r.is_err() {
+            self.server.count_panic();
+            tracing::error!(target: "weft::server", slot = k, "serving a connection panicked; closing it");
+            if let Some(Some(slot)) = self.slots.get_mut(k) {
+                slot.conn.abort("the server failed while serving this connection");
+            }
+            self.close(k);
+        }
+    }
+
     /// Reads what the connection may take, hands out its requests, sends
     /// what it has queued, and closes it if it is done.
     fn service(&mut self, k: usize) {
@@ -231,25 +245,60 @@ impl Reactor {
         self.flush(k);
     }
 
-    /// Starts the connection's next request if none of its requests is under way.
+    /// Starts the connection's next requests: those that need neither disk
+    /// nor waiting run here at once; the next other one goes to the pool,
+    /// unless one of this connection's requests is under way already.
     fn dispatch(&mut self, k: usize) {
-        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-        if slot.busy || slot.conn.closing().is_some() {
-            return;
-        }
-        let Some(mut job) = slot.ready.pop_front() else { return };
-        // The response payload's memory, before any work is done for it.
-        let out_len = response_len(&job.req);
-        if out_len > 0 {
-            match self.budget.try_charge(out_len) {
-                Some(c) => job.out_charge = Some(c),
-                None => {
-                    slot.ready.push_front(job);
-                    slot.stalled = true;
-                    return;
+        loop {
+            let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+            if slot.busy || slot.conn.closing().is_some() {
+                return;
+            }
+            let Some(mut job) = slot.ready.pop_front() else { return };
+            // The response payload's memory, before any work is done for it.
+            let out_len = response_len(&job.req);
+            if out_len > 0 {
+                match self.budget.try_charge(out_len) {
+                    Some(c) => job.out_charge = Some(c),
+                    None => {
+                        slot.ready.push_front(job);
+                        slot.stalled = true;
+                        return;
+                    }
                 }
             }
+            if runs_inline(&job.req) {
+                let (id, rsp, payload) = self.run_inline(job);
+                if let Some(Some(slot)) = self.slots.get_mut(k) {
+                    slot.conn.respond(id, &rsp, payload, Instant::now());
+                }
+                continue;
+            }
+            self.start(k, job);
+            return;
         }
+    }
+
+    /// Serves a request on the loop's thread (see [`runs_inline`]); a panic
+    /// is contained as on a worker.
+    fn run_inline(&self, job: Job) -> (MsgId, Response, Payload) {
+        let Job { id, req, payload, out_charge, .. } = job;
+        let mut out = super::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
+        // Inline requests never answer later.
+        let later = || -> crate::lock::Answer { Box::new(|_| {}) };
+        let server = &self.server;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later))) {
+            Ok(Some(rsp)) => (id, rsp, Payload { bytes: out, charge: out_charge }),
+            Ok(None) | Err(_) => {
+                server.count_panic();
+                (id, Response::error(ErrorCode::Internal, "the server failed while serving this request"), Payload::default())
+            }
+        }
+    }
+
+    /// Hands a request to the pool (or to its object's read queue).
+    fn start(&mut self, k: usize, mut job: Job) {
+        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
         slot.busy = true;
         if let Request::Data(DataReq::Read { file, pieces, order }) = &job.req
             && order.strategy != 0
@@ -339,7 +388,7 @@ impl Reactor {
             return;
         }
         for k in touched {
-            self.service(k);
+            self.service_contained(k);
         }
         // Memory came back: connections that waited for it try again.
         let stalled: Vec<usize> = self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(|s| s.stalled)).map(|(k, _)| k).collect();
@@ -355,7 +404,7 @@ impl Reactor {
         let mut events = std::mem::take(&mut self.events);
         slot.conn.retry(now, &self.server.secret, &mut events);
         self.events = events;
-        self.service(k);
+        self.service_contained(k);
     }
 
     /// A read of `file` finished: start the next one waiting for its turn,
@@ -386,6 +435,12 @@ impl Reactor {
             self.retry(k, now);
         }
     }
+}
+
+/// Requests served on the loop's thread: no disk, no waiting, bounded work
+/// (a worker hand-off costs two thread wake-ups, a third of a round trip).
+fn runs_inline(req: &Request) -> bool {
+    matches!(req, Request::Ping | Request::Sink | Request::Source { .. } | Request::Lock(weft_wire::LockReq::Renew { .. }))
 }
 
 /// Bytes of response payload a request produces (drawn before it runs).

@@ -111,7 +111,8 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             let r = replier.clone();
             Box::new(move |rsp| r.send(Done::Late { conn, id, rsp }))
         };
-        let mut out = Vec::new();
+        // Sized by the memory drawn for it: a read's whole response.
+        let mut out = super::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later)));
         drop(payload);
         let answer = match outcome {

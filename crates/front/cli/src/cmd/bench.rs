@@ -312,7 +312,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             if cluster.is_some() {
                 anyhow::bail!("bench conns starts its own servers (it reads their memory from /proc); run it without --cluster");
             }
-            if counts.is_empty() || busy == 0 || !(round_seconds > 0.0) {
+            if counts.is_empty() || busy == 0 || round_seconds.is_nan() || round_seconds <= 0.0 {
                 anyhow::bail!("--counts, --busy and --round-seconds must be positive");
             }
             let p = conns::Params { counts, busy, rounds, round_time: std::time::Duration::from_secs_f64(round_seconds) };

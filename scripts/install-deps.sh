@@ -7,6 +7,9 @@ set -euo pipefail
 need_apt=()
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+# The power-cut and full-disk tests make an ext4 image and mount it.
+command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
+command -v losetup >/dev/null || need_apt+=(mount)
 # Benchmark plots draw their text with DejaVu.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -362,8 +362,22 @@ fn read_answer(s: &mut TcpStream) -> std::io::Result<Option<bool>> {
     }
 }
 
+/// A well-behaved client's create, write and read-back. Fuzz inputs may
+/// legitimately delete or truncate any file (a client holding the cluster
+/// secret may), including a check's file between two of its steps: a check
+/// that finds its file deleted tries again with a new one.
 fn served(c: &Client, round: u64) -> Result<()> {
-    let path = format!("/fuzz-check-{round}");
+    let mut tries = 0;
+    loop {
+        match served_once(c, round, tries) {
+            Err(e) if tries < 3 && e.downcast_ref::<weft_client::Error>().is_some_and(|e| matches!(e, weft_client::Error::NotFound(_))) => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+fn served_once(c: &Client, round: u64, attempt: u32) -> Result<()> {
+    let path = format!("/fuzz-check-{round}-{attempt}");
     let f = c.create(&path, CreateOptions::default())?;
     let data: Vec<u8> = (0..100_000u32).map(|k| (k as u64 ^ round) as u8).collect();
     f.write_at(0, &data)?;

@@ -1,8 +1,11 @@
 //! Non-contiguous access (papers 000, 001): a pattern's processes write and
-//! then read their parts of one file through file views, three ways in the
+//! then read their parts of one file through file views, four ways in the
 //! same run: Weft with list I/O (one request per server carrying all
-//! pieces), Weft with one request per piece, and a local file with one
-//! positioned read or write per piece.
+//! pieces), Weft with one request per piece, and a local file accessed two
+//! ways: one positioned read or write per piece, and data sieving as an
+//! MPI-IO library does it on a local file (ROMIO's defaults: read the
+//! covering extent in 4 MiB buffers and copy the pieces out; for writes,
+//! lock a 512 KiB window, read it, copy the pieces in, write it back).
 
 use crate::workers::{run_workers, timed};
 use crate::{median, BenchCluster};
@@ -41,9 +44,17 @@ pub struct Row {
     pub listio_mb_s: f64,
     pub perpiece_mb_s: f64,
     pub local_mb_s: f64,
+    /// The local file with data sieving, as an MPI-IO library would do it.
+    pub local_sieve_mb_s: f64,
     pub listio_vs_perpiece: f64,
     pub listio_vs_local: f64,
+    pub listio_vs_local_sieve: f64,
 }
+
+/// ROMIO's default data-sieving buffers: `ind_rd_buffer_size` (4 MiB) and
+/// `ind_wr_buffer_size` (512 KiB).
+const SIEVE_READ_BUFFER: u64 = 4 << 20;
+const SIEVE_WRITE_BUFFER: u64 = 512 << 10;
 
 /// The named patterns of the benchmark.
 pub fn pattern(name: &str, p: &Params) -> Result<Pattern> {
@@ -63,6 +74,7 @@ enum Mode {
     ListIo,
     PerPiece,
     Local,
+    LocalSieve,
 }
 
 impl Mode {
@@ -71,12 +83,13 @@ impl Mode {
             Mode::ListIo => "listio",
             Mode::PerPiece => "perpiece",
             Mode::Local => "local",
+            Mode::LocalSieve => "sieve",
         }
     }
 }
 
 pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
-    let steps = (p.patterns.len() * p.repeats * 3) as u64;
+    let steps = (p.patterns.len() * p.repeats * 4) as u64;
     let bar = ProgressBar::new(steps);
     bar.set_style(ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len}").expect("valid template"));
     let client = Client::connect(&bc.cluster_file)?;
@@ -91,14 +104,14 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
         let f = client.create(&weft_path, CreateOptions { stripe_size: p.stripe_size, ..CreateOptions::default() })?;
         f.truncate(pat.file_size())?;
         std::fs::File::create(&local_path)?.set_len(pat.file_size())?;
-        let mut times: Vec<[Vec<f64>; 3]> = vec![Default::default(), Default::default()];
+        let mut times: Vec<[Vec<f64>; 4]> = vec![Default::default(), Default::default()];
         for rep in 0..p.repeats {
-            let mut modes = [Mode::ListIo, Mode::PerPiece, Mode::Local];
-            modes.rotate_left(rep % 3);
+            let mut modes = [Mode::ListIo, Mode::PerPiece, Mode::Local, Mode::LocalSieve];
+            modes.rotate_left(rep % 4);
             for mode in modes {
                 bar.set_message(format!("{name} {}", mode.name()));
                 for (k, op) in ["write", "read"].iter().enumerate() {
-                    let target = if mode == Mode::Local { local_path.display().to_string() } else { weft_path.clone() };
+                    let target = if matches!(mode, Mode::Local | Mode::LocalSieve) { local_path.display().to_string() } else { weft_path.clone() };
                     let args: Vec<Vec<String>> = (0..PROCS)
                         .map(|rank| {
                             [
@@ -122,7 +135,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
         let bytes = pat.file_size();
         for (k, op) in ["write", "read"].iter().enumerate() {
             let rate = |m: Mode| bytes as f64 / median(times[k][m as usize].clone()) / 1e6;
-            let (l, pp, lo) = (rate(Mode::ListIo), rate(Mode::PerPiece), rate(Mode::Local));
+            let (l, pp, lo, ls) = (rate(Mode::ListIo), rate(Mode::PerPiece), rate(Mode::Local), rate(Mode::LocalSieve));
             rows.push(Row {
                 pattern: name.clone(),
                 op: op.to_string(),
@@ -131,8 +144,10 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
                 listio_mb_s: l,
                 perpiece_mb_s: pp,
                 local_mb_s: lo,
+                local_sieve_mb_s: ls,
                 listio_vs_perpiece: l / pp,
                 listio_vs_local: l / lo,
+                listio_vs_local_sieve: l / ls,
             });
         }
     }
@@ -161,6 +176,11 @@ pub fn worker(name: &str, p: &Params, rank: u64, mode: &str, op: &str, path: &st
                 Ok(())
             })
         }
+        "sieve" => {
+            let f = std::fs::File::options().read(true).write(true).open(path).with_context(|| format!("open {path}"))?;
+            let regions: Vec<(u64, u64)> = view.file_regions(0, len).collect();
+            timed(|| sieve(&f, &regions, &mut buf, write))
+        }
         "listio" | "perpiece" => {
             let o = ClientOptions { list_io: mode == "listio", ..ClientOptions::default() };
             let c = Client::with_options(ClusterFile::load(&ClusterFile::locate(None)?)?, o)?;
@@ -175,4 +195,54 @@ pub fn worker(name: &str, p: &Params, rank: u64, mode: &str, op: &str, path: &st
         }
         m => bail!("unknown mode {m:?}"),
     }
+}
+
+/// Data sieving on a local file, as ROMIO does it for independent access:
+/// the pieces (sorted by offset, as a view gives them) are grouped into
+/// windows of at most the sieving buffer; each window is read whole, and
+/// for writes the pieces are copied in and the window written back under an
+/// exclusive `fcntl` lock of its bytes (other processes sieve overlapping
+/// windows). A piece larger than the buffer is accessed directly.
+fn sieve(f: &std::fs::File, regions: &[(u64, u64)], buf: &mut [u8], write: bool) -> Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg};
+    let cap = if write { SIEVE_WRITE_BUFFER } else { SIEVE_READ_BUFFER };
+    let mut window = vec![0u8; cap as usize];
+    let (mut i, mut at) = (0usize, 0usize);
+    while i < regions.len() {
+        let start = regions[i].0;
+        let mut j = i;
+        let mut end = start;
+        while j < regions.len() && regions[j].0 + regions[j].1 - start <= cap {
+            end = end.max(regions[j].0 + regions[j].1);
+            j += 1;
+        }
+        if j == i {
+            let (o, l) = regions[i];
+            let b = &mut buf[at..at + l as usize];
+            if write { f.write_all_at(b, o)? } else { f.read_exact_at(b, o)? }
+            at += l as usize;
+            i += 1;
+            continue;
+        }
+        let w = &mut window[..(end - start) as usize];
+        let lock = |kind: i16| {
+            let fl = libc::flock { l_type: kind, l_whence: libc::SEEK_SET as i16, l_start: start as i64, l_len: (end - start) as i64, l_pid: 0 };
+            fcntl(f, FcntlArg::F_SETLKW(&fl)).map(drop).map_err(|e| anyhow::anyhow!("fcntl lock: {e}"))
+        };
+        if write {
+            lock(libc::F_WRLCK as i16)?;
+        }
+        f.read_exact_at(w, start)?;
+        for &(o, l) in &regions[i..j] {
+            let into = (o - start) as usize..(o - start + l) as usize;
+            if write { w[into].copy_from_slice(&buf[at..at + l as usize]) } else { buf[at..at + l as usize].copy_from_slice(&w[into]) }
+            at += l as usize;
+        }
+        if write {
+            f.write_all_at(w, start)?;
+            lock(libc::F_UNLCK as i16)?;
+        }
+        i = j;
+    }
+    Ok(())
 }

@@ -52,6 +52,11 @@ impl Extent {
                 if end.is_none_or(|e| e > MAX_END) {
                     return Err(ExtentError::Overflow);
                 }
+                // One block: its stride means nothing, and an unbounded one
+                // would reach the overlap arithmetic; store it as a range.
+                if count == 1 {
+                    return Ok(Extent::Range { start: offset, end: offset + len });
+                }
             }
         }
         Ok(self)
@@ -141,6 +146,7 @@ fn strided_overlap(a: Extent, b: Extent) -> bool {
     if lo >= hi {
         return false;
     }
+    // All lengths and strides are at most 2^63 (ends are), so these sums fit.
     let w = la + lb - 1;
     if w >= sb {
         return true;
@@ -149,7 +155,7 @@ fn strided_overlap(a: Extent, b: Extent) -> bool {
     let c = (block(lo) - bo + la - 1) % sb;
     let step = sa % sb;
     // Count of k in [0, n) with (c + k*step) mod sb >= w.
-    let missing = floor_sum(n, sb, step, c + sb - w) - floor_sum(n, sb, step, c);
+    let missing = floor_sum(n, sb, step, c + (sb - w)) - floor_sum(n, sb, step, c);
     missing < u128::from(n)
 }
 
@@ -279,6 +285,9 @@ mod tests {
         assert!(matches!(Extent::strided(0, 4, 2, 3), Err(ExtentError::BadStride { .. })));
         assert!(matches!(Extent::strided(0, 0, 2, 3), Err(ExtentError::BadStride { .. })));
         assert!(matches!(Extent::strided(0, 1, u64::MAX / 2, 5), Err(ExtentError::Overflow)));
+        // One block: any stride passes, and it is kept as a range (an
+        // unbounded stride would overflow the overlap arithmetic).
+        assert_eq!(Extent::strided(0, 100, u64::MAX, 1), Ok(Extent::Range { start: 0, end: 100 }));
     }
 
     /// Issue 8: two runs of 2^32 blocks each took ~37 s block by block.

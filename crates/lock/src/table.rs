@@ -58,7 +58,17 @@ pub enum LockError {
     /// The file's table is full; the request is refused whole.
     #[error("the file's lock table holds {have} {what}; this request would pass the limit of {limit}")]
     Full { what: &'static str, have: usize, limit: usize },
+    /// Checking the request against the table would take more than
+    /// [`MAX_CHECKS`] overlap tests (many items share its bounds).
+    #[error("checking this lock request against the file's {items} locked extents takes more than {limit} overlap tests; lock fewer, larger regions")]
+    TooCostly { items: usize, limit: u64 },
 }
+
+/// Most overlap tests one check of a request against a table may make:
+/// ~4 M, a fraction of a second under the file's mutex. Interval queries
+/// visit every item whose bounds overlap, and items that do not conflict
+/// (shared with shared, interleaved strided runs) do not stop the walk.
+pub const MAX_CHECKS: u64 = 1 << 22;
 
 /// Most extent items (granted and waiting) one file's table holds. Each
 /// costs ~100 bytes and a share of every overlap query: 200,000 bounds a
@@ -143,13 +153,28 @@ impl LockTable {
 
     /// Does a lock of `mode` on `extents` conflict with a granted lock, or
     /// with a waiting one that arrived before `before`?
-    fn blocked(&self, mode: Mode, extents: &[Extent], before: u64) -> bool {
-        extents.iter().any(|e| {
+    /// Errs when the check would pass [`MAX_CHECKS`] overlap tests.
+    fn blocked(&self, mode: Mode, extents: &[Extent], before: u64) -> Result<bool, LockError> {
+        let mut checks = 0u64;
+        let mut over = false;
+        let mut count = || {
+            checks += 1;
+            over |= checks > MAX_CHECKS;
+            over
+        };
+        let hit = extents.iter().any(|e| {
             let (a, b) = e.bounds();
-            let mut hit = |_: u64, _: u64, it: &Item| mode.conflicts(it.mode) && it.extent.overlaps(e);
-            let mut hit_earlier = |_: u64, _: u64, it: &Item| it.seq < before && mode.conflicts(it.mode) && it.extent.overlaps(e);
-            self.held.any_overlapping(a, b, &mut hit) || self.waiting_items.any_overlapping(a, b, &mut hit_earlier)
-        })
+            let mut hit = |_: u64, _: u64, it: &Item| count() || (mode.conflicts(it.mode) && it.extent.overlaps(e));
+            if self.held.any_overlapping(a, b, &mut hit) {
+                return true;
+            }
+            let mut hit_earlier = |_: u64, _: u64, it: &Item| count() || (it.seq < before && mode.conflicts(it.mode) && it.extent.overlaps(e));
+            self.waiting_items.any_overlapping(a, b, &mut hit_earlier)
+        });
+        if over {
+            return Err(LockError::TooCostly { items: self.items, limit: MAX_CHECKS });
+        }
+        Ok(hit)
     }
 
     /// Requests lock `id` for `owner`: `Ok(true)` if granted now, `Ok(false)`
@@ -167,7 +192,7 @@ impl LockTable {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let granted = !self.blocked(mode, &extents, seq);
+        let granted = !self.blocked(mode, &extents, seq)?;
         if !granted && self.queue.len() >= MAX_TABLE_WAITERS {
             return Err(LockError::Full { what: "waiting requests", have: self.queue.len(), limit: MAX_TABLE_WAITERS });
         }
@@ -229,7 +254,9 @@ impl LockTable {
         let waiting: Vec<(u64, LockId)> = self.queue.iter().map(|(&s, &id)| (s, id)).collect();
         for (seq, id) in waiting {
             let lock = &self.locks[&id];
-            if self.blocked(lock.mode, &lock.extents, seq) {
+            // Too costly to check now counts as blocked: the waiter stays
+            // until a later release or its wait runs out.
+            if self.blocked(lock.mode, &lock.extents, seq).unwrap_or(true) {
                 continue;
             }
             let lock = self.locks.get_mut(&id).expect("queued locks exist");
@@ -260,7 +287,7 @@ impl LockTable {
         }
         for (&seq, id) in &self.queue {
             let l = &self.locks[id];
-            assert!(self.blocked(l.mode, &l.extents, seq), "waiter {} could be granted", id.0);
+            assert!(self.blocked(l.mode, &l.extents, seq).unwrap_or(true), "waiter {} could be granted", id.0);
         }
     }
 }

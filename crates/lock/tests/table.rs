@@ -183,3 +183,21 @@ fn a_full_table_refuses_more_extents_and_more_waiters() {
     assert_eq!(t.acquire(LockId(id), Owner(1), Mode::Shared, list), Ok(true));
     t.check_invariants();
 }
+
+/// Review of issue 8: many items sharing a request's bounds that do not
+/// conflict with it (shared with shared) made every check walk them all
+/// under the file's mutex. A check is now bounded and refused past it.
+#[test]
+fn a_check_that_would_walk_too_many_items_is_refused() {
+    use weft_lock::table::MAX_CHECKS;
+    let mut t = LockTable::with_seed(3);
+    let wide: Vec<Extent> = (0..30_000u64).map(|k| Extent::range(k, 1 << 62).unwrap()).collect();
+    assert_eq!(t.acquire(LockId(1), Owner(1), Mode::Shared, wide.clone()), Ok(true));
+    match t.acquire(LockId(2), Owner(2), Mode::Shared, wide) {
+        Err(LockError::TooCostly { limit, .. }) => assert_eq!(limit, MAX_CHECKS),
+        other => panic!("{other:?}"),
+    }
+    // A small request still gets its answer.
+    assert_eq!(t.acquire(LockId(3), Owner(2), Mode::Shared, vec![Extent::range(5, 6).unwrap()]), Ok(true));
+    t.check_invariants();
+}

@@ -226,8 +226,14 @@ fn a_slow_reader_holds_no_read_turn_and_is_cut_off() {
     slow.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     std::thread::sleep(Duration::from_millis(3_500));
     let mut rest = Vec::new();
-    let r = slow.read_to_end(&mut rest);
-    assert!(r.is_err() || rest.len() < 8 << 20, "the whole response was still delivered");
+    // Cut off: the stream ends (or is reset) before the 8 MiB are in; a
+    // timeout would mean the server kept the connection.
+    match slow.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the slow reader was not cut off: {e} after {} bytes", rest.len()),
+    }
+    assert!(rest.len() < 8 << 20, "the whole response was still delivered");
     served(&good, "slowreader-after");
     drop(lc);
     let _ = std::fs::remove_dir_all(dir);

@@ -79,7 +79,11 @@ impl Tombstones {
         self.remember(id);
         match self.log.write_all(&id.0.to_le_bytes()) {
             Ok(()) => self.logged += 1,
-            Err(e) => tracing::warn!(target: "weft::data", file = id.0, error = %e, "cannot record the deletion in deleted.log"),
+            Err(e) => {
+                // A partial record would shift every later one: cut it off.
+                let _ = self.log.set_len(self.logged as u64 * 8);
+                tracing::warn!(target: "weft::data", file = id.0, error = %e, "cannot record the deletion in deleted.log");
+            }
         }
     }
 }

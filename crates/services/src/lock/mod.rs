@@ -19,7 +19,7 @@
 use crate::meta::MetaService;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use weft_lock::{Extent, Grant, LeaseState, LockError, LockId, LockTable, Leases, Mode, Owner};
@@ -65,6 +65,10 @@ impl Sessions {
     }
 }
 
+/// Longest wait an acquire may ask for: 10 minutes (each waiting request
+/// keeps a deadline entry until then).
+const MAX_WAIT_MS: u32 = 600_000;
+
 /// Lock-wait deadlines, earliest first: (deadline, file, lock id).
 type Deadlines = BinaryHeap<Reverse<(Instant, FileId, u64)>>;
 
@@ -75,6 +79,8 @@ pub struct LockService {
     /// Wakes the timer thread when an earlier deadline arrives.
     timer: Condvar,
     next_id: AtomicU64,
+    /// Requests waiting now, over all files (to size the deadline heap).
+    waiting: AtomicUsize,
     granted: AtomicU64,
     wait_us: AtomicU64,
     started: Instant,
@@ -126,6 +132,7 @@ impl LockService {
             deadlines: Mutex::new(BinaryHeap::new()),
             timer: Condvar::new(),
             next_id: AtomicU64::new(1),
+            waiting: AtomicUsize::new(0),
             granted: AtomicU64::new(0),
             wait_us: AtomicU64::new(0),
             started: Instant::now(),
@@ -147,28 +154,38 @@ impl LockService {
     /// Renews `owner`'s lease and notes `file` as one it uses; `false` if
     /// the session already expired.
     fn touch(&self, owner: Owner, file: Option<FileId>) -> bool {
-        let lapsed_files = {
-            let mut s = lock(&self.sessions);
-            if s.expired.contains(&owner) {
-                return false;
+        match self.renew(owner, file) {
+            Ok(()) => true,
+            Err(lapsed_files) => {
+                self.drop_owner(owner, lapsed_files);
+                false
             }
-            let now = self.now_ms();
-            if s.leases.state(owner, now) == LeaseState::Lapsed {
-                // Its time ran out before the timer noticed: expire it now,
-                // never revive it (its locks may be promised to others).
-                s.leases.end(owner);
-                s.forget_later(owner);
-                s.files.remove(&owner).unwrap_or_default()
-            } else {
-                s.leases.renew(owner, now);
-                if let Some(f) = file {
-                    s.files.entry(owner).or_default().insert(f);
-                }
-                return true;
-            }
-        };
-        self.drop_owner(owner, lapsed_files);
-        false
+        }
+    }
+
+    /// The session-table half of [`LockService::touch`]: renews, or
+    /// expires a lapsed session and returns the files whose locks the
+    /// caller must drop (without holding any file's table: `drop_owner`
+    /// takes them). Takes only the sessions mutex, so it may be called
+    /// while a file's table is held.
+    fn renew(&self, owner: Owner, file: Option<FileId>) -> Result<(), HashSet<FileId>> {
+        let mut s = lock(&self.sessions);
+        if s.expired.contains(&owner) {
+            return Err(HashSet::new());
+        }
+        let now = self.now_ms();
+        if s.leases.state(owner, now) == LeaseState::Lapsed {
+            // Its time ran out before the timer noticed: expire it now,
+            // never revive it (its locks may be promised to others).
+            s.leases.end(owner);
+            s.forget_later(owner);
+            return Err(s.files.remove(&owner).unwrap_or_default());
+        }
+        s.leases.renew(owner, now);
+        if let Some(f) = file {
+            s.files.entry(owner).or_default().insert(f);
+        }
+        Ok(())
     }
 
     fn file(&self, file: FileId) -> Arc<Mutex<FileLocks>> {
@@ -189,11 +206,24 @@ impl LockService {
         }
     }
 
+    /// Removes waiter `id` of a file's table (and counts it gone).
+    fn take_waiter(&self, fl: &mut FileLocks, id: u64) -> Option<Waiter> {
+        let w = fl.waiters.remove(&id)?;
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        Some(w)
+    }
+
+    /// Is lock `id` of `file` still waiting? (For pruning the deadline heap.)
+    fn is_waiting(&self, file: FileId, id: u64) -> bool {
+        let f = lock(&self.files).get(&file).cloned();
+        f.is_some_and(|f| lock(&f).waiters.contains_key(&id))
+    }
+
     /// Answers the waiters `grants` names.
     fn deliver(&self, fl: &mut FileLocks, grants: Vec<Grant>) {
         for g in grants {
             self.granted.fetch_add(1, Ordering::Relaxed);
-            if let Some(w) = fl.waiters.remove(&g.lock.0) {
+            if let Some(w) = self.take_waiter(fl, g.lock.0) {
                 self.wait_us.fetch_add(w.since.elapsed().as_micros() as u64, Ordering::Relaxed);
                 (w.answer)(Response::Locked { lock: g.lock.0 });
             }
@@ -228,7 +258,7 @@ impl LockService {
                 let mut fl = lock(&f);
                 let mine: Vec<u64> = fl.waiters.iter().filter(|(_, w)| w.owner == owner).map(|(&id, _)| id).collect();
                 for id in mine {
-                    if let Some(w) = fl.waiters.remove(&id) {
+                    if let Some(w) = self.take_waiter(&mut fl, id) {
                         (w.answer)(expired(owner));
                     }
                 }
@@ -257,7 +287,7 @@ impl LockService {
             let f = self.file(file);
             {
                 let mut fl = lock(&f);
-                if let Some(w) = fl.waiters.remove(&id) {
+                if let Some(w) = self.take_waiter(&mut fl, id) {
                     let grants = fl.table.release(w.owner, LockId(id)).unwrap_or_default();
                     let waited = w.since.elapsed();
                     (w.answer)(err(ErrorCode::Busy, format!("lock not granted within {} ms", waited.as_millis())));
@@ -308,7 +338,7 @@ impl LockService {
                     match fl.table.release(owner, LockId(id)) {
                         Ok(grants) => {
                             // Releasing a request that still waits withdraws it.
-                            if let Some(w) = fl.waiters.remove(&id) {
+                            if let Some(w) = self.take_waiter(&mut fl, id) {
                                 (w.answer)(err(ErrorCode::Busy, format!("lock {id} withdrawn by its session")));
                             }
                             self.deliver(&mut fl, grants);
@@ -341,12 +371,20 @@ impl LockService {
     }
 
     fn acquire(&self, owner: Owner, file: FileId, mode: Mode, wait_ms: u32, extents: Vec<Extent>, later: &dyn Fn() -> Answer) -> Option<Response> {
-        if !self.touch(owner, Some(file)) {
-            return Some(expired(owner));
-        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let f = self.file(file);
         let mut fl = lock(&f);
+        // The lease is renewed while this file's table is held, so an `End`
+        // (or an expiry) of the session either sees this file among the
+        // session's and releases the lock below after it is taken, or comes
+        // first and this request is refused: no lock is left without a lease.
+        if let Err(lapsed) = self.renew(owner, Some(file)) {
+            drop(fl);
+            drop(f);
+            self.drop_owner(owner, lapsed);
+            return Some(expired(owner));
+        }
+        let wait_ms = wait_ms.min(MAX_WAIT_MS);
         match fl.table.acquire(LockId(id), owner, mode, extents) {
             Ok(true) => {
                 self.granted.fetch_add(1, Ordering::Relaxed);
@@ -355,17 +393,24 @@ impl LockService {
             Ok(false) => {
                 let now = Instant::now();
                 fl.waiters.insert(id, Waiter { owner, since: now, answer: later() });
+                self.waiting.fetch_add(1, Ordering::Relaxed);
                 drop(fl);
                 let at = now + Duration::from_millis(wait_ms.into());
                 let mut d = lock(&self.deadlines);
                 let earliest = d.peek().is_none_or(|Reverse((first, _, _))| at < *first);
+                // Entries of requests granted or withdrawn stay until their
+                // time; when they are most of the heap, it is rebuilt.
+                if d.len() >= 4096 && d.len() > 2 * self.waiting.load(Ordering::Relaxed) {
+                    let live: Vec<_> = std::mem::take(&mut *d).into_iter().filter(|Reverse((_, fid, lid))| self.is_waiting(*fid, *lid)).collect();
+                    *d = live.into();
+                }
                 d.push(Reverse((at, file, id)));
                 if earliest {
                     self.timer.notify_one();
                 }
                 None
             }
-            Err(e @ LockError::Full { .. }) => Some(err(ErrorCode::Busy, e.to_string())),
+            Err(e @ (LockError::Full { .. } | LockError::TooCostly { .. })) => Some(err(ErrorCode::Busy, e.to_string())),
             Err(e) => {
                 drop(fl);
                 drop(f);
@@ -382,11 +427,21 @@ fn timer_loop(svc: &Weak<LockService>, tick: Duration) {
     loop {
         let Some(s) = svc.upgrade() else { return };
         let now = Instant::now();
+        // This thread must outlive any bug it runs into: without it no lease
+        // expires and no wait times out.
+        let contained = |what: &str, f: &dyn Fn()| {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
+                tracing::error!(target: "weft::lock", "{what} panicked; the timer goes on");
+            }
+        };
         if now >= next_lease_check {
-            s.expire();
+            contained("lease expiry", &|| s.expire());
             next_lease_check = now + tick;
         }
-        let next_wait = s.time_out_waiters(now);
+        let mut next_wait = None;
+        if let Ok(n) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.time_out_waiters(now))) {
+            next_wait = n;
+        }
         let until = next_wait.map_or(next_lease_check, |w| w.min(next_lease_check));
         let d = lock(&s.deadlines);
         // A new, earlier deadline notifies the condvar.

@@ -274,17 +274,23 @@ fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32) -> Resu
     check(cred, &dir, R, "list this directory")?;
     let mut entries = Vec::new();
     let mut more = false;
+    // A page also ends before its encoding would pass the body limit
+    // (entries of wide files carry their whole server list).
+    let mut bytes = 16usize;
     for item in t.dirents.range((dir.id.0, after)..(dir.id.0 + 1, ""))? {
         let (k, v) = item?;
         let name = k.value().1;
         if name == after {
             continue;
         }
-        if entries.len() == max as usize {
+        let attr = t.inode(v.value())?;
+        let size = 4 + name.len() + encode_attr(&attr).len();
+        if entries.len() == max as usize || (bytes + size > weft_wire::limits::MAX_BODY_LEN as usize && !entries.is_empty()) {
             more = true;
             break;
         }
-        entries.push(DirEntry { name: name.to_owned(), attr: t.inode(v.value())? });
+        bytes += size;
+        entries.push(DirEntry { name: name.to_owned(), attr });
     }
     Ok(Response::Entries { entries, more })
 }

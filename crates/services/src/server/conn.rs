@@ -129,6 +129,9 @@ struct Pending {
     pay_len: u32,
     /// The payload's bytes, drawn when the `Cts` went out.
     grant: Option<Charge>,
+    /// When the `Cts` went out: the data must start within the frame
+    /// deadline of it, or the grant (and its memory) would be held forever.
+    granted_at: Option<Instant>,
 }
 
 struct Out {
@@ -187,6 +190,12 @@ impl Conn {
         }
     }
 
+    /// Draws `bytes` for this connection (a response it will be sent),
+    /// within its share of the budget.
+    pub fn charge(&self, bytes: u64) -> Option<Charge> {
+        self.budget.try_charge_for(bytes, &self.account, self.limits.memory_share)
+    }
+
     /// Bytes of the budget this connection holds.
     pub fn memory(&self) -> u64 {
         self.account.used()
@@ -215,7 +224,7 @@ impl Conn {
     /// frame still needs (so no byte of a later frame is read early); `None`
     /// while the connection must not read (paused or closing).
     pub fn rx_window(&mut self) -> Option<&mut [u8]> {
-        if self.closing.is_some() || self.queued >= self.limits.max_queued {
+        if !self.may_read() {
             return None;
         }
         let w = match &mut self.rx {
@@ -226,6 +235,15 @@ impl Conn {
         };
         debug_assert!(!w.is_empty(), "settle leaves no empty window");
         Some(w)
+    }
+
+    /// Whether the connection takes more bytes now: not closing, fewer than
+    /// `max_queued` requests unanswered, and fewer than `max_queued` frames
+    /// waiting to be sent (a peer that does not read its answers must not
+    /// make the server queue them without bound: error answers to refused
+    /// requests carry no budget charge, so they are bounded by count).
+    pub fn may_read(&self) -> bool {
+        self.closing.is_none() && self.queued < self.limits.max_queued && self.out.len() < self.limits.max_queued
     }
 
     /// Paused for memory: the owner calls [`Conn::retry`] when some is returned.
@@ -382,7 +400,7 @@ impl Conn {
                 Ok(req) => {
                     let mut payload = payload;
                     let body_charge = payload.charge.take().expect("drawn in retry");
-                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None });
+                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None });
                     self.waiting.push_back(id.0);
                     self.grant(now);
                 }
@@ -425,7 +443,9 @@ impl Conn {
             let Some(charge) = self.budget.try_charge_for(len, &self.account, self.limits.memory_share) else { return };
             self.waiting.pop_front();
             self.granted += len;
-            self.pending.get_mut(&id).expect("waiting ids are pending").grant = Some(charge);
+            let p = self.pending.get_mut(&id).expect("waiting ids are pending");
+            p.grant = Some(charge);
+            p.granted_at = Some(now);
             self.push(FrameKind::Cts, MsgId(id), &[], Payload::default(), now);
         }
     }
@@ -433,7 +453,13 @@ impl Conn {
     /// Queues the answer to a request handed out earlier.
     pub fn respond(&mut self, id: MsgId, rsp: &Response, payload: Payload, now: Instant) {
         self.queued = self.queued.saturating_sub(1);
-        self.push(FrameKind::Response, id, &rsp.encode(), payload, now);
+        let mut body = rsp.encode();
+        if body.len() > weft_wire::limits::MAX_BODY_LEN as usize {
+            // A service bug (answers are sized to fit); the client gets a
+            // clear error instead of a frame it would refuse.
+            body = Response::error(ErrorCode::Internal, format!("answer of {} bytes exceeds the body limit", body.len())).encode();
+        }
+        self.push(FrameKind::Response, id, &body, payload, now);
     }
 
     fn push(&mut self, kind: FrameKind, id: MsgId, body: &[u8], payload: Payload, now: Instant) {
@@ -519,6 +545,9 @@ impl Conn {
         }
         if late(self.send_by) {
             return Some(format!("response not taken within {:?}", self.limits.send_deadline));
+        }
+        if self.pending.values().any(|p| late(p.granted_at.map(|t| t + self.limits.frame_deadline))) {
+            return Some(format!("rendezvous data not sent within {:?} of its grant", self.limits.frame_deadline));
         }
         None
     }
@@ -610,8 +639,8 @@ mod tests {
         let mut c = conn(ConnLimits::default(), 1 << 30);
         let mut ev = Vec::new();
         // Issue 8: a 1 MiB handshake body used to be read (and held) first.
-        let taken = feed(&mut c, &frame(FrameKind::Hello, 0, &[], 1 << 20, &[]), &mut ev);
-        assert_eq!(taken, HEADER_LEN);
+        let taken = feed(&mut c, &frame(FrameKind::Hello, 0, &vec![0; 1 << 20], 0, &[]), &mut ev);
+        assert_eq!(taken, HEADER_LEN, "not one byte of the body is read");
         assert!(c.closing().is_some());
         assert_eq!(c.memory(), 0);
     }
@@ -686,6 +715,32 @@ mod tests {
         assert_eq!(feed(&mut c, &three, &mut ev), 2 * ping.len());
         c.respond(MsgId(1), &Response::Ok, Payload::default(), Instant::now());
         assert_eq!(feed(&mut c, &ping, &mut ev), ping.len());
+    }
+
+    /// Review of issue 8: refused requests queue error answers that carry
+    /// no budget; a peer that never reads them must not grow the queue.
+    #[test]
+    fn a_peer_that_does_not_read_its_answers_stops_being_read() {
+        let limits = ConnLimits { max_queued: 8, ..ConnLimits::default() };
+        let mut c = ready(limits, 1 << 30);
+        let mut ev = Vec::new();
+        let bad = frame(FrameKind::Request, 1, &[0xFF], 0, &[]);
+        let many: Vec<u8> = bad.iter().copied().cycle().take(bad.len() * 100).collect();
+        assert_eq!(feed(&mut c, &many, &mut ev), bad.len() * 8, "reading stops once 8 answers wait");
+        assert_eq!(drain(&mut c).len(), 8);
+        assert_eq!(feed(&mut c, &many, &mut ev), bad.len() * 8, "and resumes once they are taken");
+    }
+
+    #[test]
+    fn a_granted_rendezvous_whose_data_never_comes_is_cut_off() {
+        let mut c = ready(ConnLimits::default(), 1 << 30);
+        let mut ev = Vec::new();
+        let t0 = Instant::now();
+        feed(&mut c, &frame(FrameKind::Rts, 1, &write_req(1 << 20), 1 << 20, &[]), &mut ev);
+        assert!(drain(&mut c).iter().any(|f| f.0 == FrameKind::Cts));
+        assert!(c.memory() >= 1 << 20, "the grant holds the payload's memory");
+        assert!(c.overdue(t0 + Duration::from_secs(29)).is_none());
+        assert!(c.overdue(t0 + Duration::from_secs(31)).is_some_and(|why| why.contains("rendezvous")));
     }
 
     #[test]

@@ -195,24 +195,46 @@ impl Reactor {
     fn service_contained(&mut self, k: usize) {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.service(k)));
         if r.is_err() {
-            self.server.count_panic();
-            tracing::error!(target: "weft::server", slot = k, "serving a connection panicked; closing it");
-            if let Some(Some(slot)) = self.slots.get_mut(k) {
-                slot.conn.abort("the server failed while serving this connection");
-            }
-            self.close(k);
+            self.close_after_panic(k);
         }
+    }
+
+    fn close_after_panic(&mut self, k: usize) {
+        self.server.count_panic();
+        tracing::error!(target: "weft::server", slot = k, "serving a connection panicked; closing it");
+        if let Some(Some(slot)) = self.slots.get_mut(k) {
+            slot.conn.abort("the server failed while serving this connection");
+        }
+        self.close(k);
     }
 
     /// Reads what the connection may take, hands out its requests, sends
     /// what it has queued, and closes it if it is done.
     fn service(&mut self, k: usize) {
-        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+        // Edge-triggered readiness: a connection that paused with bytes
+        // still in its socket gets no new event for them, so after its
+        // requests are dispatched (inline ones answered at once) and its
+        // answers sent, reading resumes here until the socket is empty.
+        loop {
+            let paused = self.read_some(k);
+            self.dispatch(k);
+            self.flush(k);
+            let resumable = matches!(self.slots.get(k), Some(Some(slot)) if slot.conn.may_read() && !slot.conn.is_stalled());
+            if !(paused && resumable) {
+                return;
+            }
+        }
+    }
+
+    /// Reads exactly what the current frame still needs, until the socket
+    /// is empty (`false`) or the connection pauses (`true`); queues the
+    /// requests that completed.
+    fn read_some(&mut self, k: usize) -> bool {
+        let Some(Some(slot)) = self.slots.get_mut(k) else { return false };
         let now = Instant::now();
         let mut events = std::mem::take(&mut self.events);
         let secret = &self.server.secret;
-        // Read: exactly what the current frame still needs, until the
-        // socket is empty or the connection pauses.
+        let mut paused = true;
         while let Some(window) = slot.conn.rx_window() {
             match slot.stream.read(window) {
                 Ok(0) => {
@@ -220,13 +242,18 @@ impl Reactor {
                         tracing::debug!(target: "weft::server", peer = %slot.peer, "peer closed mid-exchange");
                     }
                     slot.conn.abort("peer closed the connection");
+                    paused = false;
                     break;
                 }
                 Ok(n) => slot.conn.received(n, now, secret, &mut events),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    paused = false;
+                    break;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     slot.conn.abort(format!("read failed: {e}"));
+                    paused = false;
                     break;
                 }
             }
@@ -241,8 +268,7 @@ impl Reactor {
             }
         }
         self.events = events;
-        self.dispatch(k);
-        self.flush(k);
+        paused
     }
 
     /// Starts the connection's next requests: those that need neither disk
@@ -258,7 +284,9 @@ impl Reactor {
             // The response payload's memory, before any work is done for it.
             let out_len = response_len(&job.req);
             if out_len > 0 {
-                match self.budget.try_charge(out_len) {
+                // Within the connection's share: a client that asks for
+                // many large reads and takes them slowly holds only its share.
+                match slot.conn.charge(out_len) {
                     Some(c) => job.out_charge = Some(c),
                     None => {
                         slot.ready.push_front(job);
@@ -398,12 +426,20 @@ impl Reactor {
         }
     }
 
-    /// Retries a connection that waited for memory.
+    /// Retries a connection that waited for memory (contained like
+    /// [`Reactor::service_contained`]: the retry may complete and decode a frame).
     fn retry(&mut self, k: usize, now: Instant) {
-        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-        let mut events = std::mem::take(&mut self.events);
-        slot.conn.retry(now, &self.server.secret, &mut events);
-        self.events = events;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+            let mut events = std::mem::take(&mut self.events);
+            slot.conn.retry(now, &self.server.secret, &mut events);
+            self.events = events;
+        }));
+        if r.is_err() {
+            self.events.clear();
+            self.close_after_panic(k);
+            return;
+        }
         self.service_contained(k);
     }
 
@@ -418,8 +454,10 @@ impl Reactor {
         }
     }
 
-    /// Closes connections past a deadline.
+    /// Closes connections past a deadline; retries accepting (after a
+    /// failed accept no new readiness may come for the waiting backlog).
     fn sweep(&mut self, now: Instant) {
+        self.accept();
         let late: Vec<(usize, String)> = self.slots.iter().enumerate().filter_map(|(k, s)| s.as_ref()?.conn.overdue(now).map(|why| (k, why))).collect();
         for (k, why) in late {
             if let Some(Some(slot)) = self.slots.get_mut(k) {
@@ -440,7 +478,7 @@ impl Reactor {
 /// Requests served on the loop's thread: no disk, no waiting, bounded work
 /// (a worker hand-off costs two thread wake-ups, a third of a round trip).
 fn runs_inline(req: &Request) -> bool {
-    matches!(req, Request::Ping | Request::Sink | Request::Source { .. } | Request::Lock(weft_wire::LockReq::Renew { .. }))
+    matches!(req, Request::Ping | Request::Sink | Request::Source { .. })
 }
 
 /// Bytes of response payload a request produces (drawn before it runs).

@@ -370,6 +370,7 @@ fn sibling(e: &NetError) -> NetError {
             NetError::Unreachable { addr: *addr, source: io::Error::new(source.kind(), source.to_string()) }
         }
         NetError::Handshake { addr, reason } => NetError::Handshake { addr: *addr, reason: reason.clone() },
+        NetError::Busy { addr, reason } => NetError::Busy { addr: *addr, reason: reason.clone() },
         NetError::Protocol { addr, source } => NetError::Protocol { addr: *addr, source: source.clone() },
         NetError::Violation { addr, what } => NetError::Violation { addr: *addr, what: what.clone() },
     }

@@ -13,6 +13,9 @@ pub enum NetError {
     Unreachable { addr: SocketAddr, source: std::io::Error },
     #[error("server {addr} did not answer within {after:?}")]
     Timeout { addr: SocketAddr, after: Duration },
+    /// The server is at its connection limit and refused this connection.
+    #[error("server {addr} busy: {reason}")]
+    Busy { addr: SocketAddr, reason: String },
     /// The handshake failed: wrong shared secret or protocol version.
     #[error("handshake with {addr} failed: {reason}")]
     Handshake { addr: SocketAddr, reason: String },
@@ -30,6 +33,7 @@ impl NetError {
             NetError::Unreachable { addr, .. }
             | NetError::Timeout { addr, .. }
             | NetError::Handshake { addr, .. }
+            | NetError::Busy { addr, .. }
             | NetError::Protocol { addr, .. }
             | NetError::Violation { addr, .. } => *addr,
         }

@@ -38,6 +38,7 @@ pub fn client_handshake(stream: &mut TcpStream, addr: SocketAddr, secret: &Secre
             }
         }
         FrameKind::Response => match Response::decode(&body) {
+            Ok(Response::Error { code: weft_wire::ErrorCode::Busy, message }) => Err(NetError::Busy { addr, reason: message }),
             Ok(Response::Error { code, message }) => {
                 Err(NetError::Handshake { addr, reason: format!("{}: {message}", code.name()) })
             }

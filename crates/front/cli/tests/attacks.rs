@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::TestCluster;
+use common::{response, TestCluster};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -22,19 +22,9 @@ fn handshaken(addr: SocketAddr, secret: &Secret) -> TcpStream {
     s
 }
 
-fn response(s: &mut TcpStream) -> (Header, Response) {
-    let h = read_header(s).map_err(|e| format!("{e:?}")).unwrap();
-    assert_eq!(h.kind, FrameKind::Response);
-    let body = read_vec(s, h.body_len as usize).unwrap();
-    let _ = read_vec(s, h.pay_len as usize).unwrap();
-    (h, Response::decode(&body).unwrap())
-}
-
 /// Resident memory of process `pid`, in bytes.
 fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.split_whitespace().next()?.parse().ok()).unwrap();
-    kb * 1024
+    weft_bench::conns::rss(pid).unwrap()
 }
 
 /// Real work on the meta and data services, with a bounded deadline (the
@@ -320,6 +310,35 @@ fn a_lapsed_lease_fails_the_next_atomic_access_loudly() {
     let mut back = [0u8; 5];
     f.read_at(0, &mut back).unwrap();
     assert_eq!(&back, b"third");
+    drop(lc);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A server at its connection limit says so: the client gets a typed
+/// `Busy` naming the limit, not a reset, and is served once a slot frees.
+#[test]
+fn a_server_at_its_connection_limit_answers_busy() {
+    let (lc, dir) = cluster("limit", &[("WEFT_MAX_CONNECTIONS", "3")]);
+    let cf = lc.cluster().clone();
+    let data = cf.servers[1].addr;
+    let held: Vec<TcpStream> = (0..3).map(|_| handshaken(data, &cf.secret())).collect();
+    let mut ep = weft_net::Endpoint::new(cf.secret(), weft_net::EndpointConfig::default()).unwrap();
+    match ep.call(data, Request::Ping.encode()) {
+        Err(weft_net::NetError::Busy { addr, reason }) => {
+            assert_eq!(addr, data);
+            assert!(reason.contains("connection limit (3)"), "{reason}");
+        }
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    drop(held);
+    let t = Instant::now();
+    loop {
+        match ep.call(data, Request::Ping.encode()) {
+            Ok(_) => break,
+            Err(weft_net::NetError::Busy { .. }) if t.elapsed() < Duration::from_secs(5) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("not served after the slots were freed: {e}"),
+        }
+    }
     drop(lc);
     let _ = std::fs::remove_dir_all(dir);
 }

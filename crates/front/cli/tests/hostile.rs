@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::TestCluster;
+use common::{response, TestCluster};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -41,15 +41,6 @@ fn assert_closed(mut s: TcpStream) {
             Err(e) => panic!("connection not closed: {e}"),
         }
     }
-}
-
-/// Reads one response frame and decodes it.
-fn response(s: &mut TcpStream) -> (Header, Response) {
-    let h = read_header(s).map_err(|e| format!("{e:?}")).unwrap();
-    assert_eq!(h.kind, FrameKind::Response);
-    let body = read_vec(s, h.body_len as usize).unwrap();
-    let _payload = read_vec(s, h.pay_len as usize).unwrap();
-    (h, Response::decode(&body).unwrap())
 }
 
 /// A well-behaved client does real work on the meta and data services.

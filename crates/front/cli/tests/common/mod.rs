@@ -95,3 +95,12 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Reads one response frame from a raw connection and decodes it.
+pub fn response(s: &mut std::net::TcpStream) -> (weft_wire::Header, weft_wire::Response) {
+    let h = weft_net::frame_io::read_header(s).map_err(|e| format!("{e:?}")).unwrap();
+    assert_eq!(h.kind, weft_wire::FrameKind::Response);
+    let body = weft_net::frame_io::read_vec(s, h.body_len as usize).unwrap();
+    let _payload = weft_net::frame_io::read_vec(s, h.pay_len as usize).unwrap();
+    (h, weft_wire::Response::decode(&body).unwrap())
+}

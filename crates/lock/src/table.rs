@@ -107,14 +107,25 @@ struct Lock {
 /// The locks of one file.
 #[derive(Debug, Default)]
 pub struct LockTable {
-    /// Extent items in both trees (the cap applies to their sum).
+    /// Extent items in all trees (the cap applies to their sum).
     items: usize,
-    held: IntervalTree<Item>,
-    waiting_items: IntervalTree<Item>,
+    /// Granted and waiting items, one tree per mode ([`tree_of`]): a shared
+    /// request then walks only exclusive items, the only ones it can
+    /// conflict with (many readers never cost each other a check).
+    held: [IntervalTree<Item>; 2],
+    waiting_items: [IntervalTree<Item>; 2],
     locks: HashMap<LockId, Lock>,
     queue: BTreeMap<u64, LockId>,
     next_seq: u64,
     next_key: u64,
+}
+
+/// The index of `mode`'s tree.
+fn tree_of(mode: Mode) -> usize {
+    match mode {
+        Mode::Shared => 0,
+        Mode::Exclusive => 1,
+    }
 }
 
 impl LockTable {
@@ -125,9 +136,10 @@ impl LockTable {
     /// A table whose trees' shapes depend on `seed` (see
     /// [`IntervalTree::with_seed`]): the lock service passes a random one.
     pub fn with_seed(seed: u64) -> Self {
+        let s = |k: u64| seed.rotate_left(16 * k as u32) ^ k.wrapping_mul(0x5851_F42D_4C95_7F2D);
         LockTable {
-            held: IntervalTree::with_seed(seed),
-            waiting_items: IntervalTree::with_seed(seed.rotate_left(32) ^ 0x5851_F42D_4C95_7F2D),
+            held: [IntervalTree::with_seed(s(0)), IntervalTree::with_seed(s(1))],
+            waiting_items: [IntervalTree::with_seed(s(2)), IntervalTree::with_seed(s(3))],
             ..Self::default()
         }
     }
@@ -162,14 +174,18 @@ impl LockTable {
             over |= checks > MAX_CHECKS;
             over
         };
+        // Only trees of modes that conflict with `mode` are walked.
+        let modes: &[Mode] = if mode == Mode::Shared { &[Mode::Exclusive] } else { &[Mode::Shared, Mode::Exclusive] };
         let hit = extents.iter().any(|e| {
             let (a, b) = e.bounds();
-            let mut hit = |_: u64, _: u64, it: &Item| count() || (mode.conflicts(it.mode) && it.extent.overlaps(e));
-            if self.held.any_overlapping(a, b, &mut hit) {
-                return true;
-            }
-            let mut hit_earlier = |_: u64, _: u64, it: &Item| count() || (it.seq < before && mode.conflicts(it.mode) && it.extent.overlaps(e));
-            self.waiting_items.any_overlapping(a, b, &mut hit_earlier)
+            modes.iter().any(|&m| {
+                let mut hit = |_: u64, _: u64, it: &Item| count() || it.extent.overlaps(e);
+                if self.held[tree_of(m)].any_overlapping(a, b, &mut hit) {
+                    return true;
+                }
+                let mut hit_earlier = |_: u64, _: u64, it: &Item| count() || (it.seq < before && it.extent.overlaps(e));
+                self.waiting_items[tree_of(m)].any_overlapping(a, b, &mut hit_earlier)
+            })
         });
         if over {
             return Err(LockError::TooCostly { items: self.items, limit: MAX_CHECKS });
@@ -198,7 +214,7 @@ impl LockTable {
         }
         self.items += extents.len();
         let mut lock = Lock { owner, mode, extents, keys: Vec::new(), waiting: (!granted).then_some(seq) };
-        let tree = if granted { &mut self.held } else { &mut self.waiting_items };
+        let tree = if granted { &mut self.held[tree_of(mode)] } else { &mut self.waiting_items[tree_of(mode)] };
         for e in &lock.extents {
             let (a, b) = e.bounds();
             let key = self.next_key;
@@ -239,7 +255,7 @@ impl LockTable {
     fn remove(&mut self, id: LockId) {
         let lock = self.locks.remove(&id).expect("caller checked");
         self.items -= lock.keys.len();
-        let tree = if lock.waiting.is_some() { &mut self.waiting_items } else { &mut self.held };
+        let tree = if lock.waiting.is_some() { &mut self.waiting_items[tree_of(lock.mode)] } else { &mut self.held[tree_of(lock.mode)] };
         for (start, key) in lock.keys {
             tree.remove(start, key);
         }
@@ -262,11 +278,11 @@ impl LockTable {
             let lock = self.locks.get_mut(&id).expect("queued locks exist");
             lock.waiting = None;
             let keys = lock.keys.clone();
-            let owner = lock.owner;
+            let (owner, t) = (lock.owner, tree_of(lock.mode));
             for (start, key) in keys {
-                let item = self.waiting_items.remove(start, key).expect("waiting item");
+                let item = self.waiting_items[t].remove(start, key).expect("waiting item");
                 let end = item.extent.bounds().1;
-                self.held.insert(start, end, key, item);
+                self.held[t].insert(start, end, key, item);
             }
             self.queue.remove(&seq);
             grants.push(Grant { lock: id, owner });
@@ -276,8 +292,9 @@ impl LockTable {
 
     /// Checks the table's invariants; panics with the reason.
     pub fn check_invariants(&self) {
-        self.held.check_invariants();
-        self.waiting_items.check_invariants();
+        for t in self.held.iter().chain(&self.waiting_items) {
+            t.check_invariants();
+        }
         let granted: Vec<(&LockId, &Lock)> = self.locks.iter().filter(|(_, l)| l.waiting.is_none()).collect();
         for (i, (a, la)) in granted.iter().enumerate() {
             for (b, lb) in &granted[i + 1..] {

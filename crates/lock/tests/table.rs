@@ -185,19 +185,34 @@ fn a_full_table_refuses_more_extents_and_more_waiters() {
 }
 
 /// Review of issue 8: many items sharing a request's bounds that do not
-/// conflict with it (shared with shared) made every check walk them all
-/// under the file's mutex. A check is now bounded and refused past it.
+/// conflict with it (interleaved strided runs) made every check walk them
+/// all under the file's mutex. A check is now bounded and refused past it.
 #[test]
 fn a_check_that_would_walk_too_many_items_is_refused() {
     use weft_lock::table::MAX_CHECKS;
     let mut t = LockTable::with_seed(3);
-    let wide: Vec<Extent> = (0..30_000u64).map(|k| Extent::range(k, 1 << 62).unwrap()).collect();
-    assert_eq!(t.acquire(LockId(1), Owner(1), Mode::Shared, wide.clone()), Ok(true));
-    match t.acquire(LockId(2), Owner(2), Mode::Shared, wide) {
+    let evens: Vec<Extent> = (0..30_000u64).map(|k| Extent::strided(2 * k, 1, 60_000, 1 << 40).unwrap()).collect();
+    let odds: Vec<Extent> = (0..30_000u64).map(|k| Extent::strided(2 * k + 1, 1, 60_000, 1 << 40).unwrap()).collect();
+    assert_eq!(t.acquire(LockId(1), Owner(1), Mode::Exclusive, evens), Ok(true));
+    match t.acquire(LockId(2), Owner(2), Mode::Exclusive, odds) {
         Err(LockError::TooCostly { limit, .. }) => assert_eq!(limit, MAX_CHECKS),
         other => panic!("{other:?}"),
     }
     // A small request still gets its answer.
-    assert_eq!(t.acquire(LockId(3), Owner(2), Mode::Shared, vec![Extent::range(5, 6).unwrap()]), Ok(true));
+    assert_eq!(t.acquire(LockId(3), Owner(2), Mode::Exclusive, vec![Extent::range(1, 2).unwrap()]), Ok(true));
+    t.check_invariants();
+}
+
+/// Readers never cost each other a check: shared items live in a tree of
+/// their own, and a shared request walks only the exclusive ones.
+#[test]
+fn many_readers_of_the_same_bytes_are_granted_at_once() {
+    let mut t = LockTable::with_seed(4);
+    let wide: Vec<Extent> = (0..30_000u64).map(|k| Extent::range(k, 1 << 62).unwrap()).collect();
+    for id in 0..6 {
+        assert_eq!(t.acquire(LockId(id), Owner(id), Mode::Shared, wide.clone()), Ok(true));
+    }
+    // A writer conflicts at its first item.
+    assert_eq!(t.acquire(LockId(99), Owner(99), Mode::Exclusive, vec![Extent::range(5, 6).unwrap()]), Ok(false));
     t.check_invariants();
 }

@@ -87,7 +87,7 @@ pub struct Grant {
 
 #[derive(Debug, Clone, Copy)]
 struct Item {
-    mode: Mode,
+    /// (The mode is the tree's.)
     extent: Extent,
     /// Arrival order of the lock (waiting tree only).
     seq: u64,
@@ -219,7 +219,7 @@ impl LockTable {
             let (a, b) = e.bounds();
             let key = self.next_key;
             self.next_key += 1;
-            tree.insert(a, b, key, Item { mode, extent: *e, seq });
+            tree.insert(a, b, key, Item { extent: *e, seq });
             lock.keys.push((a, key));
         }
         if !granted {

@@ -1,0 +1,215 @@
+//! Unit tests of the connection state machine (`conn.rs`): bytes in,
+//! frames and events out, with plain buffers and no sockets.
+
+use super::*;
+use weft_wire::{DataReq, FileId, Piece};
+
+fn secret() -> Secret {
+    Secret::new(vec![7u8; 16])
+}
+
+fn conn(limits: ConnLimits, budget: u64) -> Conn {
+    Conn::new(Instant::now(), Arc::new(limits), MemoryBudget::new(budget))
+}
+
+/// Feeds `bytes` through the windows the connection offers, like the
+/// event loop's reads; returns how many bytes it took.
+fn feed(c: &mut Conn, mut bytes: &[u8], events: &mut Vec<Event>) -> usize {
+    let total = bytes.len();
+    while !bytes.is_empty() {
+        let Some(w) = c.rx_window() else { break };
+        let n = w.len().min(bytes.len());
+        w[..n].copy_from_slice(&bytes[..n]);
+        bytes = &bytes[n..];
+        c.received(n, Instant::now(), &secret(), events);
+    }
+    total - bytes.len()
+}
+
+fn frame(kind: FrameKind, id: u64, body: &[u8], pay_len: usize, payload: &[u8]) -> Vec<u8> {
+    let mut v = Header::new(kind, MsgId(id), body.len(), pay_len).encode().to_vec();
+    v.extend_from_slice(body);
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Everything queued for sending, as (kind, id, body, payload) frames.
+fn drain(c: &mut Conn) -> Vec<(FrameKind, u64, Vec<u8>, Vec<u8>)> {
+    let mut bytes = Vec::new();
+    while c.has_output() {
+        let s: Vec<u8> = c.tx_slices(64).iter().flat_map(|s| s.iter().copied()).collect();
+        c.sent(s.len(), Instant::now());
+        bytes.extend(s);
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let h = Header::decode(&bytes[at..]).unwrap();
+        let b = at + HEADER_LEN;
+        let p = b + h.body_len as usize;
+        out.push((h.kind, h.msg_id.0, bytes[b..p].to_vec(), bytes[p..p + h.pay_len as usize].to_vec()));
+        at = p + h.pay_len as usize;
+    }
+    out
+}
+
+fn ready(limits: ConnLimits, budget: u64) -> Conn {
+    let mut c = conn(limits, budget);
+    let mut ev = Vec::new();
+    let hello = secret().hello([3; 16]).encode();
+    assert_eq!(hello.len(), HELLO_LEN as usize);
+    feed(&mut c, &frame(FrameKind::Hello, 0, &hello, 0, &[]), &mut ev);
+    assert!(matches!(ev[..], [Event::Ready]));
+    assert_eq!(drain(&mut c)[0].0, FrameKind::HelloAck);
+    c
+}
+
+fn write_req(len: u64) -> Vec<u8> {
+    Request::Data(DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: 0, len }] }).encode()
+}
+
+#[test]
+fn a_wrong_secret_gets_an_error_and_a_close() {
+    let mut c = conn(ConnLimits::default(), 1 << 20);
+    let hello = Secret::new(vec![9u8; 16]).hello([3; 16]).encode();
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Hello, 0, &hello, 0, &[]), &mut ev);
+    assert!(ev.is_empty() && c.closing().is_some());
+    let out = drain(&mut c);
+    assert!(matches!(Response::decode(&out[0].2), Ok(Response::Error { code: ErrorCode::Permission, .. })));
+    assert!(c.wants_close());
+}
+
+#[test]
+fn a_hello_of_the_wrong_size_is_refused_before_its_body_is_read() {
+    let mut c = conn(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    // Issue 8: a 1 MiB handshake body used to be read (and held) first.
+    let taken = feed(&mut c, &frame(FrameKind::Hello, 0, &vec![0; 1 << 20], 0, &[]), &mut ev);
+    assert_eq!(taken, HEADER_LEN, "not one byte of the body is read");
+    assert!(c.closing().is_some());
+    assert_eq!(c.memory(), 0);
+}
+
+#[test]
+fn eager_requests_come_out_whole_and_frames_are_not_over_read() {
+    let mut c = ready(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    let mut bytes = frame(FrameKind::Request, 5, &write_req(3), 3, b"abc");
+    bytes.extend(frame(FrameKind::Request, 6, &Request::Ping.encode(), 0, &[]));
+    assert_eq!(feed(&mut c, &bytes, &mut ev), bytes.len());
+    assert_eq!(ev.len(), 2);
+    let Event::Request { id, payload, .. } = &ev[0] else { panic!() };
+    assert_eq!((id.0, &payload.bytes[..]), (5, &b"abc"[..]));
+    assert!(matches!(&ev[1], Event::Request { id: MsgId(6), req: Request::Ping, .. }));
+    assert!(c.memory() > 0, "payload memory is held while the request is served");
+    ev.clear();
+    assert_eq!(c.memory(), 0, "returned when the request's buffers are dropped");
+}
+
+#[test]
+fn an_eager_frame_past_the_eager_limit_is_a_violation() {
+    let mut c = ready(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Request, 5, &write_req(100_000), 100_000, &[]), &mut ev);
+    assert!(ev.is_empty() && c.closing().is_some());
+    assert_eq!(c.memory(), 0);
+}
+
+#[test]
+fn rendezvous_grants_stay_within_the_window_and_the_budget() {
+    let limits = ConnLimits { rendezvous_window: 250, ..ConnLimits::default() };
+    let mut c = ready(limits, 1 << 20);
+    let mut ev = Vec::new();
+    for id in 1..=3 {
+        feed(&mut c, &frame(FrameKind::Rts, id, &write_req(100), 100, &[]), &mut ev);
+    }
+    let cts: Vec<u64> = drain(&mut c).into_iter().filter(|f| f.0 == FrameKind::Cts).map(|f| f.1).collect();
+    assert_eq!(cts, [1, 2], "the third waits for the window");
+    assert!(c.memory() >= 200, "grants hold their payload's memory");
+    // Data for an ungranted id is a violation; for a granted one, a request.
+    feed(&mut c, &frame(FrameKind::Data, 1, &[], 100, &[1; 100]), &mut ev);
+    assert!(matches!(&ev[..], [Event::Request { id: MsgId(1), .. }]));
+    let cts: Vec<u64> = drain(&mut c).into_iter().filter(|f| f.0 == FrameKind::Cts).map(|f| f.1).collect();
+    assert_eq!(cts, [3]);
+    feed(&mut c, &frame(FrameKind::Data, 9, &[], 100, &[1; 100]), &mut ev);
+    assert!(c.closing().is_some());
+}
+
+#[test]
+fn a_connection_without_memory_stops_reading_until_some_is_returned() {
+    let budget = MemoryBudget::new(1000);
+    let hog = budget.try_charge(990).unwrap();
+    let mut c = Conn::new(Instant::now(), Arc::new(ConnLimits::default()), budget.clone());
+    let mut ev = Vec::new();
+    let hello = secret().hello([3; 16]).encode();
+    let bytes = frame(FrameKind::Hello, 0, &hello, 0, &[]);
+    assert_eq!(feed(&mut c, &bytes, &mut ev), HEADER_LEN, "the body waits for memory");
+    assert!(c.is_stalled() && c.rx_window().is_none());
+    drop(hog);
+    c.retry(Instant::now(), &secret(), &mut ev);
+    assert_eq!(feed(&mut c, &bytes[HEADER_LEN..], &mut ev), HELLO_LEN as usize);
+    assert!(c.is_ready());
+}
+
+#[test]
+fn too_many_unanswered_requests_pause_reading() {
+    let mut c = ready(ConnLimits { max_queued: 2, ..ConnLimits::default() }, 1 << 30);
+    let mut ev = Vec::new();
+    let ping = frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]);
+    let three: Vec<u8> = ping.iter().chain(&ping).chain(&ping).copied().collect();
+    assert_eq!(feed(&mut c, &three, &mut ev), 2 * ping.len());
+    c.respond(MsgId(1), &Response::Ok, Payload::default(), Instant::now());
+    assert_eq!(feed(&mut c, &ping, &mut ev), ping.len());
+}
+
+/// Review of issue 8: refused requests queue error answers that carry
+/// no budget; a peer that never reads them must not grow the queue.
+#[test]
+fn a_peer_that_does_not_read_its_answers_stops_being_read() {
+    let limits = ConnLimits { max_queued: 8, ..ConnLimits::default() };
+    let mut c = ready(limits, 1 << 30);
+    let mut ev = Vec::new();
+    let bad = frame(FrameKind::Request, 1, &[0xFF], 0, &[]);
+    let many: Vec<u8> = bad.iter().copied().cycle().take(bad.len() * 100).collect();
+    assert_eq!(feed(&mut c, &many, &mut ev), bad.len() * 8, "reading stops once 8 answers wait");
+    assert_eq!(drain(&mut c).len(), 8);
+    assert_eq!(feed(&mut c, &many, &mut ev), bad.len() * 8, "and resumes once they are taken");
+}
+
+#[test]
+fn a_granted_rendezvous_whose_data_never_comes_is_cut_off() {
+    let mut c = ready(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    let t0 = Instant::now();
+    feed(&mut c, &frame(FrameKind::Rts, 1, &write_req(1 << 20), 1 << 20, &[]), &mut ev);
+    assert!(drain(&mut c).iter().any(|f| f.0 == FrameKind::Cts));
+    assert!(c.memory() >= 1 << 20, "the grant holds the payload's memory");
+    assert!(c.overdue(t0 + Duration::from_secs(29)).is_none());
+    assert!(c.overdue(t0 + Duration::from_secs(31)).is_some_and(|why| why.contains("rendezvous")));
+}
+
+#[test]
+fn deadlines_are_absolute() {
+    let t0 = Instant::now();
+    let limits = Arc::new(ConnLimits::default());
+    let mut c = Conn::new(t0, limits.clone(), MemoryBudget::new(1 << 20));
+    assert!(c.overdue(t0 + Duration::from_secs(4)).is_none());
+    // Trickling a byte at a time does not extend the handshake deadline.
+    let hello = frame(FrameKind::Hello, 0, &secret().hello([3; 16]).encode(), 0, &[]);
+    let mut ev = Vec::new();
+    for (k, b) in hello[..10].iter().enumerate() {
+        let w = c.rx_window().unwrap();
+        w[0] = *b;
+        c.received(1, t0 + Duration::from_millis(400 * k as u64), &secret(), &mut ev);
+    }
+    assert!(c.overdue(t0 + limits.handshake_deadline).is_some());
+    // A response not taken within the send deadline closes the connection.
+    let mut c = ready(ConnLimits::default(), 1 << 20);
+    let now = Instant::now();
+    c.queued = 1;
+    c.respond(MsgId(1), &Response::Ok, Payload { bytes: vec![0; 100], charge: None }, now);
+    c.sent(50, now + Duration::from_secs(20));
+    assert!(c.overdue(now + Duration::from_secs(29)).is_none());
+    assert!(c.overdue(now + limits.send_deadline).is_some(), "partial progress does not extend it");
+}

@@ -106,7 +106,11 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 Err(_) => return,
             }
         };
-        let Job { conn, id, req, payload, out_charge, turn } = job;
+        let Job { conn, id, req, mut payload, out_charge, turn } = job;
+        // A status report should not count its own request (1 byte).
+        if matches!(req, Request::Status) {
+            drop(payload.charge.take());
+        }
         let later = || -> Answer {
             let r = replier.clone();
             Box::new(move |rsp| r.send(Done::Late { conn, id, rsp }))

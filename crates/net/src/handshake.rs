@@ -1,50 +1,65 @@
-//! The connection handshake, both sides, blocking with timeouts.
+//! The connection handshake, both sides, blocking with timeouts (the
+//! servers' event loop runs the same exchange in `services::server::conn`).
 //!
-//! 1. The client sends `Hello { nonce, mac }` in a frame of its protocol version.
-//! 2. The server checks the header (magic, version) and the MAC. On success it
-//!    answers `HelloAck { mac }`; on failure an error `Response` saying why,
-//!    then it closes the connection.
-//! 3. The client checks the ack's MAC, so it knows the server has the secret too.
+//! 1. The client sends `Hello { client_nonce, flags = 0 }` in a frame of its
+//!    protocol version.
+//! 2. The server checks the header (magic, version, reserved fields) and the
+//!    hello's exact size, and answers `Challenge { server_nonce }`, fresh and
+//!    random for this connection.
+//! 3. The client answers `Proof`, a MAC of both nonces, the version and the
+//!    flags under the secret's key.
+//! 4. The server checks the proof and answers `Welcome`, its own MAC of both
+//!    nonces; on any failure it sends an error `Response` saying why and
+//!    closes.
+//! 5. The client checks the server's proof, so it knows the server holds
+//!    the secret too (mutual authentication).
 //!
-//! Failure story: a client with the wrong secret gets `Handshake { reason:
-//! "permission denied: ..." }` and no request is ever read from it.
+//! Failure stories: a client with the wrong secret gets `Handshake {
+//! reason: "permission denied: ..." }` and no request of it is read; a
+//! recorded hello and proof replayed on a new connection fail at step 4
+//! (the server's nonce differs); a server that does not know the secret
+//! fails at step 5 and the client sends it nothing.
 
 use crate::frame_io::{read_header, read_vec, write_frame, write_response, FrameReadError};
 use crate::NetError;
 use std::net::{SocketAddr, TcpStream};
-use weft_wire::{DecodeError, ErrorCode, FrameKind, Hello, HelloAck, MsgId, Response, Secret};
+use weft_wire::{Challenge, ErrorCode, FrameKind, Hello, MsgId, Proof, Response, Secret};
 
-/// Client side. The stream must have read/write timeouts set.
-pub fn client_handshake(stream: &mut TcpStream, addr: SocketAddr, secret: &Secret, nonce: [u8; 16]) -> Result<(), NetError> {
-    let hello = secret.hello(nonce);
+/// Reads the server's next handshake frame: `Ok(body)` if it is `want`.
+fn expect_frame(stream: &mut TcpStream, addr: SocketAddr, want: FrameKind, len: usize) -> Result<Vec<u8>, NetError> {
     let io_err = |e: std::io::Error| NetError::Unreachable { addr, source: e };
-    write_frame(stream, FrameKind::Hello, MsgId(0), &hello.encode(), &[]).map_err(io_err)?;
     let head = match read_header(stream) {
         Ok(h) => h,
-        Err(FrameReadError::Closed) => {
-            return Err(NetError::Handshake { addr, reason: "server closed the connection".into() });
-        }
+        Err(FrameReadError::Closed) => return Err(NetError::Handshake { addr, reason: "server closed the connection".into() }),
         Err(FrameReadError::Io(e)) => return Err(io_err(e)),
         Err(FrameReadError::Decode(e)) => return Err(NetError::Handshake { addr, reason: e.to_string() }),
     };
     let body = read_vec(stream, head.body_len as usize).map_err(io_err)?;
     match head.kind {
-        FrameKind::HelloAck => {
-            let ack = HelloAck::decode(&body).map_err(|source| NetError::Protocol { addr, source })?;
-            if secret.verify_ack(&hello, &ack) {
-                Ok(())
-            } else {
-                Err(NetError::Handshake { addr, reason: "server does not know the cluster secret".into() })
-            }
-        }
+        k if k == want && body.len() == len && head.pay_len == 0 => Ok(body),
         FrameKind::Response => match Response::decode(&body) {
-            Ok(Response::Error { code: weft_wire::ErrorCode::Busy, message }) => Err(NetError::Busy { addr, reason: message }),
-            Ok(Response::Error { code, message }) => {
-                Err(NetError::Handshake { addr, reason: format!("{}: {message}", code.name()) })
-            }
-            _ => Err(NetError::Violation { addr, what: "unexpected response to hello".into() }),
+            Ok(Response::Error { code: ErrorCode::Busy, message }) => Err(NetError::Busy { addr, reason: message }),
+            Ok(Response::Error { code, message }) => Err(NetError::Handshake { addr, reason: format!("{}: {message}", code.name()) }),
+            _ => Err(NetError::Violation { addr, what: "unexpected response during the handshake".into() }),
         },
-        k => Err(NetError::Violation { addr, what: format!("unexpected {k:?} frame during handshake") }),
+        k => Err(NetError::Violation { addr, what: format!("expected {want:?} of {len} bytes during the handshake, got {k:?} of {}", body.len()) }),
+    }
+}
+
+/// Client side. The stream must have read/write timeouts set.
+pub fn client_handshake(stream: &mut TcpStream, addr: SocketAddr, secret: &Secret, nonce: [u8; 16]) -> Result<(), NetError> {
+    let io_err = |e: std::io::Error| NetError::Unreachable { addr, source: e };
+    let hello = Hello { nonce, flags: 0 };
+    write_frame(stream, FrameKind::Hello, MsgId(0), &hello.encode(), &[]).map_err(io_err)?;
+    let body = expect_frame(stream, addr, FrameKind::Challenge, Challenge::LEN)?;
+    let challenge = Challenge::decode(&body).map_err(|source| NetError::Protocol { addr, source })?;
+    write_frame(stream, FrameKind::Proof, MsgId(0), &secret.client_proof(&hello, &challenge).encode(), &[]).map_err(io_err)?;
+    let body = expect_frame(stream, addr, FrameKind::Welcome, Proof::LEN)?;
+    let proof = Proof::decode(&body).map_err(|source| NetError::Protocol { addr, source })?;
+    if secret.verify_server_proof(&hello, &challenge, &proof) {
+        Ok(())
+    } else {
+        Err(NetError::Handshake { addr, reason: "server does not know the cluster secret".into() })
     }
 }
 
@@ -57,32 +72,38 @@ pub enum Refusal {
     Rejected(String),
 }
 
-/// Server side. On refusal it tells the client why (when it can) and the
-/// caller closes the connection.
-pub fn server_handshake(stream: &mut TcpStream, secret: &Secret) -> Result<(), Refusal> {
+/// Server side, blocking (for test peers and tools; `weft serve` runs the
+/// same exchange in its event loop). `server_nonce` must be fresh and
+/// random. On refusal it tells the client why (when it can) and the caller
+/// closes the connection.
+pub fn server_handshake(stream: &mut TcpStream, secret: &Secret, server_nonce: [u8; 16]) -> Result<(), Refusal> {
     let reject = |stream: &mut TcpStream, code: ErrorCode, why: String| {
         let _ = write_response(stream, MsgId(0), &Response::error(code, why.clone()), &[]);
         Refusal::Rejected(why)
     };
-    let head = match read_header(stream) {
-        Ok(h) => h,
-        Err(FrameReadError::Closed) => return Err(Refusal::Closed),
-        Err(FrameReadError::Io(e)) => return Err(Refusal::Io(e)),
-        Err(FrameReadError::Decode(e @ DecodeError::BadVersion { .. })) => {
-            return Err(reject(stream, ErrorCode::BadRequest, e.to_string()));
+    let read = |stream: &mut TcpStream, want: FrameKind, len: usize| -> Result<Vec<u8>, Refusal> {
+        let head = match read_header(stream) {
+            Ok(h) => h,
+            Err(FrameReadError::Closed) => return Err(Refusal::Closed),
+            Err(FrameReadError::Io(e)) => return Err(Refusal::Io(e)),
+            Err(FrameReadError::Decode(e)) => return Err(reject(stream, ErrorCode::BadRequest, e.to_string())),
+        };
+        if head.kind != want || head.body_len as usize != len || head.pay_len != 0 || head.flags != 0 || head.msg_id != MsgId(0) {
+            return Err(reject(stream, ErrorCode::BadRequest, format!("expected {want:?} of {len} bytes, got {:?} of {} + {}", head.kind, head.body_len, head.pay_len)));
         }
-        Err(FrameReadError::Decode(e)) => return Err(reject(stream, ErrorCode::BadRequest, e.to_string())),
+        read_vec(stream, len).map_err(Refusal::Io)
     };
-    if head.kind != FrameKind::Hello || head.pay_len != 0 {
-        return Err(reject(stream, ErrorCode::BadRequest, format!("expected a hello frame, got {:?}", head.kind)));
-    }
-    let body = read_vec(stream, head.body_len as usize).map_err(Refusal::Io)?;
+    let body = read(stream, FrameKind::Hello, Hello::LEN)?;
     let hello = match Hello::decode(&body) {
         Ok(h) => h,
         Err(e) => return Err(reject(stream, ErrorCode::BadRequest, format!("bad hello: {e}"))),
     };
-    if !secret.verify_hello(&hello) {
+    let challenge = Challenge { nonce: server_nonce };
+    write_frame(stream, FrameKind::Challenge, MsgId(0), &challenge.encode(), &[]).map_err(Refusal::Io)?;
+    let body = read(stream, FrameKind::Proof, Proof::LEN)?;
+    let proof = Proof::decode(&body).map_err(|e| reject(stream, ErrorCode::BadRequest, format!("bad proof: {e}")))?;
+    if !secret.verify_client_proof(&hello, &challenge, &proof) {
         return Err(reject(stream, ErrorCode::Permission, "wrong cluster secret".into()));
     }
-    write_frame(stream, FrameKind::HelloAck, MsgId(0), &secret.ack(&hello).encode(), &[]).map_err(Refusal::Io)
+    write_frame(stream, FrameKind::Welcome, MsgId(0), &secret.server_proof(&hello, &challenge).encode(), &[]).map_err(Refusal::Io)
 }

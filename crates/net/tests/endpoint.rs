@@ -27,7 +27,7 @@ fn peer(script: impl FnOnce(&mut TcpStream) + Send + 'static) -> (SocketAddr, st
     let h = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        server_handshake(&mut s, &secret()).map_err(|e| format!("{e:?}")).unwrap();
+        server_handshake(&mut s, &secret(), rand::random()).map_err(|e| format!("{e:?}")).unwrap();
         script(&mut s);
     });
     (addr, h)
@@ -188,7 +188,7 @@ fn a_peer_that_closes_mid_frame_fails_the_call_and_the_next_call_reconnects() {
         let mut rts = HashMap::new();
         // First connection: half a response, then gone.
         let (mut s, _) = l.accept().unwrap();
-        server_handshake(&mut s, &secret()).map_err(|e| format!("{e:?}")).unwrap();
+        server_handshake(&mut s, &secret(), rand::random()).map_err(|e| format!("{e:?}")).unwrap();
         let r = next_request(&mut s, &mut rts);
         let head = Header::new(FrameKind::Response, r.id, 100, 0).encode();
         s.write_all(&head).unwrap();
@@ -196,7 +196,7 @@ fn a_peer_that_closes_mid_frame_fails_the_call_and_the_next_call_reconnects() {
         drop(s);
         // Second connection: a proper answer.
         let (mut s, _) = l.accept().unwrap();
-        server_handshake(&mut s, &secret()).map_err(|e| format!("{e:?}")).unwrap();
+        server_handshake(&mut s, &secret(), rand::random()).map_err(|e| format!("{e:?}")).unwrap();
         let r = next_request(&mut s, &mut rts);
         write_frame(&mut s, FrameKind::Response, r.id, b"fine", &[]).unwrap();
     });

@@ -16,8 +16,9 @@ use crate::{DecodeError, MsgId};
 
 /// "WEFT" read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
-/// Bumped on any incompatible change of header, handshake or message encoding.
-pub const PROTOCOL_VERSION: u8 = 1;
+/// Bumped on any incompatible change of header, handshake or message
+/// encoding. 2: challenge-response handshake.
+pub const PROTOCOL_VERSION: u8 = 2;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 
@@ -27,8 +28,8 @@ pub const HEADER_LEN: usize = 24;
 pub enum FrameKind {
     /// First frame of a connection, client to server.
     Hello = 1,
-    /// The server's answer to a valid `Hello`.
-    HelloAck = 2,
+    /// The server's fresh nonce, answering a valid `Hello`.
+    Challenge = 2,
     /// An eager request: body and payload in this frame.
     Request = 3,
     /// The answer to a request: body and (for reads) payload.
@@ -39,18 +40,24 @@ pub enum FrameKind {
     Cts = 6,
     /// Rendezvous data: the payload announced by an earlier `Rts`.
     Data = 7,
+    /// The client's proof over both nonces, answering the `Challenge`.
+    Proof = 8,
+    /// The server's proof: the handshake succeeded.
+    Welcome = 9,
 }
 
 impl FrameKind {
     pub fn from_u8(v: u8) -> Result<Self, DecodeError> {
         Ok(match v {
             1 => Self::Hello,
-            2 => Self::HelloAck,
+            2 => Self::Challenge,
             3 => Self::Request,
             4 => Self::Response,
             5 => Self::Rts,
             6 => Self::Cts,
             7 => Self::Data,
+            8 => Self::Proof,
+            9 => Self::Welcome,
             _ => return Err(DecodeError::BadKind(v)),
         })
     }
@@ -121,7 +128,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn header_round_trips(kind in 1u8..=7, id: u64, body in 0..=MAX_BODY_LEN, pay in 0..=MAX_PAYLOAD_LEN) {
+        fn header_round_trips(kind in 1u8..=9, id: u64, body in 0..=MAX_BODY_LEN, pay in 0..=MAX_PAYLOAD_LEN) {
             let h = Header::new(FrameKind::from_u8(kind).unwrap(), MsgId(id), body as usize, pay as usize);
             prop_assert_eq!(Header::decode(&h.encode()).unwrap(), h);
         }

@@ -18,7 +18,7 @@ pub use codec::{Decoder, Encoder};
 pub use error::{DecodeError, ErrorCode};
 pub use header::{FrameKind, Header, HEADER_LEN, MAGIC, PROTOCOL_VERSION};
 pub use msg::data::{DataReq, Piece, ReadOrder, ServerStats};
-pub use msg::handshake::{Hello, HelloAck, Secret};
+pub use msg::handshake::{Challenge, Hello, Proof, Secret};
 pub use msg::lock::{LockReq, WireExtent};
 pub use msg::meta::{Cred, DirEntry, FileAttr, FileKind, LayoutHint, MetaReq, StripeLayout};
 pub use msg::{Request, Response};

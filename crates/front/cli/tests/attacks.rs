@@ -97,7 +97,7 @@ fn slowloris_sockets_neither_lock_clients_out_nor_stay() {
     let attacker = std::thread::spawn({
         let stop = stop.clone();
         move || {
-            let hello = Header::new(FrameKind::Hello, MsgId(0), 48, 0).encode();
+            let hello = Header::new(FrameKind::Hello, MsgId(0), weft_wire::Hello::LEN, 0).encode();
             let mut socks: Vec<(TcpStream, usize, Instant)> = Vec::new();
             let (mut cut_off, mut opened) = (0, 0);
             let until = Instant::now() + Duration::from_secs(30);

@@ -102,7 +102,7 @@ fn malformed_frames_are_rejected_and_others_keep_being_served() {
         assert_closed(s);
         // A frame kind only servers send.
         let mut s = handshaken(target, &secret);
-        write_frame(&mut s, FrameKind::HelloAck, MsgId(1), &[], &[]).unwrap();
+        write_frame(&mut s, FrameKind::Challenge, MsgId(1), &[], &[]).unwrap();
         assert_closed(s);
         still_serves(&good, round);
     }
@@ -124,10 +124,10 @@ fn wrong_secret_and_wrong_version_are_refused() {
         }
         // A hello from a future protocol version.
         let mut s = raw(target);
-        let mut h = Header::new(FrameKind::Hello, MsgId(0), 48, 0).encode();
+        let mut h = Header::new(FrameKind::Hello, MsgId(0), weft_wire::Hello::LEN, 0).encode();
         h[4] = 99;
         s.write_all(&h).unwrap();
-        s.write_all(&cf.secret().hello([2; 16]).encode()).unwrap();
+        s.write_all(&weft_wire::Hello { nonce: [2; 16], flags: 0 }.encode()).unwrap();
         let (_, r) = response(&mut s);
         assert!(matches!(r, Response::Error { ref message, .. } if message.contains("version 99")), "{r:?}");
         assert_closed(s);
@@ -204,4 +204,55 @@ fn rendezvous(s: &mut TcpStream, id: u64, req: &Request, payload: &[u8]) -> Resp
     let (h, r) = response(s);
     assert_eq!(h.msg_id, MsgId(id));
     r
+}
+
+/// Issue 11: a client's handshake recorded once through a proxy was
+/// replayed by a program without the secret, which then worked as uid 0.
+/// With a server challenge per connection the replay fails at the proof.
+#[test]
+fn a_recorded_handshake_replayed_without_the_secret_is_refused() {
+    let tc = TestCluster::start("replay", 1);
+    let cf = tc.cluster();
+    let meta = cf.meta_server().addr;
+    // A recording proxy between a real client and the meta server.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = l.local_addr().unwrap();
+    let recorder = std::thread::spawn(move || {
+        let (mut client, _) = l.accept().unwrap();
+        let mut server = TcpStream::connect(meta).unwrap();
+        let mut back = server.try_clone().unwrap();
+        let mut to_client = client.try_clone().unwrap();
+        let pump = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut back, &mut to_client);
+        });
+        let mut recorded = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match client.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    recorded.extend_from_slice(&buf[..n]);
+                    server.write_all(&buf[..n]).unwrap();
+                }
+            }
+        }
+        let _ = server.shutdown(std::net::Shutdown::Both);
+        pump.join().unwrap();
+        recorded
+    });
+    let mut ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let stat = Request::Meta { cred: weft_wire::Cred { uid: 0, gid: 0 }, op: weft_wire::MetaReq::Stat { path: "/".into() } };
+    assert!(matches!(Response::decode(&ep.call(proxy, stat.encode()).unwrap().body).unwrap(), Response::Attr(_)), "the real client works through the proxy");
+    drop(ep);
+    let recorded = recorder.join().unwrap();
+    assert!(recorded.len() > 2 * 24, "handshake and request recorded");
+    // The replay: the same bytes, by a program that has no secret.
+    let mut s = raw(meta);
+    s.write_all(&recorded).unwrap();
+    let h = read_header(&mut s).map_err(|e| format!("{e:?}")).unwrap();
+    assert_eq!(h.kind, FrameKind::Challenge, "a fresh challenge");
+    read_vec(&mut s, h.body_len as usize).unwrap();
+    let (_, r) = response(&mut s);
+    assert!(matches!(r, Response::Error { code: ErrorCode::Permission, .. }), "{r:?}");
+    assert_closed(s);
 }

@@ -5,7 +5,8 @@
 //!
 //! | phase | accepts | on anything else |
 //! |---|---|---|
-//! | handshake | one `Hello` with a body of exactly [`HELLO_LEN`] bytes, before the handshake deadline | error frame, close |
+//! | hello | one `Hello` of exactly 20 bytes, reserved fields zero; answered with a `Challenge` | error frame, close |
+//! | proof | one `Proof` of exactly 32 bytes over both nonces, before the handshake deadline; answered with `Welcome` | error frame, close |
 //! | ready | `Request` (payload <= eager limit), `Rts`, `Data` for a granted `Rts` | error frame, close |
 //! | closing | nothing; queued frames drain, then the loop closes | |
 //!
@@ -28,10 +29,15 @@ use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_wire::{DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Request, Response, Secret, HEADER_LEN};
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Proof, Request, Response, Secret, HEADER_LEN};
 
-/// Size of a `Hello` body: nonce (16) and MAC (32).
-pub const HELLO_LEN: u32 = 48;
+/// Where the handshake stands (protocol in `weft_net::handshake`).
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    AwaitHello,
+    AwaitProof { hello: Hello, challenge: Challenge },
+    Ready,
+}
 
 /// The rules one connection is held to.
 #[derive(Debug, Clone)]
@@ -153,7 +159,9 @@ pub struct Conn {
     limits: Arc<ConnLimits>,
     budget: Arc<MemoryBudget>,
     account: Arc<Account>,
-    ready: bool,
+    phase: Phase,
+    /// This connection's fresh random nonce, sent in the `Challenge`.
+    server_nonce: [u8; 16],
     closing: Option<Close>,
     rx: Rx,
     /// Absolute deadlines; `None` when nothing is under way.
@@ -170,13 +178,16 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(now: Instant, limits: Arc<ConnLimits>, budget: Arc<MemoryBudget>) -> Self {
+    /// `server_nonce` must be fresh and random (it is what makes a
+    /// recorded handshake useless on this connection).
+    pub fn new(now: Instant, limits: Arc<ConnLimits>, budget: Arc<MemoryBudget>, server_nonce: [u8; 16]) -> Self {
         let handshake_by = Some(now + limits.handshake_deadline);
         Conn {
             limits,
             budget,
             account: Arc::default(),
-            ready: false,
+            phase: Phase::AwaitHello,
+            server_nonce,
             closing: None,
             rx: Rx::Header { buf: [0; HEADER_LEN], filled: 0 },
             handshake_by,
@@ -202,7 +213,7 @@ impl Conn {
     }
 
     pub fn is_ready(&self) -> bool {
-        self.ready
+        matches!(self.phase, Phase::Ready)
     }
 
     /// Nothing in progress: no partial frame, nothing queued or owed.
@@ -319,9 +330,17 @@ impl Conn {
     /// Checks a header against the phase and the limits before any memory
     /// is drawn for it.
     fn admit(&self, head: &Header) -> Result<(), String> {
-        if !self.ready {
-            if head.kind != FrameKind::Hello || head.body_len != HELLO_LEN || head.pay_len != 0 {
-                return Err(format!("expected a hello frame of {HELLO_LEN} bytes, got {:?} with {} + {} bytes", head.kind, head.body_len, head.pay_len));
+        if head.flags != 0 {
+            return Err(format!("reserved header flags {:#x} must be zero", head.flags));
+        }
+        let handshake = match self.phase {
+            Phase::AwaitHello => Some((FrameKind::Hello, Hello::LEN)),
+            Phase::AwaitProof { .. } => Some((FrameKind::Proof, Proof::LEN)),
+            Phase::Ready => None,
+        };
+        if let Some((kind, len)) = handshake {
+            if head.kind != kind || head.body_len as usize != len || head.pay_len != 0 || head.msg_id != MsgId(0) {
+                return Err(format!("expected a {kind:?} frame of {len} bytes, got {:?} with {} + {} bytes", head.kind, head.body_len, head.pay_len));
             }
             return Ok(());
         }
@@ -374,18 +393,32 @@ impl Conn {
     }
 
     fn frame_decoded(&mut self, head: Header, body: &[u8], payload: Payload, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
-        if !self.ready {
-            match Hello::decode(body) {
-                Ok(h) if secret.verify_hello(&h) => {
-                    self.ready = true;
-                    self.handshake_by = None;
-                    self.push(FrameKind::HelloAck, MsgId(0), &secret.ack(&h).encode(), Payload::default(), now);
-                    events.push(Event::Ready);
+        match self.phase {
+            Phase::AwaitHello => {
+                match Hello::decode(body) {
+                    Ok(hello) => {
+                        let challenge = Challenge { nonce: self.server_nonce };
+                        self.phase = Phase::AwaitProof { hello, challenge };
+                        self.push(FrameKind::Challenge, MsgId(0), &challenge.encode(), Payload::default(), now);
+                    }
+                    Err(e) => self.fail(ErrorCode::BadRequest, format!("bad hello: {e}"), now),
                 }
-                Ok(_) => self.fail(ErrorCode::Permission, "wrong cluster secret".into(), now),
-                Err(e) => self.fail(ErrorCode::BadRequest, format!("bad hello: {e}"), now),
+                return;
             }
-            return;
+            Phase::AwaitProof { hello, challenge } => {
+                match Proof::decode(body) {
+                    Ok(p) if secret.verify_client_proof(&hello, &challenge, &p) => {
+                        self.phase = Phase::Ready;
+                        self.handshake_by = None;
+                        self.push(FrameKind::Welcome, MsgId(0), &secret.server_proof(&hello, &challenge).encode(), Payload::default(), now);
+                        events.push(Event::Ready);
+                    }
+                    Ok(_) => self.fail(ErrorCode::Permission, "wrong cluster secret".into(), now),
+                    Err(e) => self.fail(ErrorCode::BadRequest, format!("bad proof: {e}"), now),
+                }
+                return;
+            }
+            Phase::Ready => {}
         }
         let id = head.msg_id;
         match head.kind {

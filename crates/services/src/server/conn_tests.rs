@@ -9,7 +9,7 @@ fn secret() -> Secret {
 }
 
 fn conn(limits: ConnLimits, budget: u64) -> Conn {
-    Conn::new(Instant::now(), Arc::new(limits), MemoryBudget::new(budget))
+    Conn::new(Instant::now(), Arc::new(limits), MemoryBudget::new(budget), SERVER_NONCE)
 }
 
 /// Feeds `bytes` through the windows the connection offers, like the
@@ -53,14 +53,30 @@ fn drain(c: &mut Conn) -> Vec<(FrameKind, u64, Vec<u8>, Vec<u8>)> {
     out
 }
 
+const SERVER_NONCE: [u8; 16] = [0x5E; 16];
+const HELLO: Hello = Hello { nonce: [3; 16], flags: 0 };
+
+/// Runs the client's side of the handshake with `key`; returns the frames
+/// the server sent back (challenge, then welcome or an error).
+fn handshake(c: &mut Conn, key: &Secret, ev: &mut Vec<Event>) -> Vec<(FrameKind, u64, Vec<u8>, Vec<u8>)> {
+    feed(c, &frame(FrameKind::Hello, 0, &HELLO.encode(), 0, &[]), ev);
+    let mut out = drain(c);
+    assert_eq!(out[0].0, FrameKind::Challenge);
+    let challenge = Challenge::decode(&out[0].2).unwrap();
+    assert_eq!(challenge.nonce, SERVER_NONCE);
+    feed(c, &frame(FrameKind::Proof, 0, &key.client_proof(&HELLO, &challenge).encode(), 0, &[]), ev);
+    out.extend(drain(c));
+    out
+}
+
 fn ready(limits: ConnLimits, budget: u64) -> Conn {
     let mut c = conn(limits, budget);
     let mut ev = Vec::new();
-    let hello = secret().hello([3; 16]).encode();
-    assert_eq!(hello.len(), HELLO_LEN as usize);
-    feed(&mut c, &frame(FrameKind::Hello, 0, &hello, 0, &[]), &mut ev);
+    let out = handshake(&mut c, &secret(), &mut ev);
     assert!(matches!(ev[..], [Event::Ready]));
-    assert_eq!(drain(&mut c)[0].0, FrameKind::HelloAck);
+    assert_eq!(out[1].0, FrameKind::Welcome);
+    let challenge = Challenge { nonce: SERVER_NONCE };
+    assert!(secret().verify_server_proof(&HELLO, &challenge, &Proof::decode(&out[1].2).unwrap()), "the server proves the secret too");
     c
 }
 
@@ -71,13 +87,49 @@ fn write_req(len: u64) -> Vec<u8> {
 #[test]
 fn a_wrong_secret_gets_an_error_and_a_close() {
     let mut c = conn(ConnLimits::default(), 1 << 20);
-    let hello = Secret::new(vec![9u8; 16]).hello([3; 16]).encode();
     let mut ev = Vec::new();
-    feed(&mut c, &frame(FrameKind::Hello, 0, &hello, 0, &[]), &mut ev);
+    let out = handshake(&mut c, &Secret::new(vec![9u8; 16]), &mut ev);
     assert!(ev.is_empty() && c.closing().is_some());
-    let out = drain(&mut c);
-    assert!(matches!(Response::decode(&out[0].2), Ok(Response::Error { code: ErrorCode::Permission, .. })));
+    assert!(matches!(Response::decode(&out[1].2), Ok(Response::Error { code: ErrorCode::Permission, .. })));
     assert!(c.wants_close());
+}
+
+/// Issue 11: a hello and proof recorded from one connection, replayed on
+/// another (whose server nonce differs), must not open it.
+#[test]
+fn a_replayed_proof_fails_on_a_new_connection() {
+    let recorded = secret().client_proof(&HELLO, &Challenge { nonce: [0x11; 16] });
+    let mut c = conn(ConnLimits::default(), 1 << 20);
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Hello, 0, &HELLO.encode(), 0, &[]), &mut ev);
+    drain(&mut c);
+    feed(&mut c, &frame(FrameKind::Proof, 0, &recorded.encode(), 0, &[]), &mut ev);
+    assert!(ev.is_empty() && c.closing().is_some() && !c.is_ready());
+}
+
+#[test]
+fn reserved_fields_and_sizes_of_the_handshake_are_checked() {
+    let mut ev = Vec::new();
+    // Non-zero flags in the hello body.
+    let mut flagged = HELLO.encode();
+    flagged[16] = 1;
+    let mut c = conn(ConnLimits::default(), 1 << 20);
+    feed(&mut c, &frame(FrameKind::Hello, 0, &flagged, 0, &[]), &mut ev);
+    assert!(c.closing().is_some());
+    // Non-zero flags in a header.
+    let mut c = conn(ConnLimits::default(), 1 << 20);
+    let mut f = frame(FrameKind::Hello, 0, &HELLO.encode(), 0, &[]);
+    f[6] = 1;
+    feed(&mut c, &f, &mut ev);
+    assert!(c.closing().is_some());
+    // A hello with a message id, or a proof before the hello.
+    let mut c = conn(ConnLimits::default(), 1 << 20);
+    feed(&mut c, &frame(FrameKind::Hello, 7, &HELLO.encode(), 0, &[]), &mut ev);
+    assert!(c.closing().is_some());
+    let mut c = conn(ConnLimits::default(), 1 << 20);
+    feed(&mut c, &frame(FrameKind::Proof, 0, &[0; 32], 0, &[]), &mut ev);
+    assert!(c.closing().is_some());
+    assert!(ev.is_empty());
 }
 
 #[test]
@@ -140,16 +192,15 @@ fn rendezvous_grants_stay_within_the_window_and_the_budget() {
 fn a_connection_without_memory_stops_reading_until_some_is_returned() {
     let budget = MemoryBudget::new(1000);
     let hog = budget.try_charge(990).unwrap();
-    let mut c = Conn::new(Instant::now(), Arc::new(ConnLimits::default()), budget.clone());
+    let mut c = Conn::new(Instant::now(), Arc::new(ConnLimits::default()), budget.clone(), SERVER_NONCE);
     let mut ev = Vec::new();
-    let hello = secret().hello([3; 16]).encode();
-    let bytes = frame(FrameKind::Hello, 0, &hello, 0, &[]);
+    let bytes = frame(FrameKind::Hello, 0, &HELLO.encode(), 0, &[]);
     assert_eq!(feed(&mut c, &bytes, &mut ev), HEADER_LEN, "the body waits for memory");
     assert!(c.is_stalled() && c.rx_window().is_none());
     drop(hog);
     c.retry(Instant::now(), &secret(), &mut ev);
-    assert_eq!(feed(&mut c, &bytes[HEADER_LEN..], &mut ev), HELLO_LEN as usize);
-    assert!(c.is_ready());
+    assert_eq!(feed(&mut c, &bytes[HEADER_LEN..], &mut ev), Hello::LEN);
+    assert_eq!(drain(&mut c)[0].0, FrameKind::Challenge);
 }
 
 #[test]
@@ -193,10 +244,10 @@ fn a_granted_rendezvous_whose_data_never_comes_is_cut_off() {
 fn deadlines_are_absolute() {
     let t0 = Instant::now();
     let limits = Arc::new(ConnLimits::default());
-    let mut c = Conn::new(t0, limits.clone(), MemoryBudget::new(1 << 20));
+    let mut c = Conn::new(t0, limits.clone(), MemoryBudget::new(1 << 20), SERVER_NONCE);
     assert!(c.overdue(t0 + Duration::from_secs(4)).is_none());
     // Trickling a byte at a time does not extend the handshake deadline.
-    let hello = frame(FrameKind::Hello, 0, &secret().hello([3; 16]).encode(), 0, &[]);
+    let hello = frame(FrameKind::Hello, 0, &HELLO.encode(), 0, &[]);
     let mut ev = Vec::new();
     for (k, b) in hello[..10].iter().enumerate() {
         let w = c.rx_window().unwrap();

@@ -183,7 +183,7 @@ impl Reactor {
                 continue;
             }
             self.next_gen += 1;
-            let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone());
+            let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
             self.slots[slot] = Some(Slot { conn, stream, peer, generation: self.next_gen, ready: VecDeque::new(), busy: false, stalled: false });
             self.live += 1;
             self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);

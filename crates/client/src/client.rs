@@ -25,8 +25,9 @@ pub struct ClientOptions {
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        use std::os::unix::fs::MetadataExt;
-        let cred = std::fs::metadata("/proc/self").map(|m| Cred { uid: m.uid(), gid: m.gid() }).unwrap_or(Cred { uid: 0, gid: 0 });
+        // The process's effective identity, from the kernel (never a
+        // fallback to root).
+        let cred = Cred { uid: nix::unistd::geteuid().as_raw(), gid: nix::unistd::getegid().as_raw() };
         let list_io = std::env::var("WEFT_LIST_IO").map_or(true, |v| v != "0");
         ClientOptions { endpoint: EndpointConfig::default(), schedule: crate::Schedule::default(), cred, list_io }
     }

@@ -193,3 +193,25 @@ fn cp_onto_itself_is_refused_and_ls_l_shows_real_or_unknown_sizes() {
     ok(weft(None, &["down", "--dir", d]));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 11: names with a newline or U+202E were printed raw, so a listing
+/// could be forged.
+#[test]
+fn listings_escape_names_that_could_forge_lines_or_reverse_text() {
+    let dir = std::env::temp_dir().join(format!("weft-cli-names-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    ok(weft(None, &["up", "--detach", "--servers", "1", "--dir", d]));
+    let cf = dir.join("cluster.toml");
+    let cfp = Some(cf.as_path());
+    ok(weft(cfp, &["mkdir", "weft:/evil\nroot-owned-file"]));
+    ok(weft(cfp, &["mkdir", "weft:/x\u{202e}fdp.exe"]));
+    let ls = ok(weft(cfp, &["ls", "weft:/"]));
+    assert_eq!(ls.lines().count(), 2, "one line per name: {ls:?}");
+    assert!(ls.contains("evil\\nroot-owned-file/") && ls.contains("x\\u{202e}fdp.exe/"), "{ls:?}");
+    assert!(!ls.contains('\u{202e}'));
+    let long = ok(weft(cfp, &["ls", "-l", "weft:/"]));
+    assert_eq!(long.lines().count(), 2, "{long:?}");
+    ok(weft(None, &["down", "--dir", d]));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

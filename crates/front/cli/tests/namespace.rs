@@ -140,3 +140,27 @@ fn writes_to_a_removed_file_fail_and_leave_no_objects() {
     tc.lc.restart(2).unwrap();
     assert!(matches!(f.write_at(0, b"x"), Err(Error::NotFound(_))));
 }
+
+/// Issue 11: the sticky bit was stored but not enforced (bob deleted
+/// alice's file in a mode 1777 directory).
+#[test]
+fn in_a_sticky_directory_only_owners_remove_or_rename() {
+    let tc = TestCluster::start("sticky", 1);
+    let root = tc.client();
+    root.mkdir("/tmp", 0o1777).unwrap();
+    let as_user = |uid: u32| Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid, gid: uid }, ..ClientOptions::default() }).unwrap();
+    let (alice, bob) = (as_user(1001), as_user(1002));
+    alice.create("/tmp/alice", excl()).unwrap();
+    bob.create("/tmp/bob", excl()).unwrap();
+    assert!(matches!(bob.unlink("/tmp/alice"), Err(Error::Permission(_))));
+    assert!(matches!(bob.rename("/tmp/alice", "/tmp/stolen"), Err(Error::Permission(_))));
+    assert!(matches!(bob.rename("/tmp/bob", "/tmp/alice"), Err(Error::Permission(_))), "replacing alice's file is removing it");
+    assert!(root.stat("/tmp/alice").is_ok());
+    bob.rename("/tmp/bob", "/tmp/bob2").unwrap();
+    alice.unlink("/tmp/alice").unwrap();
+    root.unlink("/tmp/bob2").unwrap();
+    // Without the sticky bit, write permission on the directory suffices.
+    root.mkdir("/open", 0o777).unwrap();
+    alice.create("/open/a", excl()).unwrap();
+    bob.unlink("/open/a").unwrap();
+}

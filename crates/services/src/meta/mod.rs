@@ -102,6 +102,15 @@ fn may(cred: Cred, attr: &FileAttr, want: u32) -> bool {
     bits & want == want
 }
 
+/// The sticky bit (mode 01000, as on /tmp): in such a directory only the
+/// entry's owner, the directory's owner or root may remove or rename it.
+fn check_sticky(cred: Cred, dir: &FileAttr, entry: &FileAttr, path: &str) -> Result<()> {
+    if dir.mode & 0o1000 == 0 || cred.uid == 0 || cred.uid == entry.uid || cred.uid == dir.uid {
+        return Ok(());
+    }
+    Err(err(ErrorCode::Permission, format!("uid {} may not remove or rename {path}: the directory is sticky and uid {} owns it", cred.uid, entry.uid)))
+}
+
 fn check(cred: Cred, attr: &FileAttr, want: u32, what: &str) -> Result<()> {
     if may(cred, attr, want) { Ok(()) } else { Err(err(ErrorCode::Permission, format!("uid {} may not {what}", cred.uid))) }
 }
@@ -362,6 +371,7 @@ fn remove(db: &Database, cred: Cred, path: &str, want_dir: bool) -> Result<FileA
         let parent = t.parent_for_change(cred, &parent_comps)?;
         let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
         let attr = t.inode(id)?;
+        check_sticky(cred, &parent, &attr, path)?;
         match (want_dir, attr.kind) {
             (false, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
             (true, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
@@ -399,9 +409,11 @@ fn rename(db: &Database, cred: Cred, from: &str, to: &str) -> Result<Option<File
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
         let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
         let src = t.inode(id)?;
+        check_sticky(cred, &src_dir, &src, from)?;
         let mut replaced = None;
         if let Some(old) = t.child(dst_dir.id.0, to_name)? {
             let dst = t.inode(old)?;
+            check_sticky(cred, &dst_dir, &dst, to)?;
             match (src.kind, dst.kind) {
                 (FileKind::File, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
                 (FileKind::Dir, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),

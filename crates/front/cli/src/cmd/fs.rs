@@ -1,6 +1,6 @@
 //! Namespace commands: mkdir, ls, stat, rm, mv.
 
-use super::{connect, human_bytes, mode_string, weft_path};
+use super::{connect, human_bytes, mode_string, shown, weft_path};
 use anyhow::{bail, Result};
 use clap::Args;
 use std::path::Path;
@@ -88,7 +88,7 @@ pub fn ls(cluster: Option<&Path>, a: LsArgs) -> Result<()> {
     let mut unknown: Vec<String> = Vec::new();
     for (name, attr) in entries {
         if !a.long {
-            out!("{name}{}", if attr.kind == FileKind::Dir { "/" } else { "" })?;
+            out!("{}{}", shown(&name), if attr.kind == FileKind::Dir { "/" } else { "" })?;
             continue;
         }
         let full = if path.ends_with('/') { format!("{path}{name}") } else { format!("{path}/{name}") };
@@ -109,7 +109,7 @@ pub fn ls(cluster: Option<&Path>, a: LsArgs) -> Result<()> {
             }
             None => ("0".into(), format!("{:>9} {:<3}", "-", "")),
         };
-        out!("{} {:>5} {:>5} {:>12} {layout} {name}", mode_string(attr.kind == FileKind::Dir, attr.mode), attr.uid, attr.gid, size)?;
+        out!("{} {:>5} {:>5} {:>12} {layout} {}", mode_string(attr.kind == FileKind::Dir, attr.mode), attr.uid, attr.gid, size, shown(&name))?;
     }
     if let Some(first) = unknown.first() {
         bail!("size of {} file(s) unknown; first: {first}", unknown.len());
@@ -121,7 +121,7 @@ pub fn stat(cluster: Option<&Path>, a: PathArgs) -> Result<()> {
     let c = connect(cluster)?;
     let path = weft_path(&a.path)?;
     let (attr, size) = c.stat(&path)?;
-    out!("  path: weft:{path}")?;
+    out!("  path: weft:{}", shown(&path))?;
     out!("    id: {}", attr.id.0)?;
     out!("  type: {}", if attr.kind == FileKind::Dir { "directory" } else { "regular file" })?;
     out!("  mode: {:04o} ({})", attr.mode, mode_string(attr.kind == FileKind::Dir, attr.mode))?;

@@ -82,3 +82,36 @@ pub fn human_bytes(n: u64) -> String {
     }
     if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
 }
+
+/// A name as printed: control characters, backslashes and the Unicode
+/// direction controls (U+202A-U+202E, U+2066-U+2069, U+200E/F) escaped as
+/// `\n`, `\\`, `\u{202e}`, so a name cannot forge lines or reorder what a
+/// terminal shows (as GNU ls does on a terminal).
+pub fn shown(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}') => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn names_cannot_forge_lines_or_reverse_text() {
+        assert_eq!(super::shown("plain-name.h5"), "plain-name.h5");
+        assert_eq!(super::shown("a\nb"), "a\\nb");
+        assert_eq!(super::shown("x\u{202e}fdp.exe"), "x\\u{202e}fdp.exe");
+        assert_eq!(super::shown("back\\slash\u{7}"), "back\\\\slash\\u{7}");
+        assert_eq!(super::shown("caf\u{e9}"), "caf\u{e9}");
+    }
+}

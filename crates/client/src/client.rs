@@ -161,6 +161,11 @@ impl Client {
         self.meta_attr(MetaReq::Chmod { path: path.into(), mode })
     }
 
+    /// Changes the owner and group of `path` (root only).
+    pub fn chown(&self, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Chown { path: path.into(), uid, gid })
+    }
+
     /// Every entry of a directory, sorted by name.
     pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
         let addr = self.inner.cluster.meta_server().addr;

@@ -164,3 +164,27 @@ fn in_a_sticky_directory_only_owners_remove_or_rename() {
     alice.create("/open/a", excl()).unwrap();
     bob.unlink("/open/a").unwrap();
 }
+
+/// Issue 11: setgid directories pass their group on, and only root changes
+/// owners (clearing setuid and setgid on files, as POSIX asks).
+#[test]
+fn setgid_directories_pass_their_group_and_only_root_chowns() {
+    let tc = TestCluster::start("setgid", 1);
+    let root = tc.client();
+    root.mkdir("/proj", 0o2777).unwrap();
+    root.chown("/proj", 0, 500).unwrap();
+    let alice = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 1001, gid: 1001 }, ..ClientOptions::default() }).unwrap();
+    let f = alice.create("/proj/data", excl()).unwrap();
+    assert_eq!((f.attr().uid, f.attr().gid), (1001, 500), "the file takes the directory's group");
+    let sub = alice.mkdir("/proj/sub", 0o755).unwrap();
+    assert_eq!((sub.gid, sub.mode & 0o2000), (500, 0o2000), "subdirectories inherit the setgid bit");
+    assert_eq!(alice.create("/proj/sub/deeper", excl()).unwrap().attr().gid, 500);
+    // Outside it, the creator's own group.
+    root.mkdir("/plain", 0o777).unwrap();
+    assert_eq!(alice.create("/plain/x", excl()).unwrap().attr().gid, 1001);
+    // chown: root only; it clears setuid/setgid on a file.
+    assert!(matches!(alice.chown("/proj/data", 1001, 1001), Err(Error::Permission(_))));
+    root.chmod("/proj/data", 0o6755).unwrap();
+    let a = root.chown("/proj/data", 1002, 1002).unwrap();
+    assert_eq!((a.uid, a.gid, a.mode), (1002, 1002, 0o755));
+}

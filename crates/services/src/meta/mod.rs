@@ -250,6 +250,7 @@ impl MetaService {
             MetaReq::Rmdir { path } => remove(db, cred, path, true).map(|_| Response::Ok),
             MetaReq::Rename { from, to } => rename(db, cred, from, to).map(|replaced| Response::Renamed { replaced }),
             MetaReq::Chmod { path, mode } => chmod(db, cred, path, *mode).map(Response::Attr),
+            MetaReq::Chown { path, uid, gid } => chown(db, cred, path, *uid, *gid).map(Response::Attr),
         }
     }
 }
@@ -351,7 +352,16 @@ impl MetaService {
                 None
             };
             let t_ns = now_ns();
-            let attr = FileAttr { id: FileId(id), kind, mode: mode & 0o7777, uid: cred.uid, gid: cred.gid, mtime_ns: t_ns, ctime_ns: t_ns, layout };
+            // A setgid directory (mode 02000) gives new entries its group,
+            // and new subdirectories its setgid bit, so a project directory
+            // keeps its group (as on POSIX file systems).
+            let setgid_parent = parent.mode & 0o2000 != 0;
+            let gid = if setgid_parent { parent.gid } else { cred.gid };
+            let mut mode = mode & 0o7777;
+            if setgid_parent && kind == FileKind::Dir {
+                mode |= 0o2000;
+            }
+            let attr = FileAttr { id: FileId(id), kind, mode, uid: cred.uid, gid, mtime_ns: t_ns, ctime_ns: t_ns, layout };
             t.inodes.insert(id, encode_attr(&attr).as_slice())?;
             t.dirents.insert((parent.id.0, name), id)?;
             attr
@@ -431,6 +441,31 @@ fn rename(db: &Database, cred: Cred, from: &str, to: &str) -> Result<Option<File
     };
     tx.commit()?;
     Ok(replaced)
+}
+
+/// Only root changes owners and groups (`_POSIX_CHOWN_RESTRICTED`; without
+/// supplementary groups an owner could not be checked for the new group).
+/// Changing the owner clears the setuid and setgid bits, as POSIX asks.
+fn chown(db: &Database, cred: Cred, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    if cred.uid != 0 {
+        return Err(err(ErrorCode::Permission, format!("uid {} may not change the owner of {path}: only root may", cred.uid)));
+    }
+    let tx = db.begin_write()?;
+    let attr = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let mut a = t.walk(cred, &comps)?;
+        if a.kind == FileKind::File && (a.uid != uid || a.gid != gid) {
+            a.mode &= !0o6000;
+        }
+        a.uid = uid;
+        a.gid = gid;
+        a.ctime_ns = now_ns();
+        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+        a
+    };
+    tx.commit()?;
+    Ok(attr)
 }
 
 fn chmod(db: &Database, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {

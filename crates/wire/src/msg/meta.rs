@@ -73,6 +73,8 @@ pub enum MetaReq {
     Rmdir { path: String },
     Rename { from: String, to: String },
     Chmod { path: String, mode: u32 },
+    /// Changes owner and group; only root may (POSIX's `_POSIX_CHOWN_RESTRICTED`).
+    Chown { path: String, uid: u32, gid: u32 },
 }
 
 impl FileAttr {
@@ -156,6 +158,9 @@ impl MetaReq {
             MetaReq::Chmod { path, mode } => {
                 e.u8(9).str(path).u32(*mode);
             }
+            MetaReq::Chown { path, uid, gid } => {
+                e.u8(10).str(path).u32(*uid).u32(*gid);
+            }
         }
     }
 
@@ -183,6 +188,7 @@ impl MetaReq {
             7 => MetaReq::Rmdir { path: path(d)? },
             8 => MetaReq::Rename { from: path(d)?, to: path(d)? },
             9 => MetaReq::Chmod { path: path(d)?, mode: d.u32()? },
+            10 => MetaReq::Chown { path: path(d)?, uid: d.u32()?, gid: d.u32()? },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

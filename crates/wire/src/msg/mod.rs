@@ -251,6 +251,7 @@ mod tests {
             name().prop_map(|path| MetaReq::Rmdir { path }),
             (name(), name()).prop_map(|(from, to)| MetaReq::Rename { from, to }),
             (name(), any::<u32>()).prop_map(|(path, mode)| MetaReq::Chmod { path, mode }),
+            (name(), any::<u32>(), any::<u32>()).prop_map(|(path, uid, gid)| MetaReq::Chown { path, uid, gid }),
         ]
     }
 

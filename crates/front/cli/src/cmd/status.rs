@@ -33,7 +33,15 @@ pub fn status(cluster: Option<&Path>) -> Result<()> {
             }
         }
     }
-    for s in c.status() {
+    let all = c.status();
+    for s in &all {
+        if let Ok(st) = &s.stats
+            && st.panics > 0
+        {
+            out!("\nserver {}: {} requests failed inside the server (each is a bug; see its log)", s.server.id, st.panics)?;
+        }
+    }
+    for s in all {
         if let (Ok(st), true) = (&s.stats, s.server.services.contains(&weft_net::Service::Lock)) {
             let avg = if st.locks_granted > 0 { st.lock_wait_us as f64 / st.locks_granted as f64 } else { 0.0 };
             let per_s = st.locks_granted as f64 / (st.uptime_ms.max(1) as f64 / 1000.0);

@@ -27,6 +27,33 @@ fn err(o: Output) -> String {
     String::from_utf8(o.stderr).unwrap()
 }
 
+/// A cluster started with `weft up --detach`; `weft down` when dropped.
+struct Detached {
+    dir: std::path::PathBuf,
+    cf: std::path::PathBuf,
+}
+
+impl Detached {
+    fn up(name: &str, servers: u32) -> Self {
+        let dir = std::env::temp_dir().join(format!("weft-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        ok(weft(None, &["up", "--detach", "--servers", &servers.to_string(), "--dir", dir.to_str().unwrap()]));
+        let cf = dir.join("cluster.toml");
+        Detached { dir, cf }
+    }
+
+    fn cf(&self) -> Option<&Path> {
+        Some(self.cf.as_path())
+    }
+}
+
+impl Drop for Detached {
+    fn drop(&mut self) {
+        let _ = weft(None, &["down", "--dir", self.dir.to_str().unwrap()]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
 }
@@ -170,12 +197,8 @@ fn output_to_a_closed_pipe_ends_quietly_and_up_keeps_serving() {
 /// path and for files on a server that is down.
 #[test]
 fn cp_onto_itself_is_refused_and_ls_l_shows_real_or_unknown_sizes() {
-    let dir = std::env::temp_dir().join(format!("weft-cli-small-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let d = dir.to_str().unwrap();
-    ok(weft(None, &["up", "--detach", "--servers", "2", "--dir", d]));
-    let cf = dir.join("cluster.toml");
-    let cfp = Some(cf.as_path());
+    let c = Detached::up("small", 2);
+    let (dir, cfp) = (&c.dir, c.cf());
     let local = dir.join("f.bin");
     std::fs::write(&local, common::pattern(3, 100_000)).unwrap();
     ok(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/f"]));
@@ -190,20 +213,14 @@ fn cp_onto_itself_is_refused_and_ls_l_shows_real_or_unknown_sizes() {
     let size_column = out.lines().find(|l| l.ends_with(" f")).and_then(|l| l.split_whitespace().nth(3));
     assert!(!o.status.success() && size_column == Some("?"), "{out}\n{e}");
     assert!(e.contains("unknown"), "{e}");
-    ok(weft(None, &["down", "--dir", d]));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Issue 11: names with a newline or U+202E were printed raw, so a listing
 /// could be forged.
 #[test]
 fn listings_escape_names_that_could_forge_lines_or_reverse_text() {
-    let dir = std::env::temp_dir().join(format!("weft-cli-names-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let d = dir.to_str().unwrap();
-    ok(weft(None, &["up", "--detach", "--servers", "1", "--dir", d]));
-    let cf = dir.join("cluster.toml");
-    let cfp = Some(cf.as_path());
+    let c = Detached::up("names", 1);
+    let cfp = c.cf();
     ok(weft(cfp, &["mkdir", "weft:/evil\nroot-owned-file"]));
     ok(weft(cfp, &["mkdir", "weft:/x\u{202e}fdp.exe"]));
     let ls = ok(weft(cfp, &["ls", "weft:/"]));
@@ -212,6 +229,4 @@ fn listings_escape_names_that_could_forge_lines_or_reverse_text() {
     assert!(!ls.contains('\u{202e}'));
     let long = ok(weft(cfp, &["ls", "-l", "weft:/"]));
     assert_eq!(long.lines().count(), 2, "{long:?}");
-    ok(weft(None, &["down", "--dir", d]));
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -13,6 +13,7 @@ deps:
 
 build: deps
 	cargo build --release --bin weft
+	scripts/build-mpiio.sh --release
 
 bench: build
 	scripts/bench-all.sh

@@ -10,6 +10,14 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 # The power-cut and full-disk tests make an ext4 image and mount it.
 command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs)
 command -v losetup >/dev/null || need_apt+=(mount)
+# MPI-IO: both MPIs (the library is built once per MPI), Fortran, and the
+# parallel HDF5 and PnetCDF the MPI-IO tests run.
+command -v mpicc.openmpi >/dev/null || need_apt+=(openmpi-bin libopenmpi-dev)
+command -v mpicc.mpich >/dev/null || need_apt+=(mpich libmpich-dev)
+command -v gfortran >/dev/null || need_apt+=(gfortran)
+command -v h5pcc.openmpi >/dev/null || need_apt+=(libhdf5-openmpi-dev)
+command -v h5pcc.mpich >/dev/null || need_apt+=(libhdf5-mpich-dev)
+[ -f /usr/include/pnetcdf.h ] || need_apt+=(libpnetcdf-dev)
 # Benchmark plots draw their text with DejaVu.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, ServerEntry};
-use weft_wire::{Cred, DirEntry, FileAttr, LayoutHint, MetaReq, Request, Response, ServerId, ServerStats};
+use weft_wire::{Cred, DirEntry, FileAttr, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
 
 /// Options of a client.
 #[derive(Debug, Clone)]
@@ -146,6 +146,13 @@ impl Client {
         File::new(self.clone(), path, attr, write)
     }
 
+    /// A file another process of the same job has opened or created
+    /// (MPI-IO's collective open: one rank asks the metadata service and
+    /// passes the attributes on), without asking the metadata service again.
+    pub fn adopt(&self, path: &str, attr: FileAttr, write: bool) -> Result<File> {
+        File::new(self.clone(), path, attr, write)
+    }
+
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<FileAttr> {
         self.meta_attr(MetaReq::Mkdir { path: path.into(), mode })
     }
@@ -164,6 +171,16 @@ impl Client {
     /// Changes the owner and group of `path` (root only).
     pub fn chown(&self, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
         self.meta_attr(MetaReq::Chown { path: path.into(), uid, gid })
+    }
+
+    /// Applies `op` to the MPI-IO shared file pointer `token` (kept by the
+    /// metadata service); returns its value before.
+    pub fn shared_pointer(&self, token: u64, op: PointerOp) -> Result<u64> {
+        let addr = self.inner.cluster.meta_server().addr;
+        match self.meta(MetaReq::SharedPointer { token, op })? {
+            Response::Pointer { value } => Ok(value),
+            other => Err(Error::Protocol { addr, what: format!("expected a pointer, got {other:?}") }),
+        }
     }
 
     /// Every entry of a directory, sorted by name.

@@ -48,6 +48,9 @@ pub enum Error {
     /// time): its locks may have gone to others, so atomic I/O stops here.
     #[error("lock lease expired: {0}")]
     LeaseExpired(String),
+    /// A collective step over the processes' communicator failed.
+    #[error("communicator: {0}")]
+    Comm(String),
     /// A server answered with something the request does not allow.
     #[error("unexpected answer from server {addr}: {what}")]
     Protocol { addr: SocketAddr, what: String },

@@ -14,11 +14,13 @@
 
 mod atomic;
 mod client;
+pub mod comm;
 mod error;
 mod file;
 mod schedule;
 
 pub use atomic::{LockGranularity, LockGuard};
+pub use comm::Communicator;
 pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
 pub use weft_lock::Extent;
 pub use error::{Error, Result};
@@ -26,7 +28,7 @@ pub use file::File;
 pub use schedule::Schedule;
 pub use weft_sched::Strategy;
 pub use weft_layout::{Datatype, Distrib, Order, Pattern, Segment, View, ViewError};
-pub use weft_wire::{DirEntry, FileAttr, FileKind, ServerStats};
+pub use weft_wire::{DirEntry, FileAttr, FileKind, PointerOp, ServerStats};
 
 // The layout floor repeats the wire's striping limits (it does not depend on
 // wire); the client, which uses both, checks they agree.

@@ -108,8 +108,15 @@ impl View {
     /// The file regions of data-stream bytes `[start, start + len)`, in order.
     pub fn file_regions(&self, start: u64, len: u64) -> ViewRegions<'_> {
         let ft = self.filetype.size();
+        // A filetype whose copies join (bytes, ints, any dense type with no
+        // gap to its extent) makes the stream one run: one region, however
+        // long, instead of one per copy.
+        if ft > 0 && len > 0 && self.filetype.tiles_densely() {
+            let at = self.disp + self.filetype.true_lb() as u64 + start;
+            return ViewRegions { view: self, tile: 0, inner: None, skip: 0, left: 0, whole: Some((at, len)) };
+        }
         let (tile, skip) = start.checked_div(ft).map_or((0, 0), |t| (t, start % ft));
-        ViewRegions { view: self, tile, inner: None, skip, left: if ft == 0 { 0 } else { len } }
+        ViewRegions { view: self, tile, inner: None, skip, left: if ft == 0 { 0 } else { len }, whole: None }
     }
 }
 
@@ -121,12 +128,17 @@ pub struct ViewRegions<'a> {
     /// Stream bytes still to skip before the first region returned.
     skip: u64,
     left: u64,
+    /// The one region of a contiguous view, not yet returned.
+    whole: Option<(u64, u64)>,
 }
 
 impl Iterator for ViewRegions<'_> {
     type Item = (u64, u64);
 
     fn next(&mut self) -> Option<(u64, u64)> {
+        if let Some(w) = self.whole.take() {
+            return Some(w);
+        }
         while self.left > 0 {
             let inner = match &mut self.inner {
                 Some(r) => r,
@@ -254,6 +266,20 @@ mod tests {
             let ft = Datatype::vector(count, bl, stride, &int).unwrap();
             let view = View::new(disp, int, ft).unwrap();
             let got: Vec<u64> = view.file_regions(start, len).flat_map(|(o, l)| (0..l).map(move |i| o + i)).collect();
+            prop_assert_eq!(got, naive_stream(&view, start, len));
+        }
+
+        #[test]
+        fn contiguous_views_are_one_region_matching_expansion(
+            disp in 0i64..50, count in 1i64..5, lb in 0i64..3, start in 0u64..200, len in 1u64..300,
+        ) {
+            // Dense filetypes, also with a lower bound that is not zero.
+            let ft = Datatype::contiguous(count, &Datatype::int()).unwrap();
+            let ft = if lb == 0 { ft } else { Datatype::hindexed(&[1], &[lb], &ft).unwrap() };
+            let view = View::new(disp, Datatype::byte(), ft).unwrap();
+            let regions: Vec<(u64, u64)> = view.file_regions(start, len).collect();
+            prop_assert_eq!(regions.len(), 1);
+            let got: Vec<u64> = regions.iter().flat_map(|&(o, l)| (0..l).map(move |i| o + i)).collect();
             prop_assert_eq!(got, naive_stream(&view, start, len));
         }
 

@@ -39,6 +39,8 @@ enum Cmd {
     Mv(cmd::fs::MvArgs),
     /// Copy between a local file and weft:/path (either way), or weft to weft.
     Cp(cmd::cp::CpArgs),
+    /// Print the path of the MPI-IO library to LD_PRELOAD for an MPI.
+    MpiioLib(cmd::mpiio_lib::MpiioLibArgs),
     /// Each server: up or down, requests served, bytes and objects stored.
     Status,
     /// Benchmarks that re-run the papers' experiments against Weft.
@@ -69,6 +71,7 @@ fn main() {
         Cmd::Rm(a) => cmd::fs::rm(cluster, a),
         Cmd::Mv(a) => cmd::fs::mv(cluster, a),
         Cmd::Cp(a) => cmd::cp::cp(cluster, a),
+        Cmd::MpiioLib(a) => cmd::mpiio_lib::mpiio_lib(a),
         Cmd::Status => cmd::status::status(cluster),
         Cmd::Bench(a) => cmd::bench::bench(cluster, a),
         Cmd::Sim(a) => cmd::sim::sim(a),

@@ -12,6 +12,7 @@
 //! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
 
 mod path;
+mod shared_pointers;
 mod store;
 
 pub use path::components;
@@ -70,6 +71,7 @@ pub struct MetaService {
     store: store::Store,
     data_servers: Vec<ServerId>,
     default_stripe_size: u64,
+    pointers: shared_pointers::SharedPointers,
 }
 
 fn now_ns() -> i64 {
@@ -201,7 +203,7 @@ impl MetaService {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
         let store = store::Store::open(dir)?;
         init_root(&store.db())?;
-        Ok(MetaService { store, data_servers, default_stripe_size })
+        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default() })
     }
 
     /// Is there a file or directory with this id?
@@ -220,6 +222,13 @@ impl MetaService {
     /// storage failure reopens the database (see [`store`]); a delete that
     /// failed for lack of space runs once more with the reserve released.
     pub fn handle(&self, cred: Cred, op: MetaReq) -> Response {
+        // In memory, no database: the pointer table answers on its own.
+        if let MetaReq::SharedPointer { token, op } = op {
+            return match self.pointers.apply(token, op) {
+                Ok(value) => Response::Pointer { value },
+                Err((code, message)) => Response::error(code, message),
+            };
+        }
         let r = self.dispatch(&self.store.db(), cred, &op);
         let r = match r {
             Err(e) if e.storage => {
@@ -251,6 +260,8 @@ impl MetaService {
             MetaReq::Rename { from, to } => rename(db, cred, from, to).map(|replaced| Response::Renamed { replaced }),
             MetaReq::Chmod { path, mode } => chmod(db, cred, path, *mode).map(Response::Attr),
             MetaReq::Chown { path, uid, gid } => chown(db, cred, path, *uid, *gid).map(Response::Attr),
+            // Answered by `handle` before the database is reached.
+            MetaReq::SharedPointer { .. } => Err(err(ErrorCode::Internal, "shared pointer op reached the database")),
         }
     }
 }

@@ -75,6 +75,20 @@ pub enum MetaReq {
     Chmod { path: String, mode: u32 },
     /// Changes owner and group; only root may (POSIX's `_POSIX_CHOWN_RESTRICTED`).
     Chown { path: String, uid: u32, gid: u32 },
+    /// An MPI-IO shared file pointer, named by a random token its job's
+    /// rank 0 drew at open. Answered with `Pointer` (the value before).
+    SharedPointer { token: u64, op: PointerOp },
+}
+
+/// What to do to a shared file pointer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointerOp {
+    /// Creates the pointer (or resets it) at this value.
+    Set(u64),
+    /// Adds atomically; the pointer must exist.
+    FetchAdd(u64),
+    /// Forgets the pointer (at the file's collective close).
+    Release,
 }
 
 impl FileAttr {
@@ -161,6 +175,14 @@ impl MetaReq {
             MetaReq::Chown { path, uid, gid } => {
                 e.u8(10).str(path).u32(*uid).u32(*gid);
             }
+            MetaReq::SharedPointer { token, op } => {
+                e.u8(11).u64(*token);
+                match op {
+                    PointerOp::Set(v) => e.u8(1).u64(*v),
+                    PointerOp::FetchAdd(v) => e.u8(2).u64(*v),
+                    PointerOp::Release => e.u8(3).u64(0),
+                };
+            }
         }
     }
 
@@ -189,6 +211,18 @@ impl MetaReq {
             8 => MetaReq::Rename { from: path(d)?, to: path(d)? },
             9 => MetaReq::Chmod { path: path(d)?, mode: d.u32()? },
             10 => MetaReq::Chown { path: path(d)?, uid: d.u32()?, gid: d.u32()? },
+            11 => {
+                let token = d.u64()?;
+                let (tag, v) = (d.u8()?, d.u64()?);
+                let op = match tag {
+                    1 => PointerOp::Set(v),
+                    2 => PointerOp::FetchAdd(v),
+                    3 if v == 0 => PointerOp::Release,
+                    3 => return Err(DecodeError::Invalid("release carries a value")),
+                    t => return Err(DecodeError::BadTag { what: "pointer op", tag: t.into() }),
+                };
+                MetaReq::SharedPointer { token, op }
+            }
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

@@ -48,6 +48,8 @@ pub enum Response {
     Stats(ServerStats),
     /// A granted lock.
     Locked { lock: u64 },
+    /// A shared file pointer's value before the operation.
+    Pointer { value: u64 },
 }
 
 impl Request {
@@ -171,6 +173,9 @@ impl Response {
             Response::Locked { lock } => {
                 e.u8(10).u64(*lock);
             }
+            Response::Pointer { value } => {
+                e.u8(11).u64(*value);
+            }
         }
         e.finish()
     }
@@ -200,6 +205,7 @@ impl Response {
             8 => Response::Size { object_size: d.u64()? },
             9 => Response::Stats(ServerStats::decode(&mut d)?),
             10 => Response::Locked { lock: d.u64()? },
+            11 => Response::Pointer { value: d.u64()? },
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;
@@ -211,7 +217,7 @@ impl Response {
 mod tests {
     use super::*;
     use crate::msg::data::Piece;
-    use crate::msg::meta::{FileKind, LayoutHint, StripeLayout};
+    use crate::msg::meta::{FileKind, LayoutHint, PointerOp, StripeLayout};
     use crate::{FileId, ServerId};
     use proptest::prelude::*;
 
@@ -252,6 +258,10 @@ mod tests {
             (name(), name()).prop_map(|(from, to)| MetaReq::Rename { from, to }),
             (name(), any::<u32>()).prop_map(|(path, mode)| MetaReq::Chmod { path, mode }),
             (name(), any::<u32>(), any::<u32>()).prop_map(|(path, uid, gid)| MetaReq::Chown { path, uid, gid }),
+            (any::<u64>(), any::<u64>(), 0u8..3).prop_map(|(token, v, k)| MetaReq::SharedPointer {
+                token,
+                op: [PointerOp::Set(v), PointerOp::FetchAdd(v), PointerOp::Release][k as usize],
+            }),
         ]
     }
 
@@ -300,6 +310,7 @@ mod tests {
             any::<u64>().prop_map(|object_size| Response::Read { object_size }),
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),
             any::<u64>().prop_map(|lock| Response::Locked { lock }),
+            any::<u64>().prop_map(|value| Response::Pointer { value }),
             (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
                 services,
                 requests: n,

@@ -1,0 +1,206 @@
+/* Reads and writes: explicit offsets, individual and shared file pointers;
+ * blocking, nonblocking (generalized requests, completed when the I/O is:
+ * the access runs inside the call, as ROMIO does for most drivers), split
+ * collective, and MPI-4's large-count (_c) forms where the MPI has them.
+ * Collective forms are each rank's own access for now (collective I/O
+ * algorithms come in behind the same entry points). */
+#include "shim.h"
+#include <stdlib.h>
+
+static void set_status(MPI_Status *st, MPI_Offset bytes) {
+    if (st == MPI_STATUS_IGNORE) return;
+    PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)bytes);
+    PMPI_Status_set_cancelled(st, 0);
+}
+
+/* One access; returns MPI_SUCCESS or the (handled) error code. */
+static int run(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count, MPI_Datatype dt,
+               MPI_Offset *bytes) {
+    *bytes = 0;
+    if (count < 0) return weft_fail_msg(f, WEFTIO_E_COUNT, "weft: negative count");
+    void *t;
+    int owned, rc = weft_type(dt, &t, &owned);
+    if (rc) return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad datatype") : weft_fail(f, rc);
+    int64_t n = 0;
+    rc = weftio_access((uintptr_t)f, write, pos, offset, (void *)buf, count, t, &n);
+    if (owned) weftio_type_free(t);
+    if (rc) return weft_fail(f, rc);
+    *bytes = n;
+    return MPI_SUCCESS;
+}
+
+struct done {
+    MPI_Offset bytes;
+};
+
+static int done_query(void *extra, MPI_Status *st) {
+    set_status(st, ((struct done *)extra)->bytes);
+    st->MPI_SOURCE = MPI_UNDEFINED;
+    st->MPI_TAG = MPI_UNDEFINED;
+    st->MPI_ERROR = MPI_SUCCESS;
+    return MPI_SUCCESS;
+}
+static int done_free(void *extra) {
+    free(extra);
+    return MPI_SUCCESS;
+}
+static int done_cancel(void *extra, int complete) {
+    (void)extra;
+    (void)complete;
+    return MPI_SUCCESS;
+}
+
+/* A request that is already complete, carrying the access's byte count. */
+static int completed_request(struct wfile *f, MPI_Offset bytes, MPI_Request *req) {
+    struct done *d = malloc(sizeof *d);
+    if (!d) return weft_fail_msg(f, WEFTIO_E_INTERN, "weft: out of memory");
+    d->bytes = bytes;
+    int rc = PMPI_Grequest_start(done_query, done_free, done_cancel, d, req);
+    if (rc != MPI_SUCCESS) {
+        free(d);
+        return rc;
+    }
+    return PMPI_Grequest_complete(*req);
+}
+
+static int split_begin(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count,
+                       MPI_Datatype dt) {
+    if (f->split_active)
+        return weft_fail_msg(f, WEFTIO_E_OTHER, "weft: a split collective is already active on this file");
+    MPI_Offset n;
+    int rc = run(f, write, pos, offset, buf, count, dt, &n);
+    if (rc == MPI_SUCCESS) {
+        f->split_active = 1;
+        f->split_bytes = n;
+    }
+    return rc;
+}
+
+static int split_end(struct wfile *f, MPI_Status *st) {
+    if (!f->split_active)
+        return weft_fail_msg(f, WEFTIO_E_OTHER, "weft: split collective end without its begin");
+    f->split_active = 0;
+    set_status(st, f->split_bytes);
+    return MPI_SUCCESS;
+}
+
+#define BUF_0 void *
+#define BUF_1 const void *
+#define BUF(w) BUF_##w
+
+/* name(fh, offset, buf, count, datatype, status) */
+#define AT_BLOCKING(name, W, CT)                                                                   \
+    int name(MPI_File fh, MPI_Offset offset, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Status *st) { \
+        struct wfile *f = weft_file(fh);                                                           \
+        if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt, st);                                \
+        MPI_Offset n;                                                                              \
+        int rc = run(f, W, WEFTIO_AT, offset, buf, count, dt, &n);                                 \
+        if (rc == MPI_SUCCESS) set_status(st, n);                                                  \
+        return rc;                                                                                 \
+    }                                                                                              \
+    WEFT_ALIAS(name)
+
+/* name(fh, buf, count, datatype, status) */
+#define PTR_BLOCKING(name, W, POS, CT)                                                             \
+    int name(MPI_File fh, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Status *st) {                 \
+        struct wfile *f = weft_file(fh);                                                           \
+        if (!f) WEFT_FORWARD(name, fh, buf, count, dt, st);                                        \
+        MPI_Offset n;                                                                              \
+        int rc = run(f, W, POS, 0, buf, count, dt, &n);                                            \
+        if (rc == MPI_SUCCESS) set_status(st, n);                                                  \
+        return rc;                                                                                 \
+    }                                                                                              \
+    WEFT_ALIAS(name)
+
+/* name(fh, offset, buf, count, datatype, request) */
+#define AT_NONBLOCKING(name, W, CT)                                                                \
+    int name(MPI_File fh, MPI_Offset offset, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) { \
+        struct wfile *f = weft_file(fh);                                                           \
+        if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt, req);                               \
+        MPI_Offset n;                                                                              \
+        int rc = run(f, W, WEFTIO_AT, offset, buf, count, dt, &n);                                 \
+        return rc == MPI_SUCCESS ? completed_request(f, n, req) : rc;                              \
+    }                                                                                              \
+    WEFT_ALIAS(name)
+
+/* name(fh, buf, count, datatype, request) */
+#define PTR_NONBLOCKING(name, W, POS, CT)                                                          \
+    int name(MPI_File fh, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) {               \
+        struct wfile *f = weft_file(fh);                                                           \
+        if (!f) WEFT_FORWARD(name, fh, buf, count, dt, req);                                       \
+        MPI_Offset n;                                                                              \
+        int rc = run(f, W, POS, 0, buf, count, dt, &n);                                            \
+        return rc == MPI_SUCCESS ? completed_request(f, n, req) : rc;                              \
+    }                                                                                              \
+    WEFT_ALIAS(name)
+
+/* name(fh, offset, buf, count, datatype) */
+#define AT_BEGIN(name, W, CT)                                                                      \
+    int name(MPI_File fh, MPI_Offset offset, BUF(W) buf, CT count, MPI_Datatype dt) {              \
+        struct wfile *f = weft_file(fh);                                                           \
+        if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt);                                    \
+        return split_begin(f, W, WEFTIO_AT, offset, buf, count, dt);                               \
+    }                                                                                              \
+    WEFT_ALIAS(name)
+
+/* name(fh, buf, count, datatype) */
+#define PTR_BEGIN(name, W, POS, CT)                                                                \
+    int name(MPI_File fh, BUF(W) buf, CT count, MPI_Datatype dt) {                                 \
+        struct wfile *f = weft_file(fh);                                                           \
+        if (!f) WEFT_FORWARD(name, fh, buf, count, dt);                                            \
+        return split_begin(f, W, POS, 0, buf, count, dt);                                          \
+    }                                                                                              \
+    WEFT_ALIAS(name)
+
+/* name(fh, buf, status) */
+#define END(name, W)                                                                               \
+    int name(MPI_File fh, BUF(W) buf, MPI_Status *st) {                                            \
+        struct wfile *f = weft_file(fh);                                                           \
+        if (!f) WEFT_FORWARD(name, fh, buf, st);                                                   \
+        (void)buf;                                                                                 \
+        return split_end(f, st);                                                                   \
+    }                                                                                              \
+    WEFT_ALIAS(name)
+
+/* Every access function, in one count type (int, or MPI_Count with _c). */
+#define ACCESS_FUNCTIONS(SUFFIX, CT)                                                               \
+    AT_BLOCKING(MPI_File_read_at##SUFFIX, 0, CT)                                                   \
+    AT_BLOCKING(MPI_File_write_at##SUFFIX, 1, CT)                                                  \
+    AT_BLOCKING(MPI_File_read_at_all##SUFFIX, 0, CT)                                               \
+    AT_BLOCKING(MPI_File_write_at_all##SUFFIX, 1, CT)                                              \
+    PTR_BLOCKING(MPI_File_read##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                                  \
+    PTR_BLOCKING(MPI_File_write##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                                 \
+    PTR_BLOCKING(MPI_File_read_all##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                              \
+    PTR_BLOCKING(MPI_File_write_all##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                             \
+    PTR_BLOCKING(MPI_File_read_shared##SUFFIX, 0, WEFTIO_SHARED, CT)                               \
+    PTR_BLOCKING(MPI_File_write_shared##SUFFIX, 1, WEFTIO_SHARED, CT)                              \
+    PTR_BLOCKING(MPI_File_read_ordered##SUFFIX, 0, WEFTIO_ORDERED, CT)                             \
+    PTR_BLOCKING(MPI_File_write_ordered##SUFFIX, 1, WEFTIO_ORDERED, CT)                            \
+    AT_NONBLOCKING(MPI_File_iread_at##SUFFIX, 0, CT)                                               \
+    AT_NONBLOCKING(MPI_File_iwrite_at##SUFFIX, 1, CT)                                              \
+    AT_NONBLOCKING(MPI_File_iread_at_all##SUFFIX, 0, CT)                                           \
+    AT_NONBLOCKING(MPI_File_iwrite_at_all##SUFFIX, 1, CT)                                          \
+    PTR_NONBLOCKING(MPI_File_iread##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                              \
+    PTR_NONBLOCKING(MPI_File_iwrite##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                             \
+    PTR_NONBLOCKING(MPI_File_iread_all##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                          \
+    PTR_NONBLOCKING(MPI_File_iwrite_all##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                         \
+    PTR_NONBLOCKING(MPI_File_iread_shared##SUFFIX, 0, WEFTIO_SHARED, CT)                           \
+    PTR_NONBLOCKING(MPI_File_iwrite_shared##SUFFIX, 1, WEFTIO_SHARED, CT)                          \
+    AT_BEGIN(MPI_File_read_at_all_begin##SUFFIX, 0, CT)                                            \
+    AT_BEGIN(MPI_File_write_at_all_begin##SUFFIX, 1, CT)                                           \
+    PTR_BEGIN(MPI_File_read_all_begin##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                           \
+    PTR_BEGIN(MPI_File_write_all_begin##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                          \
+    PTR_BEGIN(MPI_File_read_ordered_begin##SUFFIX, 0, WEFTIO_ORDERED, CT)                          \
+    PTR_BEGIN(MPI_File_write_ordered_begin##SUFFIX, 1, WEFTIO_ORDERED, CT)
+
+ACCESS_FUNCTIONS(, int)
+#if MPI_VERSION >= 4
+ACCESS_FUNCTIONS(_c, MPI_Count)
+#endif
+
+END(MPI_File_read_at_all_end, 0)
+END(MPI_File_write_at_all_end, 1)
+END(MPI_File_read_all_end, 0)
+END(MPI_File_write_all_end, 1)
+END(MPI_File_read_ordered_end, 0)
+END(MPI_File_write_ordered_end, 1)

@@ -1,0 +1,146 @@
+/* MPI error codes and error handlers for Weft files.
+ *
+ * Each core class maps to an MPI error class. So that MPI_Error_string
+ * says what went wrong (which server, which path), each class gets one
+ * error code of its own (MPI_Add_error_code), whose string is replaced by
+ * the latest message (MPI_Add_error_string allows that for added codes). */
+#include "shim.h"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int mpi_class(int cls) {
+    switch (cls) {
+    case WEFTIO_E_NO_SUCH_FILE: return MPI_ERR_NO_SUCH_FILE;
+    case WEFTIO_E_FILE_EXISTS: return MPI_ERR_FILE_EXISTS;
+    case WEFTIO_E_ACCESS: return MPI_ERR_ACCESS;
+    case WEFTIO_E_AMODE: return MPI_ERR_AMODE;
+    case WEFTIO_E_READ_ONLY: return MPI_ERR_READ_ONLY;
+    case WEFTIO_E_NOT_SAME: return MPI_ERR_NOT_SAME;
+    case WEFTIO_E_IO: return MPI_ERR_IO;
+    case WEFTIO_E_NO_SPACE: return MPI_ERR_NO_SPACE;
+    case WEFTIO_E_UNSUPPORTED_OPERATION: return MPI_ERR_UNSUPPORTED_OPERATION;
+    case WEFTIO_E_UNSUPPORTED_DATAREP: return MPI_ERR_UNSUPPORTED_DATAREP;
+    case WEFTIO_E_ARG: return MPI_ERR_ARG;
+    case WEFTIO_E_COUNT: return MPI_ERR_COUNT;
+    case WEFTIO_E_TYPE: return MPI_ERR_TYPE;
+    case WEFTIO_E_BAD_FILE: return MPI_ERR_BAD_FILE;
+    case WEFTIO_E_COMM: return MPI_ERR_COMM;
+    case WEFTIO_E_INTERN: return MPI_ERR_INTERN;
+    default: return MPI_ERR_OTHER;
+    }
+}
+
+#define NCLASSES (WEFTIO_E_OTHER + 1)
+static int codes[NCLASSES];
+
+/* An error code of class `cls` whose string is `msg`. */
+static int code_for(int cls, const char *msg) {
+    int mclass = mpi_class(cls);
+    if (cls < 0 || cls >= NCLASSES) cls = WEFTIO_E_OTHER;
+    pthread_mutex_lock(&lock);
+    if (!codes[cls] && PMPI_Add_error_code(mclass, &codes[cls]) != MPI_SUCCESS) codes[cls] = 0;
+    int code = codes[cls] ? codes[cls] : mclass;
+    if (codes[cls]) {
+        char text[MPI_MAX_ERROR_STRING];
+        snprintf(text, sizeof text, "%s", msg && *msg ? msg : "weft: error");
+        PMPI_Add_error_string(code, text);
+    }
+    pthread_mutex_unlock(&lock);
+    return code;
+}
+
+/* User handlers made by MPI_File_create_errhandler, so that they can be
+ * called with a Weft handle (the MPI library cannot be asked to). */
+#define MAX_HANDLERS 256
+static struct { MPI_Errhandler eh; MPI_File_errhandler_function *fn; } handlers[MAX_HANDLERS];
+static int nhandlers;
+
+void weft_note_errhandler(MPI_Errhandler eh, MPI_File_errhandler_function *fn) {
+    pthread_mutex_lock(&lock);
+    if (nhandlers < MAX_HANDLERS) {
+        handlers[nhandlers].eh = eh;
+        handlers[nhandlers].fn = fn;
+        nhandlers++;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static MPI_File_errhandler_function *handler_fn(MPI_Errhandler eh) {
+    MPI_File_errhandler_function *fn = NULL;
+    pthread_mutex_lock(&lock);
+    for (int i = nhandlers - 1; i >= 0 && !fn; i--)
+        if (handlers[i].eh == eh) fn = handlers[i].fn;
+    pthread_mutex_unlock(&lock);
+    return fn;
+}
+
+/* Runs the handler for code on f (or on no file) and returns the code. */
+static int dispatch(struct wfile *f, int code, const char *msg) {
+    MPI_Errhandler eh;
+    if (f) {
+        eh = f->eh;
+    } else {
+        PMPI_File_get_errhandler(MPI_FILE_NULL, &eh);
+    }
+    if (eh == MPI_ERRORS_RETURN) return code;
+    MPI_File_errhandler_function *fn = handler_fn(eh);
+    if (fn) {
+        MPI_File fh = f ? (MPI_File)f : MPI_FILE_NULL;
+        fn(&fh, &code);
+        return code;
+    }
+    /* MPI_ERRORS_ARE_FATAL, or a handler we did not see created. */
+    fprintf(stderr, "weft: fatal MPI-IO error: %s\n", msg && *msg ? msg : "error");
+    PMPI_Abort(f ? f->comm : MPI_COMM_WORLD, code);
+    return code;
+}
+
+int weft_fail_msg(struct wfile *f, int cls, const char *msg) {
+    if (getenv("WEFT_MPIIO_TRACE")) fprintf(stderr, "weft: MPI-IO error (class %d): %s\n", cls, msg ? msg : "");
+    return dispatch(f, code_for(cls, msg), msg);
+}
+
+int weft_fail(struct wfile *f, int cls) {
+    return weft_fail_msg(f, cls, weftio_last_error());
+}
+
+/* MPI_File_call_errhandler on a Weft file runs its handler with the code. */
+int MPI_File_call_errhandler(MPI_File fh, int errorcode) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_call_errhandler, fh, errorcode);
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (PMPI_Error_string(errorcode, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", errorcode);
+    dispatch(f, errorcode, msg);
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_call_errhandler)
+
+int MPI_File_create_errhandler(MPI_File_errhandler_function *fn, MPI_Errhandler *eh) {
+    static __typeof__(&MPI_File_create_errhandler) next_;
+    if (!next_) next_ = (__typeof__(&MPI_File_create_errhandler))weft_next("PMPI_File_create_errhandler");
+    int rc = next_(fn, eh);
+    if (rc == MPI_SUCCESS) weft_note_errhandler(*eh, fn);
+    return rc;
+}
+WEFT_ALIAS(MPI_File_create_errhandler)
+
+int MPI_File_set_errhandler(MPI_File fh, MPI_Errhandler eh) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_set_errhandler, fh, eh);
+    f->eh = eh;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_set_errhandler)
+
+int MPI_File_get_errhandler(MPI_File fh, MPI_Errhandler *eh) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_errhandler, fh, eh);
+    *eh = f->eh;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_errhandler)

@@ -1,0 +1,406 @@
+/* MPI_File_* for Weft files (names starting with "weft:"); every other
+ * file goes to the MPI library's PMPI_File_* untouched. Each function is
+ * defined under both names, MPI_ and PMPI_ (Open MPI's Fortran bindings
+ * call PMPI_File_*, MPICH's call MPI_File_*). */
+#define _GNU_SOURCE
+#include "shim.h"
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define PREFIX "weft:"
+
+void *weft_next(const char *name) {
+    void *p = dlsym(RTLD_NEXT, name);
+    if (!p) {
+        fprintf(stderr, "weft: %s not found in the libraries loaded after libweft-mpiio (load it first: LD_PRELOAD)\n", name);
+        abort();
+    }
+    return p;
+}
+
+struct wfile *weft_file(MPI_File fh) {
+    if (fh == MPI_FILE_NULL) return NULL;
+    return weftio_known((uintptr_t)fh) ? (struct wfile *)fh : NULL;
+}
+
+/* ---- the file's communicator, for the core's collective steps ---- */
+
+static int cb_barrier(void *ctx) { return PMPI_Barrier(((struct wfile *)ctx)->comm); }
+
+static int cb_bcast(void *ctx, void *buf, int64_t len, int root) {
+    for (int64_t at = 0; at < len; at += INT_MAX) {
+        int n = len - at > INT_MAX ? INT_MAX : (int)(len - at);
+        int rc = PMPI_Bcast((char *)buf + at, n, MPI_BYTE, root, ((struct wfile *)ctx)->comm);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return len == 0 ? PMPI_Bcast(buf, 0, MPI_BYTE, root, ((struct wfile *)ctx)->comm) : MPI_SUCCESS;
+}
+
+static int cb_allgather(void *ctx, const void *send, int64_t len, void *recv) {
+    if (len > INT_MAX) return MPI_ERR_COUNT;
+    return PMPI_Allgather(send, (int)len, MPI_BYTE, recv, (int)len, MPI_BYTE, ((struct wfile *)ctx)->comm);
+}
+
+/* ---- hints ---- */
+
+struct pairs {
+    char **keys, **vals;
+    int n;
+};
+
+static void pairs_free(struct pairs *p) {
+    for (int i = 0; i < p->n; i++) {
+        free(p->keys[i]);
+        free(p->vals[i]);
+    }
+    free(p->keys);
+    free(p->vals);
+}
+
+static struct pairs pairs_of(MPI_Info info) {
+    struct pairs p = {0};
+    int n = 0;
+    if (info == MPI_INFO_NULL || PMPI_Info_get_nkeys(info, &n) != MPI_SUCCESS || n <= 0) return p;
+    p.keys = calloc(n, sizeof *p.keys);
+    p.vals = calloc(n, sizeof *p.vals);
+    if (!p.keys || !p.vals) return p;
+    for (int i = 0; i < n; i++) {
+        char key[MPI_MAX_INFO_KEY + 1], *val = malloc(MPI_MAX_INFO_VAL + 1);
+        int flag = 0;
+        if (!val || PMPI_Info_get_nthkey(info, i, key) != MPI_SUCCESS ||
+            PMPI_Info_get(info, key, MPI_MAX_INFO_VAL, val, &flag) != MPI_SUCCESS || !flag) {
+            free(val);
+            continue;
+        }
+        p.keys[p.n] = strdup(key);
+        p.vals[p.n] = val;
+        p.n++;
+    }
+    return p;
+}
+
+static int apply_info(struct wfile *f, MPI_Info info) {
+    struct pairs p = pairs_of(info);
+    int rc = weftio_set_info((uintptr_t)f, (const char *const *)p.keys, (const char *const *)p.vals, p.n);
+    pairs_free(&p);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+
+/* ---- open, close, delete ---- */
+
+static uint32_t core_amode(int amode) {
+    uint32_t m = 0;
+    if (amode & MPI_MODE_RDONLY) m |= WEFTIO_RDONLY;
+    if (amode & MPI_MODE_RDWR) m |= WEFTIO_RDWR;
+    if (amode & MPI_MODE_WRONLY) m |= WEFTIO_WRONLY;
+    if (amode & MPI_MODE_CREATE) m |= WEFTIO_CREATE;
+    if (amode & MPI_MODE_EXCL) m |= WEFTIO_EXCL;
+    if (amode & MPI_MODE_DELETE_ON_CLOSE) m |= WEFTIO_DELETE_ON_CLOSE;
+    if (amode & MPI_MODE_UNIQUE_OPEN) m |= WEFTIO_UNIQUE_OPEN;
+    if (amode & MPI_MODE_SEQUENTIAL) m |= WEFTIO_SEQUENTIAL;
+    if (amode & MPI_MODE_APPEND) m |= WEFTIO_APPEND;
+    int known = MPI_MODE_RDONLY | MPI_MODE_RDWR | MPI_MODE_WRONLY | MPI_MODE_CREATE | MPI_MODE_EXCL |
+                MPI_MODE_DELETE_ON_CLOSE | MPI_MODE_UNIQUE_OPEN | MPI_MODE_SEQUENTIAL | MPI_MODE_APPEND;
+    if (amode & ~known) m |= 1u << 31; /* refused by the core as a bad mode */
+    return m;
+}
+
+static int is_weft(const char *name) { return name && strncmp(name, PREFIX, strlen(PREFIX)) == 0; }
+
+int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh) {
+    if (getenv("WEFT_MPIIO_TRACE")) fprintf(stderr, "weft: MPI_File_open(%s, amode %d)\n", filename ? filename : "(null)", amode);
+    if (!is_weft(filename)) WEFT_FORWARD(MPI_File_open, comm, filename, amode, info, fh);
+    int inter = 0;
+    if (comm == MPI_COMM_NULL || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter)
+        return weft_fail_msg(NULL, WEFTIO_E_COMM, "weft: MPI_File_open needs an intracommunicator");
+    struct wfile *f = calloc(1, sizeof *f);
+    if (!f) return weft_fail_msg(NULL, WEFTIO_E_INTERN, "weft: out of memory");
+    if (PMPI_Comm_dup(comm, &f->comm) != MPI_SUCCESS) {
+        free(f);
+        return weft_fail_msg(NULL, WEFTIO_E_COMM, "weft: cannot duplicate the communicator");
+    }
+    PMPI_Comm_rank(f->comm, &f->cc.rank);
+    PMPI_Comm_size(f->comm, &f->cc.size);
+    f->cc.ctx = f;
+    f->cc.barrier = cb_barrier;
+    f->cc.bcast = cb_bcast;
+    f->cc.allgather = cb_allgather;
+    f->amode = amode;
+    f->etype = f->ftype = MPI_BYTE;
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &f->eh);
+    struct pairs p = pairs_of(info);
+    int fortran = 0;
+    int rc = weftio_open(&f->cc, filename + strlen(PREFIX), core_amode(amode), (const char *const *)p.keys,
+                         (const char *const *)p.vals, p.n, (uintptr_t)f, &fortran);
+    pairs_free(&p);
+    if (rc) {
+        int code = weft_fail(NULL, rc);
+        PMPI_Comm_free(&f->comm);
+        free(f);
+        return code;
+    }
+    *fh = (MPI_File)f;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_open)
+
+static void drop_type(MPI_Datatype *t) {
+    if (*t != MPI_DATATYPE_NULL && !weft_is_named(*t)) PMPI_Type_free(t);
+    *t = MPI_BYTE;
+}
+
+int MPI_File_close(MPI_File *fh) {
+    struct wfile *f = fh ? weft_file(*fh) : NULL;
+    if (!f) WEFT_FORWARD(MPI_File_close, fh);
+    int rc = weftio_close((uintptr_t)f);
+    int code = rc ? weft_fail_msg(NULL, rc, weftio_last_error()) : MPI_SUCCESS;
+    drop_type(&f->etype);
+    drop_type(&f->ftype);
+    PMPI_Comm_free(&f->comm);
+    free(f);
+    *fh = MPI_FILE_NULL;
+    return code;
+}
+WEFT_ALIAS(MPI_File_close)
+
+int MPI_File_delete(const char *filename, MPI_Info info) {
+    if (!is_weft(filename)) WEFT_FORWARD(MPI_File_delete, filename, info);
+    int rc = weftio_delete(filename + strlen(PREFIX));
+    return rc ? weft_fail(NULL, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_delete)
+
+/* ---- size, mode, group, info ---- */
+
+int MPI_File_set_size(MPI_File fh, MPI_Offset size) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_set_size, fh, size);
+    int rc = weftio_set_size((uintptr_t)f, size, 0);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_set_size)
+
+int MPI_File_preallocate(MPI_File fh, MPI_Offset size) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_preallocate, fh, size);
+    int rc = weftio_set_size((uintptr_t)f, size, 1);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_preallocate)
+
+int MPI_File_get_size(MPI_File fh, MPI_Offset *size) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_size, fh, size);
+    int64_t s = 0;
+    int rc = weftio_get_size((uintptr_t)f, &s);
+    if (rc) return weft_fail(f, rc);
+    *size = s;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_size)
+
+int MPI_File_get_group(MPI_File fh, MPI_Group *group) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_group, fh, group);
+    return PMPI_Comm_group(f->comm, group);
+}
+WEFT_ALIAS(MPI_File_get_group)
+
+int MPI_File_get_amode(MPI_File fh, int *amode) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_amode, fh, amode);
+    *amode = f->amode;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_amode)
+
+int MPI_File_set_info(MPI_File fh, MPI_Info info) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_set_info, fh, info);
+    return apply_info(f, info);
+}
+WEFT_ALIAS(MPI_File_set_info)
+
+int MPI_File_get_info(MPI_File fh, MPI_Info *info) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_info, fh, info);
+    char *text = NULL;
+    int rc = weftio_get_info((uintptr_t)f, &text);
+    if (rc) return weft_fail(f, rc);
+    PMPI_Info_create(info);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *eq = strchr(line, '=');
+        if (!eq) continue;
+        *eq = 0;
+        PMPI_Info_set(*info, line, eq + 1);
+    }
+    weftio_string_free(text);
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_info)
+
+/* ---- views ---- */
+
+int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype filetype, const char *datarep,
+                      MPI_Info info) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_set_view, fh, disp, etype, filetype, datarep, info);
+    if (!datarep || strcasecmp(datarep, "native") != 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "weft: data representation \"%s\" is not supported (only \"native\")",
+                 datarep ? datarep : "(null)");
+        return weft_fail_msg(f, WEFTIO_E_UNSUPPORTED_DATAREP, msg);
+    }
+    if (disp == MPI_DISPLACEMENT_CURRENT)
+        return weft_fail_msg(f, WEFTIO_E_UNSUPPORTED_OPERATION,
+                             "weft: MPI_DISPLACEMENT_CURRENT needs MPI_MODE_SEQUENTIAL, which Weft does not support");
+    void *e, *t;
+    int eo, to, rc = weft_type(etype, &e, &eo);
+    if (rc) return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad etype") : weft_fail(f, rc);
+    rc = weft_type(filetype, &t, &to);
+    if (rc) {
+        if (eo) weftio_type_free(e);
+        return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad filetype") : weft_fail(f, rc);
+    }
+    rc = weftio_set_view((uintptr_t)f, disp, e, t);
+    if (eo) weftio_type_free(e);
+    if (to) weftio_type_free(t);
+    if (rc) return weft_fail(f, rc);
+    drop_type(&f->etype);
+    drop_type(&f->ftype);
+    if (!weft_is_named(etype)) PMPI_Type_dup(etype, &f->etype); else f->etype = etype;
+    if (!weft_is_named(filetype)) PMPI_Type_dup(filetype, &f->ftype); else f->ftype = filetype;
+    f->disp = disp;
+    return apply_info(f, info);
+}
+WEFT_ALIAS(MPI_File_set_view)
+
+int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype, char *datarep) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_view, fh, disp, etype, filetype, datarep);
+    *disp = f->disp;
+    if (weft_is_named(f->etype)) *etype = f->etype; else PMPI_Type_dup(f->etype, etype);
+    if (weft_is_named(f->ftype)) *filetype = f->ftype; else PMPI_Type_dup(f->ftype, filetype);
+    strcpy(datarep, "native");
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_view)
+
+int MPI_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_type_extent, fh, datatype, extent);
+    MPI_Aint lb;
+    return PMPI_Type_get_extent(datatype, &lb, extent); /* "native": as in memory */
+}
+WEFT_ALIAS(MPI_File_get_type_extent)
+
+#if MPI_VERSION >= 4
+int MPI_File_get_type_extent_c(MPI_File fh, MPI_Datatype datatype, MPI_Count *extent) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_type_extent_c, fh, datatype, extent);
+    MPI_Count lb;
+    return PMPI_Type_get_extent_x(datatype, &lb, extent);
+}
+WEFT_ALIAS(MPI_File_get_type_extent_c)
+#endif
+
+/* ---- file pointers ---- */
+
+static int whence_of(int whence) {
+    return whence == MPI_SEEK_SET ? 0 : whence == MPI_SEEK_CUR ? 1 : whence == MPI_SEEK_END ? 2 : -1;
+}
+
+int MPI_File_seek(MPI_File fh, MPI_Offset offset, int whence) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_seek, fh, offset, whence);
+    int rc = weftio_seek((uintptr_t)f, offset, whence_of(whence), 0);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_seek)
+
+int MPI_File_seek_shared(MPI_File fh, MPI_Offset offset, int whence) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_seek_shared, fh, offset, whence);
+    int rc = weftio_seek((uintptr_t)f, offset, whence_of(whence), 1);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_seek_shared)
+
+int MPI_File_get_position(MPI_File fh, MPI_Offset *offset) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_position, fh, offset);
+    int64_t o = 0;
+    int rc = weftio_position((uintptr_t)f, 0, &o);
+    if (rc) return weft_fail(f, rc);
+    *offset = o;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_position)
+
+int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_position_shared, fh, offset);
+    int64_t o = 0;
+    int rc = weftio_position((uintptr_t)f, 1, &o);
+    if (rc) return weft_fail(f, rc);
+    *offset = o;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_position_shared)
+
+int MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_byte_offset, fh, offset, disp);
+    int64_t o = 0;
+    int rc = weftio_byte_offset((uintptr_t)f, offset, &o);
+    if (rc) return weft_fail(f, rc);
+    *disp = o;
+    return MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_byte_offset)
+
+/* ---- consistency ---- */
+
+int MPI_File_sync(MPI_File fh) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_sync, fh);
+    int rc = weftio_sync((uintptr_t)f);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_sync)
+
+int MPI_File_set_atomicity(MPI_File fh, int flag) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_set_atomicity, fh, flag);
+    int rc = weftio_set_atomicity((uintptr_t)f, flag != 0);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_set_atomicity)
+
+int MPI_File_get_atomicity(MPI_File fh, int *flag) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_get_atomicity, fh, flag);
+    int rc = weftio_get_atomicity((uintptr_t)f, flag);
+    return rc ? weft_fail(f, rc) : MPI_SUCCESS;
+}
+WEFT_ALIAS(MPI_File_get_atomicity)
+
+/* ---- Fortran handles ---- */
+
+MPI_Fint MPI_File_c2f(MPI_File fh) {
+    struct wfile *f = weft_file(fh);
+    if (!f) WEFT_FORWARD(MPI_File_c2f, fh);
+    return weftio_c2f((uintptr_t)f);
+}
+WEFT_ALIAS(MPI_File_c2f)
+
+MPI_File MPI_File_f2c(MPI_Fint fh) {
+    uintptr_t key = weftio_f2c(fh);
+    if (!key) WEFT_FORWARD(MPI_File_f2c, fh);
+    return (MPI_File)key;
+}
+WEFT_ALIAS(MPI_File_f2c)

@@ -1,0 +1,49 @@
+//! The file's communicator as C callbacks: the shim implements each with a
+//! `PMPI_*` collective on the communicator it duplicated at open.
+
+use std::ffi::{c_int, c_void};
+use weft_client::{Communicator, Error, Result};
+
+/// Callbacks over one duplicated communicator; each returns 0 or an MPI
+/// error code.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct CComm {
+    pub ctx: *mut c_void,
+    pub rank: c_int,
+    pub size: c_int,
+    pub barrier: extern "C" fn(ctx: *mut c_void) -> c_int,
+    pub bcast: extern "C" fn(ctx: *mut c_void, buf: *mut c_void, len: i64, root: c_int) -> c_int,
+    /// `recv` holds `size * len` bytes.
+    pub allgather: extern "C" fn(ctx: *mut c_void, send: *const c_void, len: i64, recv: *mut c_void) -> c_int,
+}
+
+// SAFETY: `ctx` is the shim's per-file communicator record, which lives
+// until the file is closed and is used only through these callbacks; MPI
+// lets any thread call collectives on it (the program's thread level is
+// the program's contract with MPI, as with any MPI call).
+unsafe impl Send for CComm {}
+
+fn check(what: &str, rc: c_int) -> Result<()> {
+    if rc == 0 { Ok(()) } else { Err(Error::Comm(format!("{what} failed with MPI error {rc}"))) }
+}
+
+impl Communicator for CComm {
+    fn rank(&self) -> usize {
+        self.rank as usize
+    }
+    fn size(&self) -> usize {
+        self.size as usize
+    }
+    fn barrier(&self) -> Result<()> {
+        check("MPI_Barrier", (self.barrier)(self.ctx))
+    }
+    fn broadcast(&self, buf: &mut [u8], root: usize) -> Result<()> {
+        check("MPI_Bcast", (self.bcast)(self.ctx, buf.as_mut_ptr().cast(), buf.len() as i64, root as c_int))
+    }
+    fn allgather(&self, mine: &[u8]) -> Result<Vec<u8>> {
+        let mut all = vec![0u8; mine.len() * self.size()];
+        check("MPI_Allgather", (self.allgather)(self.ctx, mine.as_ptr().cast(), mine.len() as i64, all.as_mut_ptr().cast()))?;
+        Ok(all)
+    }
+}

@@ -1,0 +1,339 @@
+//! The plain-C entry points the shim calls (`weftio_*`, declared in
+//! `shim/weftio.h`). Each returns 0 or an error [`Class`] number, with the
+//! message in [`weftio_last_error`]; a panic is caught and reported as
+//! `Intern`, never unwound into C.
+
+use crate::comm::CComm;
+use crate::errors::{Class, Fail, Result};
+use crate::file::{memory_span, Buf, OpenFile, Position};
+use crate::registry;
+use crate::types;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use weft_client::Datatype;
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Runs `f`; an error or a panic becomes a class number and the message.
+fn guard(f: impl FnOnce() -> Result<()>) -> c_int {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Err(Fail::new(Class::Intern, "weft: internal error (a panic in the MPI-IO library)")));
+    match r {
+        Ok(()) => 0,
+        Err(f) => {
+            let c = CString::new(f.message.replace('\0', " ")).unwrap_or_default();
+            LAST_ERROR.with(|e| *e.borrow_mut() = c);
+            f.class as c_int
+        }
+    }
+}
+
+fn file(key: usize) -> Result<registry::Shared> {
+    registry::get(key).ok_or_else(|| Fail::new(Class::BadFile, "weft: not an open Weft file"))
+}
+
+/// # Safety
+/// `p` is null or a NUL-terminated string valid for the call.
+unsafe fn text(p: *const c_char, what: &str) -> Result<String> {
+    if p.is_null() {
+        return Err(Fail::new(Class::Arg, format!("weft: {what} is NULL")));
+    }
+    // SAFETY: non-null and NUL-terminated per this function's contract.
+    let s = unsafe { CStr::from_ptr(p) };
+    s.to_str().map(str::to_owned).map_err(|_| Fail::new(Class::Arg, format!("weft: {what} is not UTF-8")))
+}
+
+/// # Safety
+/// `keys` and `vals` hold `n` valid C strings each (or `n` is 0).
+unsafe fn pairs(keys: *const *const c_char, vals: *const *const c_char, n: c_int) -> Result<Vec<(String, String)>> {
+    let n = usize::try_from(n).map_err(|_| Fail::new(Class::Arg, "weft: negative hint count"))?;
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if keys.is_null() || vals.is_null() {
+        return Err(Fail::new(Class::Arg, "weft: hint arrays are NULL"));
+    }
+    // SAFETY: both arrays hold n pointers to C strings (contract).
+    (0..n).map(|i| unsafe { Ok((text(*keys.add(i), "hint key")?, text(*vals.add(i), "hint value")?)) }).collect()
+}
+
+/// The calling thread's last error message (valid until its next call).
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
+
+/// 1 if `key` is an open Weft file.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_known(key: usize) -> c_int {
+    c_int::from(registry::get(key).is_some())
+}
+
+/// Collective open over `comm`; registers the file under `key` and gives
+/// its Fortran handle.
+///
+/// # Safety
+/// `comm` points to callbacks valid until close; `path` is a C string;
+/// hint arrays as in [`pairs`]; `fortran` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_open(comm: *const CComm, path: *const c_char, amode: u32, keys: *const *const c_char, vals: *const *const c_char, nhints: c_int, key: usize, fortran: *mut c_int) -> c_int {
+    guard(|| {
+        if comm.is_null() || fortran.is_null() || key == 0 {
+            return Err(Fail::new(Class::Arg, "weft: NULL argument to open"));
+        }
+        // SAFETY: non-null, valid per the contract.
+        let (comm, path, hints) = unsafe { (*comm, text(path, "file name")?, pairs(keys, vals, nhints)?) };
+        let f = OpenFile::open(comm, &path, amode, hints)?;
+        let fh = registry::insert(key, f);
+        // SAFETY: non-null and writable per the contract.
+        unsafe { *fortran = fh };
+        Ok(())
+    })
+}
+
+/// Collective close; `key` is forgotten even if closing fails.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_close(key: usize) -> c_int {
+    guard(|| {
+        let f = registry::remove(key).ok_or_else(|| Fail::new(Class::BadFile, "weft: not an open Weft file"))?;
+        let f = std::sync::Arc::try_unwrap(f).map_err(|_| Fail::new(Class::Other, "weft: file closed while another thread uses it"))?;
+        f.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).close()
+    })
+}
+
+/// MPI_File_delete of a Weft path (not collective).
+///
+/// # Safety
+/// `path` is a C string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_delete(path: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: a C string per the contract.
+        let path = unsafe { text(path, "file name")? };
+        crate::file::delete(&path)
+    })
+}
+
+/// Builds a datatype from a type program (see [`types`]); `*out` gets an
+/// owned handle for [`weftio_type_free`].
+///
+/// # Safety
+/// `prog` holds `len` words; `out` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_type_build(prog: *const i64, len: i64, out: *mut *mut c_void) -> c_int {
+    guard(|| {
+        let n = usize::try_from(len).map_err(|_| Fail::new(Class::Type, "weft: negative program length"))?;
+        if prog.is_null() || out.is_null() {
+            return Err(Fail::new(Class::Arg, "weft: NULL type program"));
+        }
+        // SAFETY: `prog` holds `len` words (contract).
+        let words = unsafe { std::slice::from_raw_parts(prog, n) };
+        let t = types::build(words)?;
+        // SAFETY: writable per the contract.
+        unsafe { *out = Box::into_raw(Box::new(t)).cast() };
+        Ok(())
+    })
+}
+
+/// Frees a handle from [`weftio_type_build`].
+///
+/// # Safety
+/// `t` came from `weftio_type_build` and is freed once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_type_free(t: *mut c_void) {
+    if !t.is_null() {
+        // SAFETY: a Box<Datatype> from weftio_type_build, freed once (contract).
+        drop(unsafe { Box::from_raw(t.cast::<Datatype>()) });
+    }
+}
+
+/// # Safety
+/// `t` is a live handle from `weftio_type_build`.
+unsafe fn datatype<'a>(t: *const c_void) -> Result<&'a Datatype> {
+    // SAFETY: live handle per the contract.
+    unsafe { t.cast::<Datatype>().as_ref() }.ok_or_else(|| Fail::new(Class::Type, "weft: NULL datatype"))
+}
+
+/// Collective MPI_File_set_view (datarep already checked by the shim).
+///
+/// # Safety
+/// `etype` and `filetype` are live handles.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_set_view(key: usize, disp: i64, etype: *const c_void, filetype: *const c_void) -> c_int {
+    guard(|| {
+        // SAFETY: live handles per the contract.
+        let (e, t) = unsafe { (datatype(etype)?.clone(), datatype(filetype)?.clone()) };
+        let f = file(key)?;
+        registry::lock(&f).set_view(disp, e, t)
+    })
+}
+
+/// One read (`write` 0) or write of `count` copies of `memtype` at `buf`.
+/// `pos`: 0 explicit `offset`, 1 individual pointer, 2 shared, 3 ordered.
+///
+/// # Safety
+/// `buf` with `memtype` and `count` describes memory the caller owns
+/// (readable, and writable for a read); `bytes` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, bytes: *mut i64) -> c_int {
+    guard(|| {
+        if count < 0 {
+            return Err(Fail::new(Class::Count, format!("weft: negative count {count}")));
+        }
+        // SAFETY: live handle per the contract.
+        let memtype = unsafe { datatype(memtype)? };
+        let pos = match pos {
+            0 => Position::At(offset),
+            1 => Position::Individual,
+            2 => Position::Shared,
+            3 => Position::Ordered,
+            p => return Err(Fail::new(Class::Arg, format!("weft: position kind {p}"))),
+        };
+        let (lb, span, shifted) = memory_span(memtype, count)?;
+        if span > 0 && buf.is_null() && lb == 0 {
+            return Err(Fail::new(Class::Arg, "weft: NULL buffer"));
+        }
+        let at = (buf as usize).wrapping_add(lb as isize as usize);
+        let span = usize::try_from(span).map_err(|_| Fail::new(Class::Count, "weft: buffer larger than memory"))?;
+        let f = file(key)?;
+        let mut g = registry::lock(&f);
+        let moved = if span == 0 {
+            g.access(pos, Buf::Write(&[]), &shifted)?
+        } else if write != 0 {
+            // SAFETY: the caller's memory of the access, readable (contract);
+            // `at` is where its first byte lies.
+            let b = unsafe { std::slice::from_raw_parts(at as *const u8, span) };
+            g.access(pos, Buf::Write(b), &shifted)?
+        } else {
+            // SAFETY: as above, and writable for a read (contract).
+            let b = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, span) };
+            g.access(pos, Buf::Read(b), &shifted)?
+        };
+        // SAFETY: writable per the contract (checked non-null).
+        if let Some(out) = unsafe { bytes.as_mut() } {
+            *out = moved as i64;
+        }
+        Ok(())
+    })
+}
+
+/// Writes `v` through `out` if it is not NULL.
+fn put<T>(out: *mut T, v: T) -> Result<()> {
+    // SAFETY: the shim passes a pointer to its own local or the user's
+    // output argument, or NULL.
+    match unsafe { out.as_mut() } {
+        Some(o) => {
+            *o = v;
+            Ok(())
+        }
+        None => Err(Fail::new(Class::Arg, "weft: NULL output argument")),
+    }
+}
+
+/// MPI_File_seek (`shared` 0) or MPI_File_seek_shared; whence 0 set, 1 cur, 2 end.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_seek(key: usize, offset: i64, whence: c_int, shared: c_int) -> c_int {
+    guard(|| registry::lock(&file(key)?).seek(offset, whence, shared != 0))
+}
+
+/// The individual (or shared) file pointer, in etypes.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_position(key: usize, shared: c_int, out: *mut i64) -> c_int {
+    guard(|| {
+        let p = registry::lock(&file(key)?).position(shared != 0)?;
+        put(out, p as i64)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_byte_offset(key: usize, offset: i64, out: *mut i64) -> c_int {
+    guard(|| {
+        let p = registry::lock(&file(key)?).byte_offset(offset)?;
+        put(out, p as i64)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_get_size(key: usize, out: *mut i64) -> c_int {
+    guard(|| {
+        let s = registry::lock(&file(key)?).file.size().map_err(Fail::from)?;
+        put(out, s as i64)
+    })
+}
+
+/// Collective MPI_File_set_size, or MPI_File_preallocate with `grow_only`.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_set_size(key: usize, size: i64, grow_only: c_int) -> c_int {
+    guard(|| registry::lock(&file(key)?).set_size(size, grow_only != 0))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_sync(key: usize) -> c_int {
+    guard(|| registry::lock(&file(key)?).sync())
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_set_atomicity(key: usize, on: c_int) -> c_int {
+    guard(|| registry::lock(&file(key)?).set_atomicity(on != 0))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_get_atomicity(key: usize, out: *mut c_int) -> c_int {
+    guard(|| {
+        let a = registry::lock(&file(key)?).file.atomicity();
+        put(out, c_int::from(a))
+    })
+}
+
+/// Applies hints (MPI_File_set_info, and set_view's info).
+///
+/// # Safety
+/// As [`pairs`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_set_info(key: usize, keys: *const *const c_char, vals: *const *const c_char, n: c_int) -> c_int {
+    guard(|| {
+        // SAFETY: per the contract.
+        let p = unsafe { pairs(keys, vals, n)? };
+        let f = file(key)?;
+        let mut g = registry::lock(&f);
+        let OpenFile { file, hints, .. } = &mut *g;
+        hints.apply(file, &p);
+        Ok(())
+    })
+}
+
+/// The hints in effect as one string of `key=value` lines, for
+/// MPI_File_get_info; `*out` must be freed with [`weftio_string_free`].
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_get_info(key: usize, out: *mut *mut c_char) -> c_int {
+    guard(|| {
+        let f = file(key)?;
+        let g = registry::lock(&f);
+        let text: String = g.hints.in_effect(&g.file).into_iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
+        put(out, c.into_raw())
+    })
+}
+
+/// # Safety
+/// `s` came from this library and is freed once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_string_free(s: *mut c_char) {
+    if !s.is_null() {
+        // SAFETY: a CString from into_raw, freed once (contract).
+        drop(unsafe { CString::from_raw(s) });
+    }
+}
+
+/// The Fortran handle of a Weft file, or 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_c2f(key: usize) -> c_int {
+    registry::fortran_of(key).unwrap_or(0)
+}
+
+/// The file a Fortran handle names, or 0 if it is not Weft's.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_f2c(fh: c_int) -> usize {
+    registry::key_of_fortran(fh).unwrap_or(0)
+}

@@ -1,0 +1,406 @@
+//! One Weft file opened through MPI-IO: its client file, the communicator
+//! it was opened on, its view, its individual file pointer and its shared
+//! file pointer (a counter in the metadata service), and the MPI semantics
+//! of each operation on them.
+
+use crate::comm::CComm;
+use crate::errors::{Class, Fail, Result};
+use crate::hints::Hints;
+use std::sync::Mutex;
+use weft_client::comm::{allgather_u64, broadcast_vec};
+use weft_client::{Client, Communicator, CreateOptions, Datatype, File, FileAttr, PointerOp, View};
+use weft_net::ClusterFile;
+
+/// Access modes, as plain bits (the shim translates its MPI's `MPI_MODE_*`).
+pub mod amode {
+    pub const RDONLY: u32 = 1;
+    pub const RDWR: u32 = 2;
+    pub const WRONLY: u32 = 4;
+    pub const CREATE: u32 = 8;
+    pub const EXCL: u32 = 16;
+    pub const DELETE_ON_CLOSE: u32 = 32;
+    pub const UNIQUE_OPEN: u32 = 64;
+    pub const SEQUENTIAL: u32 = 128;
+    pub const APPEND: u32 = 256;
+    pub const ALL: u32 = 511;
+}
+
+/// The caller's memory: read into, or written from.
+pub enum Buf<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+/// Where an access starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    /// An explicit offset, in etypes of the view.
+    At(i64),
+    /// The individual file pointer, advanced by the access.
+    Individual,
+    /// The shared file pointer, advanced atomically by the access.
+    Shared,
+    /// The shared file pointer, collectively, in rank order.
+    Ordered,
+}
+
+/// The process's connection to the cluster named by `WEFT_CLUSTER`, made at
+/// the first open (a failure is retried at the next).
+static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
+
+fn client() -> Result<Client> {
+    let mut slot = CLIENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(c) = slot.as_ref() {
+        return Ok(c.clone());
+    }
+    let path = ClusterFile::locate(None).map_err(|e| Fail::new(Class::Io, format!("weft: {e} (set WEFT_CLUSTER to the cluster file `weft up` printed)")))?;
+    let c = Client::connect(&path).map_err(Fail::from)?;
+    *slot = Some(c.clone());
+    Ok(c)
+}
+
+/// The checks MPI asks of an access mode (MPI-3.1 §13.2.1).
+pub fn check_amode(mode: u32) -> Result<()> {
+    let rw = [amode::RDONLY, amode::RDWR, amode::WRONLY].iter().filter(|&&b| mode & b != 0).count();
+    if mode & !amode::ALL != 0 || rw != 1 {
+        return Err(Fail::new(Class::Amode, "access mode needs exactly one of MPI_MODE_RDONLY, MPI_MODE_RDWR, MPI_MODE_WRONLY"));
+    }
+    if mode & amode::RDONLY != 0 && mode & (amode::CREATE | amode::EXCL) != 0 {
+        return Err(Fail::new(Class::Amode, "MPI_MODE_RDONLY cannot be combined with MPI_MODE_CREATE or MPI_MODE_EXCL"));
+    }
+    if mode & amode::RDWR != 0 && mode & amode::SEQUENTIAL != 0 {
+        return Err(Fail::new(Class::Amode, "MPI_MODE_RDWR cannot be combined with MPI_MODE_SEQUENTIAL"));
+    }
+    if mode & amode::SEQUENTIAL != 0 {
+        return Err(Fail::new(Class::UnsupportedOperation, "weft: MPI_MODE_SEQUENTIAL is not supported (Weft files are random-access)"));
+    }
+    Ok(())
+}
+
+/// What rank 0 tells the others after asking the metadata service.
+fn encode_opened(r: &Result<(FileAttr, u64, u64)>) -> Vec<u8> {
+    let mut e = weft_wire::Encoder::new();
+    match r {
+        Ok((attr, token, start)) => {
+            e.u8(0).u64(*token).u64(*start);
+            attr.encode(&mut e);
+        }
+        Err(f) => {
+            e.u8(1).u32(f.class as u32).str(&f.message);
+        }
+    }
+    e.finish()
+}
+
+fn decode_opened(b: &[u8]) -> Result<(FileAttr, u64, u64)> {
+    let corrupt = |e: weft_wire::DecodeError| Fail::new(Class::Intern, format!("weft: open result from rank 0 undecodable: {e}"));
+    let mut d = weft_wire::Decoder::new(b);
+    match d.u8().map_err(corrupt)? {
+        0 => {
+            let (token, start) = (d.u64().map_err(corrupt)?, d.u64().map_err(corrupt)?);
+            Ok((FileAttr::decode(&mut d).map_err(corrupt)?, token, start))
+        }
+        _ => {
+            let class = d.u32().map_err(corrupt)?;
+            let message = d.str("message", 1 << 16).map_err(corrupt)?;
+            Err(Fail::new(class_of(class), message))
+        }
+    }
+}
+
+fn class_of(v: u32) -> Class {
+    use Class::*;
+    [NoSuchFile, FileExists, Access, Amode, ReadOnly, NotSame, Io, NoSpace, UnsupportedOperation, UnsupportedDatarep, Arg, Count, Type, BadFile, Comm, Intern, Other]
+        .into_iter()
+        .find(|c| *c as u32 == v)
+        .unwrap_or(Io)
+}
+
+/// Broadcasts rank 0's outcome of a step only it performed, so that every
+/// rank returns the same result from a collective call.
+fn agree(comm: &CComm, mine: Result<()>) -> Result<()> {
+    let mut msg = if comm.rank() == 0 {
+        let r: Result<(FileAttr, u64, u64)> = mine.map(|()| (placeholder_attr(), 0, 0));
+        encode_opened(&r)
+    } else {
+        Vec::new()
+    };
+    broadcast_vec(comm, &mut msg, 0)?;
+    decode_opened(&msg).map(|_| ())
+}
+
+fn placeholder_attr() -> FileAttr {
+    FileAttr { id: weft_wire::FileId(0), kind: weft_wire::FileKind::Dir, mode: 0, uid: 0, gid: 0, mtime_ns: 0, ctime_ns: 0, layout: None }
+}
+
+/// An open Weft file and its MPI-IO state.
+pub struct OpenFile {
+    pub file: File,
+    pub comm: CComm,
+    pub amode: u32,
+    view: View,
+    /// Individual file pointer, in etypes of the view.
+    pos: u64,
+    /// Names this open's shared file pointer in the metadata service.
+    token: u64,
+    pub hints: Hints,
+}
+
+impl OpenFile {
+    /// MPI_File_open, collective over `comm`: rank 0 alone asks the
+    /// metadata service (creating if asked), then passes the file's
+    /// attributes to the others. Every rank returns the same outcome.
+    pub fn open(comm: CComm, path: &str, mode: u32, hints: Vec<(String, String)>) -> Result<OpenFile> {
+        let client = client();
+        // One exchange settles what every rank must agree on: the mode, and
+        // whether each reached the cluster file.
+        let mine = u64::from(mode) | (u64::from(client.is_ok()) << 32);
+        let all = allgather_u64(&comm, mine)?;
+        if all.iter().any(|&m| m as u32 != mode) {
+            return Err(Fail::new(Class::NotSame, format!("weft: ranks opened {path} with different access modes")));
+        }
+        if let Some(r) = all.iter().position(|&m| m >> 32 == 0) {
+            return Err(match client {
+                Err(e) if r == comm.rank() => e,
+                _ => Fail::new(Class::Io, format!("weft: rank {r} could not load the cluster file")),
+            });
+        }
+        let client = client?;
+        check_amode(mode)?;
+        let writable = mode & (amode::WRONLY | amode::RDWR) != 0;
+        let mut msg = Vec::new();
+        if comm.rank() == 0 {
+            msg = encode_opened(&Self::resolve(&client, path, mode, &hints));
+        }
+        broadcast_vec(&comm, &mut msg, 0)?;
+        let (attr, token, start) = decode_opened(&msg)?;
+        let mut file = client.adopt(path, attr, writable)?;
+        let mut h = Hints::new(comm.size());
+        h.apply(&mut file, &hints);
+        Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start, token, hints: h })
+    }
+
+    /// Rank 0's part of open: create or open, and start the shared pointer.
+    fn resolve(client: &Client, path: &str, mode: u32, hints: &[(String, String)]) -> Result<(FileAttr, u64, u64)> {
+        let writable = mode & (amode::WRONLY | amode::RDWR) != 0;
+        let file = if mode & amode::CREATE != 0 {
+            let (stripe_size, stripe_count) = Hints::layout(hints);
+            let opts = CreateOptions { mode: 0o644, exclusive: mode & amode::EXCL != 0, stripe_size, stripe_count };
+            client.create(path, opts)?
+        } else {
+            client.open(path, writable)?
+        };
+        let start = if mode & amode::APPEND != 0 { file.size()? } else { 0 };
+        let token = rand::random::<u64>();
+        client.shared_pointer(token, PointerOp::Set(start))?;
+        Ok((file.attr().clone(), token, start))
+    }
+
+    /// MPI_File_close, collective: after every rank is done, rank 0 forgets
+    /// the shared pointer and, with MPI_MODE_DELETE_ON_CLOSE, deletes the file.
+    pub fn close(self) -> Result<()> {
+        self.comm.barrier()?;
+        if self.comm.rank() == 0 {
+            let client = client()?;
+            let _ = client.shared_pointer(self.token, PointerOp::Release);
+            if self.amode & amode::DELETE_ON_CLOSE != 0 {
+                client.unlink(self.file.path())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// MPI_File_set_view, collective: resets both file pointers to zero.
+    pub fn set_view(&mut self, disp: i64, etype: Datatype, filetype: Datatype) -> Result<()> {
+        let view = View::new(disp, etype, filetype).map_err(|e| Fail::new(Class::Arg, format!("weft: {e}")));
+        // Every rank takes part in the reset even if its own view is bad.
+        self.comm.barrier()?;
+        let reset = if self.comm.rank() == 0 { self.shared(PointerOp::Set(0)).map(|_| ()) } else { Ok(()) };
+        agree(&self.comm, reset)?;
+        self.view = view?;
+        self.pos = 0;
+        Ok(())
+    }
+
+    fn etype_size(&self) -> u64 {
+        self.view.etype().size()
+    }
+
+    fn shared(&self, op: PointerOp) -> Result<u64> {
+        Ok(client()?.shared_pointer(self.token, op)?)
+    }
+
+    fn check_dir(&self, write: bool) -> Result<()> {
+        match write {
+            true if self.amode & amode::RDONLY != 0 => Err(Fail::new(Class::ReadOnly, format!("weft: {} was opened MPI_MODE_RDONLY", self.file.path()))),
+            false if self.amode & amode::WRONLY != 0 => Err(Fail::new(Class::Access, format!("weft: {} was opened MPI_MODE_WRONLY", self.file.path()))),
+            _ => Ok(()),
+        }
+    }
+
+    /// One read or write of `count` copies of `memtype`, laid out in `buf`
+    /// as `memtype` says (`buf` starts at the copies' true lower bound, see
+    /// [`memory_span`]), at `pos` in the view. Returns the bytes moved.
+    pub fn access(&mut self, pos: Position, buf: Buf<'_>, memtype: &Datatype) -> Result<u64> {
+        let bytes = memtype.size();
+        let esize = self.etype_size();
+        let check = self.check_dir(matches!(buf, Buf::Write(_)));
+        if !bytes.is_multiple_of(esize) && check.is_ok() {
+            return Err(Fail::new(Class::Arg, format!("weft: access of {bytes} bytes is not a whole number of {esize}-byte etypes")));
+        }
+        let etypes = bytes / esize;
+        let start = match pos {
+            Position::At(o) => {
+                check?;
+                u64::try_from(o).map_err(|_| Fail::new(Class::Arg, format!("weft: negative offset {o}")))?
+            }
+            Position::Individual => {
+                check?;
+                self.pos
+            }
+            Position::Shared => {
+                check?;
+                if etypes == 0 {
+                    return Ok(0);
+                }
+                self.shared(PointerOp::FetchAdd(etypes))?
+            }
+            Position::Ordered => {
+                // Every rank takes part, whatever its own access; a rank
+                // whose access is refused adds nothing.
+                let n = if check.is_ok() { etypes } else { 0 };
+                let all = allgather_u64(&self.comm, n)?;
+                let total = all.iter().try_fold(0u64, |a, &b| a.checked_add(b)).ok_or_else(|| Fail::new(Class::Arg, "weft: ordered access sizes overflow"))?;
+                let base = if self.comm.rank() == 0 { self.shared(PointerOp::FetchAdd(total)) } else { Ok(0) };
+                let mut b = base.as_ref().map_or(u64::MAX, |&v| v).to_le_bytes();
+                self.comm.broadcast(&mut b, 0)?;
+                let base = match u64::from_le_bytes(b) {
+                    u64::MAX => return Err(base.err().unwrap_or_else(|| Fail::new(Class::Io, "weft: rank 0 could not advance the shared file pointer"))),
+                    v => v,
+                };
+                check?;
+                base.checked_add(all[..self.comm.rank()].iter().sum::<u64>()).ok_or_else(|| Fail::new(Class::Arg, "weft: shared file pointer overflows"))?
+            }
+        };
+        if bytes == 0 {
+            return Ok(0);
+        }
+        let moved = match buf {
+            Buf::Write(b) => self.file.write_view(&self.view, start, b, memtype, 1)? as u64,
+            Buf::Read(b) => self.file.read_view(&self.view, start, b, memtype, 1)? as u64,
+        };
+        if pos == Position::Individual {
+            self.pos = start + moved / esize;
+        }
+        Ok(moved)
+    }
+
+    /// MPI_File_seek (`shared` false) and MPI_File_seek_shared: `whence` 0
+    /// set, 1 current, 2 end. The shared form is collective.
+    pub fn seek(&mut self, offset: i64, whence: i32, shared: bool) -> Result<()> {
+        let target = || -> Result<u64> {
+            let base = match whence {
+                0 => 0,
+                1 if shared => self.shared(PointerOp::FetchAdd(0))?,
+                1 => self.pos,
+                2 => self.end_in_etypes()?,
+                w => return Err(Fail::new(Class::Arg, format!("weft: seek whence {w}"))),
+            };
+            let t = i64::try_from(base).ok().and_then(|b| b.checked_add(offset));
+            t.and_then(|t| u64::try_from(t).ok()).ok_or_else(|| Fail::new(Class::Arg, format!("weft: seek to {base} + {offset} is before the start of the view")))
+        };
+        if !shared {
+            self.pos = target()?;
+            return Ok(());
+        }
+        // Collective: all ranks give the same target; rank 0 sets it after
+        // every rank has read the old value.
+        let t = target();
+        self.comm.barrier()?;
+        let set = if self.comm.rank() == 0 { t.clone().and_then(|t| self.shared(PointerOp::Set(t)).map(|_| ())) } else { Ok(()) };
+        agree(&self.comm, set)?;
+        t.map(|_| ())
+    }
+
+    /// The individual (or shared) file pointer, in etypes.
+    pub fn position(&self, shared: bool) -> Result<u64> {
+        if shared { self.shared(PointerOp::FetchAdd(0)) } else { Ok(self.pos) }
+    }
+
+    /// MPI_File_get_byte_offset: the file byte an etype offset of the view lands on.
+    pub fn byte_offset(&self, offset: i64) -> Result<u64> {
+        let o = u64::try_from(offset).map_err(|_| Fail::new(Class::Arg, format!("weft: negative offset {offset}")))?;
+        let start = o.checked_mul(self.etype_size()).ok_or_else(|| Fail::new(Class::Arg, "weft: offset overflows"))?;
+        Ok(self.view.file_regions(start, 1).next().map_or(self.view.disp(), |(at, _)| at))
+    }
+
+    /// The end of file as an etype offset of the view: the etypes of the
+    /// data stream that lie before the file's size.
+    fn end_in_etypes(&self) -> Result<u64> {
+        let size = self.file.size()?;
+        let v = &self.view;
+        let ft = v.filetype();
+        if size <= v.disp() || ft.size() == 0 {
+            return Ok(0);
+        }
+        let ext = ft.extent() as u64;
+        let tiles = (size - v.disp()) / ext;
+        let base = v.disp() + tiles * ext;
+        let partial: u64 = ft.regions(base as i64).map(|(o, l)| (size.saturating_sub(o as u64)).min(l)).sum();
+        Ok((tiles * ft.size() + partial) / self.etype_size())
+    }
+
+    /// MPI_File_set_size and MPI_File_preallocate (`grow_only`), collective:
+    /// rank 0 changes the size, every rank returns its outcome.
+    pub fn set_size(&self, size: i64, grow_only: bool) -> Result<()> {
+        let size = u64::try_from(size).map_err(|_| Fail::new(Class::Arg, format!("weft: negative size {size}")));
+        let mine = match (self.comm.rank(), &size) {
+            (0, Ok(s)) if self.amode & amode::RDONLY != 0 => Err(Fail::new(Class::ReadOnly, format!("weft: {} was opened MPI_MODE_RDONLY (size {s})", self.file.path()))),
+            (0, Ok(s)) => (|| {
+                if !grow_only || self.file.size()? < *s {
+                    self.file.truncate(*s)?;
+                }
+                Ok(())
+            })(),
+            (0, Err(e)) => Err(e.clone()),
+            _ => Ok(()),
+        };
+        agree(&self.comm, mine)
+    }
+
+    /// MPI_File_sync, collective: every rank's data durable, then a barrier.
+    pub fn sync(&self) -> Result<()> {
+        let r = self.file.fsync().map_err(Fail::from);
+        self.comm.barrier()?;
+        r
+    }
+
+    pub fn set_atomicity(&mut self, on: bool) -> Result<()> {
+        let r = self.file.set_atomicity(on).map_err(Fail::from);
+        self.comm.barrier()?;
+        r
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+}
+
+/// Where `count` copies of `memtype` starting at a buffer lie, relative to
+/// the buffer's address: (first byte, bytes spanned), and the type of all
+/// of them shifted so that its first byte is at 0.
+pub fn memory_span(memtype: &Datatype, count: i64) -> Result<(i64, u64, Datatype)> {
+    let all = Datatype::contiguous(count, memtype).map_err(|e| Fail::new(Class::Count, format!("weft: {e}")))?;
+    if all.size() == 0 {
+        return Ok((0, 0, all));
+    }
+    let lb = all.true_lb();
+    let shifted = Datatype::structure(&[1], &[lb.checked_neg().ok_or_else(|| Fail::new(Class::Type, "weft: lower bound overflows"))?], std::slice::from_ref(&all))
+        .map_err(|e| Fail::new(Class::Type, format!("weft: {e}")))?;
+    Ok((lb, all.true_extent() as u64, shifted))
+}
+
+/// MPI_File_delete of a Weft path: not collective, any rank may call it.
+pub fn delete(path: &str) -> Result<()> {
+    Ok(client()?.unlink(path)?)
+}

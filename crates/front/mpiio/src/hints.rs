@@ -1,0 +1,93 @@
+//! MPI-IO hints (`MPI_Info` keys) Weft reads, and the values in effect
+//! that `MPI_File_get_info` reports.
+//!
+//! | key | when | meaning |
+//! |---|---|---|
+//! | `striping_unit` | create | bytes per stripe (the file's real one is reported) |
+//! | `striping_factor` | create | data servers to stripe over |
+//! | `cb_buffer_size` | any | collective buffer per aggregator (collective I/O) |
+//! | `cb_nodes` | any | aggregators for collective I/O |
+//! | `romio_cb_write`, `romio_cb_read` | any | `enable`, `disable`, `automatic` |
+//! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
+//! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
+//!
+//! Unknown keys are ignored and invalid values keep the previous value, as
+//! MPI asks of hints; neither is an error.
+
+use std::collections::BTreeMap;
+use weft_client::File;
+
+/// Default collective buffer per aggregator, ROMIO's.
+pub const DEFAULT_CB_BUFFER_SIZE: u64 = 16 << 20;
+
+/// Hints in effect for one open file.
+#[derive(Debug, Clone)]
+pub struct Hints {
+    /// Keys Weft keeps for collective I/O (validated), by name.
+    kept: BTreeMap<&'static str, String>,
+}
+
+const CB_MODES: [&str; 3] = ["enable", "disable", "automatic"];
+
+impl Hints {
+    pub fn new(procs: usize) -> Self {
+        let mut kept = BTreeMap::new();
+        kept.insert("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE.to_string());
+        kept.insert("cb_nodes", procs.to_string());
+        kept.insert("romio_cb_write", "automatic".into());
+        kept.insert("romio_cb_read", "automatic".into());
+        Hints { kept }
+    }
+
+    /// Layout wishes at create: (stripe size, stripe count), 0 for default.
+    pub fn layout(pairs: &[(String, String)]) -> (u64, u32) {
+        let get = |k: &str| pairs.iter().rev().find(|(key, _)| key == k).and_then(|(_, v)| v.trim().parse::<u64>().ok());
+        let unit = get("striping_unit").unwrap_or(0);
+        let factor = get("striping_factor").and_then(|f| u32::try_from(f).ok()).unwrap_or(0);
+        (unit, factor)
+    }
+
+    /// Applies hints to the file and to what is kept; bad values are skipped.
+    pub fn apply(&mut self, file: &mut File, pairs: &[(String, String)]) {
+        for (k, v) in pairs {
+            let v = v.trim();
+            match k.as_str() {
+                "cb_buffer_size" | "cb_nodes" => {
+                    if v.parse::<u64>().is_ok_and(|n| n > 0) {
+                        let key = if k == "cb_nodes" { "cb_nodes" } else { "cb_buffer_size" };
+                        self.kept.insert(key, v.to_string());
+                    }
+                }
+                "romio_cb_write" | "romio_cb_read" => {
+                    if CB_MODES.contains(&v) {
+                        let key = if k == "romio_cb_write" { "romio_cb_write" } else { "romio_cb_read" };
+                        self.kept.insert(key, v.to_string());
+                    }
+                }
+                _ => {
+                    // Weft's own keys; anything else is not ours.
+                    let _ = file.set_hint(k, v);
+                }
+            }
+        }
+    }
+
+    /// Every hint in effect, for `MPI_File_get_info`.
+    pub fn in_effect(&self, file: &File) -> Vec<(String, String)> {
+        let s = file.schedule();
+        let mut all: Vec<(String, String)> = vec![
+            ("striping_unit".into(), file.stripe_size().to_string()),
+            ("striping_factor".into(), file.stripe_count().to_string()),
+            ("weft_sched".into(), s.strategy.name().into()),
+            ("weft_sched_block".into(), s.block.to_string()),
+            ("weft_sched_window".into(), s.window.to_string()),
+            ("weft_lock_granularity".into(), file.lock_granularity().name().into()),
+        ];
+        all.extend(self.kept.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        all
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.kept.get(key).map(String::as_str)
+    }
+}

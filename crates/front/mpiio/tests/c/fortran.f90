@@ -1,0 +1,34 @@
+! A Fortran program (use mpi) that opens, writes and reads a file through
+! MPI-IO, on weft: or local paths alike. Prints the bytes it read back.
+! Usage: fortran PATH
+program weft_fortran
+  use mpi
+  implicit none
+  integer :: ierr, rank, nprocs, fh, i
+  integer :: status(MPI_STATUS_SIZE)
+  integer(kind=MPI_OFFSET_KIND) :: offset, fsize
+  integer :: buf(100), back(100), count
+  character(len=256) :: path
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
+  call get_command_argument(1, path)
+  call MPI_File_open(MPI_COMM_WORLD, trim(path), MPI_MODE_CREATE + MPI_MODE_RDWR, MPI_INFO_NULL, fh, ierr)
+  if (ierr /= MPI_SUCCESS) call MPI_Abort(MPI_COMM_WORLD, 2, ierr)
+  do i = 1, 100
+    buf(i) = rank * 1000 + i
+  end do
+  offset = rank * 400
+  call MPI_File_write_at_all(fh, offset, buf, 100, MPI_INTEGER, status, ierr)
+  if (ierr /= MPI_SUCCESS) call MPI_Abort(MPI_COMM_WORLD, 3, ierr)
+  call MPI_File_sync(fh, ierr)
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  offset = mod(rank + 1, nprocs) * 400
+  call MPI_File_read_at(fh, offset, back, 100, MPI_INTEGER, status, ierr)
+  call MPI_Get_count(status, MPI_INTEGER, count, ierr)
+  call MPI_File_get_size(fh, fsize, ierr)
+  print '(A,I0,A,I0,A,I0,A,I0,A,I0)', 'rank ', rank, ' count ', count, ' first ', back(1), ' last ', back(100), ' size ', fsize
+  call MPI_File_close(fh, ierr)
+  if (ierr /= MPI_SUCCESS) call MPI_Abort(MPI_COMM_WORLD, 4, ierr)
+  call MPI_Finalize(ierr)
+end program weft_fortran

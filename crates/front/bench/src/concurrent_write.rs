@@ -3,7 +3,13 @@
 //! total bytes over the slowest process's time (the paper's MPI_Reduce max).
 //! The same pattern is written to the local file system on the same disk in
 //! the same run, and the two are compared.
+//!
+//! With an MPI (`--mpi`), as the paper ran it: an MPI program writes
+//! through MPI-IO (`MPI_COMM_SELF` per file, `MPI_Reduce(MAX)` of the
+//! times), once on `weft:` files with Weft's MPI-IO library and once on
+//! local files through the MPI's own MPI-IO.
 
+use crate::mpi::MpiJob;
 use crate::workers::{run_workers, timed};
 use crate::{median, BenchCluster};
 use anyhow::{bail, Result};
@@ -20,6 +26,8 @@ pub struct Params {
     pub fsync: Vec<bool>,
     /// Runs per point; the median is reported.
     pub repeats: usize,
+    /// Through MPI-IO with this MPI (`openmpi`, `mpich`) instead of the Rust API.
+    pub mpi: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -30,6 +38,8 @@ pub struct Row {
     pub weft_mb_s: f64,
     pub local_mb_s: f64,
     pub ratio: f64,
+    /// The MPI whose MPI-IO both sides went through; None for the Rust API.
+    pub mpi: Option<String>,
 }
 
 /// Where a worker writes.
@@ -49,6 +59,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     bar.set_style(ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len}").expect("valid template"));
     let client = weft_client::Client::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
+    let job = p.mpi.as_deref().map(|m| MpiJob::prepare(m, weft_bin, &bc.scratch.join("mpi"))).transpose()?;
     let mut rows = Vec::new();
     for &fsync in &p.fsync {
         for &procs in &p.procs {
@@ -58,14 +69,17 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
                 let order = if rep % 2 == 0 { [Target::Weft, Target::Local] } else { [Target::Local, Target::Weft] };
                 for t in order {
                     bar.set_message(format!("P={procs} fsync={fsync} {t:?}"));
-                    let secs = run_once(weft_bin, bc, &client, t, procs, p, fsync)?;
+                    let secs = match &job {
+                        Some(j) => run_mpi(j, bc, &client, t, procs, p, fsync)?,
+                        None => run_once(weft_bin, bc, &client, t, procs, p, fsync)?,
+                    };
                     let rate = (procs as u64 * p.size) as f64 / secs / 1e6;
                     if t == Target::Weft { weft.push(rate) } else { local.push(rate) }
                     bar.inc(1);
                 }
             }
             let (w, l) = (median(weft), median(local));
-            rows.push(Row { procs, size_bytes: p.size, fsync, weft_mb_s: w, local_mb_s: l, ratio: w / l });
+            rows.push(Row { procs, size_bytes: p.size, fsync, weft_mb_s: w, local_mb_s: l, ratio: w / l, mpi: p.mpi.clone() });
         }
     }
     bar.finish_and_clear();
@@ -100,45 +114,74 @@ fn run_once(weft_bin: &Path, bc: &BenchCluster, client: &weft_client::Client, t:
     Ok(slowest)
 }
 
+/// One point through MPI-IO: one MPI job of `procs` ranks.
+fn run_mpi(job: &MpiJob, bc: &BenchCluster, client: &weft_client::Client, t: Target, procs: usize, p: &Params, fsync: bool) -> Result<f64> {
+    let prefix = match t {
+        Target::Weft => format!("weft:/bench/cw-mpi-{}-", std::process::id()),
+        Target::Local => bc.scratch.join("cw-mpi-").display().to_string(),
+    };
+    let args = ["w".to_string(), prefix.clone(), p.size.to_string(), p.transfer.to_string(), u8::from(fsync).to_string()];
+    let secs = job.run(procs, &bc.cluster_file, t == Target::Weft, &args)?;
+    for rank in 0..procs {
+        match t {
+            Target::Weft => client.unlink(&format!("{}{rank}", prefix.trim_start_matches("weft:")))?,
+            Target::Local => std::fs::remove_file(format!("{prefix}{rank}"))?,
+        }
+    }
+    Ok(secs)
+}
+
 /// The worker process: waits for "go" on stdin, then creates its file,
-/// writes it, optionally fsyncs, closes, and prints the elapsed time.
-pub fn worker(t: Target, path: &str, size: u64, transfer: u64, fsync: bool) -> Result<()> {
-    let buf: Vec<u8> = (0..transfer).map(|i| (i % 251) as u8 + 1).collect();
+/// writes it, optionally fsyncs, closes, and prints the elapsed time. With
+/// `read`, it opens the file (written before) and reads it instead.
+pub fn worker(t: Target, path: &str, size: u64, transfer: u64, fsync: bool, read: bool) -> Result<()> {
+    let mut buf: Vec<u8> = (0..transfer).map(|i| (i % 251) as u8 + 1).collect();
     let client = match t {
         Target::Weft => Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?),
         Target::Local => None,
     };
     timed(|| {
-    match &client {
-        Some(c) => {
-            let f = c.create(path, weft_client::CreateOptions::default())?;
-            let mut off = 0;
-            while off < size {
-                let n = transfer.min(size - off) as usize;
-                f.write_at(off, &buf[..n])?;
-                off += n as u64;
+        match &client {
+            Some(c) if read => {
+                let f = c.open(path, false)?;
+                let mut off = 0;
+                while off < size {
+                    let n = transfer.min(size - off) as usize;
+                    f.read_at(off, &mut buf[..n])?;
+                    off += n as u64;
+                }
+                f.close()?;
             }
-            if fsync {
-                f.fsync()?;
+            Some(c) => {
+                let f = c.create(path, weft_client::CreateOptions::default())?;
+                let mut off = 0;
+                while off < size {
+                    let n = transfer.min(size - off) as usize;
+                    f.write_at(off, &buf[..n])?;
+                    off += n as u64;
+                }
+                if fsync {
+                    f.fsync()?;
+                }
+                f.close()?;
             }
-            f.close()?;
+            None if read => bail!("the local worker only writes"),
+            None => {
+                use std::os::unix::fs::FileExt;
+                let f = std::fs::File::create(path)?;
+                let mut off = 0;
+                while off < size {
+                    let n = transfer.min(size - off) as usize;
+                    f.write_all_at(&buf[..n], off)?;
+                    off += n as u64;
+                }
+                if fsync {
+                    f.sync_all()?;
+                    // A new file is durable once its directory entry is, as on Weft's servers.
+                    std::fs::File::open(PathBuf::from(path).parent().unwrap_or(Path::new(".")))?.sync_all()?;
+                }
+            }
         }
-        None => {
-            use std::os::unix::fs::FileExt;
-            let f = std::fs::File::create(path)?;
-            let mut off = 0;
-            while off < size {
-                let n = transfer.min(size - off) as usize;
-                f.write_all_at(&buf[..n], off)?;
-                off += n as u64;
-            }
-            if fsync {
-                f.sync_all()?;
-                // A new file is durable once its directory entry is, as on Weft's servers.
-                std::fs::File::open(PathBuf::from(path).parent().unwrap_or(Path::new(".")))?.sync_all()?;
-            }
-        }
-    }
-    Ok(())
+        Ok(())
     })
 }

@@ -10,6 +10,8 @@ pub mod atomic;
 pub mod concurrent_write;
 pub mod conns;
 pub mod fuzz;
+pub mod mpi;
+pub mod mpiio_cost;
 pub mod net;
 pub mod noncontig;
 pub mod plot;

@@ -53,7 +53,7 @@ fn client() -> Result<Client> {
     if let Some(c) = slot.as_ref() {
         return Ok(c.clone());
     }
-    let path = ClusterFile::locate(None).map_err(|e| Fail::new(Class::Io, format!("weft: {e} (set WEFT_CLUSTER to the cluster file `weft up` printed)")))?;
+    let path = ClusterFile::locate(None).map_err(|e| Fail::new(Class::Io, format!("weft: {e} (the MPI-IO library reads WEFT_CLUSTER; with Open MPI pass it to the ranks with -x WEFT_CLUSTER)")))?;
     let c = Client::connect(&path).map_err(Fail::from)?;
     *slot = Some(c.clone());
     Ok(c)

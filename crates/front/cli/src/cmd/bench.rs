@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, concurrent_write as cw, conns, net, noncontig as nc, sched, BenchCluster};
+use weft_bench::{atomic, concurrent_write as cw, conns, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -46,6 +46,31 @@ enum Which {
         variants: Vec<String>,
         /// Runs per point (the median is reported).
         #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+        /// Run paper 002 as written: an MPI program through MPI-IO (Weft's
+        /// library on weft: files vs the MPI's own MPI-IO on local files).
+        #[arg(long, value_parser = ["openmpi", "mpich"])]
+        mpi: Option<String>,
+    },
+    /// The MPI-IO front end's cost: the same write_at/read_at pattern through MPI-IO and through the Rust API.
+    MpiioCost {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_parser = ["openmpi", "mpich"], default_value = "openmpi")]
+        mpi: String,
+        /// Process counts to sweep.
+        #[arg(long, value_delimiter = ',', default_value = "1,4")]
+        procs: Vec<usize>,
+        /// Bytes each process writes and reads.
+        #[arg(long, default_value = "64m", value_parser = parse_size)]
+        size: u64,
+        /// Bytes per write_at / read_at call.
+        #[arg(long, default_value = "1m", value_parser = parse_size)]
+        transfer: u64,
+        #[arg(long, default_value_t = 5)]
         repeats: usize,
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 4)]
@@ -254,6 +279,9 @@ enum Which {
         transfer: u64,
         #[arg(long)]
         fsync: bool,
+        /// Read the (existing) file instead of writing it.
+        #[arg(long)]
+        read: bool,
     },
     /// (internal) the raw TCP peer of `bench net`.
     #[command(hide = true)]
@@ -283,7 +311,11 @@ fn f1(v: f64) -> String {
 pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
     match a.which {
-        Which::ConcurrentWrite { common, procs, size, transfer, variants, repeats, servers } => {
+        Which::ConcurrentWrite { common, procs, size, transfer, variants, repeats, servers, mpi } => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if mpi.as_deref() == Some("mpich") && procs.iter().any(|&p| p > cores) {
+                anyhow::bail!("MPICH busy-polls: with more ranks than the {cores} cores its waiting ranks starve the writers; use --procs up to {cores} (or --mpi openmpi)");
+            }
             let fsync = variants
                 .iter()
                 .map(|v| match v.as_str() {
@@ -293,7 +325,8 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 })
                 .collect::<Result<Vec<_>>>()?;
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
-            let rows = cw::run(&exe, &bc, &cw::Params { procs, size, transfer, fsync, repeats })?;
+            let through = mpi.as_ref().map_or(String::new(), |m| format!(" through {m}'s MPI-IO"));
+            let rows = cw::run(&exe, &bc, &cw::Params { procs, size, transfer, fsync, repeats, mpi })?;
             let csv = csv_path(&common, "concurrent-write");
             if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
@@ -301,11 +334,32 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     .map(|r| vec![r.procs.to_string(), super::human_bytes(r.size_bytes), r.fsync.to_string(), f1(r.weft_mb_s), f1(r.local_mb_s), format!("{:.2}", r.ratio)])
                     .collect();
                 print_table(
-                    &format!("Concurrent write, file per process (paper 002), transfers of {}, median of {repeats}", super::human_bytes(transfer)),
+                    &format!("Concurrent write, file per process (paper 002){through}, transfers of {}, median of {repeats}", super::human_bytes(transfer)),
                     &["procs", "size/proc", "fsync", "weft MB/s", "local MB/s", "weft/local"],
                     &table,
                 );
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::MpiioCost { common, mpi, procs, size, transfer, repeats, servers } => {
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let quiet = common.json;
+            let p = mpiio_cost::Params { mpi, procs, size, transfer, repeats };
+            let rows = mpiio_cost::run(&exe, &bc, &p, &|what| {
+                if !quiet {
+                    eprintln!("bench mpiio-cost: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "mpiio-cost");
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> =
+                    rows.iter().map(|r| vec![r.procs.to_string(), r.op.to_string(), f1(r.mpiio_mb_s), f1(r.rust_mb_s), format!("{:.2}", r.ratio)]).collect();
+                print_table(
+                    &format!("MPI-IO front end ({}) vs Rust API, file per process, {} each in {} calls, fsync'd writes, warm reads, median of {repeats}", p.mpi, super::human_bytes(size), super::human_bytes(transfer)),
+                    &["procs", "op", "MPI-IO MB/s", "Rust API MB/s", "MPI-IO/Rust"],
+                    &table,
+                );
+                out!("CSV: {}", csv.display())?;
             }
         }
         Which::Conns { common, counts, busy, rounds, round_seconds } => {
@@ -495,9 +549,9 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let params = nc::Params { patterns: vec![], matrix, btio_cells, repeats: 1, stripe_size: 0 };
             nc::worker(&pattern, &params, rank, &mode, &op, &path)?;
         }
-        Which::CwWorker { target, path, size, transfer, fsync } => {
+        Which::CwWorker { target, path, size, transfer, fsync, read } => {
             let t = if target == "weft" { cw::Target::Weft } else { cw::Target::Local };
-            cw::worker(t, &path, size, transfer, fsync)?;
+            cw::worker(t, &path, size, transfer, fsync, read)?;
         }
         Which::NetPeer => net::peer()?,
     }

@@ -1,0 +1,69 @@
+//! MPI jobs for the benchmarks: the MPI-IO program (`iorate.c`, compiled
+//! here with the MPI's `mpicc`), run under `mpiexec` on `weft:` files with
+//! Weft's MPI-IO library preloaded, or on local files through the MPI's
+//! own MPI-IO (without the library), in the same run.
+
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const IORATE_C: &str = include_str!("../../mpiio/bench/iorate.c");
+
+/// One installed MPI with the benchmark program built for it.
+pub struct MpiJob {
+    pub mpi: String,
+    exe: PathBuf,
+    lib: PathBuf,
+}
+
+impl MpiJob {
+    /// Finds Weft's MPI-IO library for `mpi` beside `weft_bin` and compiles
+    /// the benchmark program into `scratch`.
+    pub fn prepare(mpi: &str, weft_bin: &Path, scratch: &Path) -> Result<Self> {
+        if mpi != "openmpi" && mpi != "mpich" {
+            bail!("unknown MPI {mpi:?}: use openmpi or mpich");
+        }
+        let dir = weft_bin.parent().context("weft binary has no directory")?;
+        let lib = dir.join(format!("libweft-mpiio-{mpi}.so"));
+        if !lib.is_file() {
+            bail!("{} is not built: run scripts/build-mpiio.sh{}", lib.display(), if dir.ends_with("release") { " --release" } else { "" });
+        }
+        std::fs::create_dir_all(scratch)?;
+        let src = scratch.join("iorate.c");
+        std::fs::write(&src, IORATE_C)?;
+        let exe = scratch.join(format!("iorate-{mpi}"));
+        let cc = format!("mpicc.{mpi}");
+        let out = Command::new(&cc).args(["-O2", "-o"]).arg(&exe).arg(&src).output().with_context(|| format!("cannot run {cc} (install the MPI's development package)"))?;
+        if !out.status.success() {
+            bail!("{cc} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Ok(MpiJob { mpi: mpi.into(), exe, lib })
+    }
+
+    /// Runs the program as `procs` ranks (`args` after the program name);
+    /// with `weft`, the library is preloaded. Returns the slowest rank's
+    /// seconds.
+    pub fn run(&self, procs: usize, cluster_file: &Path, weft: bool, args: &[String]) -> Result<f64> {
+        let mut c = Command::new(format!("mpiexec.{}", self.mpi));
+        c.args(["-n", &procs.to_string()]);
+        if self.mpi == "openmpi" {
+            c.args(["--oversubscribe", "--bind-to", "none"]);
+            if nix::unistd::geteuid().is_root() {
+                c.arg("--allow-run-as-root");
+            }
+            if weft {
+                c.arg("-x").arg(format!("LD_PRELOAD={}", self.lib.display())).args(["-x", "WEFT_CLUSTER"]);
+            }
+        } else if weft {
+            c.arg("-genv").arg("LD_PRELOAD").arg(&self.lib);
+        }
+        c.arg(&self.exe).args(args).env("WEFT_CLUSTER", cluster_file);
+        let out = c.output().with_context(|| format!("cannot run mpiexec.{}", self.mpi))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            bail!("MPI job failed ({}): {}{}", out.status, text, String::from_utf8_lossy(&out.stderr));
+        }
+        let ns: f64 = text.lines().find_map(|l| l.strip_prefix("elapsed_ns ")).and_then(|v| v.trim().parse().ok()).ok_or_else(|| anyhow!("MPI job printed no time: {text}"))?;
+        Ok(ns / 1e9)
+    }
+}

@@ -167,6 +167,15 @@ fn atomic_mode_readers_never_see_a_mix_of_two_writes() {
 }
 
 #[test]
+fn error_classes_and_handlers_are_what_the_standard_names() {
+    let tc = TestCluster::start("mpiio-errors", 2);
+    let exe = compile(&tc, &OPENMPI, "errors.c");
+    let out = ok(&mpirun(&tc, &OPENMPI, 3, &exe, &["weft:/errors.dat"], &[]), "errors run");
+    assert!(out.ends_with("failures 0\n"), "{out}");
+    assert_eq!(out.lines().filter(|l| l.ends_with(" ok")).count(), 22, "{out}");
+}
+
+#[test]
 fn open_fails_at_once_with_a_clear_error_when_the_cluster_is_down() {
     let mut tc = TestCluster::start("mpiio-down", 1);
     let exe = compile(&tc, &OPENMPI, "open_error.c");

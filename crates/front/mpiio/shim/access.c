@@ -17,10 +17,13 @@ static void set_status(MPI_Status *st, MPI_Offset bytes) {
 static int run(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count, MPI_Datatype dt,
                MPI_Offset *bytes) {
     *bytes = 0;
-    if (count < 0) return weft_fail_msg(f, WEFTIO_E_COUNT, "weft: negative count");
     void *t;
     int owned, rc = weft_type(dt, &t, &owned);
-    if (rc) return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad datatype") : weft_fail(f, rc);
+    if (rc) {
+        /* An ordered access is collective: join it, adding nothing. */
+        if (pos == WEFTIO_ORDERED) weftio_access((uintptr_t)f, write, pos, 0, NULL, 0, NULL, NULL);
+        return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad datatype") : weft_fail(f, rc);
+    }
     int64_t n = 0;
     rc = weftio_access((uintptr_t)f, write, pos, offset, (void *)buf, count, t, &n);
     if (owned) weftio_type_free(t);

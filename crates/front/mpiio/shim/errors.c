@@ -55,13 +55,24 @@ static int code_for(int cls, const char *msg) {
 
 /* User handlers made by MPI_File_create_errhandler, so that they can be
  * called with a Weft handle (the MPI library cannot be asked to). */
-#define MAX_HANDLERS 256
-static struct { MPI_Errhandler eh; MPI_File_errhandler_function *fn; } handlers[MAX_HANDLERS];
-static int nhandlers;
+struct handler {
+    MPI_Errhandler eh;
+    MPI_File_errhandler_function *fn;
+};
+static struct handler *handlers;
+static int nhandlers, cap;
 
 void weft_note_errhandler(MPI_Errhandler eh, MPI_File_errhandler_function *fn) {
     pthread_mutex_lock(&lock);
-    if (nhandlers < MAX_HANDLERS) {
+    if (nhandlers == cap) {
+        int n = cap ? 2 * cap : 16;
+        struct handler *h = realloc(handlers, n * sizeof *h);
+        if (h) {
+            handlers = h;
+            cap = n;
+        }
+    }
+    if (nhandlers < cap) {
         handlers[nhandlers].eh = eh;
         handlers[nhandlers].fn = fn;
         nhandlers++;

@@ -195,6 +195,7 @@ WEFT_ALIAS(MPI_File_preallocate)
 int MPI_File_get_size(MPI_File fh, MPI_Offset *size) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_size, fh, size);
+    if (!size) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     int64_t s = 0;
     int rc = weftio_get_size((uintptr_t)f, &s);
     if (rc) return weft_fail(f, rc);
@@ -206,6 +207,7 @@ WEFT_ALIAS(MPI_File_get_size)
 int MPI_File_get_group(MPI_File fh, MPI_Group *group) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_group, fh, group);
+    if (!group) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     return PMPI_Comm_group(f->comm, group);
 }
 WEFT_ALIAS(MPI_File_get_group)
@@ -213,6 +215,7 @@ WEFT_ALIAS(MPI_File_get_group)
 int MPI_File_get_amode(MPI_File fh, int *amode) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_amode, fh, amode);
+    if (!amode) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     *amode = f->amode;
     return MPI_SUCCESS;
 }
@@ -228,11 +231,13 @@ WEFT_ALIAS(MPI_File_set_info)
 int MPI_File_get_info(MPI_File fh, MPI_Info *info) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_info, fh, info);
+    if (!info) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     char *text = NULL;
     int rc = weftio_get_info((uintptr_t)f, &text);
     if (rc) return weft_fail(f, rc);
     PMPI_Info_create(info);
-    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *eq = strchr(line, '=');
         if (!eq) continue;
         *eq = 0;
@@ -249,21 +254,30 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
                       MPI_Info info) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_set_view, fh, disp, etype, filetype, datarep, info);
+    /* set_view is collective: a rank refusing its own arguments still
+     * joins the core's collective steps (with no types), then fails. */
     if (!datarep || strcasecmp(datarep, "native") != 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "weft: data representation \"%s\" is not supported (only \"native\")",
                  datarep ? datarep : "(null)");
+        weftio_set_view((uintptr_t)f, 0, NULL, NULL);
         return weft_fail_msg(f, WEFTIO_E_UNSUPPORTED_DATAREP, msg);
     }
-    if (disp == MPI_DISPLACEMENT_CURRENT)
+    if (disp == MPI_DISPLACEMENT_CURRENT) {
+        weftio_set_view((uintptr_t)f, 0, NULL, NULL);
         return weft_fail_msg(f, WEFTIO_E_UNSUPPORTED_OPERATION,
                              "weft: MPI_DISPLACEMENT_CURRENT needs MPI_MODE_SEQUENTIAL, which Weft does not support");
+    }
     void *e, *t;
     int eo, to, rc = weft_type(etype, &e, &eo);
-    if (rc) return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad etype") : weft_fail(f, rc);
+    if (rc) {
+        weftio_set_view((uintptr_t)f, 0, NULL, NULL);
+        return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad etype") : weft_fail(f, rc);
+    }
     rc = weft_type(filetype, &t, &to);
     if (rc) {
         if (eo) weftio_type_free(e);
+        weftio_set_view((uintptr_t)f, 0, NULL, NULL);
         return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad filetype") : weft_fail(f, rc);
     }
     rc = weftio_set_view((uintptr_t)f, disp, e, t);
@@ -282,6 +296,7 @@ WEFT_ALIAS(MPI_File_set_view)
 int MPI_File_get_view(MPI_File fh, MPI_Offset *disp, MPI_Datatype *etype, MPI_Datatype *filetype, char *datarep) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_view, fh, disp, etype, filetype, datarep);
+    if (!disp || !etype || !filetype || !datarep) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     *disp = f->disp;
     if (weft_is_named(f->etype)) *etype = f->etype; else PMPI_Type_dup(f->etype, etype);
     if (weft_is_named(f->ftype)) *filetype = f->ftype; else PMPI_Type_dup(f->ftype, filetype);
@@ -293,6 +308,7 @@ WEFT_ALIAS(MPI_File_get_view)
 int MPI_File_get_type_extent(MPI_File fh, MPI_Datatype datatype, MPI_Aint *extent) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_type_extent, fh, datatype, extent);
+    if (!extent) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     MPI_Aint lb;
     return PMPI_Type_get_extent(datatype, &lb, extent); /* "native": as in memory */
 }
@@ -333,6 +349,7 @@ WEFT_ALIAS(MPI_File_seek_shared)
 int MPI_File_get_position(MPI_File fh, MPI_Offset *offset) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_position, fh, offset);
+    if (!offset) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     int64_t o = 0;
     int rc = weftio_position((uintptr_t)f, 0, &o);
     if (rc) return weft_fail(f, rc);
@@ -344,6 +361,7 @@ WEFT_ALIAS(MPI_File_get_position)
 int MPI_File_get_position_shared(MPI_File fh, MPI_Offset *offset) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_position_shared, fh, offset);
+    if (!offset) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     int64_t o = 0;
     int rc = weftio_position((uintptr_t)f, 1, &o);
     if (rc) return weft_fail(f, rc);
@@ -355,6 +373,7 @@ WEFT_ALIAS(MPI_File_get_position_shared)
 int MPI_File_get_byte_offset(MPI_File fh, MPI_Offset offset, MPI_Offset *disp) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_byte_offset, fh, offset, disp);
+    if (!disp) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     int64_t o = 0;
     int rc = weftio_byte_offset((uintptr_t)f, offset, &o);
     if (rc) return weft_fail(f, rc);
@@ -384,6 +403,7 @@ WEFT_ALIAS(MPI_File_set_atomicity)
 int MPI_File_get_atomicity(MPI_File fh, int *flag) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_atomicity, fh, flag);
+    if (!flag) return weft_fail_msg(f, WEFTIO_E_ARG, "weft: NULL output argument");
     int rc = weftio_get_atomicity((uintptr_t)f, flag);
     return rc ? weft_fail(f, rc) : MPI_SUCCESS;
 }

@@ -92,13 +92,15 @@ pub unsafe extern "C" fn weftio_open(comm: *const CComm, path: *const c_char, am
     })
 }
 
-/// Collective close; `key` is forgotten even if closing fails.
+/// Collective close; `key` is forgotten even if closing fails. A call
+/// still running on the file in another thread (erroneous in MPI) is waited
+/// for, so every rank reaches the close's collective steps.
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_close(key: usize) -> c_int {
     guard(|| {
         let f = registry::remove(key).ok_or_else(|| Fail::new(Class::BadFile, "weft: not an open Weft file"))?;
-        let f = std::sync::Arc::try_unwrap(f).map_err(|_| Fail::new(Class::Other, "weft: file closed while another thread uses it"))?;
-        f.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner).close()
+        let mut g = registry::lock(&f);
+        g.close()
     })
 }
 
@@ -155,34 +157,34 @@ unsafe fn datatype<'a>(t: *const c_void) -> Result<&'a Datatype> {
     unsafe { t.cast::<Datatype>().as_ref() }.ok_or_else(|| Fail::new(Class::Type, "weft: NULL datatype"))
 }
 
-/// Collective MPI_File_set_view (datarep already checked by the shim).
+/// Collective MPI_File_set_view (datarep already checked by the shim). A
+/// rank whose own arguments the shim refused passes NULL types: it still
+/// takes part, so the other ranks do not wait for it.
 ///
 /// # Safety
-/// `etype` and `filetype` are live handles.
+/// `etype` and `filetype` are live handles or NULL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn weftio_set_view(key: usize, disp: i64, etype: *const c_void, filetype: *const c_void) -> c_int {
     guard(|| {
-        // SAFETY: live handles per the contract.
-        let (e, t) = unsafe { (datatype(etype)?.clone(), datatype(filetype)?.clone()) };
+        // SAFETY: live handles or NULL per the contract.
+        let types = unsafe { datatype(etype).and_then(|e| Ok((e.clone(), datatype(filetype)?.clone()))) };
         let f = file(key)?;
-        registry::lock(&f).set_view(disp, e, t)
+        registry::lock(&f).set_view(disp, types)
     })
 }
 
 /// One read (`write` 0) or write of `count` copies of `memtype` at `buf`.
 /// `pos`: 0 explicit `offset`, 1 individual pointer, 2 shared, 3 ordered.
+/// For an ordered access a rank whose own arguments the shim refused passes
+/// a NULL `memtype`: it takes part in the collective steps, adding nothing.
 ///
 /// # Safety
 /// `buf` with `memtype` and `count` describes memory the caller owns
-/// (readable, and writable for a read); `bytes` is writable.
+/// (readable, and writable for a read); `memtype` is a live handle or NULL;
+/// `bytes` is writable or NULL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, bytes: *mut i64) -> c_int {
     guard(|| {
-        if count < 0 {
-            return Err(Fail::new(Class::Count, format!("weft: negative count {count}")));
-        }
-        // SAFETY: live handle per the contract.
-        let memtype = unsafe { datatype(memtype)? };
         let pos = match pos {
             0 => Position::At(offset),
             1 => Position::Individual,
@@ -190,27 +192,46 @@ pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, off
             3 => Position::Ordered,
             p => return Err(Fail::new(Class::Arg, format!("weft: position kind {p}"))),
         };
-        let (lb, span, shifted) = memory_span(memtype, count)?;
-        if span > 0 && buf.is_null() && lb == 0 {
-            return Err(Fail::new(Class::Arg, "weft: NULL buffer"));
-        }
-        let at = (buf as usize).wrapping_add(lb as isize as usize);
-        let span = usize::try_from(span).map_err(|_| Fail::new(Class::Count, "weft: buffer larger than memory"))?;
         let f = file(key)?;
+        // Where the access's memory lies: (first byte's address, bytes
+        // spanned, the memory type shifted to start there).
+        let prepared = (|| -> Result<(usize, usize, Datatype)> {
+            if count < 0 {
+                return Err(Fail::new(Class::Count, format!("weft: negative count {count}")));
+            }
+            // SAFETY: a live handle or NULL per the contract.
+            let memtype = unsafe { datatype(memtype)? };
+            let (lb, span, shifted) = memory_span(memtype, count)?;
+            let span = usize::try_from(span).ok().filter(|&s| s <= isize::MAX as usize).ok_or_else(|| Fail::new(Class::Count, "weft: access larger than memory"))?;
+            if span > 0 && buf.is_null() && lb == 0 {
+                return Err(Fail::new(Class::Arg, "weft: NULL buffer"));
+            }
+            let at = (buf as usize)
+                .checked_add_signed(lb as isize)
+                .filter(|a| a.checked_add(span).is_some())
+                .ok_or_else(|| Fail::new(Class::Arg, "weft: the datatype places data outside the address space"))?;
+            Ok((at, span, shifted))
+        })();
         let mut g = registry::lock(&f);
-        let moved = if span == 0 {
-            g.access(pos, Buf::Write(&[]), &shifted)?
-        } else if write != 0 {
-            // SAFETY: the caller's memory of the access, readable (contract);
-            // `at` is where its first byte lies.
-            let b = unsafe { std::slice::from_raw_parts(at as *const u8, span) };
-            g.access(pos, Buf::Write(b), &shifted)?
-        } else {
-            // SAFETY: as above, and writable for a read (contract).
-            let b = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, span) };
-            g.access(pos, Buf::Read(b), &shifted)?
+        let moved = match &prepared {
+            Err(e) => g.access(pos, Err(e.clone()))?,
+            Ok((_, 0, shifted)) => {
+                let b = if write != 0 { Buf::Write(&[]) } else { Buf::Read(&mut []) };
+                g.access(pos, Ok((b, shifted)))?
+            }
+            Ok((at, span, shifted)) if write != 0 => {
+                // SAFETY: the caller's memory of the access, readable
+                // (contract); `at` is its first byte, `span` its extent.
+                let b = unsafe { std::slice::from_raw_parts(*at as *const u8, *span) };
+                g.access(pos, Ok((Buf::Write(b), shifted)))?
+            }
+            Ok((at, span, shifted)) => {
+                // SAFETY: as above, and writable for a read (contract).
+                let b = unsafe { std::slice::from_raw_parts_mut(*at as *mut u8, *span) };
+                g.access(pos, Ok((Buf::Read(b), shifted)))?
+            }
         };
-        // SAFETY: writable per the contract (checked non-null).
+        // SAFETY: writable or NULL per the contract.
         if let Some(out) = unsafe { bytes.as_mut() } {
             *out = moved as i64;
         }

@@ -174,7 +174,16 @@ impl OpenFile {
         }
         broadcast_vec(&comm, &mut msg, 0)?;
         let (attr, token, start) = decode_opened(&msg)?;
-        let mut file = client.adopt(path, attr, writable)?;
+        // Every rank must end up with a handle, or none may.
+        let adopted = client.adopt(path, attr, writable);
+        let oks = allgather_u64(&comm, u64::from(adopted.is_ok()))?;
+        if let Some(r) = oks.iter().position(|&ok| ok == 0) {
+            return Err(match adopted {
+                Err(e) => e.into(),
+                Ok(_) => Fail::new(Class::Io, format!("weft: rank {r} could not open {path}")),
+            });
+        }
+        let mut file = adopted?;
         let mut h = Hints::new(comm.size());
         h.apply(&mut file, &hints);
         Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start, token, hints: h })
@@ -198,21 +207,28 @@ impl OpenFile {
 
     /// MPI_File_close, collective: after every rank is done, rank 0 forgets
     /// the shared pointer and, with MPI_MODE_DELETE_ON_CLOSE, deletes the file.
-    pub fn close(self) -> Result<()> {
+    pub fn close(&mut self) -> Result<()> {
         self.comm.barrier()?;
-        if self.comm.rank() == 0 {
-            let client = client()?;
-            let _ = client.shared_pointer(self.token, PointerOp::Release);
-            if self.amode & amode::DELETE_ON_CLOSE != 0 {
-                client.unlink(self.file.path())?;
-            }
-        }
-        Ok(())
+        let mine = if self.comm.rank() == 0 {
+            (|| {
+                let client = client()?;
+                let _ = client.shared_pointer(self.token, PointerOp::Release);
+                if self.amode & amode::DELETE_ON_CLOSE != 0 {
+                    client.unlink(self.file.path())?;
+                }
+                Ok(())
+            })()
+        } else {
+            Ok(())
+        };
+        agree(&self.comm, mine)
     }
 
     /// MPI_File_set_view, collective: resets both file pointers to zero.
-    pub fn set_view(&mut self, disp: i64, etype: Datatype, filetype: Datatype) -> Result<()> {
-        let view = View::new(disp, etype, filetype).map_err(|e| Fail::new(Class::Arg, format!("weft: {e}")));
+    /// `types` is `Err` when this rank's own arguments were refused: it
+    /// still takes part in the collective steps, then returns that error.
+    pub fn set_view(&mut self, disp: i64, types: Result<(Datatype, Datatype)>) -> Result<()> {
+        let view = types.and_then(|(etype, filetype)| View::new(disp, etype, filetype).map_err(|e| Fail::new(Class::Arg, format!("weft: {e}"))));
         // Every rank takes part in the reset even if its own view is bad.
         self.comm.barrier()?;
         let reset = if self.comm.rank() == 0 { self.shared(PointerOp::Set(0)).map(|_| ()) } else { Ok(()) };
@@ -227,7 +243,11 @@ impl OpenFile {
     }
 
     fn shared(&self, op: PointerOp) -> Result<u64> {
-        Ok(client()?.shared_pointer(self.token, op)?)
+        client()?.shared_pointer(self.token, op).map_err(|e| {
+            // The pointer is gone (a metadata restart), not the file.
+            let f = Fail::from(e);
+            if f.class == Class::NoSuchFile { Fail::new(Class::Io, f.message) } else { f }
+        })
     }
 
     fn check_dir(&self, write: bool) -> Result<()> {
@@ -241,48 +261,54 @@ impl OpenFile {
     /// One read or write of `count` copies of `memtype`, laid out in `buf`
     /// as `memtype` says (`buf` starts at the copies' true lower bound, see
     /// [`memory_span`]), at `pos` in the view. Returns the bytes moved.
-    pub fn access(&mut self, pos: Position, buf: Buf<'_>, memtype: &Datatype) -> Result<u64> {
-        let bytes = memtype.size();
+    ///
+    /// `access` is `Err` when this rank's own arguments were refused before
+    /// reaching here; for an ordered access the rank still takes part in
+    /// the collective steps (adding nothing), so the others do not wait.
+    pub fn access(&mut self, pos: Position, access: Result<(Buf<'_>, &Datatype)>) -> Result<u64> {
         let esize = self.etype_size();
-        let check = self.check_dir(matches!(buf, Buf::Write(_)));
-        if !bytes.is_multiple_of(esize) && check.is_ok() {
-            return Err(Fail::new(Class::Arg, format!("weft: access of {bytes} bytes is not a whole number of {esize}-byte etypes")));
-        }
-        let etypes = bytes / esize;
+        // Everything this rank can check on its own, first.
+        let local = access.and_then(|(buf, memtype)| {
+            self.check_dir(matches!(buf, Buf::Write(_)))?;
+            let bytes = memtype.size();
+            if !bytes.is_multiple_of(esize) {
+                return Err(Fail::new(Class::Arg, format!("weft: access of {bytes} bytes is not a whole number of {esize}-byte etypes")));
+            }
+            Ok((buf, memtype, bytes / esize))
+        });
         let start = match pos {
-            Position::At(o) => {
-                check?;
-                u64::try_from(o).map_err(|_| Fail::new(Class::Arg, format!("weft: negative offset {o}")))?
-            }
-            Position::Individual => {
-                check?;
-                self.pos
-            }
-            Position::Shared => {
-                check?;
-                if etypes == 0 {
-                    return Ok(0);
-                }
-                self.shared(PointerOp::FetchAdd(etypes))?
-            }
             Position::Ordered => {
                 // Every rank takes part, whatever its own access; a rank
                 // whose access is refused adds nothing.
-                let n = if check.is_ok() { etypes } else { 0 };
+                let n = local.as_ref().map_or(0, |l| l.2);
                 let all = allgather_u64(&self.comm, n)?;
-                let total = all.iter().try_fold(0u64, |a, &b| a.checked_add(b)).ok_or_else(|| Fail::new(Class::Arg, "weft: ordered access sizes overflow"))?;
-                let base = if self.comm.rank() == 0 { self.shared(PointerOp::FetchAdd(total)) } else { Ok(0) };
+                let total = all.iter().try_fold(0u64, |a, &b| a.checked_add(b)).ok_or_else(|| Fail::new(Class::Arg, "weft: ordered access sizes overflow"));
+                let base = if self.comm.rank() == 0 { total.and_then(|t| self.shared(PointerOp::FetchAdd(t))) } else { Ok(0) };
                 let mut b = base.as_ref().map_or(u64::MAX, |&v| v).to_le_bytes();
                 self.comm.broadcast(&mut b, 0)?;
                 let base = match u64::from_le_bytes(b) {
                     u64::MAX => return Err(base.err().unwrap_or_else(|| Fail::new(Class::Io, "weft: rank 0 could not advance the shared file pointer"))),
                     v => v,
                 };
-                check?;
+                local.as_ref().map_err(Clone::clone)?;
                 base.checked_add(all[..self.comm.rank()].iter().sum::<u64>()).ok_or_else(|| Fail::new(Class::Arg, "weft: shared file pointer overflows"))?
             }
+            Position::At(o) => {
+                local.as_ref().map_err(Clone::clone)?;
+                u64::try_from(o).map_err(|_| Fail::new(Class::Arg, format!("weft: negative offset {o}")))?
+            }
+            Position::Individual => {
+                local.as_ref().map_err(Clone::clone)?;
+                self.pos
+            }
+            Position::Shared => match &local {
+                Err(e) => return Err(e.clone()),
+                Ok((_, _, 0)) => return Ok(0),
+                Ok((_, _, n)) => self.shared(PointerOp::FetchAdd(*n))?,
+            },
         };
-        if bytes == 0 {
+        let (buf, memtype, etypes) = local?;
+        if etypes == 0 {
             return Ok(0);
         }
         let moved = match buf {
@@ -298,28 +324,33 @@ impl OpenFile {
     /// MPI_File_seek (`shared` false) and MPI_File_seek_shared: `whence` 0
     /// set, 1 current, 2 end. The shared form is collective.
     pub fn seek(&mut self, offset: i64, whence: i32, shared: bool) -> Result<()> {
-        let target = || -> Result<u64> {
-            let base = match whence {
-                0 => 0,
-                1 if shared => self.shared(PointerOp::FetchAdd(0))?,
-                1 => self.pos,
-                2 => self.end_in_etypes()?,
-                w => return Err(Fail::new(Class::Arg, format!("weft: seek whence {w}"))),
-            };
-            let t = i64::try_from(base).ok().and_then(|b| b.checked_add(offset));
-            t.and_then(|t| u64::try_from(t).ok()).ok_or_else(|| Fail::new(Class::Arg, format!("weft: seek to {base} + {offset} is before the start of the view")))
-        };
         if !shared {
-            self.pos = target()?;
+            self.pos = self.seek_target(offset, whence, self.pos)?;
             return Ok(());
         }
-        // Collective: all ranks give the same target; rank 0 sets it after
-        // every rank has read the old value.
-        let t = target();
+        // Collective, all ranks giving the same offset and whence: once every
+        // rank's earlier shared accesses are done, rank 0 alone reads the
+        // pointer, moves it, and tells the others the outcome.
         self.comm.barrier()?;
-        let set = if self.comm.rank() == 0 { t.clone().and_then(|t| self.shared(PointerOp::Set(t)).map(|_| ())) } else { Ok(()) };
-        agree(&self.comm, set)?;
-        t.map(|_| ())
+        let set = if self.comm.rank() == 0 {
+            let current = if whence == 1 { self.shared(PointerOp::FetchAdd(0)) } else { Ok(0) };
+            current.and_then(|c| self.seek_target(offset, whence, c)).and_then(|t| self.shared(PointerOp::Set(t)).map(|_| ()))
+        } else {
+            Ok(())
+        };
+        agree(&self.comm, set)
+    }
+
+    /// Where a seek lands, in etypes; `current` is the pointer being moved.
+    fn seek_target(&self, offset: i64, whence: i32, current: u64) -> Result<u64> {
+        let base = match whence {
+            0 => 0,
+            1 => current,
+            2 => self.end_in_etypes()?,
+            w => return Err(Fail::new(Class::Arg, format!("weft: seek whence {w}"))),
+        };
+        let t = i64::try_from(base).ok().and_then(|b| b.checked_add(offset));
+        t.and_then(|t| u64::try_from(t).ok()).ok_or_else(|| Fail::new(Class::Arg, format!("weft: seek to {base} + {offset} is before the start of the view")))
     }
 
     /// The individual (or shared) file pointer, in etypes.

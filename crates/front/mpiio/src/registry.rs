@@ -30,9 +30,14 @@ fn with<T>(f: impl FnOnce(&mut Table) -> T) -> T {
 /// Registers a file under `key`; returns its Fortran handle.
 pub fn insert(key: usize, file: OpenFile) -> i32 {
     with(|t| {
-        let f = FORTRAN_BASE + t.next_fortran;
         // Handles are reused only after 2^30 opens; skip any still open.
-        t.next_fortran = (t.next_fortran + 1) % (i32::MAX - FORTRAN_BASE);
+        let span = i32::MAX - FORTRAN_BASE;
+        let mut f = FORTRAN_BASE + t.next_fortran;
+        while t.fortran.contains_key(&f) {
+            t.next_fortran = (t.next_fortran + 1) % span;
+            f = FORTRAN_BASE + t.next_fortran;
+        }
+        t.next_fortran = (t.next_fortran + 1) % span;
         t.files.insert(key, (Arc::new(Mutex::new(file)), f));
         t.fortran.insert(f, key);
         f

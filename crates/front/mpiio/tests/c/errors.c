@@ -70,6 +70,10 @@ int main(int argc, char **argv) {
     MPI_Type_commit(&three);
     MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "native", MPI_INFO_NULL);
     expect("partial_etype", MPI_File_write_at(fh, 0, buf, 1, three, &st), MPI_ERR_ARG);
+    /* A collective call that fails on one rank only must not leave the
+     * others waiting for it. */
+    expect("ordered_one_rank_refused", MPI_File_write_ordered(fh, buf, rank == 0 ? -1 : 4, MPI_BYTE, &st), rank == 0 ? MPI_ERR_COUNT : MPI_SUCCESS);
+    expect("set_view_one_rank_refused", MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, rank == 0 ? "external32" : "native", MPI_INFO_NULL), rank == 0 ? MPI_ERR_UNSUPPORTED_DATAREP : MPI_SUCCESS);
     expect("split_end_without_begin", MPI_File_write_all_end(fh, buf, &st), MPI_ERR_OTHER);
 
     /* A user handler is called with the Weft handle; call_errhandler too. */

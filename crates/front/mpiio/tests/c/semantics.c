@@ -71,9 +71,11 @@ int main(int argc, char **argv) {
     int rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh);
     report("open missing -> class ok=%lld no_such_file=%lld", rc == MPI_SUCCESS, err_class(rc) == MPI_ERR_NO_SUCH_FILE);
     CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh));
-    int amode;
+    int amode, atomic0;
     CHECK(MPI_File_get_amode(fh, &amode));
-    report("amode matches %lld, atomic %lld", amode == (MPI_MODE_CREATE | MPI_MODE_RDWR), 0);
+    CHECK(MPI_File_get_atomicity(fh, &atomic0));
+    report("amode matches %lld, atomic %lld", amode == (MPI_MODE_CREATE | MPI_MODE_RDWR), atomic0);
+    report("fortran handle round trip %lld, %lld", MPI_File_f2c(MPI_File_c2f(fh)) == fh, 0);
 
     /* 1. Explicit offsets: each rank writes 1000 ints at its block. */
     int n = 1000, *buf = malloc(sizeof(int) * 4 * n), *back = malloc(sizeof(int) * 4 * n);
@@ -126,6 +128,11 @@ int main(int argc, char **argv) {
     MPI_Type_size(get_f, &fsize);
     report("get_view disp %lld filetype size %lld", disp, fsize);
     if (get_f != MPI_INT && get_f != MPI_BYTE) MPI_Type_free(&get_f);
+    /* get_view hands out duplicates: freeing them leaves the view intact. */
+    CHECK(MPI_File_get_view(fh, &disp, &get_e, &get_f, rep));
+    MPI_Type_free(&get_f);
+    CHECK(MPI_File_read_at(fh, 3, back, 5, MPI_INT, &st));
+    report("view after freeing get_view's types: sum %lld count %lld", (long long)(sum(back, 5 * sizeof(int)) % 1000000007), count_of(&st, MPI_INT));
 
     /* 4. A 2-D subarray (C order) and a darray (cyclic, Fortran order). */
     int gs[2] = {8 * nprocs, 16}, ss[2] = {8, 16}, st0[2] = {8 * rank, 0};
@@ -206,6 +213,9 @@ int main(int argc, char **argv) {
     CHECK(MPI_File_write_ordered(fh, rec, (int)strlen(rec), MPI_CHAR, &st));
     CHECK(MPI_File_get_position_shared(fh, &pos));
     report("after ordered: shared position %lld count %lld", pos, count_of(&st, MPI_CHAR));
+    CHECK(MPI_File_seek_shared(fh, 8, MPI_SEEK_CUR));
+    CHECK(MPI_File_get_position_shared(fh, &pos));
+    report("seek_shared cur+8: %lld, %lld", pos, 0);
     CHECK(MPI_File_seek_shared(fh, 500000, MPI_SEEK_SET));
     long long mine = 7000 + rank;
     CHECK(MPI_File_write_shared(fh, &mine, 1, MPI_LONG_LONG, &st));
@@ -246,6 +256,22 @@ int main(int argc, char **argv) {
     CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_RDONLY, MPI_INFO_NULL, &fh));
     rc = MPI_File_write_at(fh, 0, buf, 1, MPI_INT, &st);
     report("write on read-only: read_only class %lld, %lld", err_class(rc) == MPI_ERR_READ_ONLY, 0);
+    /* Reads where some ranks select nothing, on a read-only file. */
+    int zr = rank % 2 ? 0 : 16;
+    CHECK(MPI_File_read_at_all(fh, 64 * rank, back, zr, MPI_BYTE, &st));
+    report("read-only zero-count read_at_all: count %lld sum %lld", zr ? count_of(&st, MPI_BYTE) : 0, zr ? (long long)(sum(back, 16) % 1000000007) : 0);
+    CHECK(MPI_File_close(&fh));
+
+    /* Append: both pointers start at the end; ordered records land there. */
+    CHECK(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_WRONLY | MPI_MODE_APPEND, MPI_INFO_NULL, &fh));
+    MPI_Offset ind, shr;
+    CHECK(MPI_File_get_position(fh, &ind));
+    CHECK(MPI_File_get_position_shared(fh, &shr));
+    report("append: individual %lld shared %lld", ind, shr);
+    CHECK(MPI_File_write_ordered(fh, rec, (int)strlen(rec), MPI_CHAR, &st));
+    MPI_Barrier(MPI_COMM_WORLD);
+    CHECK(MPI_File_get_size(fh, &size));
+    report("append: size after ordered records %lld, %lld", size, 0);
     CHECK(MPI_File_close(&fh));
     rc = MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_EXCL | MPI_MODE_WRONLY, MPI_INFO_NULL, &fh);
     report("exclusive create of existing: file_exists %lld, %lld", err_class(rc) == MPI_ERR_FILE_EXISTS, 0);

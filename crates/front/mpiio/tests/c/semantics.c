@@ -144,6 +144,16 @@ int main(int argc, char **argv) {
     CHECK(MPI_File_set_view(fh, 65536, MPI_DOUBLE, sub, "native", MPI_INFO_NULL));
     CHECK(MPI_File_write_at_all(fh, 0, d, 8 * 16, MPI_DOUBLE, &st));
     report("subarray write count %lld, %lld", count_of(&st, MPI_DOUBLE), 0);
+    /* Read it back into the middle of a Fortran-order array in memory. */
+    int mg[2] = {12, 20}, ms[2] = {8, 16}, mst[2] = {2, 3};
+    MPI_Datatype fsub;
+    MPI_Type_create_subarray(2, mg, ms, mst, MPI_ORDER_FORTRAN, MPI_DOUBLE, &fsub);
+    MPI_Type_commit(&fsub);
+    double *big = calloc(12 * 20, sizeof(double));
+    CHECK(MPI_File_read_at_all(fh, 0, big, 1, fsub, &st));
+    report("fortran-order subarray read: sum %lld count %lld", (long long)(sum(big, 12 * 20 * sizeof(double)) % 1000000007), count_of(&st, fsub));
+    MPI_Type_free(&fsub);
+    free(big);
     int dg[2] = {10, 4 * nprocs}, dd[2] = {MPI_DISTRIBUTE_CYCLIC, MPI_DISTRIBUTE_BLOCK}, da[2] = {2, MPI_DISTRIBUTE_DFLT_DARG}, dp[2] = {1, nprocs};
     MPI_Datatype darr;
     MPI_Type_create_darray(nprocs, rank, 2, dg, dd, da, dp, MPI_ORDER_FORTRAN, MPI_FLOAT, &darr);

@@ -21,6 +21,10 @@ pub trait Communicator {
     fn broadcast(&self, buf: &mut [u8], root: usize) -> Result<()>;
     /// Every rank's `mine` (all of one length), concatenated in rank order.
     fn allgather(&self, mine: &[u8]) -> Result<Vec<u8>>;
+    /// Personalized all-to-all: `send` holds `send_counts[r]` bytes for each
+    /// rank r in rank order; returns what every rank sent to this one,
+    /// concatenated in rank order (`recv_counts[r]` bytes from rank r).
+    fn alltoallv(&self, send: &[u8], send_counts: &[usize], recv_counts: &[usize]) -> Result<Vec<u8>>;
 }
 
 /// Broadcasts a message whose length only `root` knows: the length first.
@@ -35,4 +39,89 @@ pub fn broadcast_vec(comm: &dyn Communicator, msg: &mut Vec<u8>, root: usize) ->
 pub fn allgather_u64(comm: &dyn Communicator, mine: u64) -> Result<Vec<u64>> {
     let all = comm.allgather(&mine.to_le_bytes())?;
     Ok(all.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk"))).collect())
+}
+
+/// Sends `parts[r]` to rank r and returns what each rank sent here (sizes
+/// are exchanged first, so each side need not know them).
+pub fn exchange(comm: &dyn Communicator, parts: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+    let n = comm.size();
+    let sizes: Vec<u8> = parts.iter().flat_map(|p| (p.len() as u64).to_le_bytes()).collect();
+    let got = comm.alltoallv(&sizes, &vec![8; n], &vec![8; n])?;
+    let recv_counts: Vec<usize> = got.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
+    let send: Vec<u8> = parts.concat();
+    let all = comm.alltoallv(&send, &parts.iter().map(Vec::len).collect::<Vec<_>>(), &recv_counts)?;
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    for c in recv_counts {
+        out.push(all[at..at + c].to_vec());
+        at += c;
+    }
+    Ok(out)
+}
+
+/// A communicator of threads in one process, for tests of collective
+/// operations without MPI: `ThreadComm::group(n)` gives one per thread.
+pub struct ThreadComm {
+    rank: usize,
+    shared: std::sync::Arc<ThreadShared>,
+}
+
+struct ThreadShared {
+    size: usize,
+    barrier: std::sync::Barrier,
+    /// Per rank: what it sent to each rank in the current step.
+    slots: std::sync::Mutex<Vec<Vec<Vec<u8>>>>,
+}
+
+impl ThreadComm {
+    pub fn group(size: usize) -> Vec<ThreadComm> {
+        let shared = std::sync::Arc::new(ThreadShared { size, barrier: std::sync::Barrier::new(size), slots: std::sync::Mutex::new(vec![Vec::new(); size]) });
+        (0..size).map(|rank| ThreadComm { rank, shared: shared.clone() }).collect()
+    }
+
+    /// One step: every rank posts `to[r]` for each rank r, then takes what
+    /// every rank posted for it, in rank order.
+    fn step(&self, to: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+        self.shared.slots.lock().expect("slots")[self.rank] = to;
+        self.shared.barrier.wait();
+        let got = self.shared.slots.lock().expect("slots").iter().map(|from| from.get(self.rank).cloned().unwrap_or_default()).collect();
+        self.shared.barrier.wait();
+        got
+    }
+}
+
+impl Communicator for ThreadComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.shared.size
+    }
+    fn barrier(&self) -> Result<()> {
+        self.shared.barrier.wait();
+        Ok(())
+    }
+    fn broadcast(&self, buf: &mut [u8], root: usize) -> Result<()> {
+        let to = if self.rank == root { vec![buf.to_vec(); self.size()] } else { Vec::new() };
+        let got = self.step(to);
+        buf.copy_from_slice(&got[root]);
+        Ok(())
+    }
+    fn allgather(&self, mine: &[u8]) -> Result<Vec<u8>> {
+        Ok(self.step(vec![mine.to_vec(); self.size()]).concat())
+    }
+    fn alltoallv(&self, send: &[u8], send_counts: &[usize], recv_counts: &[usize]) -> Result<Vec<u8>> {
+        let mut at = 0;
+        let to = send_counts.iter().map(|&c| {
+            let part = send[at..at + c].to_vec();
+            at += c;
+            part
+        });
+        let got = self.step(to.collect());
+        // As MPI does, a count that does not match what was sent is an error.
+        if let Some(r) = (0..got.len()).find(|&r| got[r].len() != recv_counts[r]) {
+            return Err(crate::Error::Comm(format!("alltoallv: rank {r} sent {} bytes, {} expected", got[r].len(), recv_counts[r])));
+        }
+        Ok(got.concat())
+    }
 }

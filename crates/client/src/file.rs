@@ -279,7 +279,9 @@ impl File {
         self.read_segments(segments, buf, &self.schedule)
     }
 
-    fn view_segments(&self, view: &View, offset: u64, buf_len: usize, memtype: &Datatype, count: u64) -> Result<Vec<Segment>> {
+    /// The pieces an access through `view` moves: (file offset, buffer
+    /// offset, length) in data-stream order; what collective I/O plans with.
+    pub fn view_segments(&self, view: &View, offset: u64, buf_len: usize, memtype: &Datatype, count: u64) -> Result<Vec<Segment>> {
         let total = memtype.size().checked_mul(count).ok_or_else(|| Error::BadRequest("access size overflows".into()))?;
         let esize = view.etype().size();
         if total % esize != 0 {
@@ -293,6 +295,18 @@ impl File {
             return Err(Error::BadRequest(format!("the view yields {moved} of the {total} bytes asked for")));
         }
         Ok(segments)
+    }
+
+    /// List I/O: writes each segment's `len` bytes from `buf[mem..]` at file
+    /// offset `file`, all servers at once (what a collective aggregator does).
+    pub fn write_pieces(&self, segments: &[Segment], buf: &[u8]) -> Result<usize> {
+        self.write_segments(segments, buf, &self.schedule)
+    }
+
+    /// List I/O: reads each segment into `buf[mem..]`. Returns the bytes of
+    /// the segments' stream before the end of the file; holes read as zeros.
+    pub fn read_pieces(&self, segments: Vec<Segment>, buf: &mut [u8]) -> Result<usize> {
+        self.read_segments(segments, buf, &self.schedule)
     }
 
     fn write_segments(&self, segments: &[Segment], buf: &[u8], sched: &Schedule) -> Result<usize> {

@@ -14,6 +14,7 @@
 
 mod atomic;
 mod client;
+pub mod collective;
 pub mod comm;
 mod error;
 mod file;

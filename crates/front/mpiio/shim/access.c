@@ -2,8 +2,8 @@
  * blocking, nonblocking (generalized requests, completed when the I/O is:
  * the access runs inside the call, as ROMIO does for most drivers), split
  * collective, and MPI-4's large-count (_c) forms where the MPI has them.
- * Collective forms are each rank's own access for now (collective I/O
- * algorithms come in behind the same entry points). */
+ * Collective forms (_all, split, ordered) tell the core so: it runs them
+ * through two-phase I/O (crates/client/src/collective). */
 #include "shim.h"
 #include <stdlib.h>
 
@@ -14,18 +14,18 @@ static void set_status(MPI_Status *st, MPI_Offset bytes) {
 }
 
 /* One access; returns MPI_SUCCESS or the (handled) error code. */
-static int run(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count, MPI_Datatype dt,
-               MPI_Offset *bytes) {
+static int run(struct wfile *f, int write, int pos, int coll, MPI_Offset offset, const void *buf, MPI_Count count,
+               MPI_Datatype dt, MPI_Offset *bytes) {
     *bytes = 0;
     void *t;
     int owned, rc = weft_type(dt, &t, &owned);
     if (rc) {
-        /* An ordered access is collective: join it, adding nothing. */
-        if (pos == WEFTIO_ORDERED) weftio_access((uintptr_t)f, write, pos, 0, NULL, 0, NULL, NULL);
+        /* A collective access is joined anyway, moving nothing. */
+        if (pos == WEFTIO_ORDERED || coll) weftio_access((uintptr_t)f, write, pos, coll, 0, NULL, 0, NULL, NULL);
         return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad datatype") : weft_fail(f, rc);
     }
     int64_t n = 0;
-    rc = weftio_access((uintptr_t)f, write, pos, offset, (void *)buf, count, t, &n);
+    rc = weftio_access((uintptr_t)f, write, pos, coll, offset, (void *)buf, count, t, &n);
     if (owned) weftio_type_free(t);
     if (rc) return weft_fail(f, rc);
     *bytes = n;
@@ -68,10 +68,11 @@ static int completed_request(struct wfile *f, MPI_Offset bytes, MPI_Request *req
 
 static int split_begin(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count,
                        MPI_Datatype dt) {
+    const int coll = 1;
     if (f->split_active)
         return weft_fail_msg(f, WEFTIO_E_OTHER, "weft: a split collective is already active on this file");
     MPI_Offset n;
-    int rc = run(f, write, pos, offset, buf, count, dt, &n);
+    int rc = run(f, write, pos, coll, offset, buf, count, dt, &n);
     if (rc == MPI_SUCCESS) {
         f->split_active = 1;
         f->split_bytes = n;
@@ -92,47 +93,47 @@ static int split_end(struct wfile *f, MPI_Status *st) {
 #define BUF(w) BUF_##w
 
 /* name(fh, offset, buf, count, datatype, status) */
-#define AT_BLOCKING(name, W, CT)                                                                   \
+#define AT_BLOCKING(name, W, COLL, CT)                                                                   \
     int name(MPI_File fh, MPI_Offset offset, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Status *st) { \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt, st);                                \
         MPI_Offset n;                                                                              \
-        int rc = run(f, W, WEFTIO_AT, offset, buf, count, dt, &n);                                 \
+        int rc = run(f, W, WEFTIO_AT, COLL, offset, buf, count, dt, &n);                                 \
         if (rc == MPI_SUCCESS) set_status(st, n);                                                  \
         return rc;                                                                                 \
     }                                                                                              \
     WEFT_ALIAS(name)
 
 /* name(fh, buf, count, datatype, status) */
-#define PTR_BLOCKING(name, W, POS, CT)                                                             \
+#define PTR_BLOCKING(name, W, POS, COLL, CT)                                                             \
     int name(MPI_File fh, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Status *st) {                 \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, buf, count, dt, st);                                        \
         MPI_Offset n;                                                                              \
-        int rc = run(f, W, POS, 0, buf, count, dt, &n);                                            \
+        int rc = run(f, W, POS, COLL, 0, buf, count, dt, &n);                                            \
         if (rc == MPI_SUCCESS) set_status(st, n);                                                  \
         return rc;                                                                                 \
     }                                                                                              \
     WEFT_ALIAS(name)
 
 /* name(fh, offset, buf, count, datatype, request) */
-#define AT_NONBLOCKING(name, W, CT)                                                                \
+#define AT_NONBLOCKING(name, W, COLL, CT)                                                                \
     int name(MPI_File fh, MPI_Offset offset, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) { \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt, req);                               \
         MPI_Offset n;                                                                              \
-        int rc = run(f, W, WEFTIO_AT, offset, buf, count, dt, &n);                                 \
+        int rc = run(f, W, WEFTIO_AT, COLL, offset, buf, count, dt, &n);                                 \
         return rc == MPI_SUCCESS ? completed_request(f, n, req) : rc;                              \
     }                                                                                              \
     WEFT_ALIAS(name)
 
 /* name(fh, buf, count, datatype, request) */
-#define PTR_NONBLOCKING(name, W, POS, CT)                                                          \
+#define PTR_NONBLOCKING(name, W, POS, COLL, CT)                                                          \
     int name(MPI_File fh, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) {               \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, buf, count, dt, req);                                       \
         MPI_Offset n;                                                                              \
-        int rc = run(f, W, POS, 0, buf, count, dt, &n);                                            \
+        int rc = run(f, W, POS, COLL, 0, buf, count, dt, &n);                                            \
         return rc == MPI_SUCCESS ? completed_request(f, n, req) : rc;                              \
     }                                                                                              \
     WEFT_ALIAS(name)
@@ -167,28 +168,28 @@ static int split_end(struct wfile *f, MPI_Status *st) {
 
 /* Every access function, in one count type (int, or MPI_Count with _c). */
 #define ACCESS_FUNCTIONS(SUFFIX, CT)                                                               \
-    AT_BLOCKING(MPI_File_read_at##SUFFIX, 0, CT)                                                   \
-    AT_BLOCKING(MPI_File_write_at##SUFFIX, 1, CT)                                                  \
-    AT_BLOCKING(MPI_File_read_at_all##SUFFIX, 0, CT)                                               \
-    AT_BLOCKING(MPI_File_write_at_all##SUFFIX, 1, CT)                                              \
-    PTR_BLOCKING(MPI_File_read##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                                  \
-    PTR_BLOCKING(MPI_File_write##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                                 \
-    PTR_BLOCKING(MPI_File_read_all##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                              \
-    PTR_BLOCKING(MPI_File_write_all##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                             \
-    PTR_BLOCKING(MPI_File_read_shared##SUFFIX, 0, WEFTIO_SHARED, CT)                               \
-    PTR_BLOCKING(MPI_File_write_shared##SUFFIX, 1, WEFTIO_SHARED, CT)                              \
-    PTR_BLOCKING(MPI_File_read_ordered##SUFFIX, 0, WEFTIO_ORDERED, CT)                             \
-    PTR_BLOCKING(MPI_File_write_ordered##SUFFIX, 1, WEFTIO_ORDERED, CT)                            \
-    AT_NONBLOCKING(MPI_File_iread_at##SUFFIX, 0, CT)                                               \
-    AT_NONBLOCKING(MPI_File_iwrite_at##SUFFIX, 1, CT)                                              \
-    AT_NONBLOCKING(MPI_File_iread_at_all##SUFFIX, 0, CT)                                           \
-    AT_NONBLOCKING(MPI_File_iwrite_at_all##SUFFIX, 1, CT)                                          \
-    PTR_NONBLOCKING(MPI_File_iread##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                              \
-    PTR_NONBLOCKING(MPI_File_iwrite##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                             \
-    PTR_NONBLOCKING(MPI_File_iread_all##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                          \
-    PTR_NONBLOCKING(MPI_File_iwrite_all##SUFFIX, 1, WEFTIO_INDIVIDUAL, CT)                         \
-    PTR_NONBLOCKING(MPI_File_iread_shared##SUFFIX, 0, WEFTIO_SHARED, CT)                           \
-    PTR_NONBLOCKING(MPI_File_iwrite_shared##SUFFIX, 1, WEFTIO_SHARED, CT)                          \
+    AT_BLOCKING(MPI_File_read_at##SUFFIX, 0, 0, CT)                                                \
+    AT_BLOCKING(MPI_File_write_at##SUFFIX, 1, 0, CT)                                               \
+    AT_BLOCKING(MPI_File_read_at_all##SUFFIX, 0, 1, CT)                                            \
+    AT_BLOCKING(MPI_File_write_at_all##SUFFIX, 1, 1, CT)                                           \
+    PTR_BLOCKING(MPI_File_read##SUFFIX, 0, WEFTIO_INDIVIDUAL, 0, CT)                               \
+    PTR_BLOCKING(MPI_File_write##SUFFIX, 1, WEFTIO_INDIVIDUAL, 0, CT)                              \
+    PTR_BLOCKING(MPI_File_read_all##SUFFIX, 0, WEFTIO_INDIVIDUAL, 1, CT)                           \
+    PTR_BLOCKING(MPI_File_write_all##SUFFIX, 1, WEFTIO_INDIVIDUAL, 1, CT)                          \
+    PTR_BLOCKING(MPI_File_read_shared##SUFFIX, 0, WEFTIO_SHARED, 0, CT)                            \
+    PTR_BLOCKING(MPI_File_write_shared##SUFFIX, 1, WEFTIO_SHARED, 0, CT)                           \
+    PTR_BLOCKING(MPI_File_read_ordered##SUFFIX, 0, WEFTIO_ORDERED, 1, CT)                          \
+    PTR_BLOCKING(MPI_File_write_ordered##SUFFIX, 1, WEFTIO_ORDERED, 1, CT)                         \
+    AT_NONBLOCKING(MPI_File_iread_at##SUFFIX, 0, 0, CT)                                            \
+    AT_NONBLOCKING(MPI_File_iwrite_at##SUFFIX, 1, 0, CT)                                           \
+    AT_NONBLOCKING(MPI_File_iread_at_all##SUFFIX, 0, 1, CT)                                        \
+    AT_NONBLOCKING(MPI_File_iwrite_at_all##SUFFIX, 1, 1, CT)                                       \
+    PTR_NONBLOCKING(MPI_File_iread##SUFFIX, 0, WEFTIO_INDIVIDUAL, 0, CT)                           \
+    PTR_NONBLOCKING(MPI_File_iwrite##SUFFIX, 1, WEFTIO_INDIVIDUAL, 0, CT)                          \
+    PTR_NONBLOCKING(MPI_File_iread_all##SUFFIX, 0, WEFTIO_INDIVIDUAL, 1, CT)                       \
+    PTR_NONBLOCKING(MPI_File_iwrite_all##SUFFIX, 1, WEFTIO_INDIVIDUAL, 1, CT)                      \
+    PTR_NONBLOCKING(MPI_File_iread_shared##SUFFIX, 0, WEFTIO_SHARED, 0, CT)                        \
+    PTR_NONBLOCKING(MPI_File_iwrite_shared##SUFFIX, 1, WEFTIO_SHARED, 0, CT)                       \
     AT_BEGIN(MPI_File_read_at_all_begin##SUFFIX, 0, CT)                                            \
     AT_BEGIN(MPI_File_write_at_all_begin##SUFFIX, 1, CT)                                           \
     PTR_BEGIN(MPI_File_read_all_begin##SUFFIX, 0, WEFTIO_INDIVIDUAL, CT)                           \

@@ -29,6 +29,11 @@ struct wfile *weft_file(MPI_File fh) {
 
 /* ---- the file's communicator, for the core's collective steps ---- */
 
+/* Rust hands an empty buffer as address 1, which is Open MPI's
+ * MPI_IN_PLACE: empty buffers go to MPI as this one instead. */
+static char no_bytes[1];
+#define REAL(p, len) ((len) > 0 ? (p) : (void *)no_bytes)
+
 static int cb_barrier(void *ctx) { return PMPI_Barrier(((struct wfile *)ctx)->comm); }
 
 static int cb_bcast(void *ctx, void *buf, int64_t len, int root) {
@@ -37,12 +42,45 @@ static int cb_bcast(void *ctx, void *buf, int64_t len, int root) {
         int rc = PMPI_Bcast((char *)buf + at, n, MPI_BYTE, root, ((struct wfile *)ctx)->comm);
         if (rc != MPI_SUCCESS) return rc;
     }
-    return len == 0 ? PMPI_Bcast(buf, 0, MPI_BYTE, root, ((struct wfile *)ctx)->comm) : MPI_SUCCESS;
+    return len == 0 ? PMPI_Bcast(no_bytes, 0, MPI_BYTE, root, ((struct wfile *)ctx)->comm) : MPI_SUCCESS;
 }
 
 static int cb_allgather(void *ctx, const void *send, int64_t len, void *recv) {
     if (len > INT_MAX) return MPI_ERR_COUNT;
-    return PMPI_Allgather(send, (int)len, MPI_BYTE, recv, (int)len, MPI_BYTE, ((struct wfile *)ctx)->comm);
+    return PMPI_Allgather(REAL(send, len), (int)len, MPI_BYTE, REAL(recv, len), (int)len, MPI_BYTE,
+                          ((struct wfile *)ctx)->comm);
+}
+
+/* Byte counts per rank; every count and displacement must fit an int
+ * (collective buffers are far smaller). */
+static int cb_alltoallv(void *ctx, const void *send, const int64_t *sc, void *recv, const int64_t *rc) {
+    struct wfile *f = ctx;
+    int n = f->cc.size, rcode = MPI_ERR_COUNT;
+    int *s = malloc(4 * sizeof(int) * (size_t)n);
+    if (!s) return MPI_ERR_NO_MEM;
+    int *sd = s + n, *r = s + 2 * n, *rd = s + 3 * n;
+    int64_t sat = 0, rat = 0;
+    for (int i = 0; i < n; i++) {
+        if (sc[i] < 0 || rc[i] < 0 || sc[i] > INT_MAX || rc[i] > INT_MAX || sat > INT_MAX || rat > INT_MAX) goto out;
+        s[i] = (int)sc[i];
+        sd[i] = (int)sat;
+        r[i] = (int)rc[i];
+        rd[i] = (int)rat;
+        sat += sc[i];
+        rat += rc[i];
+    }
+    if (getenv("WEFT_MPIIO_TRACE")) {
+        char line[512];
+        int at = snprintf(line, sizeof line, "weft: rank %d alltoallv send", f->cc.rank);
+        for (int i = 0; i < n && at < 400; i++) at += snprintf(line + at, sizeof line - at, " %d", s[i]);
+        at += snprintf(line + at, sizeof line - at, " recv");
+        for (int i = 0; i < n && at < 480; i++) at += snprintf(line + at, sizeof line - at, " %d", r[i]);
+        fprintf(stderr, "%s\n", line);
+    }
+    rcode = PMPI_Alltoallv(REAL(send, sat), s, sd, MPI_BYTE, REAL(recv, rat), r, rd, MPI_BYTE, f->comm);
+out:
+    free(s);
+    return rcode;
 }
 
 /* ---- hints ---- */
@@ -129,6 +167,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->cc.barrier = cb_barrier;
     f->cc.bcast = cb_bcast;
     f->cc.allgather = cb_allgather;
+    f->cc.alltoallv = cb_alltoallv;
     f->amode = amode;
     f->etype = f->ftype = MPI_BYTE;
     PMPI_File_get_errhandler(MPI_FILE_NULL, &f->eh);

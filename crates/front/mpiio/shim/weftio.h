@@ -29,6 +29,7 @@ typedef struct {
     int (*barrier)(void *ctx);
     int (*bcast)(void *ctx, void *buf, int64_t len, int root);
     int (*allgather)(void *ctx, const void *send, int64_t len, void *recv);
+    int (*alltoallv)(void *ctx, const void *send, const int64_t *send_counts, void *recv, const int64_t *recv_counts);
 } weftio_comm;
 
 const char *weftio_last_error(void);
@@ -40,7 +41,7 @@ int weftio_delete(const char *path);
 int weftio_type_build(const int64_t *prog, int64_t len, void **out);
 void weftio_type_free(void *t);
 int weftio_set_view(uintptr_t key, int64_t disp, const void *etype, const void *filetype);
-int weftio_access(uintptr_t key, int write, int pos, int64_t offset, void *buf, int64_t count,
+int weftio_access(uintptr_t key, int write, int pos, int coll, int64_t offset, void *buf, int64_t count,
                   const void *memtype, int64_t *bytes);
 int weftio_seek(uintptr_t key, int64_t offset, int whence, int shared);
 int weftio_position(uintptr_t key, int shared, int64_t *out);

@@ -16,6 +16,8 @@ pub struct CComm {
     pub bcast: extern "C" fn(ctx: *mut c_void, buf: *mut c_void, len: i64, root: c_int) -> c_int,
     /// `recv` holds `size * len` bytes.
     pub allgather: extern "C" fn(ctx: *mut c_void, send: *const c_void, len: i64, recv: *mut c_void) -> c_int,
+    /// Counts are per rank, in bytes; `recv` holds their sum.
+    pub alltoallv: extern "C" fn(ctx: *mut c_void, send: *const c_void, send_counts: *const i64, recv: *mut c_void, recv_counts: *const i64) -> c_int,
 }
 
 // SAFETY: `ctx` is the shim's per-file communicator record, which lives
@@ -44,6 +46,17 @@ impl Communicator for CComm {
     fn allgather(&self, mine: &[u8]) -> Result<Vec<u8>> {
         let mut all = vec![0u8; mine.len() * self.size()];
         check("MPI_Allgather", (self.allgather)(self.ctx, mine.as_ptr().cast(), mine.len() as i64, all.as_mut_ptr().cast()))?;
+        Ok(all)
+    }
+    fn alltoallv(&self, send: &[u8], send_counts: &[usize], recv_counts: &[usize]) -> Result<Vec<u8>> {
+        let n = self.size();
+        if send_counts.len() != n || recv_counts.len() != n || send_counts.iter().sum::<usize>() != send.len() {
+            return Err(Error::Comm("alltoallv counts do not match the communicator".into()));
+        }
+        let sc: Vec<i64> = send_counts.iter().map(|&c| c as i64).collect();
+        let rc: Vec<i64> = recv_counts.iter().map(|&c| c as i64).collect();
+        let mut all = vec![0u8; recv_counts.iter().sum()];
+        check("MPI_Alltoallv", (self.alltoallv)(self.ctx, send.as_ptr().cast(), sc.as_ptr(), all.as_mut_ptr().cast(), rc.as_ptr()))?;
         Ok(all)
     }
 }

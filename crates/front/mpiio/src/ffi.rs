@@ -174,7 +174,8 @@ pub unsafe extern "C" fn weftio_set_view(key: usize, disp: i64, etype: *const c_
 }
 
 /// One read (`write` 0) or write of `count` copies of `memtype` at `buf`.
-/// `pos`: 0 explicit `offset`, 1 individual pointer, 2 shared, 3 ordered.
+/// `pos`: 0 explicit `offset`, 1 individual pointer, 2 shared, 3 ordered;
+/// `coll` 1 for the collective (`_all`) forms.
 /// For an ordered access a rank whose own arguments the shim refused passes
 /// a NULL `memtype`: it takes part in the collective steps, adding nothing.
 ///
@@ -183,7 +184,7 @@ pub unsafe extern "C" fn weftio_set_view(key: usize, disp: i64, etype: *const c_
 /// (readable, and writable for a read); `memtype` is a live handle or NULL;
 /// `bytes` is writable or NULL.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, bytes: *mut i64) -> c_int {
+pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, coll: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, bytes: *mut i64) -> c_int {
     guard(|| {
         let pos = match pos {
             0 => Position::At(offset),
@@ -213,22 +214,23 @@ pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, off
             Ok((at, span, shifted))
         })();
         let mut g = registry::lock(&f);
+        let (w, c) = (write != 0, coll != 0);
         let moved = match &prepared {
-            Err(e) => g.access(pos, Err(e.clone()))?,
+            Err(e) => g.access(pos, c, w, Err(e.clone()))?,
             Ok((_, 0, shifted)) => {
-                let b = if write != 0 { Buf::Write(&[]) } else { Buf::Read(&mut []) };
-                g.access(pos, Ok((b, shifted)))?
+                let b = if w { Buf::Write(&[]) } else { Buf::Read(&mut []) };
+                g.access(pos, c, w, Ok((b, shifted)))?
             }
-            Ok((at, span, shifted)) if write != 0 => {
+            Ok((at, span, shifted)) if w => {
                 // SAFETY: the caller's memory of the access, readable
                 // (contract); `at` is its first byte, `span` its extent.
                 let b = unsafe { std::slice::from_raw_parts(*at as *const u8, *span) };
-                g.access(pos, Ok((Buf::Write(b), shifted)))?
+                g.access(pos, c, w, Ok((Buf::Write(b), shifted)))?
             }
             Ok((at, span, shifted)) => {
                 // SAFETY: as above, and writable for a read (contract).
                 let b = unsafe { std::slice::from_raw_parts_mut(*at as *mut u8, *span) };
-                g.access(pos, Ok((Buf::Read(b), shifted)))?
+                g.access(pos, c, w, Ok((Buf::Read(b), shifted)))?
             }
         };
         // SAFETY: writable or NULL per the contract.

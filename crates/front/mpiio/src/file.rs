@@ -8,7 +8,7 @@ use crate::errors::{Class, Fail, Result};
 use crate::hints::Hints;
 use std::sync::Mutex;
 use weft_client::comm::{allgather_u64, broadcast_vec};
-use weft_client::{Client, Communicator, CreateOptions, Datatype, File, FileAttr, PointerOp, View};
+use weft_client::{collective, Client, Communicator, CreateOptions, Datatype, File, FileAttr, PointerOp, View};
 use weft_net::ClusterFile;
 
 /// Access modes, as plain bits (the shim translates its MPI's `MPI_MODE_*`).
@@ -265,18 +265,26 @@ impl OpenFile {
     /// `access` is `Err` when this rank's own arguments were refused before
     /// reaching here; for an ordered access the rank still takes part in
     /// the collective steps (adding nothing), so the others do not wait.
-    pub fn access(&mut self, pos: Position, access: Result<(Buf<'_>, &Datatype)>) -> Result<u64> {
+    ///
+    /// `collective` marks the `_all` forms: with explicit offsets or the
+    /// individual pointer they go through two-phase I/O
+    /// ([`weft_client::collective`]) unless atomic mode is on, and a rank
+    /// whose own arguments were refused still takes part, moving nothing.
+    pub fn access(&mut self, pos: Position, collective: bool, write: bool, access: Result<(Buf<'_>, &Datatype)>) -> Result<u64> {
         let esize = self.etype_size();
         // Everything this rank can check on its own, first.
         let local = access.and_then(|(buf, memtype)| {
-            self.check_dir(matches!(buf, Buf::Write(_)))?;
+            self.check_dir(write)?;
+            if write {
+                self.view.check_writable().map_err(|e| Fail::new(Class::Arg, format!("weft: {e}")))?;
+            }
             let bytes = memtype.size();
             if !bytes.is_multiple_of(esize) {
                 return Err(Fail::new(Class::Arg, format!("weft: access of {bytes} bytes is not a whole number of {esize}-byte etypes")));
             }
             Ok((buf, memtype, bytes / esize))
         });
-        let start = match pos {
+        let start: Result<u64> = match pos {
             Position::Ordered => {
                 // Every rank takes part, whatever its own access; a rank
                 // whose access is refused adds nothing.
@@ -291,34 +299,59 @@ impl OpenFile {
                     v => v,
                 };
                 local.as_ref().map_err(Clone::clone)?;
-                base.checked_add(all[..self.comm.rank()].iter().sum::<u64>()).ok_or_else(|| Fail::new(Class::Arg, "weft: shared file pointer overflows"))?
+                Ok(base.checked_add(all[..self.comm.rank()].iter().sum::<u64>()).ok_or_else(|| Fail::new(Class::Arg, "weft: shared file pointer overflows"))?)
             }
-            Position::At(o) => {
-                local.as_ref().map_err(Clone::clone)?;
-                u64::try_from(o).map_err(|_| Fail::new(Class::Arg, format!("weft: negative offset {o}")))?
-            }
-            Position::Individual => {
-                local.as_ref().map_err(Clone::clone)?;
-                self.pos
-            }
+            Position::At(o) => u64::try_from(o).map_err(|_| Fail::new(Class::Arg, format!("weft: negative offset {o}"))),
+            Position::Individual => Ok(self.pos),
             Position::Shared => match &local {
                 Err(e) => return Err(e.clone()),
                 Ok((_, _, 0)) => return Ok(0),
-                Ok((_, _, n)) => self.shared(PointerOp::FetchAdd(*n))?,
+                Ok((_, _, n)) => self.shared(PointerOp::FetchAdd(*n)),
             },
         };
-        let (buf, memtype, etypes) = local?;
-        if etypes == 0 {
-            return Ok(0);
-        }
-        let moved = match buf {
-            Buf::Write(b) => self.file.write_view(&self.view, start, b, memtype, 1)? as u64,
-            Buf::Read(b) => self.file.read_view(&self.view, start, b, memtype, 1)? as u64,
+        let prepared = local.and_then(|l| start.map(|s| (l, s)));
+        let gathered = collective && !self.file.atomicity() && matches!(pos, Position::At(_) | Position::Individual);
+        let moved = if gathered {
+            self.collective_access(write, prepared.map(|((buf, memtype, _), start)| (buf, memtype, start)))?
+        } else {
+            let ((buf, memtype, etypes), start) = prepared?;
+            if etypes == 0 {
+                return Ok(0);
+            }
+            match buf {
+                Buf::Write(b) => self.file.write_view(&self.view, start, b, memtype, 1)? as u64,
+                Buf::Read(b) => self.file.read_view(&self.view, start, b, memtype, 1)? as u64,
+            }
         };
         if pos == Position::Individual {
-            self.pos = start + moved / esize;
+            self.pos += moved / esize;
         }
         Ok(moved)
+    }
+
+    /// A collective read or write through two-phase I/O; a rank with an
+    /// error of its own takes part with nothing to move, then reports it.
+    fn collective_access(&self, write: bool, prepared: Result<(Buf<'_>, &Datatype, u64)>) -> Result<u64> {
+        let hints = self.hints.collective(write);
+        let prepared = prepared.and_then(|(buf, memtype, start)| {
+            let len = match &buf {
+                Buf::Write(b) => b.len(),
+                Buf::Read(b) => b.len(),
+            };
+            let segs = self.file.view_segments(&self.view, start, len, memtype, 1).map_err(Fail::from)?;
+            Ok((buf, segs))
+        });
+        let (buf, segs) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = if write { collective::write_all(&self.file, &self.comm, &[], &[], &hints) } else { collective::read_all(&self.file, &self.comm, &[], &mut [], &hints) };
+                return Err(e);
+            }
+        };
+        Ok(match buf {
+            Buf::Write(b) => collective::write_all(&self.file, &self.comm, &segs, b, &hints)?,
+            Buf::Read(b) => collective::read_all(&self.file, &self.comm, &segs, b, &hints)?,
+        })
     }
 
     /// MPI_File_seek (`shared` false) and MPI_File_seek_shared: `whence` 0

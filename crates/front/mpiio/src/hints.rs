@@ -15,6 +15,7 @@
 //! MPI asks of hints; neither is an error.
 
 use std::collections::BTreeMap;
+use weft_client::collective::{CbMode, CollectiveHints};
 use weft_client::File;
 
 /// Default collective buffer per aggregator, ROMIO's.
@@ -89,5 +90,12 @@ impl Hints {
 
     pub fn get(&self, key: &str) -> Option<&str> {
         self.kept.get(key).map(String::as_str)
+    }
+
+    /// What collective reads (`write` false) or writes run with.
+    pub fn collective(&self, write: bool) -> CollectiveHints {
+        let num = |k: &str, d: u64| self.get(k).and_then(|v| v.parse().ok()).unwrap_or(d);
+        let mode = self.get(if write { "romio_cb_write" } else { "romio_cb_read" }).and_then(CbMode::parse).unwrap_or(CbMode::Automatic);
+        CollectiveHints { cb_nodes: num("cb_nodes", 1) as usize, cb_buffer_size: num("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE), mode }
     }
 }

@@ -1,0 +1,311 @@
+//! Collective reads and writes (paper 000's two-phase I/O) over a
+//! [`Communicator`]: every rank of the communicator calls with its own
+//! pieces; the pieces are gathered at a few aggregators, which then issue
+//! few large list-I/O requests, each to as few servers as the layout allows
+//! (see [`plan`]). Reads are the mirror image.
+//!
+//! Whether to gather at all is decided like ROMIO's `automatic`: only when
+//! the ranks' accesses interleave (some rank's range overlaps another's);
+//! otherwise each rank's own list I/O is already as good. `enable` and
+//! `disable` force either. Every rank reaches the same decision from the
+//! same allgathered numbers.
+//!
+//! Rounds are not yet overlapped with the next round's exchange (no double
+//! buffering), and data is packed into exchange messages rather than sent
+//! from the user's buffer with derived datatypes.
+
+pub mod plan;
+
+use crate::comm::{allgather_u64, exchange, Communicator};
+use crate::{Error, File, Result};
+use plan::{interleaved, Domains};
+use weft_layout::Segment;
+
+/// `romio_cb_write` / `romio_cb_read`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CbMode {
+    Enable,
+    Disable,
+    Automatic,
+}
+
+impl CbMode {
+    pub fn parse(v: &str) -> Option<Self> {
+        match v {
+            "enable" => Some(CbMode::Enable),
+            "disable" => Some(CbMode::Disable),
+            "automatic" => Some(CbMode::Automatic),
+            _ => None,
+        }
+    }
+}
+
+/// The hints collective I/O reads.
+#[derive(Debug, Clone, Copy)]
+pub struct CollectiveHints {
+    /// Aggregators (`cb_nodes`); capped by the number of ranks.
+    pub cb_nodes: usize,
+    /// Bytes one aggregator handles per round (`cb_buffer_size`).
+    pub cb_buffer_size: u64,
+    pub mode: CbMode,
+}
+
+/// What the ranks tell each other first: their range and byte count.
+fn extents(comm: &dyn Communicator, segments: &[Segment]) -> Result<Vec<(u64, u64, u64)>> {
+    let lo = segments.iter().filter(|s| s.len > 0).map(|s| s.file).min().unwrap_or(0);
+    let hi = segments.iter().filter(|s| s.len > 0).map(|s| s.file + s.len).max().unwrap_or(0);
+    let bytes: u64 = segments.iter().map(|s| s.len).sum();
+    let mut mine = Vec::with_capacity(24);
+    for v in [lo, hi, bytes] {
+        mine.extend_from_slice(&v.to_le_bytes());
+    }
+    let all = comm.allgather(&mine)?;
+    let word = |c: &[u8], i: usize| u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    Ok(all.chunks_exact(24).map(|c| (word(c, 0), word(c, 1), word(c, 2))).collect())
+}
+
+/// The plan, or `None` when each rank should do its own I/O.
+fn plan(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)], hints: &CollectiveHints) -> Option<Domains> {
+    let ranges: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi)).collect();
+    let gather = match hints.mode {
+        CbMode::Disable => false,
+        CbMode::Enable => true,
+        CbMode::Automatic => interleaved(&ranges),
+    };
+    let used: Vec<&(u64, u64)> = ranges.iter().filter(|(lo, hi)| hi > lo).collect();
+    if !gather || used.is_empty() {
+        return None;
+    }
+    let lo = used.iter().map(|r| r.0).min().unwrap_or(0);
+    let hi = used.iter().map(|r| r.1).max().unwrap_or(0);
+    let aggregators = hints.cb_nodes.clamp(1, comm.size());
+    Some(Domains::new(lo, hi, file.stripe_size(), aggregators, hints.cb_buffer_size))
+}
+
+/// The rank that acts as aggregator `a`: spread over the communicator.
+fn aggregator_rank(a: usize, aggregators: usize, size: usize) -> usize {
+    a * size / aggregators
+}
+
+fn encode_pieces(pieces: &[Segment], data: Option<&[u8]>) -> Vec<u8> {
+    let payload: usize = if data.is_some() { pieces.iter().map(|p| p.len as usize).sum() } else { 0 };
+    let mut m = Vec::with_capacity(8 + 16 * pieces.len() + payload);
+    m.extend_from_slice(&(pieces.len() as u64).to_le_bytes());
+    for p in pieces {
+        m.extend_from_slice(&p.file.to_le_bytes());
+        m.extend_from_slice(&p.len.to_le_bytes());
+    }
+    if let Some(buf) = data {
+        for p in pieces {
+            m.extend_from_slice(&buf[p.mem..p.mem + p.len as usize]);
+        }
+    }
+    m
+}
+
+/// (file offset, length) pieces of a message, and where its data starts.
+fn decode_pieces(m: &[u8]) -> Result<(Vec<(u64, u64)>, usize)> {
+    let bad = || Error::Comm("malformed collective message".into());
+    let word = |at: usize| m.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).ok_or_else(bad);
+    let n = usize::try_from(word(0)?).map_err(|_| bad())?;
+    let end = n.checked_mul(16).and_then(|b| b.checked_add(8)).filter(|&e| e <= m.len()).ok_or_else(bad)?;
+    let pieces = (0..n).map(|i| Ok((word(8 + 16 * i)?, word(16 + 16 * i)?))).collect::<Result<Vec<_>>>()?;
+    Ok((pieces, end))
+}
+
+/// Sorted, merged file runs covering `pieces`, each with its offset in one
+/// assembled buffer: what an aggregator sends to the servers.
+fn runs(pieces: &mut [(u64, u64)]) -> Vec<Segment> {
+    pieces.sort_unstable();
+    let mut out: Vec<Segment> = Vec::new();
+    let mut at = 0usize;
+    for &(file, len) in pieces.iter().filter(|p| p.1 > 0) {
+        match out.last_mut() {
+            Some(last) if file <= last.file + last.len => {
+                let end = (file + len).max(last.file + last.len);
+                at += (end - (last.file + last.len)) as usize;
+                last.len = end - last.file;
+            }
+            _ => {
+                out.push(Segment { file, mem: at, len });
+                at += len as usize;
+            }
+        }
+    }
+    out
+}
+
+/// Where file byte `file` sits in the assembled buffer of `runs`.
+fn position(runs: &[Segment], file: u64) -> usize {
+    let i = runs.partition_point(|r| r.file + r.len <= file);
+    runs[i].mem + (file - runs[i].file) as usize
+}
+
+/// Agrees on the outcome: every rank fails if one did (its own error, or a
+/// note naming the failing rank).
+fn agree(comm: &dyn Communicator, mine: Result<()>) -> Result<()> {
+    let oks = allgather_u64(comm, u64::from(mine.is_ok()))?;
+    mine?;
+    match oks.iter().position(|&ok| ok == 0) {
+        Some(r) => Err(Error::Comm(format!("collective I/O failed at rank {r}"))),
+        None => Ok(()),
+    }
+}
+
+/// Collective write of this rank's `segments` from `buf`; returns its bytes.
+pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<u64> {
+    let all = extents(comm, segments)?;
+    let mine: u64 = all[comm.rank()].2;
+    let Some(d) = plan(file, comm, &all, hints) else {
+        file.write_pieces(segments, buf)?;
+        return Ok(mine);
+    };
+    let (size, me, aggs) = (comm.size(), comm.rank(), d.aggregators());
+    let my_agg = (0..aggs).find(|&a| aggregator_rank(a, aggs, size) == me);
+    let cells = d.split(segments);
+    let mut outcome = Ok(());
+    for row in &cells {
+        let mut parts = vec![Vec::new(); size];
+        for (a, pieces) in row.iter().enumerate() {
+            parts[aggregator_rank(a, aggs, size)] = encode_pieces(pieces, Some(buf));
+        }
+        let got = exchange(comm, &parts)?;
+        if my_agg.is_some() && outcome.is_ok() {
+            outcome = aggregate_write(file, &got);
+        }
+    }
+    agree(comm, outcome)?;
+    Ok(mine)
+}
+
+/// An aggregator's round of a write: place every rank's pieces in one
+/// buffer in file order and write it as list I/O.
+fn aggregate_write(file: &File, got: &[Vec<u8>]) -> Result<()> {
+    let mut all: Vec<(u64, u64)> = Vec::new();
+    let mut decoded = Vec::with_capacity(got.len());
+    for m in got.iter().filter(|m| !m.is_empty()) {
+        let (pieces, data) = decode_pieces(m)?;
+        all.extend(pieces.iter().copied());
+        decoded.push((m, pieces, data));
+    }
+    let runs = runs(&mut all);
+    let total = runs.last().map_or(0, |r| r.mem + r.len as usize);
+    let mut asm = vec![0u8; total];
+    // Later ranks' bytes win where pieces overlap (MPI leaves it undefined).
+    for (m, pieces, mut at) in decoded {
+        for (off, len) in pieces {
+            let len = len as usize;
+            if len == 0 {
+                continue;
+            }
+            let src = m.get(at..at + len).ok_or_else(|| Error::Comm("collective message shorter than its pieces".into()))?;
+            let p = position(&runs, off);
+            asm[p..p + len].copy_from_slice(src);
+            at += len;
+        }
+    }
+    if !runs.is_empty() {
+        file.write_pieces(&runs, &asm)?;
+    }
+    Ok(())
+}
+
+/// Collective read into this rank's `segments` of `buf`; returns the bytes
+/// of its stream before the end of the file.
+pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
+    let all = extents(comm, segments)?;
+    let Some(d) = plan(file, comm, &all, hints) else {
+        return Ok(file.read_pieces(segments.to_vec(), buf)? as u64);
+    };
+    let (size, me, aggs) = (comm.size(), comm.rank(), d.aggregators());
+    let my_agg = (0..aggs).find(|&a| aggregator_rank(a, aggs, size) == me);
+    let cells = d.split(segments);
+    let mut outcome = Ok(());
+    let mut short = false;
+    for row in &cells {
+        let mut parts = vec![Vec::new(); size];
+        for (a, pieces) in row.iter().enumerate() {
+            parts[aggregator_rank(a, aggs, size)] = encode_pieces(pieces, None);
+        }
+        let requests = exchange(comm, &parts)?;
+        let mut replies = vec![Vec::new(); size];
+        if my_agg.is_some() && outcome.is_ok() {
+            match aggregate_read(file, &requests) {
+                Ok((r, s)) => {
+                    replies = r;
+                    short |= s;
+                }
+                Err(e) => outcome = Err(e),
+            }
+        }
+        let answers = exchange(comm, &replies)?;
+        if outcome.is_ok() {
+            // Each aggregator answers with this rank's pieces, in order.
+            for (a, pieces) in row.iter().enumerate() {
+                let data = &answers[aggregator_rank(a, aggs, size)];
+                let mut at = 0;
+                for p in pieces {
+                    let len = p.len as usize;
+                    match data.get(at..at + len) {
+                        Some(src) => buf[p.mem..p.mem + len].copy_from_slice(src),
+                        None => {
+                            outcome = Err(Error::Comm("collective read answer shorter than asked".into()));
+                            break;
+                        }
+                    }
+                    at += len;
+                }
+            }
+        }
+    }
+    agree(comm, outcome)?;
+    // Somewhere the file ended inside the access: count this rank's bytes
+    // before the end, as an independent read would.
+    let any_short = allgather_u64(comm, u64::from(short))?.contains(&1);
+    if !any_short {
+        return Ok(all[me].2);
+    }
+    let mut size_le = if me == 0 { file.size()?.to_le_bytes() } else { [0; 8] };
+    comm.broadcast(&mut size_le, 0)?;
+    let eof = u64::from_le_bytes(size_le);
+    let mut read = 0;
+    for s in segments {
+        if s.file >= eof {
+            break;
+        }
+        read += s.len.min(eof - s.file);
+        if s.file + s.len > eof {
+            break;
+        }
+    }
+    Ok(read)
+}
+
+/// An aggregator's round of a read: read the union of the ranks' requests
+/// as list I/O, then cut each rank's answer out of it. Also says whether
+/// the file ended inside the union.
+fn aggregate_read(file: &File, requests: &[Vec<u8>]) -> Result<(Vec<Vec<u8>>, bool)> {
+    let mut all: Vec<(u64, u64)> = Vec::new();
+    let mut per_rank = Vec::with_capacity(requests.len());
+    for m in requests {
+        let pieces = if m.is_empty() { Vec::new() } else { decode_pieces(m)?.0 };
+        all.extend(pieces.iter().copied());
+        per_rank.push(pieces);
+    }
+    let runs = runs(&mut all);
+    let total = runs.last().map_or(0, |r| r.mem + r.len as usize);
+    let mut asm = vec![0u8; total];
+    let got = if runs.is_empty() { 0 } else { file.read_pieces(runs.clone(), &mut asm)? };
+    let replies = per_rank
+        .iter()
+        .map(|pieces| {
+            let mut out = Vec::with_capacity(pieces.iter().map(|p| p.1 as usize).sum());
+            for &(off, len) in pieces.iter().filter(|p| p.1 > 0) {
+                let p = position(&runs, off);
+                out.extend_from_slice(&asm[p..p + len as usize]);
+            }
+            out
+        })
+        .collect();
+    Ok((replies, got < total))
+}

@@ -1,0 +1,169 @@
+//! Two-phase collective I/O (`weft_client::collective`) with threads as
+//! ranks (`ThreadComm`) against a real cluster: interleaved patterns
+//! written collectively read back byte for byte as the same pattern
+//! written independently, in several rounds (small collective buffers),
+//! whatever the mode; and gathering really does cut the servers' requests.
+
+mod common;
+
+use common::TestCluster;
+use weft_client::collective::{read_all, write_all, CbMode, CollectiveHints};
+use weft_client::comm::ThreadComm;
+use weft_client::{Client, CreateOptions, Segment};
+
+const RANKS: usize = 4;
+
+/// Rank r's pieces of a 2-D block-cyclic pattern: blocks of `block` bytes,
+/// every RANKS-th block is this rank's, `blocks` of them, plus a ragged tail.
+fn pattern(rank: usize, block: u64, blocks: u64) -> Vec<Segment> {
+    let mut mem = 0usize;
+    let mut out = Vec::new();
+    for i in 0..blocks {
+        let len = if i == blocks - 1 { block / 2 + rank as u64 } else { block };
+        out.push(Segment { file: (i * RANKS as u64 + rank as u64) * block, mem, len });
+        mem += len as usize;
+    }
+    out
+}
+
+fn data_for(rank: usize, segs: &[Segment]) -> Vec<u8> {
+    let n: usize = segs.iter().map(|s| s.len as usize).sum();
+    (0..n).map(|i| ((i * 7 + rank * 31) % 251) as u8).collect()
+}
+
+/// Runs `f(rank, comm)` on RANKS threads; returns their results in rank order.
+fn on_ranks<T: Send>(f: impl Fn(usize, &ThreadComm) -> T + Sync) -> Vec<T> {
+    let comms = ThreadComm::group(RANKS);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = comms.iter().enumerate().map(|(r, c)| { let f = &f; s.spawn(move || f(r, c)) }).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn requests(c: &Client) -> u64 {
+    c.status().into_iter().map(|s| s.stats.unwrap().requests).sum()
+}
+
+#[test]
+fn collective_writes_and_reads_match_independent_ones_in_every_mode() {
+    let tc = TestCluster::start("collective", 4);
+    let client = tc.client();
+    // 7000-byte stripes against 1000-byte blocks: pieces straddle stripes.
+    let opts = CreateOptions { stripe_size: 7000, ..Default::default() };
+    let reference = client.create("/reference", opts).unwrap();
+    for r in 0..RANKS {
+        let segs = pattern(r, 1000, 40);
+        reference.write_pieces(&segs, &data_for(r, &segs)).unwrap();
+    }
+    let size = reference.size().unwrap();
+    let mut want = vec![0u8; size as usize];
+    reference.read_at(0, &mut want).unwrap();
+
+    for (name, mode, cb_nodes, cb_buffer) in [("enable", CbMode::Enable, 4, 9000), ("auto-two", CbMode::Automatic, 2, 30000), ("disable", CbMode::Disable, 4, 1 << 20), ("one-agg", CbMode::Enable, 1, 7000)] {
+        let path = format!("/coll-{name}");
+        client.create(&path, opts).unwrap();
+        let hints = CollectiveHints { cb_nodes, cb_buffer_size: cb_buffer, mode };
+        let before = requests(&client);
+        let wrote = on_ranks(|r, comm| {
+            let f = client.open(&path, true).unwrap();
+            let segs = pattern(r, 1000, 40);
+            write_all(&f, comm, &segs, &data_for(r, &segs), &hints).unwrap()
+        });
+        let used = requests(&client) - before;
+        for (r, w) in wrote.iter().enumerate() {
+            assert_eq!(*w, pattern(r, 1000, 40).iter().map(|s| s.len).sum::<u64>(), "{name}: rank {r}'s count");
+        }
+        let mut got = vec![0u8; size as usize];
+        let f = client.open(&path, false).unwrap();
+        assert_eq!(f.size().unwrap(), size, "{name}");
+        f.read_at(0, &mut got).unwrap();
+        assert!(got == want, "{name}: collective write differs from independent writes");
+        // 160 pieces spread over 4 servers: independently at least one request
+        // per rank and server touched; gathered, each aggregator sends a few.
+        if mode == CbMode::Disable {
+            assert!(used >= 16, "{name}: {used} requests");
+        }
+        // Read back collectively, each rank its own pieces.
+        let back = on_ranks(|r, comm| {
+            let f = client.open(&path, false).unwrap();
+            let segs = pattern(r, 1000, 40);
+            let mut buf = vec![0u8; segs.iter().map(|s| s.len as usize).sum()];
+            let n = read_all(&f, comm, &segs, &mut buf, &hints).unwrap();
+            (n, buf == data_for(r, &segs))
+        });
+        for (r, (n, same)) in back.iter().enumerate() {
+            assert!(same, "{name}: rank {r} read other bytes than it wrote");
+            assert_eq!(*n, pattern(r, 1000, 40).iter().map(|s| s.len).sum::<u64>(), "{name}: rank {r}'s read count");
+        }
+    }
+}
+
+#[test]
+fn gathering_cuts_the_requests_the_servers_see() {
+    let tc = TestCluster::start("collective-requests", 4);
+    let client = tc.client();
+    let opts = CreateOptions { stripe_size: 65536, ..Default::default() };
+    let mut used = Vec::new();
+    for (name, mode) in [("independent", CbMode::Disable), ("two-phase", CbMode::Enable)] {
+        let path = format!("/req-{name}");
+        client.create(&path, opts).unwrap();
+        let hints = CollectiveHints { cb_nodes: 4, cb_buffer_size: 1 << 20, mode };
+        // 8-byte records, round robin over the ranks: 16384 tiny pieces each,
+        // over 8 stripes (2 per server).
+        let files: Vec<_> = (0..RANKS).map(|_| client.open(&path, true).unwrap()).collect();
+        let before = requests(&client);
+        on_ranks(|r, comm| {
+            let f = &files[r];
+            let segs: Vec<Segment> = (0..16384u64).map(|i| Segment { file: (i * RANKS as u64 + r as u64) * 8, mem: i as usize * 8, len: 8 }).collect();
+            let buf = vec![r as u8 + 1; 16384 * 8];
+            write_all(f, comm, &segs, &buf, &hints).unwrap();
+        });
+        used.push(requests(&client) - before);
+    }
+    // Independently every rank sends a list request to every server (16);
+    // gathered, aggregator k holds stripes k and k+4, both on server k, and
+    // sends them as one request (4). The status calls count 4 each time.
+    assert!(used[1] * 2 <= used[0], "two-phase used {} requests, independent {}", used[1], used[0]);
+}
+
+#[test]
+fn collective_reads_past_the_end_count_only_bytes_before_it() {
+    let tc = TestCluster::start("collective-eof", 2);
+    let client = tc.client();
+    let path = "/short";
+    let f = client.create(path, CreateOptions { stripe_size: 4096, ..Default::default() }).unwrap();
+    f.write_at(0, &vec![9u8; 10_000]).unwrap();
+    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 4096, mode: CbMode::Enable };
+    let counts = on_ranks(|r, comm| {
+        let f = client.open(path, false).unwrap();
+        // Rank r reads 3000-byte blocks r, r+4, r+8: the file ends at 10000.
+        let segs = pattern(r, 3000, 3);
+        let mut buf = vec![0u8; segs.iter().map(|s| s.len as usize).sum()];
+        read_all(&f, comm, &segs, &mut buf, &hints).unwrap()
+    });
+    // Independent reads are the reference for the counts.
+    let want: Vec<u64> = (0..RANKS)
+        .map(|r| {
+            let segs = pattern(r, 3000, 3);
+            let mut buf = vec![0u8; segs.iter().map(|s| s.len as usize).sum()];
+            f.read_pieces(segs, &mut buf).unwrap() as u64
+        })
+        .collect();
+    assert_eq!(counts, want);
+}
+
+#[test]
+fn ranks_reading_the_same_bytes_each_get_them() {
+    let tc = TestCluster::start("collective-same", 2);
+    let client = tc.client();
+    let f = client.create("/same", CreateOptions::default()).unwrap();
+    f.write_at(0, b"0123456789").unwrap();
+    let hints = CollectiveHints { cb_nodes: RANKS, cb_buffer_size: 1 << 20, mode: CbMode::Automatic };
+    let got = on_ranks(|_, comm| {
+        let f = client.open("/same", false).unwrap();
+        let mut buf = [0u8; 7];
+        let n = read_all(&f, comm, &[Segment { file: 0, mem: 0, len: 7 }], &mut buf, &hints).unwrap();
+        (n, buf)
+    });
+    assert!(got.iter().all(|&(n, b)| n == 7 && &b == b"0123456"), "{got:?}");
+}

@@ -41,13 +41,45 @@ impl CbMode {
 }
 
 /// The hints collective I/O reads.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CollectiveHints {
     /// Aggregators (`cb_nodes`); capped by the number of ranks.
     pub cb_nodes: usize,
     /// Bytes one aggregator handles per round (`cb_buffer_size`).
     pub cb_buffer_size: u64,
     pub mode: CbMode,
+    /// Which node each rank runs on (any value naming the host), so that
+    /// aggregators go to different nodes first; empty: every rank its own.
+    pub node_of_rank: Vec<u64>,
+}
+
+/// The ranks that aggregate, `cb_nodes` of them: the first rank of each
+/// node, then the second of each, and so on (ROMIO places them alike).
+pub fn aggregator_ranks(hints: &CollectiveHints, size: usize) -> Vec<usize> {
+    let want = hints.cb_nodes.clamp(1, size.max(1));
+    if hints.node_of_rank.len() != size {
+        return (0..want).collect();
+    }
+    // Ranks grouped by node, nodes in order of their first rank.
+    let mut nodes: Vec<(u64, Vec<usize>)> = Vec::new();
+    for (r, &n) in hints.node_of_rank.iter().enumerate() {
+        match nodes.iter_mut().find(|(id, _)| *id == n) {
+            Some((_, ranks)) => ranks.push(r),
+            None => nodes.push((n, vec![r])),
+        }
+    }
+    let mut out = Vec::with_capacity(want);
+    for depth in 0.. {
+        for (_, ranks) in &nodes {
+            if let Some(&r) = ranks.get(depth) {
+                out.push(r);
+                if out.len() == want {
+                    return out;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// What the ranks tell each other first: their range and byte count.
@@ -80,11 +112,6 @@ fn plan(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)], hints: &C
     let hi = used.iter().map(|r| r.1).max().unwrap_or(0);
     let aggregators = hints.cb_nodes.clamp(1, comm.size());
     Some(Domains::new(lo, hi, file.stripe_size(), aggregators, hints.cb_buffer_size))
-}
-
-/// The rank that acts as aggregator `a`: spread over the communicator.
-fn aggregator_rank(a: usize, aggregators: usize, size: usize) -> usize {
-    a * size / aggregators
 }
 
 fn encode_pieces(pieces: &[Segment], data: Option<&[u8]>) -> Vec<u8> {
@@ -160,17 +187,18 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
         file.write_pieces(segments, buf)?;
         return Ok(mine);
     };
-    let (size, me, aggs) = (comm.size(), comm.rank(), d.aggregators());
-    let my_agg = (0..aggs).find(|&a| aggregator_rank(a, aggs, size) == me);
+    let (size, me) = (comm.size(), comm.rank());
+    let agg_ranks = aggregator_ranks(hints, size);
+    let my_agg = agg_ranks.contains(&me);
     let cells = d.split(segments);
     let mut outcome = Ok(());
     for row in &cells {
         let mut parts = vec![Vec::new(); size];
         for (a, pieces) in row.iter().enumerate() {
-            parts[aggregator_rank(a, aggs, size)] = encode_pieces(pieces, Some(buf));
+            parts[agg_ranks[a]] = encode_pieces(pieces, Some(buf));
         }
         let got = exchange(comm, &parts)?;
-        if my_agg.is_some() && outcome.is_ok() {
+        if my_agg && outcome.is_ok() {
             outcome = aggregate_write(file, &got);
         }
     }
@@ -217,19 +245,20 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
     let Some(d) = plan(file, comm, &all, hints) else {
         return Ok(file.read_pieces(segments.to_vec(), buf)? as u64);
     };
-    let (size, me, aggs) = (comm.size(), comm.rank(), d.aggregators());
-    let my_agg = (0..aggs).find(|&a| aggregator_rank(a, aggs, size) == me);
+    let (size, me) = (comm.size(), comm.rank());
+    let agg_ranks = aggregator_ranks(hints, size);
+    let my_agg = agg_ranks.contains(&me);
     let cells = d.split(segments);
     let mut outcome = Ok(());
     let mut short = false;
     for row in &cells {
         let mut parts = vec![Vec::new(); size];
         for (a, pieces) in row.iter().enumerate() {
-            parts[aggregator_rank(a, aggs, size)] = encode_pieces(pieces, None);
+            parts[agg_ranks[a]] = encode_pieces(pieces, None);
         }
         let requests = exchange(comm, &parts)?;
         let mut replies = vec![Vec::new(); size];
-        if my_agg.is_some() && outcome.is_ok() {
+        if my_agg && outcome.is_ok() {
             match aggregate_read(file, &requests) {
                 Ok((r, s)) => {
                     replies = r;
@@ -242,7 +271,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
         if outcome.is_ok() {
             // Each aggregator answers with this rank's pieces, in order.
             for (a, pieces) in row.iter().enumerate() {
-                let data = &answers[aggregator_rank(a, aggs, size)];
+                let data = &answers[agg_ranks[a]];
                 let mut at = 0;
                 for p in pieces {
                     let len = p.len as usize;
@@ -308,4 +337,30 @@ fn aggregate_read(file: &File, requests: &[Vec<u8>]) -> Result<(Vec<Vec<u8>>, bo
         })
         .collect();
     Ok((replies, got < total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aggregators_go_to_different_nodes_first() {
+        let h = |cb_nodes, nodes: Vec<u64>| CollectiveHints { cb_nodes, cb_buffer_size: 1, mode: CbMode::Enable, node_of_rank: nodes };
+        // Ranks 0-3 on node 7, ranks 4-7 on node 9.
+        let two_nodes = vec![7, 7, 7, 7, 9, 9, 9, 9];
+        assert_eq!(aggregator_ranks(&h(2, two_nodes.clone()), 8), [0, 4]);
+        assert_eq!(aggregator_ranks(&h(3, two_nodes.clone()), 8), [0, 4, 1]);
+        assert_eq!(aggregator_ranks(&h(1, two_nodes), 8), [0]);
+        assert_eq!(aggregator_ranks(&h(20, vec![1, 2, 1]), 3), [0, 1, 2]);
+        assert_eq!(aggregator_ranks(&h(2, Vec::new()), 4), [0, 1]);
+    }
+
+    #[test]
+    fn merged_runs_place_overlapping_pieces_once() {
+        let mut p = vec![(10, 5), (0, 4), (12, 6), (4, 2), (30, 0)];
+        let r = runs(&mut p);
+        assert_eq!(r, [Segment { file: 0, mem: 0, len: 6 }, Segment { file: 10, mem: 6, len: 8 }]);
+        assert_eq!(position(&r, 5), 5);
+        assert_eq!(position(&r, 12), 8);
+    }
 }

@@ -62,7 +62,7 @@ fn collective_writes_and_reads_match_independent_ones_in_every_mode() {
     for (name, mode, cb_nodes, cb_buffer) in [("enable", CbMode::Enable, 4, 9000), ("auto-two", CbMode::Automatic, 2, 30000), ("disable", CbMode::Disable, 4, 1 << 20), ("one-agg", CbMode::Enable, 1, 7000)] {
         let path = format!("/coll-{name}");
         client.create(&path, opts).unwrap();
-        let hints = CollectiveHints { cb_nodes, cb_buffer_size: cb_buffer, mode };
+        let hints = CollectiveHints { cb_nodes, cb_buffer_size: cb_buffer, mode, node_of_rank: Vec::new() };
         let before = requests(&client);
         let wrote = on_ranks(|r, comm| {
             let f = client.open(&path, true).unwrap();
@@ -107,7 +107,7 @@ fn gathering_cuts_the_requests_the_servers_see() {
     for (name, mode) in [("independent", CbMode::Disable), ("two-phase", CbMode::Enable)] {
         let path = format!("/req-{name}");
         client.create(&path, opts).unwrap();
-        let hints = CollectiveHints { cb_nodes: 4, cb_buffer_size: 1 << 20, mode };
+        let hints = CollectiveHints { cb_nodes: 4, cb_buffer_size: 1 << 20, mode, node_of_rank: Vec::new() };
         // 8-byte records, round robin over the ranks: 16384 tiny pieces each,
         // over 8 stripes (2 per server).
         let files: Vec<_> = (0..RANKS).map(|_| client.open(&path, true).unwrap()).collect();
@@ -133,7 +133,7 @@ fn collective_reads_past_the_end_count_only_bytes_before_it() {
     let path = "/short";
     let f = client.create(path, CreateOptions { stripe_size: 4096, ..Default::default() }).unwrap();
     f.write_at(0, &vec![9u8; 10_000]).unwrap();
-    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 4096, mode: CbMode::Enable };
+    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 4096, mode: CbMode::Enable, node_of_rank: Vec::new() };
     let counts = on_ranks(|r, comm| {
         let f = client.open(path, false).unwrap();
         // Rank r reads 3000-byte blocks r, r+4, r+8: the file ends at 10000.
@@ -158,7 +158,7 @@ fn ranks_reading_the_same_bytes_each_get_them() {
     let client = tc.client();
     let f = client.create("/same", CreateOptions::default()).unwrap();
     f.write_at(0, b"0123456789").unwrap();
-    let hints = CollectiveHints { cb_nodes: RANKS, cb_buffer_size: 1 << 20, mode: CbMode::Automatic };
+    let hints = CollectiveHints { cb_nodes: RANKS, cb_buffer_size: 1 << 20, mode: CbMode::Automatic, node_of_rank: Vec::new() };
     let got = on_ranks(|_, comm| {
         let f = client.open("/same", false).unwrap();
         let mut buf = [0u8; 7];

@@ -71,7 +71,7 @@ fn mpirun(tc: &TestCluster, mpi: &Mpi, ranks: u32, exe: &Path, args: &[&str], ex
     let lib = library(mpi);
     let cluster = tc.lc.cluster_file();
     let mut c = Command::new("timeout");
-    c.args(["300", mpi.exec, "-n", &ranks.to_string()]);
+    c.args(["120", mpi.exec, "-n", &ranks.to_string()]);
     if mpi.name == "openmpi" {
         c.args(["--oversubscribe", "--allow-run-as-root", "-x"]).arg(format!("LD_PRELOAD={}", lib.display())).args(["-x", "WEFT_CLUSTER"]);
     } else {
@@ -131,6 +131,16 @@ fn every_kind_of_access_matches_the_mpi_librarys_own_mpiio_openmpi() {
 #[test]
 fn every_kind_of_access_matches_the_mpi_librarys_own_mpiio_mpich() {
     same_as_local_mpiio(&MPICH, "semantics.c", MPICH.ranks);
+}
+
+#[test]
+fn collective_buffering_with_many_rounds_matches_the_mpi_librarys_openmpi() {
+    same_as_local_mpiio(&OPENMPI, "collective.c", 6);
+}
+
+#[test]
+fn collective_buffering_with_many_rounds_matches_the_mpi_librarys_mpich() {
+    same_as_local_mpiio(&MPICH, "collective.c", MPICH.ranks);
 }
 
 #[test]

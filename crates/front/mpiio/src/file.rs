@@ -59,6 +59,15 @@ fn client() -> Result<Client> {
     Ok(c)
 }
 
+/// This host, as a number: a hash of its name (one aggregator per node).
+fn host_id() -> u64 {
+    use std::hash::{Hash, Hasher};
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.trim().hash(&mut h);
+    h.finish()
+}
+
 /// The checks MPI asks of an access mode (MPI-3.1 §13.2.1).
 pub fn check_amode(mode: u32) -> Result<()> {
     let rw = [amode::RDONLY, amode::RDWR, amode::WRONLY].iter().filter(|&&b| mode & b != 0).count();
@@ -184,7 +193,8 @@ impl OpenFile {
             });
         }
         let mut file = adopted?;
-        let mut h = Hints::new(comm.size());
+        let hosts = allgather_u64(&comm, host_id())?;
+        let mut h = Hints::new(hosts);
         h.apply(&mut file, &hints);
         Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start, token, hints: h })
     }

@@ -6,7 +6,7 @@
 //! | `striping_unit` | create | bytes per stripe (the file's real one is reported) |
 //! | `striping_factor` | create | data servers to stripe over |
 //! | `cb_buffer_size` | any | collective buffer per aggregator (collective I/O) |
-//! | `cb_nodes` | any | aggregators for collective I/O |
+//! | `cb_nodes` | any | aggregators for collective I/O (default: one per node) |
 //! | `romio_cb_write`, `romio_cb_read` | any | `enable`, `disable`, `automatic` |
 //! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
 //! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
@@ -26,18 +26,25 @@ pub const DEFAULT_CB_BUFFER_SIZE: u64 = 16 << 20;
 pub struct Hints {
     /// Keys Weft keeps for collective I/O (validated), by name.
     kept: BTreeMap<&'static str, String>,
+    /// Each rank's host (a hash of its name), for placing aggregators.
+    node_of_rank: Vec<u64>,
 }
 
 const CB_MODES: [&str; 3] = ["enable", "disable", "automatic"];
 
 impl Hints {
-    pub fn new(procs: usize) -> Self {
+    /// Defaults for a file opened by ranks on these hosts: one aggregator
+    /// per node, as ROMIO does.
+    pub fn new(node_of_rank: Vec<u64>) -> Self {
+        let mut nodes = node_of_rank.clone();
+        nodes.sort_unstable();
+        nodes.dedup();
         let mut kept = BTreeMap::new();
         kept.insert("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE.to_string());
-        kept.insert("cb_nodes", procs.to_string());
+        kept.insert("cb_nodes", nodes.len().max(1).to_string());
         kept.insert("romio_cb_write", "automatic".into());
         kept.insert("romio_cb_read", "automatic".into());
-        Hints { kept }
+        Hints { kept, node_of_rank }
     }
 
     /// Layout wishes at create: (stripe size, stripe count), 0 for default.
@@ -96,6 +103,6 @@ impl Hints {
     pub fn collective(&self, write: bool) -> CollectiveHints {
         let num = |k: &str, d: u64| self.get(k).and_then(|v| v.parse().ok()).unwrap_or(d);
         let mode = self.get(if write { "romio_cb_write" } else { "romio_cb_read" }).and_then(CbMode::parse).unwrap_or(CbMode::Automatic);
-        CollectiveHints { cb_nodes: num("cb_nodes", 1) as usize, cb_buffer_size: num("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE), mode }
+        CollectiveHints { cb_nodes: num("cb_nodes", 1) as usize, cb_buffer_size: num("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE), mode, node_of_rank: self.node_of_rank.clone() }
     }
 }

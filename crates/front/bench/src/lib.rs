@@ -7,6 +7,7 @@
 //! See `docs/benchmarks.md`.
 
 pub mod atomic;
+pub mod coll;
 pub mod concurrent_write;
 pub mod conns;
 pub mod fuzz;

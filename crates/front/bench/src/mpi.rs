@@ -7,7 +7,16 @@ use anyhow::{anyhow, bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const IORATE_C: &str = include_str!("../../mpiio/bench/iorate.c");
+/// An MPI benchmark program: its name and C source.
+pub struct Program {
+    pub name: &'static str,
+    pub source: &'static str,
+}
+
+/// File per process, `write_at`/`read_at` (paper 002).
+pub const IORATE: Program = Program { name: "iorate", source: include_str!("../../mpiio/bench/iorate.c") };
+/// A 3-D block darray, `write_all`/`read_all` (ROMIO's coll_perf).
+pub const COLL_PERF: Program = Program { name: "coll_perf", source: include_str!("../../mpiio/bench/coll_perf.c") };
 
 /// One installed MPI with the benchmark program built for it.
 pub struct MpiJob {
@@ -20,6 +29,10 @@ impl MpiJob {
     /// Finds Weft's MPI-IO library for `mpi` beside `weft_bin` and compiles
     /// the benchmark program into `scratch`.
     pub fn prepare(mpi: &str, weft_bin: &Path, scratch: &Path) -> Result<Self> {
+        Self::prepare_program(mpi, weft_bin, scratch, &IORATE)
+    }
+
+    pub fn prepare_program(mpi: &str, weft_bin: &Path, scratch: &Path, program: &Program) -> Result<Self> {
         if mpi != "openmpi" && mpi != "mpich" {
             bail!("unknown MPI {mpi:?}: use openmpi or mpich");
         }
@@ -29,9 +42,9 @@ impl MpiJob {
             bail!("{} is not built: run scripts/build-mpiio.sh{}", lib.display(), if dir.ends_with("release") { " --release" } else { "" });
         }
         std::fs::create_dir_all(scratch)?;
-        let src = scratch.join("iorate.c");
-        std::fs::write(&src, IORATE_C)?;
-        let exe = scratch.join(format!("iorate-{mpi}"));
+        let src = scratch.join(format!("{}.c", program.name));
+        std::fs::write(&src, program.source)?;
+        let exe = scratch.join(format!("{}-{mpi}", program.name));
         let cc = format!("mpicc.{mpi}");
         let out = Command::new(&cc).args(["-O2", "-o"]).arg(&exe).arg(&src).output().with_context(|| format!("cannot run {cc} (install the MPI's development package)"))?;
         if !out.status.success() {
@@ -44,7 +57,13 @@ impl MpiJob {
     /// with `weft`, the library is preloaded. Returns the slowest rank's
     /// seconds.
     pub fn run(&self, procs: usize, cluster_file: &Path, weft: bool, args: &[String]) -> Result<f64> {
+        self.run_with(procs, cluster_file, weft, &[], args)
+    }
+
+    /// [`MpiJob::run`] with extra `mpiexec` arguments (`--mca io romio321`).
+    pub fn run_with(&self, procs: usize, cluster_file: &Path, weft: bool, mpiexec_args: &[&str], args: &[String]) -> Result<f64> {
         let mut c = Command::new(format!("mpiexec.{}", self.mpi));
+        c.args(mpiexec_args);
         c.args(["-n", &procs.to_string()]);
         if self.mpi == "openmpi" {
             c.args(["--oversubscribe", "--bind-to", "none"]);

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, concurrent_write as cw, conns, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
+use weft_bench::{atomic, coll, concurrent_write as cw, conns, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -71,6 +71,24 @@ enum Which {
         #[arg(long, default_value = "1m", value_parser = parse_size)]
         transfer: u64,
         #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Collective I/O (issue 10, ROMIO's coll_perf): a 3-D block darray through Weft's MPI-IO and the MPI's own, same run.
+    Coll {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_parser = ["openmpi", "mpich"], default_value = "openmpi")]
+        mpi: String,
+        /// MPI ranks (MPICH: at most the number of cores).
+        #[arg(long, default_value_t = 8)]
+        procs: usize,
+        /// Array edges N: N^3 4-byte ints.
+        #[arg(long, value_delimiter = ',', default_value = "128,256")]
+        sizes: Vec<usize>,
+        #[arg(long, default_value_t = 3)]
         repeats: usize,
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 4)]
@@ -339,6 +357,55 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::Coll { common, mpi, procs, sizes, repeats, servers } => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if mpi == "mpich" && procs > cores {
+                anyhow::bail!("MPICH busy-polls: use --procs up to the {cores} cores (or --mpi openmpi)");
+            }
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let quiet = common.json;
+            let p = coll::Params { mpi, procs, sizes, repeats };
+            let rows = coll::run(&exe, &bc, &p, &|what| {
+                if !quiet {
+                    eprintln!("bench coll: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "coll");
+            let panels: Vec<weft_bench::plot::Panel> = ["write", "read"]
+                .iter()
+                .map(|op| weft_bench::plot::Panel {
+                    title: format!("coll_perf {op} ({} ranks, {})", p.procs, p.mpi),
+                    x_label: "array edge N (N^3 ints)".into(),
+                    y_label: "MB/s".into(),
+                    series: {
+                        let mut names: Vec<&str> = Vec::new();
+                        for r in &rows {
+                            if !names.contains(&r.implementation) {
+                                names.push(r.implementation);
+                            }
+                        }
+                        names
+                            .into_iter()
+                            .map(|im| weft_bench::plot::Series {
+                                name: im.to_string(),
+                                points: rows.iter().filter(|r| r.op == *op && r.implementation == im).map(|r| (r.workload.trim_start_matches("coll_perf-").parse::<f64>().unwrap_or(0.0), r.mb_s)).collect(),
+                            })
+                            .collect()
+                    },
+                })
+                .collect();
+            let plots = weft_bench::plot::write(&csv.with_extension(""), &panels)?;
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> = rows.iter().map(|r| vec![r.workload.clone(), r.procs.to_string(), r.op.to_string(), r.implementation.to_string(), f1(r.mb_s), if r.op == "read" { if r.cold { "cold" } else { "warm" }.to_string() } else { "fsync'd".to_string() }]).collect();
+                print_table(
+                    &format!("Collective I/O, 3-D block darray (coll_perf), {} ranks of {}, median of {repeats}", p.procs, p.mpi),
+                    &["workload", "procs", "op", "impl", "MB/s", "kind"],
+                    &table,
+                );
+                let plots = if plots.is_empty() { "none (no DejaVu font found)".to_string() } else { plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
+                out!("CSV: {}; plots: {plots}", csv.display())?;
             }
         }
         Which::MpiioCost { common, mpi, procs, size, transfer, repeats, servers } => {

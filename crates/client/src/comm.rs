@@ -41,22 +41,17 @@ pub fn allgather_u64(comm: &dyn Communicator, mine: u64) -> Result<Vec<u64>> {
     Ok(all.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk"))).collect())
 }
 
-/// Sends `parts[r]` to rank r and returns what each rank sent here (sizes
-/// are exchanged first, so each side need not know them).
-pub fn exchange(comm: &dyn Communicator, parts: &[Vec<u8>]) -> Result<Vec<Vec<u8>>> {
+/// Sends `send_counts[r]` bytes of `send` (in rank order) to each rank r;
+/// returns what every rank sent here, concatenated in rank order, and how
+/// many bytes came from each. Sizes are exchanged first, so neither side
+/// need know the other's.
+pub fn exchange(comm: &dyn Communicator, send: &[u8], send_counts: &[usize]) -> Result<(Vec<u8>, Vec<usize>)> {
     let n = comm.size();
-    let sizes: Vec<u8> = parts.iter().flat_map(|p| (p.len() as u64).to_le_bytes()).collect();
+    let sizes: Vec<u8> = send_counts.iter().flat_map(|&c| (c as u64).to_le_bytes()).collect();
     let got = comm.alltoallv(&sizes, &vec![8; n], &vec![8; n])?;
     let recv_counts: Vec<usize> = got.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
-    let send: Vec<u8> = parts.concat();
-    let all = comm.alltoallv(&send, &parts.iter().map(Vec::len).collect::<Vec<_>>(), &recv_counts)?;
-    let mut out = Vec::with_capacity(n);
-    let mut at = 0;
-    for c in recv_counts {
-        out.push(all[at..at + c].to_vec());
-        at += c;
-    }
-    Ok(out)
+    let all = comm.alltoallv(send, send_counts, &recv_counts)?;
+    Ok((all, recv_counts))
 }
 
 /// A communicator of threads in one process, for tests of collective

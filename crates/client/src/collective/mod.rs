@@ -114,9 +114,8 @@ fn plan(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)], hints: &C
     Some(Domains::new(lo, hi, file.stripe_size(), aggregators, hints.cb_buffer_size))
 }
 
-fn encode_pieces(pieces: &[Segment], data: Option<&[u8]>) -> Vec<u8> {
-    let payload: usize = if data.is_some() { pieces.iter().map(|p| p.len as usize).sum() } else { 0 };
-    let mut m = Vec::with_capacity(8 + 16 * pieces.len() + payload);
+/// Appends one message to `m`: `n u64 | (file u64, len u64) * n | data`.
+fn encode_pieces(m: &mut Vec<u8>, pieces: &[Segment], data: Option<&[u8]>) {
     m.extend_from_slice(&(pieces.len() as u64).to_le_bytes());
     for p in pieces {
         m.extend_from_slice(&p.file.to_le_bytes());
@@ -127,7 +126,32 @@ fn encode_pieces(pieces: &[Segment], data: Option<&[u8]>) -> Vec<u8> {
             m.extend_from_slice(&buf[p.mem..p.mem + p.len as usize]);
         }
     }
-    m
+}
+
+/// One message per rank, in rank order, in one buffer: `msgs[r]` goes to
+/// rank r (aggregators get their pieces, everyone else nothing).
+fn messages(size: usize, agg_ranks: &[usize], row: &[Vec<Segment>], data: Option<&[u8]>) -> (Vec<u8>, Vec<usize>) {
+    let mut dest: Vec<Option<usize>> = vec![None; size];
+    for (a, &r) in agg_ranks.iter().enumerate() {
+        dest[r] = Some(a);
+    }
+    let bytes: usize = row.iter().map(|p| 8 + 16 * p.len() + data.map_or(0, |_| p.iter().map(|s| s.len as usize).sum())).sum();
+    let mut m = Vec::with_capacity(bytes);
+    let mut counts = vec![0; size];
+    for (r, d) in dest.iter().enumerate() {
+        if let Some(a) = d {
+            let before = m.len();
+            encode_pieces(&mut m, &row[*a], data);
+            counts[r] = m.len() - before;
+        }
+    }
+    (m, counts)
+}
+
+/// Where each sender's message lies in a received buffer.
+fn split_by(counts: &[usize]) -> Vec<std::ops::Range<usize>> {
+    let mut at = 0;
+    counts.iter().map(|&c| { let r = at..at + c; at += c; r }).collect()
 }
 
 /// (file offset, length) pieces of a message, and where its data starts.
@@ -180,6 +204,9 @@ fn agree(comm: &dyn Communicator, mine: Result<()>) -> Result<()> {
 }
 
 /// Collective write of this rank's `segments` from `buf`; returns its bytes.
+/// An aggregator writes round r in a helper thread while the ranks
+/// exchange round r + 1 (double buffering); MPI is only called from the
+/// caller's thread.
 pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<u64> {
     let all = extents(comm, segments)?;
     let mine: u64 = all[comm.rank()].2;
@@ -191,49 +218,50 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
     let agg_ranks = aggregator_ranks(hints, size);
     let my_agg = agg_ranks.contains(&me);
     let cells = d.split(segments);
-    let mut outcome = Ok(());
-    for row in &cells {
-        let mut parts = vec![Vec::new(); size];
-        for (a, pieces) in row.iter().enumerate() {
-            parts[agg_ranks[a]] = encode_pieces(pieces, Some(buf));
+    let outcome = std::thread::scope(|s| -> Result<Result<()>> {
+        let mut outcome = Ok(());
+        let mut writing: Option<std::thread::ScopedJoinHandle<'_, Result<()>>> = None;
+        for row in &cells {
+            let (send, counts) = messages(size, &agg_ranks, row, Some(buf));
+            let (got, got_counts) = exchange(comm, &send, &counts)?;
+            if let Some(h) = writing.take() {
+                outcome = outcome.and(h.join().unwrap_or_else(|_| Err(Error::Comm("collective writer panicked".into()))));
+            }
+            if my_agg && outcome.is_ok() {
+                writing = Some(s.spawn(move || aggregate_write(file, &got, &got_counts)));
+            }
         }
-        let got = exchange(comm, &parts)?;
-        if my_agg && outcome.is_ok() {
-            outcome = aggregate_write(file, &got);
+        if let Some(h) = writing.take() {
+            outcome = outcome.and(h.join().unwrap_or_else(|_| Err(Error::Comm("collective writer panicked".into()))));
         }
-    }
+        Ok(outcome)
+    })?;
     agree(comm, outcome)?;
     Ok(mine)
 }
 
-/// An aggregator's round of a write: place every rank's pieces in one
-/// buffer in file order and write it as list I/O.
-fn aggregate_write(file: &File, got: &[Vec<u8>]) -> Result<()> {
-    let mut all: Vec<(u64, u64)> = Vec::new();
-    let mut decoded = Vec::with_capacity(got.len());
-    for m in got.iter().filter(|m| !m.is_empty()) {
-        let (pieces, data) = decode_pieces(m)?;
-        all.extend(pieces.iter().copied());
-        decoded.push((m, pieces, data));
-    }
-    let runs = runs(&mut all);
-    let total = runs.last().map_or(0, |r| r.mem + r.len as usize);
-    let mut asm = vec![0u8; total];
-    // Later ranks' bytes win where pieces overlap (MPI leaves it undefined).
-    for (m, pieces, mut at) in decoded {
-        for (off, len) in pieces {
-            let len = len as usize;
-            if len == 0 {
-                continue;
+/// An aggregator's round of a write: every rank's pieces, written as list
+/// I/O straight from the received buffer (no assembly copy).
+fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
+    let mut segs: Vec<Segment> = Vec::new();
+    for r in split_by(counts).into_iter().filter(|r| !r.is_empty()) {
+        let (pieces, data) = decode_pieces(&got[r.clone()])?;
+        let mut at = r.start + data;
+        for (file_off, len) in pieces {
+            if at + len as usize > r.end {
+                return Err(Error::Comm("collective message shorter than its pieces".into()));
             }
-            let src = m.get(at..at + len).ok_or_else(|| Error::Comm("collective message shorter than its pieces".into()))?;
-            let p = position(&runs, off);
-            asm[p..p + len].copy_from_slice(src);
-            at += len;
+            if len > 0 {
+                segs.push(Segment { file: file_off, mem: at, len });
+            }
+            at += len as usize;
         }
     }
-    if !runs.is_empty() {
-        file.write_pieces(&runs, &asm)?;
+    // In file order, so that list I/O sees runs; ranks' pieces do not
+    // overlap unless the program wrote a byte twice (undefined in MPI).
+    segs.sort_unstable_by_key(|s| s.file);
+    if !segs.is_empty() {
+        file.write_pieces(&segs, got)?;
     }
     Ok(())
 }
@@ -252,11 +280,9 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
     let mut outcome = Ok(());
     let mut short = false;
     for row in &cells {
-        let mut parts = vec![Vec::new(); size];
-        for (a, pieces) in row.iter().enumerate() {
-            parts[agg_ranks[a]] = encode_pieces(pieces, None);
-        }
-        let requests = exchange(comm, &parts)?;
+        let (send, counts) = messages(size, &agg_ranks, row, None);
+        let (got, got_counts) = exchange(comm, &send, &counts)?;
+        let requests: Vec<&[u8]> = split_by(&got_counts).into_iter().map(|r| &got[r]).collect();
         let mut replies = vec![Vec::new(); size];
         if my_agg && outcome.is_ok() {
             match aggregate_read(file, &requests) {
@@ -267,11 +293,13 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
                 Err(e) => outcome = Err(e),
             }
         }
-        let answers = exchange(comm, &replies)?;
+        let reply_counts: Vec<usize> = replies.iter().map(Vec::len).collect();
+        let (answers, answer_counts) = exchange(comm, &replies.concat(), &reply_counts)?;
+        let answers: Vec<&[u8]> = split_by(&answer_counts).into_iter().map(|r| &answers[r]).collect();
         if outcome.is_ok() {
             // Each aggregator answers with this rank's pieces, in order.
             for (a, pieces) in row.iter().enumerate() {
-                let data = &answers[agg_ranks[a]];
+                let data = answers[agg_ranks[a]];
                 let mut at = 0;
                 for p in pieces {
                     let len = p.len as usize;
@@ -313,7 +341,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
 /// An aggregator's round of a read: read the union of the ranks' requests
 /// as list I/O, then cut each rank's answer out of it. Also says whether
 /// the file ended inside the union.
-fn aggregate_read(file: &File, requests: &[Vec<u8>]) -> Result<(Vec<Vec<u8>>, bool)> {
+fn aggregate_read(file: &File, requests: &[&[u8]]) -> Result<(Vec<Vec<u8>>, bool)> {
     let mut all: Vec<(u64, u64)> = Vec::new();
     let mut per_rank = Vec::with_capacity(requests.len());
     for m in requests {

@@ -39,6 +39,10 @@ enum Cmd {
     Mv(cmd::fs::MvArgs),
     /// Copy between a local file and weft:/path (either way), or weft to weft.
     Cp(cmd::cp::CpArgs),
+    /// Mount Weft as a POSIX file system (FUSE) until Ctrl-C.
+    Mount(cmd::mount::MountArgs),
+    /// Unmount a `weft mount`.
+    Umount(cmd::mount::UmountArgs),
     /// Print the path of the MPI-IO library to LD_PRELOAD for an MPI.
     MpiioLib(cmd::mpiio_lib::MpiioLibArgs),
     /// Each server: up or down, requests served, bytes and objects stored.
@@ -53,7 +57,8 @@ enum Cmd {
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn".into()))
+        // fuser warns of the unmount an external `umount` already did.
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("WEFT_LOG").unwrap_or_else(|_| "warn,fuser=error".into()))
         .with_writer(std::io::stderr)
         // A log on a full disk must not take a server down: by default a
         // failed log write is reported with eprintln!, which panics.
@@ -72,6 +77,8 @@ fn main() {
         Cmd::Mv(a) => cmd::fs::mv(cluster, a),
         Cmd::Cp(a) => cmd::cp::cp(cluster, a),
         Cmd::MpiioLib(a) => cmd::mpiio_lib::mpiio_lib(a),
+        Cmd::Mount(a) => cmd::mount::mount(cluster, a),
+        Cmd::Umount(a) => cmd::mount::umount(a),
         Cmd::Status => cmd::status::status(cluster),
         Cmd::Bench(a) => cmd::bench::bench(cluster, a),
         Cmd::Sim(a) => cmd::sim::sim(a),

@@ -13,6 +13,7 @@ pub mod bench;
 pub mod cp;
 pub mod fs;
 pub mod fuzz;
+pub mod mount;
 pub mod mpiio_lib;
 pub mod serve;
 pub mod sim;

@@ -1,0 +1,200 @@
+//! The FUSE mount (`weft mount`) as everyday programs use it: the same
+//! sequence of file operations on the mount and on a local directory must
+//! observe the same results and leave the same tree, byte for byte; two
+//! mounts of one cluster see each other's closed files (close-to-open);
+//! unsupported operations fail with a clear errno. Needs root and
+//! /dev/fuse (CI runs as root).
+
+mod common;
+
+use common::{TestCluster, WEFT};
+use std::fs::{self, OpenOptions};
+use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// A running `weft mount`, unmounted (and its process reaped) when dropped.
+struct Mount {
+    point: PathBuf,
+    child: Child,
+}
+
+fn mounted(point: &Path) -> bool {
+    let table = fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let p = point.to_string_lossy();
+    table.lines().any(|l| l.split_whitespace().nth(1) == Some(&*p))
+}
+
+impl Mount {
+    fn new(tc: &TestCluster, name: &str) -> Mount {
+        assert!(nix_is_root(), "the FUSE tests need root (CI runs as root)");
+        assert!(Path::new("/dev/fuse").exists(), "the FUSE tests need /dev/fuse");
+        let point = tc.scratch(name);
+        fs::create_dir_all(&point).unwrap();
+        let child = Command::new(WEFT).arg("--cluster").arg(tc.lc.cluster_file()).arg("mount").arg(&point).spawn().unwrap();
+        let m = Mount { point, child };
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !mounted(&m.point) {
+            assert!(Instant::now() < deadline, "weft mount did not mount within 15 s");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        m
+    }
+
+    /// Unmounts with `weft umount` and waits for the mount process to end.
+    fn unmount(mut self) {
+        let st = Command::new(WEFT).arg("umount").arg(&self.point).status().unwrap();
+        assert!(st.success(), "weft umount failed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                assert!(st.success(), "weft mount exited with {st}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "weft mount did not exit after umount");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.point).status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn nix_is_root() -> bool {
+    fs::read_to_string("/proc/self/status").unwrap_or_default().lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+fn kind(e: &std::io::Error) -> String {
+    format!("{:?}", e.kind())
+}
+
+/// The operations, on `root`; returns what was observed, in order.
+fn exercise(root: &Path) -> Vec<String> {
+    let mut seen = Vec::new();
+    let p = |n: &str| root.join(n);
+    fs::write(p("a.txt"), b"hello world\n").unwrap();
+    seen.push(format!("read {:?}", fs::read_to_string(p("a.txt")).unwrap()));
+    // Append, truncate down and up, overwrite in the middle.
+    OpenOptions::new().append(true).open(p("a.txt")).unwrap().write_all(b"appended\n").unwrap();
+    let f = OpenOptions::new().read(true).write(true).open(p("a.txt")).unwrap();
+    f.set_len(8).unwrap();
+    f.set_len(12).unwrap();
+    let mut f = f;
+    f.seek(SeekFrom::Start(2)).unwrap();
+    f.write_all(b"XY").unwrap();
+    drop(f);
+    seen.push(format!("after edits {:?} len {}", fs::read(p("a.txt")).unwrap(), fs::metadata(p("a.txt")).unwrap().len()));
+    // O_EXCL, missing files, O_TRUNC.
+    seen.push(format!("create_new existing: {}", kind(&OpenOptions::new().write(true).create_new(true).open(p("a.txt")).unwrap_err())));
+    seen.push(format!("open missing: {}", kind(&fs::File::open(p("missing")).unwrap_err())));
+    fs::write(p("a.txt"), b"short").unwrap();
+    seen.push(format!("truncated by O_TRUNC: {:?}", fs::read(p("a.txt")).unwrap()));
+    // Directories, renames (over a file, of a directory), listing.
+    fs::create_dir_all(p("d/e/f")).unwrap();
+    fs::write(p("d/e/f/deep"), b"deep").unwrap();
+    fs::write(p("b.txt"), b"bbb").unwrap();
+    fs::rename(p("b.txt"), p("a.txt")).unwrap();
+    fs::rename(p("d"), p("dd")).unwrap();
+    seen.push(format!("renamed: {:?} {:?}", fs::read(p("a.txt")).unwrap(), fs::read(p("dd/e/f/deep")).unwrap()));
+    let mut names: Vec<String> = fs::read_dir(root).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    seen.push(format!("listing {names:?}"));
+    seen.push(format!("rmdir non-empty: {}", kind(&fs::remove_dir(p("dd/e")).unwrap_err())));
+    seen.push(format!("mkdir existing: {}", kind(&fs::create_dir(p("dd")).unwrap_err())));
+    // Permissions.
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(p("a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    seen.push(format!("mode {:o}", fs::metadata(p("a.txt")).unwrap().permissions().mode() & 0o7777));
+    // A file larger than a stripe and than one FUSE request, random bytes.
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    fs::write(p("dd/big"), &big).unwrap();
+    let mut back = Vec::new();
+    fs::File::open(p("dd/big")).unwrap().read_to_end(&mut back).unwrap();
+    seen.push(format!("big same {} len {}", back == big, back.len()));
+    // Removal.
+    fs::remove_file(p("dd/e/f/deep")).unwrap();
+    fs::remove_dir(p("dd/e/f")).unwrap();
+    seen.push(format!("removed: {}", kind(&fs::metadata(p("dd/e/f")).unwrap_err())));
+    seen
+}
+
+/// Every file under `root` with its bytes, and every directory, sorted.
+fn tree(root: &Path) -> Vec<(String, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let rel = e.path().strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+                out.push((rel, None));
+            } else {
+                out.push((rel, Some(fs::read(e.path()).unwrap())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn file_operations_through_the_mount_match_a_local_directory() {
+    let tc = TestCluster::start("fuse-ops", 4);
+    let m = Mount::new(&tc, "mnt");
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    let on_weft = exercise(&m.point);
+    let on_local = exercise(&local);
+    assert_eq!(on_weft, on_local);
+    assert!(tree(&m.point) == tree(&local), "the trees differ after the same operations");
+    // What Weft does not support says so.
+    assert_eq!(fs::hard_link(m.point.join("a.txt"), m.point.join("hard")).unwrap_err().raw_os_error(), Some(libc_eperm()));
+    assert_eq!(std::os::unix::fs::symlink("a.txt", m.point.join("sym")).unwrap_err().raw_os_error(), Some(libc_eperm()));
+    // The bytes are Weft's: the client API reads what the mount wrote.
+    let f = tc.client().open("/dd/big", false).unwrap();
+    assert_eq!(f.size().unwrap(), 3_000_000);
+    m.unmount();
+}
+
+fn libc_eperm() -> i32 {
+    1
+}
+
+#[test]
+fn a_file_closed_on_one_mount_is_seen_whole_by_an_open_on_another() {
+    let tc = TestCluster::start("fuse-two", 2);
+    let a = Mount::new(&tc, "a");
+    let b = Mount::new(&tc, "b");
+    // b reads a small version first, so its kernel holds the old size.
+    fs::write(a.point.join("shared"), b"small").unwrap();
+    assert_eq!(fs::read(b.point.join("shared")).unwrap(), b"small");
+    let data: Vec<u8> = (0..1_500_000u32).map(|i| (i % 253) as u8).collect();
+    fs::write(a.point.join("shared"), &data).unwrap();
+    assert!(fs::read(b.point.join("shared")).unwrap() == data, "mount b did not see mount a's closed file whole");
+    // Writers in two threads, disjoint halves, one mount: both land.
+    let half = data.len() / 2;
+    let f = OpenOptions::new().write(true).open(b.point.join("shared")).unwrap();
+    std::thread::scope(|s| {
+        for k in 0..2 {
+            let f = &f;
+            s.spawn(move || {
+                use std::os::unix::fs::FileExt;
+                f.write_all_at(&vec![k as u8 + 1; half], (k * half) as u64).unwrap();
+            });
+        }
+    });
+    drop(f);
+    let back = fs::read(a.point.join("shared")).unwrap();
+    assert!(back[..half].iter().all(|&x| x == 1) && back[half..2 * half].iter().all(|&x| x == 2));
+    assert_eq!(fs::metadata(a.point.join("missing")).unwrap_err().kind(), ErrorKind::NotFound);
+    b.unmount();
+    a.unmount();
+}

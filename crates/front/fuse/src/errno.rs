@@ -1,0 +1,20 @@
+//! Client errors as POSIX error numbers.
+
+use fuser::Errno;
+use weft_client::Error;
+
+pub fn of(e: &Error) -> Errno {
+    Errno::from_i32(match e {
+        Error::NotFound(_) => libc::ENOENT,
+        Error::Exists(_) => libc::EEXIST,
+        Error::NotDir(_) => libc::ENOTDIR,
+        Error::IsDir(_) => libc::EISDIR,
+        Error::NotEmpty(_) => libc::ENOTEMPTY,
+        Error::Permission(_) => libc::EACCES,
+        Error::InvalidPath(_) => libc::EINVAL,
+        Error::BadRequest(_) => libc::EINVAL,
+        Error::NoSpace { .. } => libc::ENOSPC,
+        Error::Busy { .. } => libc::EAGAIN,
+        _ => libc::EIO,
+    })
+}

@@ -1,0 +1,13 @@
+//! Weft as a POSIX file system through FUSE (floor 8, front end):
+//! `weft mount MOUNTPOINT`. Every tool, language and library reaches Weft
+//! files as ordinary files; see `docs/posix.md` for what POSIX behaviour is
+//! kept and what is relaxed.
+//!
+//! Inode numbers are Weft's file ids (the root's is 1, as FUSE's), so
+//! nothing is allocated per file; the mount keeps only a map from inode to
+//! path (the metadata service is path-based) and its open handles.
+
+mod errno;
+mod fs;
+
+pub use fs::{MountOptions, WeftFs};

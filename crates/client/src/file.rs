@@ -303,6 +303,27 @@ impl File {
         self.write_segments(segments, buf, &self.schedule)
     }
 
+    /// [`File::write_pieces`] without atomic mode's lock: for collective
+    /// I/O, whose one lock covers the union of every rank's regions.
+    pub(crate) fn write_pieces_unlocked(&self, segments: &[Segment], buf: &[u8]) -> Result<usize> {
+        self.write_segments_locked(segments, buf, &self.schedule, false)
+    }
+
+    /// [`File::read_pieces`] without atomic mode's lock (see above).
+    pub(crate) fn read_pieces_unlocked(&self, segments: Vec<Segment>, buf: &mut [u8]) -> Result<usize> {
+        self.read_segments_locked(segments, buf, &self.schedule, false)
+    }
+
+    /// Locks `regions` (file offset, length) as this file's granularity
+    /// says: one acquire for all of them.
+    pub(crate) fn lock_regions(&self, exclusive: bool, regions: &[(u64, u64)]) -> Result<Option<LockGuard>> {
+        let extents = self.granularity.extents(regions)?;
+        if extents.is_empty() {
+            return Ok(None);
+        }
+        self.client.lock(self, exclusive, &extents).map(Some)
+    }
+
     /// List I/O: reads each segment into `buf[mem..]`. Returns the bytes of
     /// the segments' stream before the end of the file; holes read as zeros.
     pub fn read_pieces(&self, segments: Vec<Segment>, buf: &mut [u8]) -> Result<usize> {
@@ -310,12 +331,16 @@ impl File {
     }
 
     fn write_segments(&self, segments: &[Segment], buf: &[u8], sched: &Schedule) -> Result<usize> {
+        self.write_segments_locked(segments, buf, sched, true)
+    }
+
+    fn write_segments_locked(&self, segments: &[Segment], buf: &[u8], sched: &Schedule, lock: bool) -> Result<usize> {
         if !self.writable {
             return Err(Error::BadRequest(format!("{} is open read-only", self.path)));
         }
         let plan = self.plan(segments, sched.block)?;
         let order = self.order(&plan, sched)?;
-        let guard = self.lock_access(segments, true)?;
+        let guard = if lock { self.lock_access(segments, true)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         let packs: Vec<Option<Vec<u8>>> = chunks
             .iter()
@@ -358,9 +383,13 @@ impl File {
     }
 
     fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
+        self.read_segments_locked(segments, buf, sched, true)
+    }
+
+    fn read_segments_locked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule, lock: bool) -> Result<usize> {
         let plan = self.plan(&segments, sched.block)?;
         let order = self.order(&plan, sched)?;
-        let guard = self.lock_access(&segments, false)?;
+        let guard = if lock { self.lock_access(&segments, false)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         let mut calls: Vec<Call<'_>> = order
             .iter()

@@ -10,14 +10,17 @@
 //! `disable` force either. Every rank reaches the same decision from the
 //! same allgathered numbers.
 //!
-//! Rounds are not yet overlapped with the next round's exchange (no double
-//! buffering), and data is packed into exchange messages rather than sent
-//! from the user's buffer with derived datatypes.
+//! In atomic mode a collective call is one serializable operation: rank 0
+//! gathers every rank's regions and takes one list lock for their union
+//! before anyone moves data, and releases it after everyone is done.
+//!
+//! Data is packed into exchange messages rather than sent from the user's
+//! buffer with derived datatypes.
 
 pub mod plan;
 
 use crate::comm::{allgather_u64, exchange, Communicator};
-use crate::{Error, File, Result};
+use crate::{Error, File, LockGuard, Result};
 use plan::{interleaved, Domains};
 use weft_layout::Segment;
 
@@ -203,15 +206,61 @@ fn agree(comm: &dyn Communicator, mine: Result<()>) -> Result<()> {
     }
 }
 
+/// In atomic mode, rank 0 takes one lock over the union of every rank's
+/// regions (what it returns); every rank learns whether it got it.
+fn union_lock(file: &File, comm: &dyn Communicator, segments: &[Segment], exclusive: bool) -> Result<Option<LockGuard>> {
+    if !file.atomicity() {
+        return Ok(None);
+    }
+    // This rank's regions, adjacent ones joined, to rank 0.
+    let mut regions: Vec<(u64, u64)> = Vec::new();
+    for s in segments.iter().filter(|s| s.len > 0) {
+        match regions.last_mut() {
+            Some((o, l)) if *o + *l == s.file => *l += s.len,
+            _ => regions.push((s.file, s.len)),
+        }
+    }
+    let mut send: Vec<u8> = Vec::with_capacity(16 * regions.len());
+    for (o, l) in &regions {
+        send.extend_from_slice(&o.to_le_bytes());
+        send.extend_from_slice(&l.to_le_bytes());
+    }
+    let mut counts = vec![0; comm.size()];
+    counts[0] = send.len();
+    let (got, _) = exchange(comm, &send, &counts)?;
+    let mine = if comm.rank() == 0 {
+        let all: Vec<(u64, u64)> = got.chunks_exact(16).map(|c| (u64::from_le_bytes(c[..8].try_into().expect("8")), u64::from_le_bytes(c[8..].try_into().expect("8")))).collect();
+        file.lock_regions(exclusive, &all)
+    } else {
+        Ok(None)
+    };
+    let ok = allgather_u64(comm, u64::from(mine.is_ok()))?;
+    if ok[0] == 0 {
+        return Err(mine.err().unwrap_or_else(|| Error::Comm("rank 0 could not lock the collective's regions".into())));
+    }
+    mine
+}
+
+/// After every rank is done: rank 0 releases the union lock.
+fn union_unlock(comm: &dyn Communicator, guard: Option<LockGuard>, outcome: Result<()>) -> Result<()> {
+    let outcome = agree(comm, outcome);
+    if let Some(g) = guard {
+        g.release()?;
+    }
+    outcome
+}
+
 /// Collective write of this rank's `segments` from `buf`; returns its bytes.
 /// An aggregator writes round r in a helper thread while the ranks
 /// exchange round r + 1 (double buffering); MPI is only called from the
 /// caller's thread.
 pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<u64> {
+    let guard = union_lock(file, comm, segments, true)?;
     let all = extents(comm, segments)?;
     let mine: u64 = all[comm.rank()].2;
     let Some(d) = plan(file, comm, &all, hints) else {
-        file.write_pieces(segments, buf)?;
+        let own = file.write_pieces_unlocked(segments, buf).map(|_| ());
+        union_unlock(comm, guard, own)?;
         return Ok(mine);
     };
     let (size, me) = (comm.size(), comm.rank());
@@ -236,7 +285,7 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
         }
         Ok(outcome)
     })?;
-    agree(comm, outcome)?;
+    union_unlock(comm, guard, outcome)?;
     Ok(mine)
 }
 
@@ -261,7 +310,7 @@ fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
     // overlap unless the program wrote a byte twice (undefined in MPI).
     segs.sort_unstable_by_key(|s| s.file);
     if !segs.is_empty() {
-        file.write_pieces(&segs, got)?;
+        file.write_pieces_unlocked(&segs, got)?;
     }
     Ok(())
 }
@@ -269,9 +318,13 @@ fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
 /// Collective read into this rank's `segments` of `buf`; returns the bytes
 /// of its stream before the end of the file.
 pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
+    let guard = union_lock(file, comm, segments, false)?;
     let all = extents(comm, segments)?;
     let Some(d) = plan(file, comm, &all, hints) else {
-        return Ok(file.read_pieces(segments.to_vec(), buf)? as u64);
+        let own = file.read_pieces_unlocked(segments.to_vec(), buf);
+        let n = own.as_ref().map_or(0, |&n| n as u64);
+        union_unlock(comm, guard, own.map(|_| ()))?;
+        return Ok(n);
     };
     let (size, me) = (comm.size(), comm.rank());
     let agg_ranks = aggregator_ranks(hints, size);
@@ -315,7 +368,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
             }
         }
     }
-    agree(comm, outcome)?;
+    union_unlock(comm, guard, outcome)?;
     // Somewhere the file ended inside the access: count this rank's bytes
     // before the end, as an independent read would.
     let any_short = allgather_u64(comm, u64::from(short))?.contains(&1);
@@ -352,7 +405,7 @@ fn aggregate_read(file: &File, requests: &[&[u8]]) -> Result<(Vec<Vec<u8>>, bool
     let runs = runs(&mut all);
     let total = runs.last().map_or(0, |r| r.mem + r.len as usize);
     let mut asm = vec![0u8; total];
-    let got = if runs.is_empty() { 0 } else { file.read_pieces(runs.clone(), &mut asm)? };
+    let got = if runs.is_empty() { 0 } else { file.read_pieces_unlocked(runs.clone(), &mut asm)? };
     let replies = per_rank
         .iter()
         .map(|pieces| {

@@ -167,3 +167,47 @@ fn ranks_reading_the_same_bytes_each_get_them() {
     });
     assert!(got.iter().all(|&(n, b)| n == 7 && &b == b"0123456"), "{got:?}");
 }
+
+/// In atomic mode a collective write is one operation: a reader in atomic
+/// mode sees every rank's part of one round, never parts of two rounds.
+/// (With each rank locking only its own part, it would.)
+#[test]
+fn an_atomic_collective_write_is_seen_whole_or_not_at_all() {
+    let tc = TestCluster::start("collective-atomic", 4);
+    let client = tc.client();
+    let quarter = 256 * 1024usize;
+    client.create("/atomic", CreateOptions { stripe_size: 65536, ..Default::default() }).unwrap().write_at(0, &vec![0u8; 4 * quarter]).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (mixed, reads) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let c = tc.client();
+            let mut f = c.open("/atomic", false).unwrap();
+            f.set_atomicity(true).unwrap();
+            let (mut mixed, mut reads) = (0, 0);
+            let mut buf = vec![0u8; 4 * quarter];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                f.read_at(0, &mut buf).unwrap();
+                reads += 1;
+                if buf.iter().any(|&b| b != buf[0]) {
+                    mixed += 1;
+                }
+            }
+            (mixed, reads)
+        });
+        for mode in [CbMode::Enable, CbMode::Disable] {
+            let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 1 << 20, mode, node_of_rank: Vec::new() };
+            for round in 1..=12u8 {
+                on_ranks(|r, comm| {
+                    let mut f = client.open("/atomic", true).unwrap();
+                    f.set_atomicity(true).unwrap();
+                    let segs = [Segment { file: (r * quarter) as u64, mem: 0, len: quarter as u64 }];
+                    write_all(&f, comm, &segs, &vec![round; quarter], &hints).unwrap();
+                });
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    assert!(reads > 0);
+    assert_eq!(mixed, 0, "{mixed} of {reads} atomic reads saw parts of two collective writes");
+}

@@ -277,8 +277,8 @@ impl OpenFile {
     /// the collective steps (adding nothing), so the others do not wait.
     ///
     /// `collective` marks the `_all` forms: with explicit offsets or the
-    /// individual pointer they go through two-phase I/O
-    /// ([`weft_client::collective`]) unless atomic mode is on, and a rank
+    /// individual pointer they go through [`weft_client::collective`] (in
+    /// atomic mode under one lock for the whole collective), and a rank
     /// whose own arguments were refused still takes part, moving nothing.
     pub fn access(&mut self, pos: Position, collective: bool, write: bool, access: Result<(Buf<'_>, &Datatype)>) -> Result<u64> {
         let esize = self.etype_size();
@@ -320,7 +320,7 @@ impl OpenFile {
             },
         };
         let prepared = local.and_then(|l| start.map(|s| (l, s)));
-        let gathered = collective && !self.file.atomicity() && matches!(pos, Position::At(_) | Position::Individual);
+        let gathered = collective && matches!(pos, Position::At(_) | Position::Individual);
         let moved = if gathered {
             self.collective_access(write, prepared.map(|((buf, memtype, _), start)| (buf, memtype, start)))?
         } else {

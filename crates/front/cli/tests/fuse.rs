@@ -158,6 +158,10 @@ fn file_operations_through_the_mount_match_a_local_directory() {
     // What Weft does not support says so.
     assert_eq!(fs::hard_link(m.point.join("a.txt"), m.point.join("hard")).unwrap_err().raw_os_error(), Some(libc_eperm()));
     assert_eq!(std::os::unix::fs::symlink("a.txt", m.point.join("sym")).unwrap_err().raw_os_error(), Some(libc_eperm()));
+    // statfs reports the data servers' real space (df would show zeros else).
+    let out = Command::new("stat").args(["-f", "-c", "%b %f %c"]).arg(&m.point).output().unwrap();
+    let v: Vec<u64> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(|x| x.parse().unwrap()).collect();
+    assert!(v[0] > 0 && v[1] > 0 && v[1] <= v[0] && v[2] > 0, "statfs: {v:?}");
     // The bytes are Weft's: the client API reads what the mount wrote.
     let f = tc.client().open("/dd/big", false).unwrap();
     assert_eq!(f.size().unwrap(), 3_000_000);

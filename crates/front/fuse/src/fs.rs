@@ -323,6 +323,24 @@ impl Filesystem for WeftFs {
         }
     }
 
+    /// Real totals: the data servers' file systems (space) and the
+    /// metadata service's count of files.
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: fuser::ReplyStatfs) {
+        const BLOCK: u64 = 4096;
+        let (mut total, mut free, mut files) = (0u64, 0u64, 0u64);
+        for s in self.client.status() {
+            let Ok(st) = s.stats else { return reply.error(Errno::EIO) };
+            if st.services & 2 != 0 {
+                total += st.disk_total;
+                free += st.disk_free;
+            }
+            if st.services & 1 != 0 {
+                files = st.objects;
+            }
+        }
+        reply.statfs(total / BLOCK, free / BLOCK, free / BLOCK, files, u64::MAX / 2, BLOCK as u32, 255, BLOCK as u32);
+    }
+
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let r = self.path_of(ino).and_then(|p| self.client.readdir(&p).map(|v| (p, v)).map_err(|e| errno::of(&e)));
         let (path, entries) = match r {

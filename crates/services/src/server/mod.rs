@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 use weft_net::{ClusterFile, Service};
-use weft_wire::{Request, Response, Secret, ServerId, ServerStats};
+use weft_wire::{CpuKind, Request, Response, Secret, ServerId, ServerStats, CPU_KINDS};
 
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -45,6 +45,9 @@ pub enum ServeError {
 
 #[derive(Default)]
 struct Counters {
+    /// CPU nanoseconds by [`CpuKind`], and the event loop thread's total.
+    cpu_ns: [AtomicU64; CPU_KINDS],
+    cpu_loop_ns: AtomicU64,
     requests: AtomicU64,
     bad_requests: AtomicU64,
     bytes_written: AtomicU64,
@@ -67,6 +70,8 @@ pub struct Server {
     /// Connections open now, and the most allowed (set by the event loop).
     connections: AtomicU64,
     connection_limit: AtomicU64,
+    /// The server's directory: its disk space is reported.
+    dir: std::path::PathBuf,
 }
 
 impl Server {
@@ -86,6 +91,7 @@ impl Server {
         let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms));
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
+            dir: me.dir.clone(),
             id: id.0,
             budget: MemoryBudget::from_env(),
             connections: AtomicU64::new(0),
@@ -102,6 +108,7 @@ impl Server {
 
     pub fn stats(&self) -> ServerStats {
         let (objects, bytes_stored) = self.data.as_ref().map(DataService::usage).unwrap_or_default();
+        let (disk_total, disk_free) = self.disk_space();
         let c = &self.counters;
         let l = self.lock.as_ref().map(|l| l.stats()).unwrap_or_default();
         ServerStats {
@@ -122,7 +129,16 @@ impl Server {
             memory_used: self.budget.used(),
             memory_limit: self.budget.limit(),
             panics: c.panics.load(Ordering::Relaxed),
+            cpu_ns: std::array::from_fn(|k| c.cpu_ns[k].load(Ordering::Relaxed)),
+            cpu_loop_ns: c.cpu_loop_ns.load(Ordering::Relaxed),
+            disk_total,
+            disk_free,
         }
+    }
+
+    /// Records the event loop thread's CPU time so far (it calls this itself).
+    pub(crate) fn note_loop_cpu(&self) {
+        self.counters.cpu_loop_ns.store(thread_cpu_ns(), Ordering::Relaxed);
     }
 
     /// Serves one decoded request. `payload` is the request's bulk data;
@@ -132,13 +148,26 @@ impl Server {
         use weft_wire::ErrorCode;
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         out.clear();
-        if let Request::Lock(op) = req {
-            return match &self.lock {
+        let kind = cpu_kind(&req);
+        let start = thread_cpu_ns();
+        let r = if let Request::Lock(op) = req {
+            match &self.lock {
                 Some(l) => l.handle(op, self.meta.as_ref(), later),
                 None => Some(Response::error(ErrorCode::WrongService, "this server does not host the lock service")),
-            };
+            }
+        } else {
+            Some(self.handle_now(req, payload, out))
+        };
+        self.counters.cpu_ns[kind as usize].fetch_add(thread_cpu_ns().saturating_sub(start), Ordering::Relaxed);
+        r
+    }
+
+    /// Bytes in all and free on the file system under the data directory.
+    fn disk_space(&self) -> (u64, u64) {
+        match nix::sys::statvfs::statvfs(&self.dir) {
+            Ok(s) => (s.blocks().saturating_mul(s.fragment_size()), s.blocks_available().saturating_mul(s.fragment_size())),
+            Err(_) => (0, 0),
         }
-        Some(self.handle_now(req, payload, out))
     }
 
     fn handle_now(&self, req: Request, payload: &[u8], out: &mut Vec<u8>) -> Response {
@@ -203,6 +232,23 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+/// This thread's CPU time so far, in nanoseconds.
+fn thread_cpu_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
+}
+
+fn cpu_kind(req: &Request) -> CpuKind {
+    use weft_wire::DataReq;
+    match req {
+        Request::Meta { .. } => CpuKind::Meta,
+        Request::Lock(_) => CpuKind::Lock,
+        Request::Data(DataReq::Write { .. }) => CpuKind::DataWrite,
+        Request::Data(DataReq::Read { .. }) => CpuKind::DataRead,
+        Request::Data(_) => CpuKind::DataOther,
+        _ => CpuKind::Other,
     }
 }
 

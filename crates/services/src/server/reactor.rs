@@ -457,6 +457,7 @@ impl Reactor {
     /// Closes connections past a deadline; retries accepting (after a
     /// failed accept no new readiness may come for the waiting backlog).
     fn sweep(&mut self, now: Instant) {
+        self.server.note_loop_cpu();
         self.accept();
         let late: Vec<(usize, String)> = self.slots.iter().enumerate().filter_map(|(k, s)| s.as_ref()?.conn.overdue(now).map(|why| (k, why))).collect();
         for (k, why) in late {

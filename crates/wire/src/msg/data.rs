@@ -67,6 +67,36 @@ pub struct ServerStats {
     pub memory_limit: u64,
     /// Requests whose handling panicked (answered with an error; each is a bug).
     pub panics: u64,
+    /// CPU time (thread CPU clocks, ns) spent serving requests, by kind:
+    /// see [`CpuKind`]; and the event loop thread's own, in total.
+    pub cpu_ns: [u64; CPU_KINDS],
+    pub cpu_loop_ns: u64,
+    /// The file system under the server's data: bytes in all and free.
+    pub disk_total: u64,
+    pub disk_free: u64,
+}
+
+/// Number of [`CpuKind`]s.
+pub const CPU_KINDS: usize = 6;
+
+/// What a request's CPU time is counted as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuKind {
+    Meta = 0,
+    DataWrite = 1,
+    DataRead = 2,
+    /// Size, truncate, fsync, delete.
+    DataOther = 3,
+    Lock = 4,
+    /// Ping, sink, source, status: served on the event loop.
+    Other = 5,
+}
+
+impl CpuKind {
+    pub const ALL: [CpuKind; CPU_KINDS] = [CpuKind::Meta, CpuKind::DataWrite, CpuKind::DataRead, CpuKind::DataOther, CpuKind::Lock, CpuKind::Other];
+    pub fn name(self) -> &'static str {
+        ["meta", "data-write", "data-read", "data-other", "lock", "other"][self as usize]
+    }
 }
 
 /// Total bytes of a piece list, or an error if any piece ends past
@@ -174,6 +204,10 @@ impl ServerStats {
         e.u64(self.bytes_read).u64(self.bytes_stored).u64(self.objects).u64(self.uptime_ms);
         e.u64(self.locks_held).u64(self.locks_waiting).u64(self.locks_granted).u64(self.lock_wait_us);
         e.u64(self.connections).u64(self.connection_limit).u64(self.memory_used).u64(self.memory_limit).u64(self.panics);
+        for v in self.cpu_ns {
+            e.u64(v);
+        }
+        e.u64(self.cpu_loop_ns).u64(self.disk_total).u64(self.disk_free);
     }
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         Ok(ServerStats {
@@ -194,6 +228,16 @@ impl ServerStats {
             memory_used: d.u64()?,
             memory_limit: d.u64()?,
             panics: d.u64()?,
+            cpu_ns: {
+                let mut v = [0u64; CPU_KINDS];
+                for x in v.iter_mut() {
+                    *x = d.u64()?;
+                }
+                v
+            },
+            cpu_loop_ns: d.u64()?,
+            disk_total: d.u64()?,
+            disk_free: d.u64()?,
         })
     }
 }

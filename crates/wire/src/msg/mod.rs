@@ -329,6 +329,10 @@ mod tests {
                 memory_used: n / 14,
                 memory_limit: n / 15,
                 panics: n / 16,
+                cpu_ns: [n / 17, n / 18, n / 19, n / 20, n / 21, n / 22],
+                cpu_loop_ns: n / 23,
+                disk_total: n / 24,
+                disk_free: n / 25,
             })),
         ]
     }

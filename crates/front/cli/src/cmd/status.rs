@@ -41,6 +41,28 @@ pub fn status(cluster: Option<&Path>) -> Result<()> {
             out!("\nserver {}: {} requests failed inside the server (each is a bug; see its log)", s.server.id, st.panics)?;
         }
     }
+    // Where each server's CPU went (thread CPU clocks), and its disk.
+    out!("\nCPU by kind of request (and the event loop's own), disk free:")?;
+    for s in &all {
+        if let Ok(st) = &s.stats {
+            let secs = |ns: u64| ns as f64 / 1e9;
+            let mut parts = vec![format!("loop {:.3}s", secs(st.cpu_loop_ns))];
+            for k in weft_wire::CpuKind::ALL {
+                let ns = st.cpu_ns[k as usize];
+                if ns == 0 {
+                    continue;
+                }
+                let moved = match k {
+                    weft_wire::CpuKind::DataWrite => st.bytes_written,
+                    weft_wire::CpuKind::DataRead => st.bytes_read,
+                    _ => 0,
+                };
+                let per_mb = if moved > 0 { format!(" ({:.2} ms/MB)", ns as f64 / 1e6 / (moved as f64 / 1e6)) } else { String::new() };
+                parts.push(format!("{} {:.3}s{per_mb}", k.name(), secs(ns)));
+            }
+            out!("  server {}: {}; disk {} free of {}", s.server.id, parts.join(", "), human_bytes(st.disk_free), human_bytes(st.disk_total))?;
+        }
+    }
     for s in all {
         if let (Ok(st), true) = (&s.stats, s.server.services.contains(&weft_net::Service::Lock)) {
             let avg = if st.locks_granted > 0 { st.lock_wait_us as f64 / st.locks_granted as f64 } else { 0.0 };

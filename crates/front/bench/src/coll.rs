@@ -57,13 +57,6 @@ fn impls(mpi: &str) -> Vec<Impl> {
     v
 }
 
-/// Drops the page cache (root only); false if it could not.
-fn drop_caches() -> bool {
-    // A sync first, so dirty pages are written rather than kept.
-    let _ = std::process::Command::new("sync").status();
-    std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok()
-}
-
 pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
     if p.procs == 0 || p.sizes.is_empty() || p.sizes.contains(&0) || p.repeats == 0 {
         bail!("procs, sizes and repeats must be at least 1");
@@ -86,7 +79,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                 let path = if im.weft { format!("weft:/bench/coll-{}-{}", std::process::id(), im.name) } else { bc.scratch.join(format!("coll-{}", im.name)).display().to_string() };
                 let args = |op: &str| [op.to_string(), path.clone(), n.to_string(), im.cb.to_string()];
                 let w = job.run_with(p.procs, &bc.cluster_file, im.weft, im.mpiexec, &args("w"))?;
-                cold &= drop_caches();
+                cold &= crate::sched::drop_caches();
                 let r = job.run_with(p.procs, &bc.cluster_file, im.weft, im.mpiexec, &args("r"))?;
                 samples[i][0].push(bytes / w / 1e6);
                 samples[i][1].push(bytes / r / 1e6);

@@ -7,6 +7,7 @@
 //! See `docs/benchmarks.md`.
 
 pub mod atomic;
+pub mod btio;
 pub mod coll;
 pub mod concurrent_write;
 pub mod conns;

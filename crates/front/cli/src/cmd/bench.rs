@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, coll, concurrent_write as cw, conns, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
+use weft_bench::{atomic, btio, coll, concurrent_write as cw, conns, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -72,6 +72,30 @@ enum Which {
         transfer: u64,
         #[arg(long, default_value_t = 5)]
         repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Paper 000 figures 4-5: BTIO nested-strided collective write and read, two-phase vs independent, per heuristic and b.
+    Btio {
+        #[command(flatten)]
+        common: Common,
+        /// q^2 processes (ranks are threads, each with its own connections).
+        #[arg(long, default_value_t = 3)]
+        q: u64,
+        /// Points per cell in the two scaled dimensions (pieces stay 3240 bytes).
+        #[arg(long, default_value_t = 24)]
+        cells: u64,
+        #[arg(long, value_delimiter = ',', default_value = "first,random,hash")]
+        strategies: Vec<String>,
+        /// Schedule blocks b.
+        #[arg(long, value_delimiter = ',', default_value = "4k,64k,1m,8m", value_parser = parse_size)]
+        blocks: Vec<u64>,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Aggregators of two-phase I/O.
+        #[arg(long, default_value_t = 4)]
+        aggregators: usize,
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 4)]
         servers: usize,
@@ -357,6 +381,58 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::Btio { common, q, cells, strategies, blocks, repeats, aggregators, servers } => {
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let quiet = common.json;
+            let p = btio::Params { q, cell_yz: cells, strategies, blocks, repeats, aggregators };
+            let rows = btio::run(&bc, &p, &|what| {
+                if !quiet {
+                    eprintln!("bench btio: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "btio");
+            let panels: Vec<weft_bench::plot::Panel> = ["write", "read"]
+                .iter()
+                .map(|op| weft_bench::plot::Panel {
+                    title: format!("BTIO {op}, {} ranks: seconds by schedule block b", q * q),
+                    x_label: "schedule block b (bytes)".into(),
+                    y_label: "seconds".into(),
+                    series: {
+                        let mut keys: Vec<(&str, String)> = Vec::new();
+                        for r in &rows {
+                            let k = (r.implementation, r.strategy.clone());
+                            if !keys.contains(&k) {
+                                keys.push(k);
+                            }
+                        }
+                        keys.into_iter()
+                            .map(|(im, st)| weft_bench::plot::Series {
+                                name: format!("{} {st}", im.trim_start_matches("weft-")),
+                                points: rows.iter().filter(|r| r.op == *op && r.implementation == im && r.strategy == st).map(|r| (r.block_bytes as f64, r.seconds)).collect(),
+                            })
+                            .collect()
+                    },
+                })
+                .collect();
+            let plots = weft_bench::plot::write(&csv.with_extension(""), &panels)?;
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| vec![r.op.to_string(), r.implementation.to_string(), r.strategy.clone(), super::human_bytes(r.block_bytes), format!("{:.3}", r.seconds), f1(r.mb_s)])
+                    .collect();
+                print_table(
+                    &format!("BTIO (paper 000 figs. 4-5), {} ranks, {} per phase, median of {repeats}; writes fsync'd", q * q, super::human_bytes(weft_client::Pattern::btio(q, cells).file_size())),
+                    &["op", "impl", "strategy", "b", "seconds", "MB/s"],
+                    &table,
+                );
+                for im in ["weft-two-phase", "weft-independent"] {
+                    out!("{im}: spread {:.0}% write, {:.0}% read", btio::spread(&rows, im, "write") * 100.0, btio::spread(&rows, im, "read") * 100.0)?;
+                }
+                out!("{}", btio::PAPER)?;
+                let plots = if plots.is_empty() { "none (no DejaVu font found)".to_string() } else { plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };
+                out!("CSV: {}; plots: {plots}", csv.display())?;
             }
         }
         Which::Coll { common, mpi, procs, sizes, repeats, servers } => {

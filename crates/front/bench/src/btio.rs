@@ -1,0 +1,134 @@
+//! Paper 000's BTIO experiment (figures 4 and 5): q^2 processes write and
+//! then read one file through nested-strided views (3240-byte pieces, two
+//! levels deep), collectively, for each scheduling heuristic and schedule
+//! block b, with two-phase collective I/O and with each rank's own list
+//! I/O. Ranks are threads here, each with its own client (own connections,
+//! as separate processes would have), and `ThreadComm` for the collective
+//! steps. Writes are fsync'd; reads are cold where the page cache can be
+//! dropped (as root).
+
+use crate::{median, BenchCluster};
+use anyhow::{bail, Result};
+use serde::Serialize;
+use std::time::Instant;
+use weft_client::collective::{read_all, write_all, CbMode, CollectiveHints};
+use weft_client::comm::{Communicator, ThreadComm};
+use weft_client::{Client, CreateOptions, Datatype, Pattern, View};
+
+/// The paper's numbers, printed beside Weft's.
+pub const PAPER: &str = "paper 000 (BTIO class B, one I/O phase of 42.2 MB): write times spread 53% across heuristics and b \
+(0.78 s first-IOS b = 4 KiB vs 0.51 s first-IOS b = 8 MiB), read times 173% (1.15 s random-IOS b = 4 KiB vs 0.42 s hash-IOS b = 8 MiB)";
+
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// q^2 processes.
+    pub q: u64,
+    /// Points per cell in the two scaled dimensions (pieces stay 81 points).
+    pub cell_yz: u64,
+    pub strategies: Vec<String>,
+    pub blocks: Vec<u64>,
+    pub repeats: usize,
+    /// Aggregators of two-phase I/O.
+    pub aggregators: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub workload: &'static str,
+    pub procs: usize,
+    pub op: &'static str,
+    #[serde(rename = "impl")]
+    pub implementation: &'static str,
+    pub strategy: String,
+    pub block_bytes: u64,
+    pub seconds: f64,
+    pub mb_s: f64,
+}
+
+const IMPLS: [(&str, CbMode); 2] = [("weft-two-phase", CbMode::Enable), ("weft-independent", CbMode::Disable)];
+
+pub fn run(bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    if p.q == 0 || p.cell_yz == 0 || p.repeats == 0 || p.blocks.is_empty() || p.strategies.is_empty() {
+        bail!("q, cells, repeats, blocks and strategies must be given");
+    }
+    let pattern = Pattern::btio(p.q, p.cell_yz);
+    let procs = (p.q * p.q) as usize;
+    let bytes = pattern.file_size() as f64;
+    let clients: Vec<Client> = (0..procs).map(|_| Client::connect(&bc.cluster_file)).collect::<weft_client::Result<_>>()?;
+    let _ = clients[0].mkdir("/bench", 0o777);
+    let path = format!("/bench/btio-{}", std::process::id());
+    let views: Vec<View> = (0..procs as u64).map(|r| Ok(View::new(0, Datatype::byte(), pattern.filetype(procs as u64, r)?)?)).collect::<Result<_>>()?;
+    let mut rows = Vec::new();
+    for (name, mode) in IMPLS {
+        for s in &p.strategies {
+            for &b in &p.blocks {
+                let mut samples = [Vec::new(), Vec::new()];
+                for rep in 0..p.repeats {
+                    progress(&format!("{name} {s} b={b} round {}/{}", rep + 1, p.repeats));
+                    clients[0].create(&path, CreateOptions::default())?;
+                    for (k, op) in ["write", "read"].into_iter().enumerate() {
+                        if op == "read" {
+                            crate::sched::drop_caches();
+                        }
+                        let hints = CollectiveHints { cb_nodes: p.aggregators, cb_buffer_size: 16 << 20, mode, node_of_rank: Vec::new() };
+                        samples[k].push(one_phase(&clients, &views, &path, s, b, op == "write", &hints)?);
+                    }
+                    clients[0].unlink(&path)?;
+                }
+                for (k, op) in ["write", "read"].into_iter().enumerate() {
+                    let secs = median(std::mem::take(&mut samples[k]));
+                    rows.push(Row { workload: "btio", procs, op, implementation: name, strategy: s.clone(), block_bytes: b, seconds: secs, mb_s: bytes / secs / 1e6 });
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// One collective write (fsync'd) or read by every rank; the slowest
+/// rank's seconds, from a common start.
+fn one_phase(clients: &[Client], views: &[View], path: &str, strategy: &str, block: u64, write: bool, hints: &CollectiveHints) -> Result<f64> {
+    let comms = ThreadComm::group(clients.len());
+    let times: Vec<Result<f64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .iter()
+            .zip(clients)
+            .zip(views)
+            .map(|((comm, client), view)| {
+                s.spawn(move || -> Result<f64> {
+                    let mut f = client.open(path, write)?;
+                    f.set_hint("weft_sched", strategy)?;
+                    f.set_hint("weft_sched_block", &block.to_string())?;
+                    let len = view.filetype().size() as usize;
+                    let mut buf: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+                    let segs = f.view_segments(view, 0, len, &Datatype::byte(), len as u64)?;
+                    comm.barrier()?;
+                    let t0 = Instant::now();
+                    if write {
+                        write_all(&f, comm, &segs, &buf, hints)?;
+                        f.fsync()?;
+                    } else {
+                        read_all(&f, comm, &segs, &mut buf, hints)?;
+                    }
+                    let t = t0.elapsed().as_secs_f64();
+                    comm.barrier()?;
+                    Ok(t)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a rank panicked")))).collect()
+    });
+    let mut slowest = 0f64;
+    for t in times {
+        slowest = slowest.max(t?);
+    }
+    Ok(slowest)
+}
+
+/// Spread of times across strategies and blocks, as the paper states it:
+/// slowest over fastest, minus one.
+pub fn spread(rows: &[Row], implementation: &str, op: &str) -> f64 {
+    let t: Vec<f64> = rows.iter().filter(|r| r.implementation == implementation && r.op == op).map(|r| r.seconds).collect();
+    let (lo, hi) = (t.iter().copied().fold(f64::MAX, f64::min), t.iter().copied().fold(0.0, f64::max));
+    if lo > 0.0 && lo < f64::MAX { hi / lo - 1.0 } else { 0.0 }
+}

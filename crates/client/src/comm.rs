@@ -45,14 +45,26 @@ pub fn allgather_u64(comm: &dyn Communicator, mine: u64) -> Result<Vec<u64>> {
 /// returns what every rank sent here, concatenated in rank order, and how
 /// many bytes came from each. Sizes are exchanged first, so neither side
 /// need know the other's.
+///
+/// MPI counts are ints: if any rank would send or receive more than
+/// [`MAX_EXCHANGE`] bytes, every rank returns the same error instead of one
+/// rank giving up inside the exchange while the others wait.
 pub fn exchange(comm: &dyn Communicator, send: &[u8], send_counts: &[usize]) -> Result<(Vec<u8>, Vec<usize>)> {
     let n = comm.size();
     let sizes: Vec<u8> = send_counts.iter().flat_map(|&c| (c as u64).to_le_bytes()).collect();
     let got = comm.alltoallv(&sizes, &vec![8; n], &vec![8; n])?;
     let recv_counts: Vec<usize> = got.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
+    let fits = |counts: &[usize]| counts.iter().try_fold(0usize, |a, &c| a.checked_add(c)).is_some_and(|t| t <= MAX_EXCHANGE);
+    let ok = allgather_u64(comm, u64::from(fits(send_counts) && fits(&recv_counts)))?;
+    if let Some(r) = ok.iter().position(|&v| v == 0) {
+        return Err(crate::Error::Comm(format!("collective exchange too large at rank {r} (over {MAX_EXCHANGE} bytes in one step): lower cb_buffer_size")));
+    }
     let all = comm.alltoallv(send, send_counts, &recv_counts)?;
     Ok((all, recv_counts))
 }
+
+/// Most bytes one rank sends or receives in one exchange step (MPI's int counts).
+pub const MAX_EXCHANGE: usize = i32::MAX as usize;
 
 /// A communicator of threads in one process, for tests of collective
 /// operations without MPI: `ThreadComm::group(n)` gives one per thread.

@@ -17,8 +17,9 @@ use crate::{DecodeError, MsgId};
 /// "WEFT" read as a little-endian u32.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Bumped on any incompatible change of header, handshake or message
-/// encoding. 2: challenge-response handshake.
-pub const PROTOCOL_VERSION: u8 = 2;
+/// encoding. 2: challenge-response handshake. 3: shared file pointers
+/// (meta op 11, response 11), CPU and disk fields in server stats.
+pub const PROTOCOL_VERSION: u8 = 3;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -59,7 +59,10 @@ pub struct CollectiveHints {
 /// The ranks that aggregate, `cb_nodes` of them: the first rank of each
 /// node, then the second of each, and so on (ROMIO places them alike).
 pub fn aggregator_ranks(hints: &CollectiveHints, size: usize) -> Vec<usize> {
-    let want = hints.cb_nodes.clamp(1, size.max(1));
+    if size == 0 {
+        return Vec::new();
+    }
+    let want = hints.cb_nodes.clamp(1, size);
     if hints.node_of_rank.len() != size {
         return (0..want).collect();
     }
@@ -85,18 +88,41 @@ pub fn aggregator_ranks(hints: &CollectiveHints, size: usize) -> Vec<usize> {
     out
 }
 
-/// What the ranks tell each other first: their range and byte count.
-fn extents(comm: &dyn Communicator, segments: &[Segment]) -> Result<Vec<(u64, u64, u64)>> {
+/// What the ranks tell each other first: their range and byte count, and
+/// what must be the same everywhere, taken from rank 0 (hints may differ
+/// between ranks, and atomic mode is on if any rank has it on), so that
+/// every rank plans the same rounds and takes the same steps.
+struct Agreed {
+    extents: Vec<(u64, u64, u64)>,
+    hints: CollectiveHints,
+    atomic: bool,
+}
+
+fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints: &CollectiveHints) -> Result<Agreed> {
     let lo = segments.iter().filter(|s| s.len > 0).map(|s| s.file).min().unwrap_or(0);
     let hi = segments.iter().filter(|s| s.len > 0).map(|s| s.file + s.len).max().unwrap_or(0);
     let bytes: u64 = segments.iter().map(|s| s.len).sum();
-    let mut mine = Vec::with_capacity(24);
-    for v in [lo, hi, bytes] {
+    let mode = match hints.mode {
+        CbMode::Enable => 0,
+        CbMode::Disable => 1,
+        CbMode::Automatic => 2,
+    };
+    let mut mine = Vec::with_capacity(56);
+    for v in [lo, hi, bytes, hints.cb_nodes as u64, hints.cb_buffer_size, mode, u64::from(file.atomicity())] {
         mine.extend_from_slice(&v.to_le_bytes());
     }
     let all = comm.allgather(&mine)?;
     let word = |c: &[u8], i: usize| u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-    Ok(all.chunks_exact(24).map(|c| (word(c, 0), word(c, 1), word(c, 2))).collect())
+    let rows: Vec<&[u8]> = all.chunks_exact(56).collect();
+    let r0 = rows[0];
+    let hints = CollectiveHints {
+        cb_nodes: word(r0, 3).min(comm.size() as u64).max(1) as usize,
+        // A buffer too large for one exchange is cut to what MPI's counts allow.
+        cb_buffer_size: word(r0, 4).clamp(1, 1 << 30),
+        mode: [CbMode::Enable, CbMode::Disable, CbMode::Automatic][word(r0, 5).min(2) as usize],
+        node_of_rank: hints.node_of_rank.clone(),
+    };
+    Ok(Agreed { extents: rows.iter().map(|c| (word(c, 0), word(c, 1), word(c, 2))).collect(), hints, atomic: rows.iter().any(|c| word(c, 6) != 0) })
 }
 
 /// The plan, or `None` when each rank should do its own I/O.
@@ -136,6 +162,7 @@ fn encode_pieces(m: &mut Vec<u8>, pieces: &[Segment], data: Option<&[u8]>) {
 fn messages(size: usize, agg_ranks: &[usize], row: &[Vec<Segment>], data: Option<&[u8]>) -> (Vec<u8>, Vec<usize>) {
     let mut dest: Vec<Option<usize>> = vec![None; size];
     for (a, &r) in agg_ranks.iter().enumerate() {
+        assert!(dest[r].is_none(), "aggregator ranks are distinct");
         dest[r] = Some(a);
     }
     let bytes: usize = row.iter().map(|p| 8 + 16 * p.len() + data.map_or(0, |_| p.iter().map(|s| s.len as usize).sum())).sum();
@@ -208,8 +235,8 @@ fn agree(comm: &dyn Communicator, mine: Result<()>) -> Result<()> {
 
 /// In atomic mode, rank 0 takes one lock over the union of every rank's
 /// regions (what it returns); every rank learns whether it got it.
-fn union_lock(file: &File, comm: &dyn Communicator, segments: &[Segment], exclusive: bool) -> Result<Option<LockGuard>> {
-    if !file.atomicity() {
+fn union_lock(file: &File, comm: &dyn Communicator, segments: &[Segment], exclusive: bool, atomic: bool) -> Result<Option<LockGuard>> {
+    if !atomic {
         return Ok(None);
     }
     // This rank's regions, adjacent ones joined, to rank 0.
@@ -241,13 +268,17 @@ fn union_lock(file: &File, comm: &dyn Communicator, segments: &[Segment], exclus
     mine
 }
 
-/// After every rank is done: rank 0 releases the union lock.
-fn union_unlock(comm: &dyn Communicator, guard: Option<LockGuard>, outcome: Result<()>) -> Result<()> {
+/// After every rank is done (the first agreement), rank 0 releases the
+/// union lock, and every rank learns whether that worked (the second), so
+/// all ranks leave with the same outcome and take the same steps.
+fn union_unlock(comm: &dyn Communicator, guard: Option<LockGuard>, atomic: bool, outcome: Result<()>) -> Result<()> {
     let outcome = agree(comm, outcome);
-    if let Some(g) = guard {
-        g.release()?;
+    if !atomic {
+        return outcome;
     }
-    outcome
+    let released = guard.map_or(Ok(()), LockGuard::release);
+    let released = agree(comm, released);
+    outcome.and(released)
 }
 
 /// Collective write of this rank's `segments` from `buf`; returns its bytes.
@@ -255,12 +286,13 @@ fn union_unlock(comm: &dyn Communicator, guard: Option<LockGuard>, outcome: Resu
 /// exchange round r + 1 (double buffering); MPI is only called from the
 /// caller's thread.
 pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<u64> {
-    let guard = union_lock(file, comm, segments, true)?;
-    let all = extents(comm, segments)?;
+    let Agreed { extents: all, hints, atomic } = agree_first(comm, file, segments, hints)?;
+    let hints = &hints;
+    let guard = union_lock(file, comm, segments, true, atomic)?;
     let mine: u64 = all[comm.rank()].2;
     let Some(d) = plan(file, comm, &all, hints) else {
         let own = file.write_pieces_unlocked(segments, buf).map(|_| ());
-        union_unlock(comm, guard, own)?;
+        union_unlock(comm, guard, atomic, own)?;
         return Ok(mine);
     };
     let (size, me) = (comm.size(), comm.rank());
@@ -285,7 +317,7 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
         }
         Ok(outcome)
     })?;
-    union_unlock(comm, guard, outcome)?;
+    union_unlock(comm, guard, atomic, outcome)?;
     Ok(mine)
 }
 
@@ -297,7 +329,8 @@ fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
         let (pieces, data) = decode_pieces(&got[r.clone()])?;
         let mut at = r.start + data;
         for (file_off, len) in pieces {
-            if at + len as usize > r.end {
+            let end = usize::try_from(len).ok().and_then(|l| at.checked_add(l));
+            if end.is_none_or(|e| e > r.end) || file_off.checked_add(len).is_none() {
                 return Err(Error::Comm("collective message shorter than its pieces".into()));
             }
             if len > 0 {
@@ -318,12 +351,13 @@ fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
 /// Collective read into this rank's `segments` of `buf`; returns the bytes
 /// of its stream before the end of the file.
 pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
-    let guard = union_lock(file, comm, segments, false)?;
-    let all = extents(comm, segments)?;
+    let Agreed { extents: all, hints, atomic } = agree_first(comm, file, segments, hints)?;
+    let hints = &hints;
+    let guard = union_lock(file, comm, segments, false, atomic)?;
     let Some(d) = plan(file, comm, &all, hints) else {
         let own = file.read_pieces_unlocked(segments.to_vec(), buf);
         let n = own.as_ref().map_or(0, |&n| n as u64);
-        union_unlock(comm, guard, own.map(|_| ()))?;
+        union_unlock(comm, guard, atomic, own.map(|_| ()))?;
         return Ok(n);
     };
     let (size, me) = (comm.size(), comm.rank());
@@ -338,7 +372,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
         let requests: Vec<&[u8]> = split_by(&got_counts).into_iter().map(|r| &got[r]).collect();
         let mut replies = vec![Vec::new(); size];
         if my_agg && outcome.is_ok() {
-            match aggregate_read(file, &requests) {
+            match aggregate_read(file, &requests, d.round_bytes()) {
                 Ok((r, s)) => {
                     replies = r;
                     short |= s;
@@ -368,16 +402,21 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
             }
         }
     }
-    union_unlock(comm, guard, outcome)?;
+    union_unlock(comm, guard, atomic, outcome)?;
     // Somewhere the file ended inside the access: count this rank's bytes
     // before the end, as an independent read would.
     let any_short = allgather_u64(comm, u64::from(short))?.contains(&1);
     if !any_short {
         return Ok(all[me].2);
     }
-    let mut size_le = if me == 0 { file.size()?.to_le_bytes() } else { [0; 8] };
+    // Rank 0 asks; u64::MAX tells the others it could not.
+    let size = if me == 0 { file.size() } else { Ok(0) };
+    let mut size_le = size.as_ref().map_or(u64::MAX, |&s| s).to_le_bytes();
     comm.broadcast(&mut size_le, 0)?;
-    let eof = u64::from_le_bytes(size_le);
+    let eof = match u64::from_le_bytes(size_le) {
+        u64::MAX => return Err(size.err().unwrap_or_else(|| Error::Comm("rank 0 could not get the file's size".into()))),
+        v => v,
+    };
     let mut read = 0;
     for s in segments {
         if s.file >= eof {
@@ -394,7 +433,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
 /// An aggregator's round of a read: read the union of the ranks' requests
 /// as list I/O, then cut each rank's answer out of it. Also says whether
 /// the file ended inside the union.
-fn aggregate_read(file: &File, requests: &[&[u8]]) -> Result<(Vec<Vec<u8>>, bool)> {
+fn aggregate_read(file: &File, requests: &[&[u8]], max_round_bytes: u64) -> Result<(Vec<Vec<u8>>, bool)> {
     let mut all: Vec<(u64, u64)> = Vec::new();
     let mut per_rank = Vec::with_capacity(requests.len());
     for m in requests {
@@ -402,8 +441,17 @@ fn aggregate_read(file: &File, requests: &[&[u8]]) -> Result<(Vec<Vec<u8>>, bool
         all.extend(pieces.iter().copied());
         per_rank.push(pieces);
     }
+    if all.iter().any(|&(o, l)| o.checked_add(l).is_none()) {
+        return Err(Error::Comm("collective read request past the largest offset".into()));
+    }
     let runs = runs(&mut all);
     let total = runs.last().map_or(0, |r| r.mem + r.len as usize);
+    // The union of one round's requests lies in this aggregator's domain for
+    // the round, at most cb_buffer_size (or one stripe) bytes: more means
+    // malformed requests, not a buffer to allocate.
+    if total as u64 > max_round_bytes {
+        return Err(Error::Comm(format!("collective read requests of {total} bytes exceed the round's {max_round_bytes}")));
+    }
     let mut asm = vec![0u8; total];
     let got = if runs.is_empty() { 0 } else { file.read_pieces_unlocked(runs.clone(), &mut asm)? };
     let replies = per_rank

@@ -37,6 +37,11 @@ impl Domains {
         self.aggregators as usize
     }
 
+    /// Most file bytes one aggregator's round spans.
+    pub fn round_bytes(&self) -> u64 {
+        self.per_round.saturating_mul(self.stripe)
+    }
+
     /// How many of the aggregator's stripes precede stripe `k` among its own.
     fn local_index(&self, k: u64) -> u64 {
         (k - self.first_of(k % self.aggregators)) / self.aggregators

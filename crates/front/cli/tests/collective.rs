@@ -104,7 +104,7 @@ fn gathering_cuts_the_requests_the_servers_see() {
     let client = tc.client();
     let opts = CreateOptions { stripe_size: 65536, ..Default::default() };
     let mut used = Vec::new();
-    for (name, mode) in [("independent", CbMode::Disable), ("two-phase", CbMode::Enable)] {
+    for (name, mode) in [("independent", CbMode::Disable), ("two-phase", CbMode::Enable), ("automatic", CbMode::Automatic)] {
         let path = format!("/req-{name}");
         client.create(&path, opts).unwrap();
         let hints = CollectiveHints { cb_nodes: 4, cb_buffer_size: 1 << 20, mode, node_of_rank: Vec::new() };
@@ -123,6 +123,7 @@ fn gathering_cuts_the_requests_the_servers_see() {
     // Independently every rank sends a list request to every server (16);
     // gathered, aggregator k holds stripes k and k+4, both on server k, and
     // sends them as one request (4). The status calls count 4 each time.
+    assert!(used[2] * 2 <= used[0], "automatic did not gather an interleaved access: {} requests, independent {}", used[2], used[0]);
     assert!(used[1] * 2 <= used[0], "two-phase used {} requests, independent {}", used[1], used[0]);
 }
 
@@ -139,7 +140,8 @@ fn collective_reads_past_the_end_count_only_bytes_before_it() {
         // Rank r reads 3000-byte blocks r, r+4, r+8: the file ends at 10000.
         let segs = pattern(r, 3000, 3);
         let mut buf = vec![0u8; segs.iter().map(|s| s.len as usize).sum()];
-        read_all(&f, comm, &segs, &mut buf, &hints).unwrap()
+        let n = read_all(&f, comm, &segs, &mut buf, &hints).unwrap();
+        (n, buf)
     });
     // Independent reads are the reference for the counts.
     let want: Vec<u64> = (0..RANKS)
@@ -149,7 +151,38 @@ fn collective_reads_past_the_end_count_only_bytes_before_it() {
             f.read_pieces(segs, &mut buf).unwrap() as u64
         })
         .collect();
-    assert_eq!(counts, want);
+    assert_eq!(counts.iter().map(|c| c.0).collect::<Vec<_>>(), want);
+    // And the bytes: 9s before the end, zeros (untouched) after.
+    for (r, (_, buf)) in counts.iter().enumerate() {
+        let segs = pattern(r, 3000, 3);
+        let mut at = 0;
+        for s in &segs {
+            for i in 0..s.len {
+                let want = if s.file + i < 10_000 { 9 } else { 0 };
+                assert_eq!(buf[at], want, "rank {r} byte at file offset {}", s.file + i);
+                at += 1;
+            }
+        }
+    }
+}
+
+/// Ranks whose hints disagree (MPI programs may pass different ones) still
+/// take the same steps: rank 0's hints rule, nothing hangs, data is right.
+#[test]
+fn ranks_with_different_hints_agree_on_one_plan() {
+    let tc = TestCluster::start("collective-hints", 2);
+    let client = tc.client();
+    client.create("/hints", CreateOptions { stripe_size: 5000, ..Default::default() }).unwrap();
+    on_ranks(|r, comm| {
+        let f = client.open("/hints", true).unwrap();
+        let mode = [CbMode::Enable, CbMode::Disable, CbMode::Automatic, CbMode::Enable][r];
+        let hints = CollectiveHints { cb_nodes: r + 1, cb_buffer_size: 4000 * (r as u64 + 1), mode, node_of_rank: Vec::new() };
+        let segs = pattern(r, 1000, 30);
+        write_all(&f, comm, &segs, &data_for(r, &segs), &hints).unwrap();
+        let mut back = vec![0u8; segs.iter().map(|s| s.len as usize).sum()];
+        read_all(&f, comm, &segs, &mut back, &hints).unwrap();
+        assert!(back == data_for(r, &segs), "rank {r} read other bytes");
+    });
 }
 
 #[test]

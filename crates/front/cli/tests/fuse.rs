@@ -183,6 +183,29 @@ fn a_file_closed_on_one_mount_is_seen_whole_by_an_open_on_another() {
     let data: Vec<u8> = (0..1_500_000u32).map(|i| (i % 253) as u8).collect();
     fs::write(a.point.join("shared"), &data).unwrap();
     assert!(fs::read(b.point.join("shared")).unwrap() == data, "mount b did not see mount a's closed file whole");
+    // fstat after fchmod shows the new mode.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let f = fs::File::open(a.point.join("shared")).unwrap();
+        f.set_permissions(fs::Permissions::from_mode(0o604)).unwrap();
+        assert_eq!(f.metadata().unwrap().permissions().mode() & 0o7777, 0o604);
+    }
+    // A directory larger than one readdir reply lists every entry once.
+    fs::create_dir(a.point.join("many")).unwrap();
+    for i in 0..300 {
+        fs::write(a.point.join(format!("many/entry-with-a-longish-name-{i:04}")), b"x").unwrap();
+    }
+    let mut names: Vec<String> = fs::read_dir(b.point.join("many")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    let want: Vec<String> = (0..300).map(|i| format!("entry-with-a-longish-name-{i:04}")).collect();
+    assert_eq!(names, want);
+    // A rename by the other mount: this mount sees the new name, not the old.
+    fs::write(a.point.join("old-name"), b"moved").unwrap();
+    assert_eq!(fs::read(b.point.join("old-name")).unwrap(), b"moved");
+    fs::rename(a.point.join("old-name"), a.point.join("new-name")).unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // past b's entry timeout
+    assert_eq!(fs::metadata(b.point.join("old-name")).unwrap_err().kind(), ErrorKind::NotFound);
+    assert_eq!(fs::read(b.point.join("new-name")).unwrap(), b"moved");
     // Writers in two threads, disjoint halves, one mount: both land.
     let half = data.len() / 2;
     let f = OpenOptions::new().write(true).open(b.point.join("shared")).unwrap();

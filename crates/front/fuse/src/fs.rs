@@ -27,6 +27,9 @@ impl Default for MountOptions {
     }
 }
 
+/// A directory's entries as listed: (inode, kind, name).
+type Listing = Vec<(u64, FileType, String)>;
+
 /// An open file of the mount.
 struct Handle {
     file: File,
@@ -39,6 +42,9 @@ pub struct WeftFs {
     /// Inode (Weft file id) -> path, for every inode the kernel knows.
     paths: Mutex<HashMap<u64, String>>,
     handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    /// Open directories: their listing, taken once at opendir, so that
+    /// readdir's offsets stay valid and a large directory is listed once.
+    listings: Mutex<HashMap<u64, Arc<Listing>>>,
     next_fh: AtomicU64,
 }
 
@@ -77,7 +83,7 @@ impl WeftFs {
     pub fn new(client: Client, opts: MountOptions) -> Self {
         let mut paths = HashMap::new();
         paths.insert(1, "/".to_string());
-        WeftFs { client, opts, paths: Mutex::new(paths), handles: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+        WeftFs { client, opts, paths: Mutex::new(paths), handles: Mutex::new(HashMap::new()), listings: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
     }
 
     fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
@@ -99,6 +105,38 @@ impl WeftFs {
         let (a, size) = self.client.stat(path).map_err(|e| errno::of(&e))?;
         self.remember(a.id.0, path);
         Ok(fuse_attr(&a, size))
+    }
+
+    /// The attributes of inode `ino` by its path, if the path still names
+    /// that inode (another mount may have replaced or moved it): else ESTALE.
+    fn stat_ino(&self, ino: INodeNo) -> Result<FileAttr, Errno> {
+        let path = self.path_of(ino)?;
+        let a = self.stat(&path)?;
+        if a.ino != ino && ino.0 != 1 {
+            lock(&self.paths).remove(&ino.0);
+            return Err(Errno::ESTALE);
+        }
+        Ok(a)
+    }
+
+    /// Forgets the inodes at `path` and below (removed or replaced).
+    fn forget_path(&self, path: &str) {
+        let below = format!("{path}/");
+        lock(&self.paths).retain(|&ino, p| ino == 1 || (p != path && !p.starts_with(&below)));
+    }
+
+    /// A directory's entries, "." and ".." first, remembering each child's path.
+    fn list(&self, ino: INodeNo) -> Result<Listing, Errno> {
+        let path = self.path_of(ino)?;
+        let entries = self.client.readdir(&path).map_err(|e| errno::of(&e))?;
+        let mut all: Listing = vec![(ino.0, FileType::Directory, ".".into()), (ino.0, FileType::Directory, "..".into())];
+        for e in entries {
+            let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
+            self.remember(e.attr.id.0, &child);
+            let kind = if e.attr.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
+            all.push((e.attr.id.0, kind, e.name));
+        }
+        Ok(all)
     }
 
     fn handle(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
@@ -126,9 +164,12 @@ impl Filesystem for WeftFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        let r = match fh.map(|fh| self.handle(fh)) {
-            Some(Ok(h)) => h.file.size().map(|size| fuse_attr(h.file.attr(), size)).map_err(|e| errno::of(&e)),
-            _ => self.path_of(ino).and_then(|p| self.stat(&p)),
+        // Fresh attributes by path; an open file whose name is gone keeps
+        // the attributes it was opened with (and its current size).
+        let r = match (self.stat_ino(ino), fh.map(|fh| self.handle(fh))) {
+            (Ok(a), _) => Ok(a),
+            (Err(_), Some(Ok(h))) => h.file.size().map(|size| fuse_attr(h.file.attr(), size)).map_err(|e| errno::of(&e)),
+            (Err(e), _) => Err(e),
         };
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
@@ -157,12 +198,14 @@ impl Filesystem for WeftFs {
         let r = (|| -> Result<FileAttr, Errno> {
             let path = self.path_of(ino)?;
             let e = |e: weft_client::Error| errno::of(&e);
+            // Changing mode or owner without the right is EPERM (chmod(2)).
+            let owner_err = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
             if let Some(m) = mode {
-                self.client.chmod(&path, m & 0o7777).map_err(e)?;
+                self.client.chmod(&path, m & 0o7777).map_err(owner_err)?;
             }
             if uid.is_some() || gid.is_some() {
                 let (cur, _) = self.client.stat(&path).map_err(e)?;
-                self.client.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(e)?;
+                self.client.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(owner_err)?;
             }
             if let Some(s) = size {
                 match fh.map(|fh| self.handle(fh)) {
@@ -172,7 +215,7 @@ impl Filesystem for WeftFs {
             }
             // Times are kept by the metadata service and cannot be set:
             // accepted and ignored (docs/posix.md), so `touch` works.
-            self.stat(&path)
+            self.stat_ino(ino)
         })();
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
@@ -193,14 +236,14 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.client.unlink(&p).map_err(|e| errno::of(&e))) {
+        match self.child(parent, name).and_then(|p| self.client.unlink(&p).map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.client.rmdir(&p).map_err(|e| errno::of(&e))) {
+        match self.child(parent, name).and_then(|p| self.client.rmdir(&p).map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -216,7 +259,9 @@ impl Filesystem for WeftFs {
                 return Err(Errno::EEXIST);
             }
             self.client.rename(&from, &to).map_err(|e| errno::of(&e))?;
-            // The renamed entry and everything below it have new paths.
+            // What `to` named before is gone; the renamed entry and
+            // everything below it have new paths.
+            self.forget_path(&to);
             let mut paths = lock(&self.paths);
             let below = format!("{from}/");
             for p in paths.values_mut() {
@@ -328,8 +373,9 @@ impl Filesystem for WeftFs {
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: fuser::ReplyStatfs) {
         const BLOCK: u64 = 4096;
         let (mut total, mut free, mut files) = (0u64, 0u64, 0u64);
+        // A server that does not answer is left out: df shows what is known.
         for s in self.client.status() {
-            let Ok(st) = s.stats else { return reply.error(Errno::EIO) };
+            let Ok(st) = s.stats else { continue };
             if st.services & 2 != 0 {
                 total += st.disk_total;
                 free += st.disk_free;
@@ -341,24 +387,36 @@ impl Filesystem for WeftFs {
         reply.statfs(total / BLOCK, free / BLOCK, free / BLOCK, files, u64::MAX / 2, BLOCK as u32, 255, BLOCK as u32);
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let r = self.path_of(ino).and_then(|p| self.client.readdir(&p).map(|v| (p, v)).map_err(|e| errno::of(&e)));
-        let (path, entries) = match r {
-            Ok(x) => x,
-            Err(e) => return reply.error(e),
-        };
-        let mut all: Vec<(u64, FileType, String)> = vec![(ino.0, FileType::Directory, ".".into()), (ino.0, FileType::Directory, "..".into())];
-        for e in entries {
-            let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
-            self.remember(e.attr.id.0, &child);
-            let kind = if e.attr.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
-            all.push((e.attr.id.0, kind, e.name));
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.list(ino) {
+            Ok(all) => {
+                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                lock(&self.listings).insert(fh, Arc::new(all));
+                reply.opened(FileHandle(fh), FopenFlags::empty());
+            }
+            Err(e) => reply.error(e),
         }
-        for (i, (ino, kind, name)) in all.into_iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(ino), i as u64 + 1, kind, name) {
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let listing = lock(&self.listings).get(&fh.0).cloned();
+        let all = match listing {
+            Some(l) => l,
+            None => match self.list(ino) {
+                Ok(l) => Arc::new(l),
+                Err(e) => return reply.error(e),
+            },
+        };
+        for (i, (ino, kind, name)) in all.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*ino), i as u64 + 1, *kind, name) {
                 break;
             }
         }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        lock(&self.listings).remove(&fh.0);
         reply.ok();
     }
 

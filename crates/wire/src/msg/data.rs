@@ -88,7 +88,8 @@ pub enum CpuKind {
     /// Size, truncate, fsync, delete.
     DataOther = 3,
     Lock = 4,
-    /// Ping, sink, source, status: served on the event loop.
+    /// Ping, sink, source (served on the event loop, whose total
+    /// `cpu_loop_ns` also includes them) and status.
     Other = 5,
 }
 

@@ -56,8 +56,14 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     // Until Ctrl-C, or until the session ends (an external umount).
     let ended = std::thread::spawn(move || session.join());
     loop {
-        if rx.recv_timeout(Duration::from_millis(200)).is_ok() {
-            umount_path(&a.mountpoint)?;
+        if rx.recv_timeout(Duration::from_millis(200)).is_ok()
+            && let Err(e) = umount_path(&a.mountpoint)
+        {
+            // Busy (a program has a file open there): detach it now and let
+            // the kernel finish when the last user leaves, rather than exit
+            // and leave a dead mount behind.
+            eprintln!("weft: {e}; detaching it (umount -l)");
+            let _ = std::process::Command::new("umount").arg("-l").arg(&a.mountpoint).status();
         }
         if ended.is_finished() {
             break;

@@ -12,6 +12,7 @@ pub mod coll;
 pub mod concurrent_write;
 pub mod conns;
 pub mod fuzz;
+pub mod md;
 pub mod mpi;
 pub mod mpiio_cost;
 pub mod net;

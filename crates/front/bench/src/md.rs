@@ -82,10 +82,14 @@ pub fn worker(target: &str, dir: &str, files: u64, phase: &str) -> Result<()> {
         for i in 0..files {
             match (&client, phase) {
                 (Some(c), "create") => drop(c.create(&name(i), weft_client::CreateOptions { exclusive: true, ..Default::default() })?),
-                (Some(c), "stat") => drop(c.stat(&name(i))?),
+                (Some(c), "stat") => {
+                    c.stat(&name(i))?;
+                }
                 (Some(c), "unlink") => c.unlink(&name(i))?,
                 (None, "create") => drop(std::fs::OpenOptions::new().write(true).create_new(true).open(name(i))?),
-                (None, "stat") => drop(std::fs::metadata(name(i))?),
+                (None, "stat") => {
+                    std::fs::metadata(name(i))?;
+                }
                 (None, "unlink") => std::fs::remove_file(name(i))?,
                 (_, p) => bail!("unknown phase {p}"),
             }

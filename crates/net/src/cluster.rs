@@ -50,6 +50,10 @@ pub struct ClusterFile {
     /// third of it); a dead client's locks are freed after this long.
     #[serde(default = "default_lock_ttl_ms")]
     pub lock_ttl_ms: u64,
+    /// Requests asserting uid 0 are served as `nobody` (65534): a client
+    /// that holds the cluster file cannot act as root (NFS's root_squash).
+    #[serde(default)]
+    pub root_squash: bool,
     #[serde(rename = "server")]
     pub servers: Vec<ServerEntry>,
 }
@@ -177,6 +181,7 @@ mod tests {
             secret: ClusterFile::random_secret(),
             default_stripe_size: 65536,
             lock_ttl_ms: 10_000,
+            root_squash: false,
             servers: vec![
                 ServerEntry { id: 0, addr: "127.0.0.1:1".parse().unwrap(), services: vec![Service::Meta], dir: "/a".into() },
                 ServerEntry { id: 1, addr: "127.0.0.1:2".parse().unwrap(), services: vec![Service::Data], dir: "/b".into() },

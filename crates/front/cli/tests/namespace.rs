@@ -93,6 +93,32 @@ fn permissions_are_checked_for_other_users() {
     assert!(user.readdir("/private").is_ok());
 }
 
+/// With `root_squash`, a client asserting uid 0 is served as nobody: it
+/// cannot read or remove another user's private files, nor chown, and
+/// what it creates belongs to nobody. Without it, root can (the control).
+#[test]
+fn root_squash_serves_uid_0_as_nobody() {
+    for squash in [false, true] {
+        let tc = TestCluster::start_spec(&format!("squash-{squash}"), weft_launch::ClusterSpec { data_servers: 1, root_squash: squash, ..Default::default() });
+        let alice = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 1000, gid: 1000 }, ..ClientOptions::default() }).unwrap();
+        alice.mkdir("/alice", 0o700).unwrap();
+        alice.create("/alice/secret", excl()).unwrap();
+        let root = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 0, gid: 0 }, ..ClientOptions::default() }).unwrap();
+        let read = root.open("/alice/secret", false);
+        let chown = root.chown("/alice", 0, 0);
+        let made = root.create("/by-root", excl()).unwrap();
+        if squash {
+            assert!(matches!(read, Err(Error::Permission(_))), "root read alice's private file");
+            assert!(matches!(chown, Err(Error::Permission(_))), "{chown:?}");
+            assert!(matches!(root.unlink("/alice/secret"), Err(Error::Permission(_))));
+            assert_eq!((made.attr().uid, made.attr().gid), (65534, 65534));
+        } else {
+            assert!(read.is_ok() && chown.is_ok());
+            assert_eq!(made.attr().uid, 0);
+        }
+    }
+}
+
 #[test]
 fn layouts_follow_hints_and_rotate_over_servers() {
     let tc = TestCluster::start("layout", 4);

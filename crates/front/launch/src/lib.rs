@@ -51,11 +51,13 @@ pub struct ClusterSpec {
     pub lock_ttl_ms: u64,
     /// Extra environment of the server processes (tests shorten deadlines with it).
     pub server_env: Vec<(String, String)>,
+    /// Serve uid 0 as nobody (`root_squash` in the cluster file).
+    pub root_squash: bool,
 }
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new() }
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false }
     }
 }
 
@@ -128,7 +130,7 @@ impl LocalCluster {
                     dir: dir.join(format!("srv{i}")),
                 })
                 .collect();
-            ClusterFile { secret: ClusterFile::random_secret(), default_stripe_size: spec.default_stripe_size, lock_ttl_ms: spec.lock_ttl_ms, servers }
+            ClusterFile { secret: ClusterFile::random_secret(), default_stripe_size: spec.default_stripe_size, lock_ttl_ms: spec.lock_ttl_ms, root_squash: spec.root_squash, servers }
         };
         cluster.save(&path).map_err(|e| fail(e.to_string()))?;
         let mut lc = LocalCluster {

@@ -72,6 +72,8 @@ pub struct Server {
     connection_limit: AtomicU64,
     /// The server's directory: its disk space is reported.
     dir: std::path::PathBuf,
+    /// Serve uid 0 as nobody (the cluster file's `root_squash`).
+    root_squash: bool,
 }
 
 impl Server {
@@ -91,6 +93,7 @@ impl Server {
         let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms));
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
+            root_squash: cluster.root_squash,
             dir: me.dir.clone(),
             id: id.0,
             budget: MemoryBudget::from_env(),
@@ -189,7 +192,7 @@ impl Server {
             Request::Status => Response::Stats(self.stats()),
             Request::Lock(_) => unreachable!("handled above"),
             Request::Meta { cred, op } => match &self.meta {
-                Some(m) => m.handle(cred, op),
+                Some(m) => m.handle(squash(cred, self.root_squash), op),
                 None => Response::error(ErrorCode::WrongService, "this server does not host the meta service"),
             },
             Request::Data(op) => {
@@ -232,6 +235,17 @@ impl Server {
                 }
             }
         }
+    }
+}
+
+/// The identity a request is served as: with root squash, uid 0 becomes
+/// nobody (gid too when it is 0), as NFS servers do.
+fn squash(cred: weft_wire::Cred, on: bool) -> weft_wire::Cred {
+    const NOBODY: u32 = 65534;
+    if on && cred.uid == 0 {
+        weft_wire::Cred { uid: NOBODY, gid: if cred.gid == 0 { NOBODY } else { cred.gid } }
+    } else {
+        cred
     }
 }
 

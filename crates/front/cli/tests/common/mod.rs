@@ -24,9 +24,12 @@ pub struct TestCluster {
 
 impl TestCluster {
     pub fn start(name: &str, data_servers: usize) -> Self {
+        Self::start_spec(name, ClusterSpec { data_servers, ..ClusterSpec::default() })
+    }
+
+    pub fn start_spec(name: &str, spec: ClusterSpec) -> Self {
         let dir = std::env::temp_dir().join(format!("weft-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let spec = ClusterSpec { data_servers, ..ClusterSpec::default() };
         let lc = LocalCluster::start(&server_bin(), &dir, &spec).expect("cluster starts");
         TestCluster { lc, dir }
     }

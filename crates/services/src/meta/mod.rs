@@ -11,6 +11,7 @@
 //! Every mutation is one write transaction committed durably before the
 //! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
 
+mod group_commit;
 mod path;
 mod shared_pointers;
 mod store;
@@ -18,7 +19,7 @@ mod store;
 pub use path::components;
 pub use store::RESERVE_BYTES;
 
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 use std::path::Path;
 use thiserror::Error;
 use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
@@ -43,6 +44,13 @@ pub struct MetaError {
     pub message: String,
     /// The database itself failed (not the request): the store recovers.
     storage: bool,
+}
+
+impl MetaError {
+    /// The same error again, for each request of a group that failed together.
+    fn duplicate(&self) -> Self {
+        MetaError { code: self.code, message: self.message.clone(), storage: self.storage }
+    }
 }
 
 fn err(code: ErrorCode, message: impl Into<String>) -> MetaError {
@@ -72,6 +80,8 @@ pub struct MetaService {
     data_servers: Vec<ServerId>,
     default_stripe_size: u64,
     pointers: shared_pointers::SharedPointers,
+    /// Mutations waiting for, or in, a shared durable commit.
+    commits: group_commit::GroupCommit<(Cred, MetaReq), Result<Response>>,
 }
 
 fn now_ns() -> i64 {
@@ -203,7 +213,7 @@ impl MetaService {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
         let store = store::Store::open(dir)?;
         init_root(&store.db())?;
-        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default() })
+        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default() })
     }
 
     /// Is there a file or directory with this id?
@@ -229,14 +239,9 @@ impl MetaService {
                 Err((code, message)) => Response::error(code, message),
             };
         }
-        let r = self.dispatch(&self.store.db(), cred, &op);
-        let r = match r {
-            Err(e) if e.storage => {
-                let frees = matches!(op, MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. });
-                self.store.recover(frees && e.code == ErrorCode::NoSpace);
-                if frees { self.dispatch(&self.store.db(), cred, &op) } else { Err(e) }
-            }
-            r => r,
+        let r = match op {
+            MetaReq::Stat { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } => self.dispatch(&self.store.db(), cred, &op),
+            _ => self.commits.submit((cred, op), |batch| self.commit_batch(batch)),
         };
         if r.is_ok() {
             self.store.restore_reserve();
@@ -244,24 +249,66 @@ impl MetaService {
         r.unwrap_or_else(|e| Response::error(e.code, e.message))
     }
 
-    fn dispatch(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Response> {
+    /// One group of mutations in one durable commit (see [`group_commit`]).
+    /// A storage failure reopens the database; the group then runs once
+    /// more, with the space reserve released if it frees space (so a
+    /// delete on a full disk succeeds).
+    fn commit_batch(&self, batch: &[&(Cred, MetaReq)]) -> Vec<Result<Response>> {
+        match self.try_batch(batch) {
+            Ok(r) => r,
+            Err(e) if e.storage => {
+                let frees = batch.iter().any(|(_, op)| matches!(op, MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }));
+                self.store.recover(frees && e.code == ErrorCode::NoSpace);
+                self.try_batch(batch).unwrap_or_else(|e| batch.iter().map(|_| Err(e.duplicate())).collect())
+            }
+            Err(e) => batch.iter().map(|_| Err(e.duplicate())).collect(),
+        }
+    }
+
+    fn try_batch(&self, batch: &[&(Cred, MetaReq)]) -> Result<Vec<Result<Response>>> {
+        let db = self.store.db();
+        let tx = db.begin_write()?;
+        let mut results = Vec::with_capacity(batch.len());
+        for (cred, op) in batch {
+            // Every mutation checks everything before it writes, so one that
+            // fails leaves nothing for the others to see (at most an id
+            // counter moved on: ids are never reused anyway).
+            let r = self.apply(&tx, *cred, op);
+            if let Err(e) = &r
+                && e.storage
+            {
+                return Err(e.duplicate());
+            }
+            results.push(r);
+        }
+        tx.commit()?;
+        Ok(results)
+    }
+
+    fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<Response> {
         match op {
             MetaReq::Create { path, mode, exclusive, hint } => {
-                self.insert_new(db, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint }).map(Response::Attr)
+                self.insert_new(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint }).map(Response::Attr)
             }
             MetaReq::Mkdir { path, mode } => {
-                self.insert_new(db, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default() }).map(Response::Attr)
+                self.insert_new(tx, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default() }).map(Response::Attr)
             }
+            MetaReq::Unlink { path } => remove(tx, cred, path, false).map(Response::Attr),
+            MetaReq::Rmdir { path } => remove(tx, cred, path, true).map(|_| Response::Ok),
+            MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced }),
+            MetaReq::Chmod { path, mode } => chmod(tx, cred, path, *mode).map(Response::Attr),
+            MetaReq::Chown { path, uid, gid } => chown(tx, cred, path, *uid, *gid).map(Response::Attr),
+            _ => Err(err(ErrorCode::Internal, "not a mutation")),
+        }
+    }
+
+    /// Read-only requests, on a read transaction of their own.
+    fn dispatch(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Response> {
+        match op {
             MetaReq::Stat { path } => stat(db, cred, path).map(Response::Attr),
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
             MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max),
-            MetaReq::Unlink { path } => remove(db, cred, path, false).map(Response::Attr),
-            MetaReq::Rmdir { path } => remove(db, cred, path, true).map(|_| Response::Ok),
-            MetaReq::Rename { from, to } => rename(db, cred, from, to).map(|replaced| Response::Renamed { replaced }),
-            MetaReq::Chmod { path, mode } => chmod(db, cred, path, *mode).map(Response::Attr),
-            MetaReq::Chown { path, uid, gid } => chown(db, cred, path, *uid, *gid).map(Response::Attr),
-            // Answered by `handle` before the database is reached.
-            MetaReq::SharedPointer { .. } => Err(err(ErrorCode::Internal, "shared pointer op reached the database")),
+            _ => Err(err(ErrorCode::Internal, "not a read-only request")),
         }
     }
 }
@@ -334,10 +381,9 @@ impl MetaService {
         Ok(StripeLayout { stripe_size, servers })
     }
 
-    fn insert_new(&self, db: &Database, cred: Cred, path: &str, new: NewEntry) -> Result<FileAttr> {
+    fn insert_new(&self, tx: &WriteTransaction, cred: Cred, path: &str, new: NewEntry) -> Result<FileAttr> {
         let NewEntry { kind, mode, exclusive, hint } = new;
         let (parent_comps, name) = split_parent(path)?;
-        let tx = db.begin_write()?;
         let attr = {
             let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
             let parent = t.parent_for_change(cred, &parent_comps)?;
@@ -377,16 +423,14 @@ impl MetaService {
             t.dirents.insert((parent.id.0, name), id)?;
             attr
         };
-        tx.commit()?;
         Ok(attr)
     }
 }
 
 /// Removes the entry `path` (a directory when `want_dir`, which must be
 /// empty); returns the removed inode.
-fn remove(db: &Database, cred: Cred, path: &str, want_dir: bool) -> Result<FileAttr> {
+fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bool) -> Result<FileAttr> {
     let (parent_comps, name) = split_parent(path)?;
-    let tx = db.begin_write()?;
     let attr = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let parent = t.parent_for_change(cred, &parent_comps)?;
@@ -403,11 +447,10 @@ fn remove(db: &Database, cred: Cred, path: &str, want_dir: bool) -> Result<FileA
         t.inodes.remove(id)?;
         attr
     };
-    tx.commit()?;
     Ok(attr)
 }
 
-fn rename(db: &Database, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
+fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
     let (from_parent, from_name) = split_parent(from)?;
     let (to_parent, to_name) = split_parent(to)?;
     let mut from_full = from_parent.clone();
@@ -417,13 +460,12 @@ fn rename(db: &Database, cred: Cred, from: &str, to: &str) -> Result<Option<File
     if from_full == to_full {
         // Renaming an entry to itself changes nothing, but it must exist
         // (issue 8: rename(x, x) succeeded for a missing x).
-        read_tables(db)?.walk(cred, &from_full)?;
+        Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? }.walk(cred, &from_full)?;
         return Ok(None);
     }
     if to_full.len() > from_full.len() && to_full[..from_full.len()] == from_full[..] {
         return Err(err(ErrorCode::InvalidPath, format!("cannot move {from} into itself")));
     }
-    let tx = db.begin_write()?;
     let replaced = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let src_dir = t.parent_for_change(cred, &from_parent)?;
@@ -450,19 +492,17 @@ fn rename(db: &Database, cred: Cred, from: &str, to: &str) -> Result<Option<File
         t.dirents.insert((dst_dir.id.0, to_name), id)?;
         replaced
     };
-    tx.commit()?;
     Ok(replaced)
 }
 
 /// Only root changes owners and groups (`_POSIX_CHOWN_RESTRICTED`; without
 /// supplementary groups an owner could not be checked for the new group).
 /// Changing the owner clears the setuid and setgid bits, as POSIX asks.
-fn chown(db: &Database, cred: Cred, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
+fn chown(tx: &WriteTransaction, cred: Cred, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
     let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
     if cred.uid != 0 {
         return Err(err(ErrorCode::Permission, format!("uid {} may not change the owner of {path}: only root may", cred.uid)));
     }
-    let tx = db.begin_write()?;
     let attr = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let mut a = t.walk(cred, &comps)?;
@@ -475,13 +515,11 @@ fn chown(db: &Database, cred: Cred, path: &str, uid: u32, gid: u32) -> Result<Fi
         t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
         a
     };
-    tx.commit()?;
     Ok(attr)
 }
 
-fn chmod(db: &Database, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
+fn chmod(tx: &WriteTransaction, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
     let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    let tx = db.begin_write()?;
     let attr = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let mut a = t.walk(cred, &comps)?;
@@ -493,6 +531,5 @@ fn chmod(db: &Database, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
         t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
         a
     };
-    tx.commit()?;
     Ok(attr)
 }

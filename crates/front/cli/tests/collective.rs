@@ -244,3 +244,39 @@ fn an_atomic_collective_write_is_seen_whole_or_not_at_all() {
     assert!(reads > 0);
     assert_eq!(mixed, 0, "{mixed} of {reads} atomic reads saw parts of two collective writes");
 }
+
+/// A data server killed while collective writes run: every rank gets an
+/// error (none hangs, none returns success for bytes the dead server
+/// never stored), within the operation timeout.
+#[test]
+fn a_data_server_dying_mid_collective_fails_every_rank() {
+    let mut tc = TestCluster::start("collective-kill", 2);
+    let client = tc.client();
+    client.create("/victim", CreateOptions { stripe_size: 65536, ..Default::default() }).unwrap();
+    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 128 * 1024, mode: CbMode::Enable, node_of_rank: Vec::new() };
+    let started = std::time::Instant::now();
+    let clients: Vec<Client> = (0..RANKS).map(|_| tc.client_with_timeout(std::time::Duration::from_secs(5))).collect();
+    let outcomes = std::thread::scope(|s| {
+        let writers = s.spawn(|| {
+            on_ranks(|r, comm| {
+                let f = clients[r].open("/victim", true).unwrap();
+                let segs = pattern(r, 4096, 256);
+                let data = data_for(r, &segs);
+                // Write until a collective fails (the server is killed below).
+                for _ in 0..2000 {
+                    if let Err(e) = write_all(&f, comm, &segs, &data, &hints) {
+                        return Err(e.to_string());
+                    }
+                }
+                Ok(())
+            })
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        tc.lc.kill(2);
+        writers.join().unwrap()
+    });
+    for (r, o) in outcomes.iter().enumerate() {
+        assert!(o.is_err(), "rank {r} kept succeeding with a data server dead");
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+}

@@ -3,7 +3,10 @@
 //! shared for reads, does its I/O, and releases them. Locks come from the
 //! cluster's lock service in one session per client, renewed by a
 //! background thread; if the client dies its locks expire after the
-//! cluster's `lock_ttl_ms`.
+//! cluster's `lock_ttl_ms`. The session's requests share the client's
+//! endpoint (one connection to the lock server, with the namespace's); the
+//! server answers an acquire that waits later, so renewals and releases
+//! never queue behind it.
 //!
 //! | granularity | locks taken | hint `weft_lock_granularity` / `WEFT_LOCK_GRANULARITY` |
 //! |---|---|---|
@@ -20,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use weft_lock::Extent;
-use weft_net::{ClusterFile, Endpoint, EndpointConfig};
+use weft_net::{ClusterFile, Endpoint};
 use weft_wire::limits::MAX_LOCK_EXTENTS;
 use weft_wire::{FileId, LockReq, Request, Response, WireExtent};
 
@@ -128,7 +131,10 @@ pub(crate) struct LockSession {
     addr: SocketAddr,
     session: u64,
     lease: Arc<LeaseClock>,
-    endpoint: Mutex<Endpoint>,
+    /// The client's endpoint.
+    endpoint: Arc<Endpoint>,
+    /// Deadline of an acquire: the server answers within `wait_ms`.
+    acquire_timeout: Duration,
     wait_ms: u32,
     /// Releases handed to the keeper thread; dropping it stops the thread.
     releases: Mutex<Option<Sender<(FileId, u64)>>>,
@@ -152,57 +158,58 @@ fn expect_ok(addr: SocketAddr, reply: std::result::Result<weft_net::Reply, weft_
 }
 
 impl LockSession {
-    pub(crate) fn start(cluster: &ClusterFile, base: &EndpointConfig) -> Result<Self> {
+    pub(crate) fn start(cluster: &ClusterFile, endpoint: Arc<Endpoint>) -> Result<Self> {
         let entry = cluster.lock_server().ok_or_else(|| Error::BadRequest("the cluster file names no lock service".into()))?;
         let addr = entry.addr;
         let wait_ms: u32 = std::env::var("WEFT_LOCK_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(60_000);
+        let base = endpoint.config().op_timeout;
         // An acquire may legitimately wait `wait_ms`; the server answers by then.
-        let config = EndpointConfig { op_timeout: Duration::from_millis(u64::from(wait_ms)) + base.op_timeout, ..base.clone() };
-        let io = |e: std::io::Error| Error::Io { addr, message: format!("cannot create poller: {e}") };
-        let endpoint = Endpoint::new(cluster.secret(), config).map_err(io)?;
+        let acquire_timeout = Duration::from_millis(u64::from(wait_ms)) + base;
         let session = random_session();
         // The keeper thread renews the lease and sends atomic mode's
-        // releases, on its own connection, so neither waits behind a
-        // blocked acquire and an access does not wait for its release.
-        // Renewals go out every third of the lease and give up after another
-        // third, so a slow or lost renewal is retried well inside the lease.
+        // releases, so an access does not wait for its release. Renewals go
+        // out every third of the lease and give up after another third, so a
+        // slow or lost renewal is retried well inside the lease.
         let ttl = Duration::from_millis(cluster.lock_ttl_ms.max(3));
         let period = ttl / 3;
-        let keeper_config = EndpointConfig { op_timeout: period.min(base.op_timeout), connect_timeout: period.min(base.connect_timeout), ..base.clone() };
-        let mut keeper_ep = Endpoint::new(cluster.secret(), keeper_config).map_err(io)?;
+        let keeper_timeout = period.min(base);
+        let keeper_ep = endpoint.clone();
         let lease = Arc::new(LeaseClock { ttl, valid_until: Mutex::new(Instant::now()), lapsed: AtomicBool::new(false) });
         let (tx, rx) = channel::<(FileId, u64)>();
         let keeper_lease = lease.clone();
-        let keeper = std::thread::spawn(move || {
-            let renew = Request::Lock(LockReq::Renew { session }).encode();
-            let mut next = Instant::now() + period;
-            loop {
-                let wait = next.saturating_duration_since(Instant::now());
-                match rx.recv_timeout(wait) {
-                    Ok((file, lock)) => {
-                        let body = Request::Lock(LockReq::Release { session, file, lock }).encode();
-                        if let Err(e) = expect_ok(addr, keeper_ep.call(addr, body)) {
-                            tracing::warn!(target: "weft::lock", lock, error = %e, "release failed");
-                        }
-                    }
-                    Err(RecvTimeoutError::Timeout) => {
-                        let sent = Instant::now();
-                        match expect_ok(addr, keeper_ep.call(addr, renew.clone())) {
-                            Ok(_) => keeper_lease.renewed(sent),
-                            Err(Error::LeaseExpired(m)) => {
-                                tracing::error!(target: "weft::lock", session, "lease lost: {m}");
-                                keeper_lease.lapsed.store(true, Ordering::Release);
+        let keeper = std::thread::Builder::new()
+            .name("weft-lease".into())
+            .spawn(move || {
+                let renew = Request::Lock(LockReq::Renew { session }).encode();
+                let mut next = Instant::now() + period;
+                loop {
+                    let wait = next.saturating_duration_since(Instant::now());
+                    match rx.recv_timeout(wait) {
+                        Ok((file, lock)) => {
+                            let body = Request::Lock(LockReq::Release { session, file, lock }).encode();
+                            if let Err(e) = expect_ok(addr, keeper_ep.call(addr, body)) {
+                                tracing::warn!(target: "weft::lock", lock, error = %e, "release failed");
                             }
-                            Err(e) => tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed; retrying"),
                         }
-                        next = Instant::now() + period;
+                        Err(RecvTimeoutError::Timeout) => {
+                            let sent = Instant::now();
+                            match expect_ok(addr, keeper_ep.call_within(addr, renew.clone(), keeper_timeout)) {
+                                Ok(_) => keeper_lease.renewed(sent),
+                                Err(Error::LeaseExpired(m)) => {
+                                    tracing::error!(target: "weft::lock", session, "lease lost: {m}");
+                                    keeper_lease.lapsed.store(true, Ordering::Release);
+                                }
+                                Err(e) => tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed; retrying"),
+                            }
+                            next = Instant::now() + period;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => return,
                     }
-                    Err(RecvTimeoutError::Disconnected) => return,
                 }
-            }
-        });
-        let s = LockSession { addr, session, lease, endpoint: Mutex::new(endpoint), wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
-        // Open the acquire connection and the lease now, not on the first lock.
+            })
+            .map_err(|e| Error::Io { addr, message: format!("cannot start the lease thread: {e}") })?;
+        let s = LockSession { addr, session, lease, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
+        // Start the lease now, not on the first lock.
         s.call(LockReq::Renew { session })?;
         Ok(s)
     }
@@ -211,7 +218,8 @@ impl LockSession {
     /// renews on every request of the session), `LeaseExpired` ends it.
     fn call(&self, req: LockReq) -> Result<Response> {
         let sent = Instant::now();
-        let reply = self.endpoint.lock().unwrap_or_else(std::sync::PoisonError::into_inner).call(self.addr, Request::Lock(req).encode());
+        let timeout = if matches!(req, LockReq::Acquire { .. }) { self.acquire_timeout } else { self.endpoint.config().op_timeout };
+        let reply = self.endpoint.call_within(self.addr, Request::Lock(req).encode(), timeout);
         match expect_ok(self.addr, reply) {
             Ok(r) => {
                 self.lease.renewed(sent);

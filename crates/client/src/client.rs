@@ -60,7 +60,9 @@ pub struct ServerStatus {
 
 pub(crate) struct Inner {
     pub(crate) cluster: ClusterFile,
-    pub(crate) endpoint: Mutex<Endpoint>,
+    /// Every thread's and every file's requests, lock session included:
+    /// one connection per server for the whole client.
+    pub(crate) endpoint: Arc<Endpoint>,
     pub(crate) options: ClientOptions,
     /// The lock-service session, started on first use.
     lock: Mutex<Option<Arc<LockSession>>>,
@@ -81,7 +83,7 @@ impl Client {
     pub fn with_options(cluster: ClusterFile, options: ClientOptions) -> Result<Self> {
         let endpoint = Endpoint::new(cluster.secret(), options.endpoint.clone())
             .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
-        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Mutex::new(endpoint), options, lock: Mutex::new(None) }) })
+        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock: Mutex::new(None) }) })
     }
 
     pub fn cluster(&self) -> &ClusterFile {
@@ -93,14 +95,20 @@ impl Client {
         self.inner.cluster.server(id).map(|s| s.addr).ok_or_else(|| Error::Protocol { addr: meta, what: format!("layout names server {} that is not in the cluster file", id.0) })
     }
 
-    /// Runs a batch of calls on the shared endpoint.
+    /// Runs a batch of calls on the shared endpoint (threads run theirs
+    /// concurrently).
     pub(crate) fn run(&self, calls: &mut [Call<'_>]) {
-        self.inner.endpoint.lock().expect("endpoint lock").run(calls);
+        self.inner.endpoint.run(calls);
     }
 
     /// Runs calls in slice order with at most `window` in flight.
     pub(crate) fn run_window(&self, calls: &mut [Call<'_>], window: usize) {
-        self.inner.endpoint.lock().expect("endpoint lock").run_window(calls, window);
+        self.inner.endpoint.run_window(calls, window);
+    }
+
+    /// Connections this client has open now (one per server it has used).
+    pub fn connections(&self) -> usize {
+        self.inner.endpoint.connections()
     }
 
     /// Decodes a finished call's response, turning error responses into errors.
@@ -235,7 +243,7 @@ impl Client {
         if let Some(s) = slot.as_ref().filter(|s| !s.is_lapsed()) {
             return Ok(s.clone());
         }
-        let s = Arc::new(LockSession::start(&self.inner.cluster, &self.inner.options.endpoint)?);
+        let s = Arc::new(LockSession::start(&self.inner.cluster, self.inner.endpoint.clone())?);
         *slot = Some(s.clone());
         Ok(s)
     }

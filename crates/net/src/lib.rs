@@ -1,10 +1,11 @@
 //! Weft's message layer (floor 2), after the BlueGene/L MPI paper (seed 003).
 //!
 //! * [`endpoint`]: the client side, a post/advance engine on non-blocking
-//!   sockets. One thread drives every connection: requests to many servers are
-//!   in flight at once, payloads go out with vectored writes straight from the
-//!   caller's buffers, and response payloads are read straight into the
-//!   caller's buffers. Small payloads travel eagerly; large ones use a
+//!   sockets that all threads of a client share, one connection per server.
+//!   One waiting thread at a time drives every connection: requests to many
+//!   servers are in flight at once, payloads go out with vectored writes
+//!   straight from the callers' buffers, and response payloads are read
+//!   straight into them. Small payloads travel eagerly; large ones use a
 //!   rendezvous (`Rts`/`Cts`/`Data`) so the receiver decides when to take them.
 //! * [`frame_io`]: blocking frame reads and writes, for servers' per-connection
 //!   threads and for handshakes.
@@ -12,7 +13,8 @@
 //! * [`cluster`]: the cluster file clients and servers read.
 //!
 //! Uses `wire` only; never the client or the services. See `docs/protocol.md`.
-#![forbid(unsafe_code)]
+// Only `endpoint::views` (callers' buffers lent across threads) allows it.
+#![deny(unsafe_code)]
 
 pub mod cluster;
 pub mod endpoint;

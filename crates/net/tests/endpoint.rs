@@ -1,7 +1,8 @@
 //! The client `Endpoint` against a scripted peer on loopback: eager and
 //! rendezvous calls, many in flight answered out of order, a peer that
 //! closes mid-frame, and responses shorter than the buffers posted for them
-//! (issue 8: the endpoint's readv could read past the end of the frame).
+//! (issue 8: the endpoint's readv could read past the end of the frame),
+//! and several threads sharing one endpoint over one connection.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -79,7 +80,7 @@ fn eager_and_rendezvous_calls_carry_their_payloads_both_ways() {
             write_frame(s, FrameKind::Response, r.id, &r.body, &[&back]).unwrap();
         }
     });
-    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let ep = Endpoint::new(secret(), config()).unwrap();
     let sends: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &n)| pattern(k as u8, n)).collect();
     let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
     let mut calls: Vec<Call<'_>> = sends
@@ -122,7 +123,7 @@ fn many_calls_in_flight_are_matched_when_answered_out_of_order() {
             write_frame(s, FrameKind::Response, r.id, &r.body, &[&r.payload[..r.payload.len().min(8)]]).unwrap();
         }
     });
-    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let ep = Endpoint::new(secret(), config()).unwrap();
     let payloads: Vec<Vec<u8>> = (0..N).map(|k| pattern(k as u8, 8 + k)).collect();
     let mut recvs = vec![[0u8; 8]; N];
     let mut calls: Vec<Call<'_>> = payloads
@@ -163,7 +164,7 @@ fn a_response_shorter_than_its_buffers_does_not_swallow_the_next_frame() {
         }
         s.write_all(&bytes).unwrap();
     });
-    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let ep = Endpoint::new(secret(), config()).unwrap();
     let (mut r1, mut r2) = (vec![0u8; 4096], vec![0u8; 4096]);
     let mut c1 = Call::new(addr, b"one".to_vec());
     c1.recv = vec![&mut r1[..]];
@@ -200,7 +201,7 @@ fn a_peer_that_closes_mid_frame_fails_the_call_and_the_next_call_reconnects() {
         let r = next_request(&mut s, &mut rts);
         write_frame(&mut s, FrameKind::Response, r.id, b"fine", &[]).unwrap();
     });
-    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let ep = Endpoint::new(secret(), config()).unwrap();
     match ep.call(addr, b"first".to_vec()) {
         Err(NetError::Unreachable { addr: a, .. }) => assert_eq!(a, addr),
         other => panic!("expected a closed-connection error, got {other:?}"),
@@ -217,7 +218,7 @@ fn a_response_longer_than_its_buffers_is_a_violation_not_an_overflow() {
         let r = next_request(s, &mut rts);
         write_frame(s, FrameKind::Response, r.id, &[], &[&[1u8; 100]]).unwrap();
     });
-    let mut ep = Endpoint::new(secret(), config()).unwrap();
+    let ep = Endpoint::new(secret(), config()).unwrap();
     let mut buf = [0u8; 10];
     let mut c = Call::new(addr, b"x".to_vec());
     c.recv = vec![&mut buf[..]];
@@ -225,5 +226,116 @@ fn a_response_longer_than_its_buffers_is_a_violation_not_an_overflow() {
     ep.run(&mut calls);
     let [c] = calls;
     assert!(matches!(c.result.unwrap(), Err(NetError::Violation { .. })));
+    h.join().unwrap();
+}
+
+#[test]
+fn threads_share_one_connection_and_each_gets_its_own_answers() {
+    const THREADS: usize = 8;
+    const CALLS: usize = 40;
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        for _ in 0..THREADS * CALLS {
+            let r = next_request(s, &mut rts);
+            let mut back = r.payload.clone();
+            back.reverse();
+            write_frame(s, FrameKind::Response, r.id, &r.body, &[&back]).unwrap();
+        }
+    });
+    let ep = Endpoint::new(secret(), config()).unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let ep = &ep;
+            scope.spawn(move || {
+                for k in 0..CALLS {
+                    // Eager and rendezvous payloads interleave on the connection.
+                    let len = if k % 5 == 0 { 100_000 + t } else { 1 + t * 13 + k };
+                    let send = pattern((t * CALLS + k) as u8, len);
+                    let mut recv = vec![0u8; len];
+                    let body = format!("{t}/{k}").into_bytes();
+                    let mut c = Call::new(addr, body.clone());
+                    c.send = vec![&send];
+                    c.recv = vec![&mut recv];
+                    let mut calls = [c];
+                    ep.run(&mut calls);
+                    let [c] = calls;
+                    let reply = c.result.unwrap().unwrap();
+                    assert_eq!((reply.body, reply.payload_len), (body, len));
+                    let mut want = send.clone();
+                    want.reverse();
+                    assert!(recv == want, "thread {t} call {k}: another call's bytes");
+                }
+            });
+        }
+    });
+    let st = ep.stats();
+    assert_eq!((st.connects, st.eager + st.rendezvous), (1, (THREADS * CALLS) as u64));
+    h.join().unwrap();
+}
+
+#[test]
+fn a_thread_waiting_for_a_slow_answer_does_not_hold_up_the_others() {
+    const QUICK: usize = 20;
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let mut slow = None;
+        let mut answered = 0;
+        // The slow call is answered only after every quick one: an endpoint
+        // that served one thread at a time would never send them.
+        while answered < QUICK || slow.is_none() {
+            let r = next_request(s, &mut rts);
+            if r.body == b"slow" {
+                slow = Some(r.id);
+            } else {
+                write_frame(s, FrameKind::Response, r.id, &r.body, &[]).unwrap();
+                answered += 1;
+            }
+        }
+        write_frame(s, FrameKind::Response, slow.unwrap(), b"at last", &[]).unwrap();
+    });
+    let ep = Endpoint::new(secret(), config()).unwrap();
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| ep.call(addr, b"slow".to_vec()).unwrap().body);
+        std::thread::sleep(Duration::from_millis(50));
+        for k in 0..QUICK {
+            let body = format!("quick {k}").into_bytes();
+            assert_eq!(ep.call(addr, body.clone()).unwrap().body, body);
+        }
+        assert_eq!(slow.join().unwrap(), b"at last");
+    });
+    assert_eq!(ep.stats().connects, 1);
+    h.join().unwrap();
+}
+
+#[test]
+fn an_answer_that_comes_after_its_call_timed_out_is_dropped_and_the_connection_kept() {
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let late = next_request(s, &mut rts);
+        std::thread::sleep(Duration::from_millis(600));
+        // 100 KiB of payload nobody waits for any more, then the next call.
+        write_frame(s, FrameKind::Response, late.id, b"too late", &[&[9u8; 100_000]]).unwrap();
+        let r = next_request(s, &mut rts);
+        write_frame(s, FrameKind::Response, r.id, &r.body, &[b"ok"]).unwrap();
+    });
+    let ep = Endpoint::new(secret(), config()).unwrap();
+    let mut big = vec![0u8; 100_000];
+    let mut c = Call::new(addr, b"late".to_vec());
+    c.recv = vec![&mut big];
+    let mut calls = [c];
+    ep.run_within(&mut calls, 1, Duration::from_millis(300));
+    let [c] = calls;
+    assert!(matches!(c.result.unwrap(), Err(NetError::Timeout { .. })));
+    assert!(big.iter().all(|&b| b == 0), "a timed-out call's buffer was written after run returned");
+    let mut small = [0u8; 2];
+    let mut c = Call::new(addr, b"next".to_vec());
+    c.recv = vec![&mut small];
+    let mut calls = [c];
+    ep.run(&mut calls);
+    let [c] = calls;
+    assert_eq!(c.result.unwrap().unwrap().body, b"next");
+    assert_eq!(&small, b"ok");
+    // Still the first connection (the peer accepts no other).
+    assert_eq!(ep.stats().connects, 1);
     h.join().unwrap();
 }

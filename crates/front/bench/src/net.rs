@@ -43,7 +43,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Row> {
     let cf = ClusterFile::load(&bc.cluster_file)?;
     let data = cf.data_servers()[0];
     let addr = cf.server(data).expect("data server").addr;
-    let mut ep = Endpoint::new(cf.secret(), EndpointConfig::default())?;
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default())?;
     let mut peer = Command::new(weft_bin).args(["bench", "net-peer"]).stdout(Stdio::piped()).spawn().context("cannot start the TCP peer")?;
     let mut line = String::new();
     BufReader::new(peer.stdout.take().expect("piped")).read_line(&mut line)?;
@@ -51,9 +51,9 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Row> {
     let payload = vec![7u8; p.message];
     let (mut rw, mut rt, mut sw, mut st) = (vec![], vec![], vec![], vec![]);
     for _ in 0..p.rounds {
-        rw.push(weft_rtt(&mut ep, addr, p.pings)?);
+        rw.push(weft_rtt(&ep, addr, p.pings)?);
         rt.push(tcp_rtt(raw, p.pings)?);
-        sw.push(weft_stream(&mut ep, addr, &payload, p.stream_bytes)?);
+        sw.push(weft_stream(&ep, addr, &payload, p.stream_bytes)?);
         st.push(tcp_stream(raw, &payload, p.stream_bytes)?);
     }
     let _ = peer.kill();
@@ -62,7 +62,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Row> {
     Ok(Row { rtt_us_weft: rtt_w, rtt_us_tcp: rtt_t, rtt_ratio: rtt_w / rtt_t, stream_mb_s_weft: s_w, stream_mb_s_tcp: s_t, stream_ratio: s_w / s_t, message_bytes: p.message })
 }
 
-fn weft_rtt(ep: &mut Endpoint, addr: SocketAddr, n: usize) -> Result<f64> {
+fn weft_rtt(ep: &Endpoint, addr: SocketAddr, n: usize) -> Result<f64> {
     let body = Request::Ping.encode();
     ep.call(addr, body.clone())?; // connect outside the timing
     let t = Instant::now();
@@ -72,7 +72,7 @@ fn weft_rtt(ep: &mut Endpoint, addr: SocketAddr, n: usize) -> Result<f64> {
     Ok(t.elapsed().as_secs_f64() * 1e6 / n as f64)
 }
 
-fn weft_stream(ep: &mut Endpoint, addr: SocketAddr, payload: &[u8], total: u64) -> Result<f64> {
+fn weft_stream(ep: &Endpoint, addr: SocketAddr, payload: &[u8], total: u64) -> Result<f64> {
     let n = (total / payload.len() as u64) as usize;
     // Keep a window of messages in flight, as a streaming writer would.
     let window = 16;

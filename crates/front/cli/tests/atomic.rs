@@ -174,7 +174,7 @@ fn lock_holder_child() {
     std::thread::sleep(Duration::from_secs(120));
 }
 
-fn lock_call(ep: &mut Endpoint, addr: std::net::SocketAddr, req: LockReq) -> Response {
+fn lock_call(ep: &Endpoint, addr: std::net::SocketAddr, req: LockReq) -> Response {
     Response::decode(&ep.call(addr, Request::Lock(req).encode()).unwrap().body).unwrap()
 }
 
@@ -187,30 +187,30 @@ fn bad_lock_requests_are_refused_and_disturb_no_holder() {
     let f = c.create("/held", CreateOptions::default()).unwrap();
     let id = f.attr().id;
     let guard = c.lock(&f, true, &[Extent::range(0, 10).unwrap()]).unwrap();
-    let mut ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
     let acquire = |extents: Vec<WireExtent>, file: FileId| LockReq::Acquire { session: 42, file, exclusive: true, wait_ms: 100, extents };
     let is_err = |r: &Response, code: ErrorCode, text: &str| matches!(r, Response::Error { code: c, message } if *c == code && message.contains(text));
-    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 9, end: 3 }], id));
+    let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 9, end: 3 }], id));
     assert!(is_err(&r, ErrorCode::BadRequest, "inverted"), "{r:?}");
-    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 0, end: u64::MAX }], id));
+    let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 0, end: u64::MAX }], id));
     assert!(is_err(&r, ErrorCode::BadRequest, "2^63"), "{r:?}");
-    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Strided { offset: 0, len: 8, stride: 4, count: 3 }], id));
+    let r = lock_call(&ep, addr, acquire(vec![WireExtent::Strided { offset: 0, len: 8, stride: 4, count: 3 }], id));
     assert!(is_err(&r, ErrorCode::BadRequest, "stride"), "{r:?}");
-    let r = lock_call(&mut ep, addr, acquire(vec![], id));
+    let r = lock_call(&ep, addr, acquire(vec![], id));
     assert!(is_err(&r, ErrorCode::BadRequest, "at least one"), "{r:?}");
-    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 0, end: 5 }], FileId(987_654)));
+    let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 0, end: 5 }], FileId(987_654)));
     assert!(is_err(&r, ErrorCode::NotFound, "987654"), "{r:?}");
-    let r = lock_call(&mut ep, addr, LockReq::Release { session: 42, file: id, lock: guard.id() });
+    let r = lock_call(&ep, addr, LockReq::Release { session: 42, file: id, lock: guard.id() });
     assert!(is_err(&r, ErrorCode::Permission, "not this session"), "{r:?}");
-    let r = lock_call(&mut ep, addr, LockReq::Release { session: 42, file: id, lock: 999_999 });
+    let r = lock_call(&ep, addr, LockReq::Release { session: 42, file: id, lock: 999_999 });
     assert!(is_err(&r, ErrorCode::BadRequest, "999999"), "{r:?}");
     // A conflicting request waits its wait_ms and is refused as busy.
-    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 5, end: 6 }], id));
+    let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 5, end: 6 }], id));
     assert!(is_err(&r, ErrorCode::Busy, "not granted within 100 ms"), "{r:?}");
     // The holder still holds: a non-conflicting request is granted, and the
     // holder's release works.
-    assert!(matches!(lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 10, end: 20 }], id)), Response::Locked { .. }));
+    assert!(matches!(lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 10, end: 20 }], id)), Response::Locked { .. }));
     guard.release().unwrap();
-    let r = lock_call(&mut ep, addr, acquire(vec![WireExtent::Range { start: 0, end: 10 }], id));
+    let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 0, end: 10 }], id));
     assert!(matches!(r, Response::Locked { .. }), "{r:?}");
 }

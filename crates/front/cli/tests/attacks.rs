@@ -322,7 +322,7 @@ fn a_server_at_its_connection_limit_answers_busy() {
     let cf = lc.cluster().clone();
     let data = cf.servers[1].addr;
     let held: Vec<TcpStream> = (0..3).map(|_| handshaken(data, &cf.secret())).collect();
-    let mut ep = weft_net::Endpoint::new(cf.secret(), weft_net::EndpointConfig::default()).unwrap();
+    let ep = weft_net::Endpoint::new(cf.secret(), weft_net::EndpointConfig::default()).unwrap();
     match ep.call(data, Request::Ping.encode()) {
         Err(weft_net::NetError::Busy { addr, reason }) => {
             assert_eq!(addr, data);

@@ -114,7 +114,7 @@ fn wrong_secret_and_wrong_version_are_refused() {
     let cf = tc.cluster();
     let good = tc.client();
     for target in [cf.meta_server().addr, cf.servers[1].addr] {
-        let mut ep = Endpoint::new(Secret::new(*b"not the cluster secret"), EndpointConfig::default()).unwrap();
+        let ep = Endpoint::new(Secret::new(*b"not the cluster secret"), EndpointConfig::default()).unwrap();
         match ep.call(target, Request::Ping.encode()) {
             Err(NetError::Handshake { reason, addr }) => {
                 assert_eq!(addr, target);
@@ -240,7 +240,7 @@ fn a_recorded_handshake_replayed_without_the_secret_is_refused() {
         pump.join().unwrap();
         recorded
     });
-    let mut ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
     let stat = Request::Meta { cred: weft_wire::Cred { uid: 0, gid: 0 }, op: weft_wire::MetaReq::Stat { path: "/".into() } };
     assert!(matches!(Response::decode(&ep.call(proxy, stat.encode()).unwrap().body).unwrap(), Response::Attr(_)), "the real client works through the proxy");
     drop(ep);

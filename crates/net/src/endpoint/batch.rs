@@ -1,0 +1,84 @@
+//! One `run` call's calls, as the engine keeps them while their owner waits.
+
+use super::views::{RecvView, SendView};
+use super::{Call, Reply};
+use crate::NetError;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Which call of which batch a frame or an answer belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CallRef {
+    pub(super) batch: u64,
+    pub(super) index: usize,
+}
+
+pub(super) struct BatchCall {
+    pub(super) peer: SocketAddr,
+    pub(super) body: Vec<u8>,
+    pub(super) send: Vec<SendView>,
+    pub(super) recv: Vec<RecvView>,
+    pub(super) posted: bool,
+    pub(super) result: Option<Result<Reply, NetError>>,
+}
+
+pub(super) struct Batch {
+    pub(super) calls: Vec<BatchCall>,
+    /// Most calls in flight at once; calls are posted in order.
+    pub(super) window: usize,
+    /// The next call to post.
+    pub(super) next: usize,
+    pub(super) in_flight: usize,
+    /// Calls with a result.
+    pub(super) done: usize,
+    pub(super) deadline: Instant,
+    pub(super) timeout: Duration,
+    /// The next call's server has no connection: the owner opens it.
+    pub(super) connect: Option<SocketAddr>,
+}
+
+impl Batch {
+    pub(super) fn new(calls: &mut [Call<'_>], window: usize, timeout: Duration) -> Self {
+        let calls = calls
+            .iter_mut()
+            .map(|c| BatchCall {
+                peer: c.peer,
+                body: std::mem::take(&mut c.body),
+                send: c.send.iter().map(|s| SendView::new(s)).collect(),
+                recv: c.recv.iter_mut().map(|r| RecvView::new(r)).collect(),
+                posted: false,
+                result: None,
+            })
+            .collect();
+        Batch { calls, window: window.max(1), next: 0, in_flight: 0, done: 0, deadline: Instant::now() + timeout, timeout, connect: None }
+    }
+
+    pub(super) fn is_done(&self) -> bool {
+        self.done == self.calls.len()
+    }
+
+    /// Gives call `i` its result unless it has one; returns 1 if it did.
+    pub(super) fn complete(&mut self, i: usize, r: Result<Reply, NetError>) -> usize {
+        let c = &mut self.calls[i];
+        if c.result.is_some() {
+            return 0;
+        }
+        c.result = Some(r);
+        if c.posted {
+            self.in_flight -= 1;
+        }
+        self.done += 1;
+        1
+    }
+
+    /// Fails every call without a result (timeout or abandonment); calls not
+    /// yet posted never will be.
+    pub(super) fn fail_rest(&mut self, err: impl Fn(SocketAddr) -> NetError) {
+        for i in 0..self.calls.len() {
+            let peer = self.calls[i].peer;
+            self.complete(i, Err(err(peer)));
+        }
+        self.next = self.calls.len();
+        self.connect = None;
+    }
+}

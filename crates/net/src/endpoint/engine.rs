@@ -1,0 +1,237 @@
+//! The endpoint's shared state: its connections and the batches of every
+//! thread using it. Every method runs with the endpoint's mutex held; the
+//! socket calls it makes are non-blocking.
+
+use super::batch::{Batch, CallRef};
+use super::conn::{Conn, Hold};
+use super::{sibling, Call, EndpointStats};
+use crate::NetError;
+use mio::net::TcpStream as MioStream;
+use mio::{Interest, Registry, Token};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+pub(super) enum Slot {
+    /// A thread is opening it (outside the mutex); others wait.
+    Connecting,
+    Ready(Box<Conn>),
+}
+
+#[derive(Default)]
+pub(super) struct Engine {
+    pub(super) conns: HashMap<SocketAddr, Slot>,
+    tokens: HashMap<Token, SocketAddr>,
+    pub(super) batches: HashMap<u64, Batch>,
+    next_msg: u64,
+    next_batch: u64,
+    next_token: usize,
+    /// A thread is driving the sockets (polling and advancing them).
+    pub(super) driving: bool,
+    pub(super) stats: EndpointStats,
+    pub(super) eager_limit: usize,
+}
+
+impl Engine {
+    pub(super) fn new(eager_limit: usize) -> Self {
+        Engine { next_msg: 1, eager_limit, ..Engine::default() }
+    }
+
+    pub(super) fn add_batch(&mut self, calls: &mut [Call<'_>], window: usize, timeout: std::time::Duration) -> u64 {
+        let id = self.next_batch;
+        self.next_batch += 1;
+        self.batches.insert(id, Batch::new(calls, window, timeout));
+        id
+    }
+
+    /// Posts what batch `id`'s window allows, in order, on ready
+    /// connections; stops at a call whose server has no connection (and
+    /// asks the owner to open it). Returns the number posted.
+    pub(super) fn feed(&mut self, id: u64) -> usize {
+        let mut posted = 0;
+        loop {
+            let Some(b) = self.batches.get_mut(&id) else { return posted };
+            if b.next >= b.calls.len() || b.in_flight >= b.window || b.connect.is_some() {
+                return posted;
+            }
+            let i = b.next;
+            let peer = b.calls[i].peer;
+            let conn = match self.conns.get_mut(&peer) {
+                Some(Slot::Ready(c)) => c,
+                Some(Slot::Connecting) => return posted,
+                None => {
+                    b.connect = Some(peer);
+                    return posted;
+                }
+            };
+            if conn.is_idle() && !conn.idle_is_healthy() {
+                self.drop_conn(peer, closed_idle(peer));
+                continue;
+            }
+            let msg = self.next_msg;
+            self.next_msg += 1;
+            let call = &mut b.calls[i];
+            let pay_len: usize = call.send.iter().map(|v| v.len()).sum();
+            let eager = pay_len <= self.eager_limit;
+            if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
+            conn.post(msg, CallRef { batch: id, index: i }, &std::mem::take(&mut call.body), pay_len, eager);
+            call.posted = true;
+            b.next += 1;
+            b.in_flight += 1;
+            posted += 1;
+        }
+    }
+
+    /// [`Engine::feed`] for every batch; returns the number posted and
+    /// whether some batch now waits for its owner to connect.
+    pub(super) fn feed_all(&mut self) -> (usize, bool) {
+        let ids: Vec<u64> = self.batches.keys().copied().collect();
+        let posted = ids.iter().map(|&id| self.feed(id)).sum();
+        (posted, self.batches.values().any(|b| b.connect.is_some()))
+    }
+
+    /// Advances every connection that may make progress. Returns the
+    /// number of calls completed.
+    pub(super) fn progress(&mut self) -> usize {
+        let mut completed = 0;
+        let mut failed = Vec::new();
+        let Engine { conns, batches, .. } = self;
+        for (&addr, slot) in conns.iter_mut() {
+            let Slot::Ready(c) = slot else { continue };
+            let mut step = || -> Result<(), NetError> {
+                if c.readable {
+                    completed += c.advance_read(addr, batches)?;
+                }
+                if c.writable && !c.out.is_empty() {
+                    c.advance_write(addr, batches)?;
+                }
+                Ok(())
+            };
+            if let Err(e) = step() {
+                failed.push((addr, e));
+            }
+        }
+        for (addr, e) in failed {
+            completed += self.drop_conn(addr, e);
+        }
+        completed
+    }
+
+    /// Records readiness that `poll` reported for `token`.
+    pub(super) fn ready(&mut self, token: Token, readable: bool, writable: bool) {
+        if let Some(Slot::Ready(c)) = self.tokens.get(&token).and_then(|a| self.conns.get_mut(a)) {
+            c.readable |= readable;
+            c.writable |= writable;
+        }
+    }
+
+    /// Drops a connection, failing every call still owed an answer on it
+    /// with (a copy of) `e`. Returns how many calls that completed.
+    pub(super) fn drop_conn(&mut self, addr: SocketAddr, e: NetError) -> usize {
+        if !matches!(self.conns.get(&addr), Some(Slot::Ready(_))) {
+            return 0;
+        }
+        let Some(Slot::Ready(mut c)) = self.conns.remove(&addr) else { return 0 };
+        tracing::debug!(target: "weft::net", peer = %addr, error = %e, "connection dropped");
+        self.tokens.remove(&c.token);
+        // Closing the socket (when `c` drops) takes it out of the poller.
+        self.stats.dropped_connections += 1;
+        let mut completed = 0;
+        for (_, r) in c.pending.drain() {
+            if let Some(b) = self.batches.get_mut(&r.batch) {
+                completed += b.complete(r.index, Err(sibling(&e)));
+            }
+        }
+        completed
+    }
+
+    /// Fails every unanswered call of batches whose deadline has passed.
+    /// Returns how many batches that ended.
+    pub(super) fn expire_due(&mut self, now: Instant) -> usize {
+        let due: Vec<u64> = self.batches.iter().filter(|(_, b)| !b.is_done() && b.deadline <= now).map(|(&id, _)| id).collect();
+        for &id in &due {
+            self.cancel(id);
+        }
+        due.len()
+    }
+
+    /// Ends batch `id` now: its unanswered calls fail with `Timeout`, and
+    /// no connection keeps anything of it.
+    pub(super) fn cancel(&mut self, id: u64) {
+        let Some(b) = self.batches.get_mut(&id) else { return };
+        let after = b.timeout;
+        b.fail_rest(|addr| NetError::Timeout { addr, after });
+        self.detach(id);
+    }
+
+    /// Makes sure no connection refers to batch `id` any more, so its
+    /// owner's buffers may go: withdraws what can be withdrawn and drops
+    /// connections left mid-frame (their other calls fail).
+    pub(super) fn detach(&mut self, id: u64) {
+        let mut broken = Vec::new();
+        for (&addr, slot) in self.conns.iter_mut() {
+            let Slot::Ready(c) = slot else { continue };
+            match c.hold(id) {
+                Hold::Nothing => {}
+                Hold::Withdrawable => c.withdraw(id),
+                Hold::MidFrame => broken.push(addr),
+            }
+        }
+        for addr in broken {
+            let e = NetError::Unreachable {
+                addr,
+                source: io::Error::new(io::ErrorKind::TimedOut, "connection dropped: a call sharing it was abandoned mid-frame"),
+            };
+            self.drop_conn(addr, e);
+        }
+    }
+
+    /// Takes a finished batch out, handing each call its result.
+    pub(super) fn finish(&mut self, id: u64, calls: &mut [Call<'_>]) {
+        self.detach(id);
+        let b = self.batches.remove(&id).expect("the owner's batch is in the engine");
+        for (c, bc) in calls.iter_mut().zip(b.calls) {
+            c.result = bc.result;
+        }
+    }
+
+    /// A connection opened by an owner thread.
+    pub(super) fn install(&mut self, addr: SocketAddr, mut stream: MioStream, registry: &Registry) -> io::Result<()> {
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+        self.tokens.insert(token, addr);
+        self.conns.insert(addr, Slot::Ready(Box::new(Conn::new(stream, token))));
+        self.stats.connects += 1;
+        Ok(())
+    }
+
+    /// Opening `peer` for batch `id` failed: its next call fails with `e`.
+    pub(super) fn connect_failed(&mut self, id: u64, e: NetError) {
+        if let Some(b) = self.batches.get_mut(&id)
+            && b.next < b.calls.len()
+        {
+            let i = b.next;
+            b.next += 1;
+            b.complete(i, Err(e));
+        }
+    }
+
+    /// The earliest deadline of an unfinished batch.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.batches.values().filter(|b| !b.is_done()).map(|b| b.deadline).min()
+    }
+
+    /// Fails every connection (the poller itself failed).
+    pub(super) fn drop_all(&mut self, e: &io::Error) {
+        let addrs: Vec<SocketAddr> = self.conns.iter().filter(|(_, s)| matches!(s, Slot::Ready(_))).map(|(&a, _)| a).collect();
+        for addr in addrs {
+            self.drop_conn(addr, NetError::Unreachable { addr, source: io::Error::new(e.kind(), e.to_string()) });
+        }
+    }
+}
+
+fn closed_idle(addr: SocketAddr) -> NetError {
+    NetError::Unreachable { addr, source: io::Error::new(io::ErrorKind::UnexpectedEof, "idle connection closed by server") }
+}

@@ -1,0 +1,361 @@
+//! The client side of the message layer: a post/advance engine that every
+//! thread of a process shares, over one connection per server.
+//!
+//! A caller builds a batch of [`Call`]s (request body, payload to send as
+//! borrowed slices, buffers to receive the response payload into) and hands
+//! them to [`Endpoint::run`], which posts them and returns when each call
+//! has a result or the deadline passed. Payloads move between the sockets
+//! and the callers' own buffers with no staging copy.
+//!
+//! Per call:
+//!
+//! | payload size            | frames                                            |
+//! |-------------------------|---------------------------------------------------|
+//! | `<= eager_limit`        | `Request(body, payload)` -> `Response`            |
+//! | `>  eager_limit`        | `Rts(body)` -> `Cts` -> `Data(payload)` -> `Response` |
+//!
+//! **Threads.** There is no background thread. Of the threads waiting in
+//! `run`, one at a time *drives*: it polls every connection and advances
+//! all batches' frames, including other threads' (leader/followers). The
+//! others sleep until their batch is done or the driver's own batch is, when
+//! one of them takes over. A thread alone does its own I/O, as a
+//! single-threaded engine would; requests of threads sharing a server are
+//! multiplexed on one connection, answered in any order.
+//!
+//! Connections open on first use (by the thread that needs them, outside
+//! the shared state, so a slow connect stalls no one else) and are kept. A
+//! connection that breaks fails only the calls on it and is dropped; the
+//! next call reconnects. A batch that times out withdraws its frames; a
+//! connection it leaves mid-frame is dropped, since its next bytes belong
+//! to a call that is gone.
+
+mod batch;
+mod conn;
+mod engine;
+mod views;
+
+use crate::handshake::client_handshake;
+use crate::NetError;
+use engine::{Engine, Slot};
+use mio::net::TcpStream as MioStream;
+use mio::{Events, Poll, Registry, Token, Waker};
+use std::io;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use weft_wire::Secret;
+
+/// Tunables of an endpoint.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// Payloads up to this size travel in the request frame; larger ones use
+    /// a rendezvous. 64 KiB: below it the extra round trip costs more than
+    /// the receiver's buffering; above it the receiver should choose.
+    pub eager_limit: usize,
+    pub connect_timeout: Duration,
+    /// Deadline for one batch of calls (`WEFT_TIMEOUT_MS`).
+    pub op_timeout: Duration,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        let op_ms = std::env::var("WEFT_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000);
+        EndpointConfig {
+            eager_limit: 64 * 1024,
+            connect_timeout: Duration::from_secs(3),
+            op_timeout: Duration::from_millis(op_ms),
+        }
+    }
+}
+
+/// One request and where its answer goes.
+#[derive(Debug)]
+pub struct Call<'a> {
+    pub peer: SocketAddr,
+    /// The encoded request body.
+    pub body: Vec<u8>,
+    /// The request payload, gathered from these slices in order.
+    pub send: Vec<&'a [u8]>,
+    /// The response payload is scattered into these slices in order; a
+    /// response payload longer than their sum is a protocol violation.
+    pub recv: Vec<&'a mut [u8]>,
+    /// Filled in by [`Endpoint::run`].
+    pub result: Option<Result<Reply, NetError>>,
+}
+
+impl<'a> Call<'a> {
+    pub fn new(peer: SocketAddr, body: Vec<u8>) -> Self {
+        Call { peer, body, send: Vec::new(), recv: Vec::new(), result: None }
+    }
+}
+
+/// A response: its body and how many payload bytes landed in `recv`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub body: Vec<u8>,
+    pub payload_len: usize,
+}
+
+/// Counters, as HG counts its extra-buffer RPCs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    pub connects: u64,
+    pub eager: u64,
+    pub rendezvous: u64,
+    pub dropped_connections: u64,
+}
+
+/// The poll token of the waker that interrupts the driver's `poll`.
+const WAKE: Token = Token(usize::MAX);
+
+/// A client endpoint: its connections, shared by every thread of a client.
+pub struct Endpoint {
+    secret: Secret,
+    config: EndpointConfig,
+    engine: Mutex<Engine>,
+    /// Signalled whenever calls complete or the driver's turn is free.
+    turn: Condvar,
+    /// The poller; only the driving thread locks it.
+    poller: Mutex<(Poll, Events)>,
+    registry: Registry,
+    waker: Waker,
+}
+
+impl Endpoint {
+    pub fn new(secret: Secret, config: EndpointConfig) -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = Waker::new(poll.registry(), WAKE)?;
+        Ok(Endpoint {
+            secret,
+            engine: Mutex::new(Engine::new(config.eager_limit)),
+            config,
+            turn: Condvar::new(),
+            poller: Mutex::new((poll, Events::with_capacity(256))),
+            registry,
+            waker,
+        })
+    }
+
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> EndpointStats {
+        self.lock().stats
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.lock().conns.values().filter(|s| matches!(s, Slot::Ready(_))).count()
+    }
+
+    /// Runs one call alone; a shorthand for request/response exchanges.
+    pub fn call(&self, peer: SocketAddr, body: Vec<u8>) -> Result<Reply, NetError> {
+        self.call_within(peer, body, self.config.op_timeout)
+    }
+
+    /// [`Endpoint::call`] with its own deadline.
+    pub fn call_within(&self, peer: SocketAddr, body: Vec<u8>, timeout: Duration) -> Result<Reply, NetError> {
+        let mut calls = [Call::new(peer, body)];
+        self.run_within(&mut calls, usize::MAX, timeout);
+        let [c] = calls;
+        c.result.expect("run fills every result")
+    }
+
+    /// Posts every call and waits until each has a result (success, its own
+    /// error, or a timeout after `op_timeout`).
+    pub fn run(&self, calls: &mut [Call<'_>]) {
+        self.run_within(calls, usize::MAX, self.config.op_timeout);
+    }
+
+    /// Like [`Endpoint::run`], with at most `window` calls in flight: calls
+    /// are posted in slice order, the next one as soon as one completes.
+    /// This is how a scheduling strategy's order becomes the order on the
+    /// wire (window 1 is the paper's one transfer per client at a time).
+    pub fn run_window(&self, calls: &mut [Call<'_>], window: usize) {
+        self.run_within(calls, window, self.config.op_timeout);
+    }
+
+    /// The general form: a window and a deadline of its own (`timeout`
+    /// from now), e.g. for a lock request that may wait long.
+    pub fn run_within(&self, calls: &mut [Call<'_>], window: usize, timeout: Duration) {
+        for c in calls.iter_mut() {
+            c.result = None;
+        }
+        if calls.is_empty() {
+            return;
+        }
+        let mut eng = self.lock();
+        let id = eng.add_batch(calls, window, timeout);
+        // From here the engine holds views of `calls`' buffers: they must be
+        // withdrawn before this frame is left, also by unwinding.
+        let guard = Abandon { ep: self, id };
+        loop {
+            let posted = eng.feed(id);
+            let b = &eng.batches[&id];
+            if let Some(peer) = b.connect {
+                eng = self.open(eng, id, peer);
+                continue;
+            }
+            if b.is_done() {
+                eng.finish(id, calls);
+                std::mem::forget(guard);
+                drop(eng);
+                self.turn.notify_all();
+                return;
+            }
+            let deadline = b.deadline;
+            let now = Instant::now();
+            if now >= deadline {
+                eng.cancel(id);
+                continue;
+            }
+            if !eng.driving {
+                eng.driving = true;
+                drop(eng);
+                self.drive(id);
+                eng = self.lock();
+                continue;
+            }
+            if posted > 0 {
+                // The driver may be asleep in poll: it writes what we queued.
+                let _ = self.waker.wake();
+            }
+            eng = self.turn.wait_timeout(eng, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Drives every connection until batch `id` is done or needs its owner
+    /// to open a connection; then hands the turn on.
+    fn drive(&self, id: u64) {
+        let _turn = TurnGuard(self);
+        let mut poller = self.poller.lock().unwrap_or_else(PoisonError::into_inner);
+        let (poll, events) = &mut *poller;
+        loop {
+            let timeout = {
+                let mut eng = self.lock();
+                for ev in events.iter().filter(|e| e.token() != WAKE) {
+                    let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+                    eng.ready(ev.token(), readable, ev.is_writable() || ev.is_error());
+                }
+                events.clear();
+                let mut wake_others = false;
+                loop {
+                    let (posted, wants_connect) = eng.feed_all();
+                    let completed = eng.progress();
+                    wake_others |= completed > 0 || wants_connect;
+                    if posted == 0 && completed == 0 {
+                        break;
+                    }
+                }
+                let now = Instant::now();
+                wake_others |= eng.expire_due(now) > 0;
+                if wake_others {
+                    self.turn.notify_all();
+                }
+                let b = &eng.batches[&id];
+                if b.is_done() || b.connect.is_some() {
+                    return;
+                }
+                eng.next_deadline().map_or(self.config.op_timeout, |d| d.saturating_duration_since(now))
+            };
+            if let Err(e) = poll.poll(events, Some(timeout))
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                let mut eng = self.lock();
+                eng.drop_all(&e);
+                self.turn.notify_all();
+            }
+        }
+    }
+
+    /// Opens a connection to `peer` for batch `id`, with the engine
+    /// unlocked while it connects and handshakes.
+    fn open<'g>(&'g self, mut eng: MutexGuard<'g, Engine>, id: u64, peer: SocketAddr) -> MutexGuard<'g, Engine> {
+        if let Some(b) = eng.batches.get_mut(&id) {
+            b.connect = None;
+        }
+        if eng.conns.contains_key(&peer) {
+            // Another thread opened it (or is opening it) meanwhile.
+            return eng;
+        }
+        eng.conns.insert(peer, Slot::Connecting);
+        drop(eng);
+        let opened = self.connect(peer);
+        let mut eng = self.lock();
+        eng.conns.remove(&peer);
+        let installed = opened.and_then(|s| {
+            eng.install(peer, s, &self.registry).map_err(|source| NetError::Unreachable { addr: peer, source })
+        });
+        if let Err(e) = installed {
+            tracing::debug!(target: "weft::net", %peer, error = %e, "connect failed");
+            eng.connect_failed(id, e);
+        }
+        // Threads waiting for this connection go on, with it or without;
+        // a driver asleep in poll must post on it too.
+        self.turn.notify_all();
+        let _ = self.waker.wake();
+        eng
+    }
+
+    /// A new handshaken, non-blocking connection.
+    fn connect(&self, addr: SocketAddr) -> Result<MioStream, NetError> {
+        let unreachable = |source| NetError::Unreachable { addr, source };
+        let mut s = TcpStream::connect_timeout(&addr, self.config.connect_timeout).map_err(unreachable)?;
+        s.set_nodelay(true).map_err(unreachable)?;
+        s.set_read_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;
+        s.set_write_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;
+        client_handshake(&mut s, addr, &self.secret, rand::random())?;
+        s.set_read_timeout(None).map_err(unreachable)?;
+        s.set_write_timeout(None).map_err(unreachable)?;
+        s.set_nonblocking(true).map_err(unreachable)?;
+        Ok(MioStream::from_std(s))
+    }
+}
+
+/// Gives up the driver's turn, also when the driver unwinds.
+struct TurnGuard<'a>(&'a Endpoint);
+
+impl Drop for TurnGuard<'_> {
+    fn drop(&mut self) {
+        self.0.lock().driving = false;
+        self.0.turn.notify_all();
+    }
+}
+
+/// Withdraws a batch whose owner leaves `run` without finishing it (only
+/// by unwinding), so the engine keeps no view of the owner's buffers.
+struct Abandon<'a> {
+    ep: &'a Endpoint,
+    id: u64,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        let mut eng = self.ep.lock();
+        eng.cancel(self.id);
+        eng.batches.remove(&self.id);
+        drop(eng);
+        self.ep.turn.notify_all();
+    }
+}
+
+/// `NetError` holds an `io::Error`, which is not `Clone`: calls that fail
+/// together each get an equivalent error naming the same peer.
+pub(crate) fn sibling(e: &NetError) -> NetError {
+    match e {
+        NetError::Timeout { addr, after } => NetError::Timeout { addr: *addr, after: *after },
+        NetError::Unreachable { addr, source } => {
+            NetError::Unreachable { addr: *addr, source: io::Error::new(source.kind(), source.to_string()) }
+        }
+        NetError::Handshake { addr, reason } => NetError::Handshake { addr: *addr, reason: reason.clone() },
+        NetError::Busy { addr, reason } => NetError::Busy { addr: *addr, reason: reason.clone() },
+        NetError::Protocol { addr, source } => NetError::Protocol { addr: *addr, source: source.clone() },
+        NetError::Violation { addr, what } => NetError::Violation { addr: *addr, what: what.clone() },
+    }
+}

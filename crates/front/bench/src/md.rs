@@ -3,7 +3,9 @@
 //! through the Rust API on Weft and, in the same run, on a local directory
 //! of the same disk. Creates on Weft are durable when answered (one
 //! fsync'd metadata commit each); local creates are not fsync'd, as mdtest
-//! does not (say so when comparing).
+//! does not (say so when comparing). With `threads` > 1 each process runs
+//! that many threads on its one client (its files split among them), as a
+//! FUSE mount's request threads share the mount's client.
 
 use crate::workers::{run_workers, timed};
 use crate::{median, BenchCluster};
@@ -14,6 +16,7 @@ use std::path::Path;
 #[derive(Debug, Clone)]
 pub struct Params {
     pub procs: Vec<usize>,
+    pub threads: Vec<usize>,
     pub files: u64,
     pub repeats: usize,
 }
@@ -21,6 +24,7 @@ pub struct Params {
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub procs: usize,
+    pub threads: usize,
     pub op: &'static str,
     pub weft_ops_s: f64,
     pub local_ops_s: f64,
@@ -30,17 +34,18 @@ pub struct Row {
 const PHASES: [&str; 3] = ["create", "stat", "unlink"];
 
 pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
-    if p.files == 0 || p.repeats == 0 || p.procs.is_empty() || p.procs.contains(&0) {
-        bail!("files, repeats and every process count must be at least 1");
+    if p.files == 0 || p.repeats == 0 || p.procs.is_empty() || p.procs.contains(&0) || p.threads.is_empty() || p.threads.contains(&0) {
+        bail!("files, repeats and every process and thread count must be at least 1");
     }
     let client = weft_client::Client::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let mut rows = Vec::new();
-    for &procs in &p.procs {
+    let runs: Vec<(usize, usize)> = p.procs.iter().flat_map(|&procs| p.threads.iter().map(move |&t| (procs, t))).collect();
+    for (procs, threads) in runs {
         let mut rates = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
         for rep in 0..p.repeats {
             for side in if rep % 2 == 0 { ["weft", "local"] } else { ["local", "weft"] } {
-                progress(&format!("P={procs} round {}/{} {side}", rep + 1, p.repeats));
+                progress(&format!("P={procs} T={threads} round {}/{} {side}", rep + 1, p.repeats));
                 let dir_of = |r: usize| match side {
                     "weft" => format!("/bench/md-{}-{r}", std::process::id()),
                     _ => bc.scratch.join(format!("md-{r}")).display().to_string(),
@@ -53,7 +58,10 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                 }
                 for (k, phase) in PHASES.iter().enumerate() {
                     let args: Vec<Vec<String>> = (0..procs)
-                        .map(|r| ["md-worker", "--target", side, "--dir", &dir_of(r), "--files", &p.files.to_string(), "--phase", phase].map(String::from).to_vec())
+                        .map(|r| {
+                            let (files, threads) = (p.files.to_string(), threads.to_string());
+                            ["md-worker", "--target", side, "--dir", &dir_of(r), "--files", &files, "--phase", phase, "--threads", &threads].map(String::from).to_vec()
+                        })
                         .collect();
                     let secs = run_workers(weft_bin, &bc.cluster_file, &args, &[])?;
                     rates[k][usize::from(side == "local")].push((procs as u64 * p.files) as f64 / secs);
@@ -68,32 +76,38 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         }
         for (k, op) in PHASES.into_iter().enumerate() {
             let (w, l) = (median(std::mem::take(&mut rates[k][0])), median(std::mem::take(&mut rates[k][1])));
-            rows.push(Row { procs, op, weft_ops_s: w, local_ops_s: l, ratio: w / l });
+            rows.push(Row { procs, threads, op, weft_ops_s: w, local_ops_s: l, ratio: w / l });
         }
     }
     Ok(rows)
 }
 
-/// The worker: one phase over its N files.
-pub fn worker(target: &str, dir: &str, files: u64, phase: &str) -> Result<()> {
+/// The worker: one phase over its N files, split among `threads` threads
+/// that share one client.
+pub fn worker(target: &str, dir: &str, files: u64, phase: &str, threads: usize) -> Result<()> {
+    if !PHASES.contains(&phase) {
+        bail!("unknown phase {phase}");
+    }
     let client = if target == "weft" { Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?) } else { None };
-    let name = |i: u64| format!("{dir}/f{i}");
-    timed(|| {
-        for i in 0..files {
-            match (&client, phase) {
-                (Some(c), "create") => drop(c.create(&name(i), weft_client::CreateOptions { exclusive: true, ..Default::default() })?),
-                (Some(c), "stat") => {
-                    c.stat(&name(i))?;
-                }
-                (Some(c), "unlink") => c.unlink(&name(i))?,
-                (None, "create") => drop(std::fs::OpenOptions::new().write(true).create_new(true).open(name(i))?),
-                (None, "stat") => {
-                    std::fs::metadata(name(i))?;
-                }
-                (None, "unlink") => std::fs::remove_file(name(i))?,
-                (_, p) => bail!("unknown phase {p}"),
+    let threads = threads.max(1) as u64;
+    let one = |i: u64| -> Result<()> {
+        let name = format!("{dir}/f{i}");
+        match (&client, phase) {
+            (Some(c), "create") => drop(c.create(&name, weft_client::CreateOptions { exclusive: true, ..Default::default() })?),
+            (Some(c), "stat") => drop(c.stat(&name)?),
+            (Some(c), _) => c.unlink(&name)?,
+            (None, "create") => drop(std::fs::OpenOptions::new().write(true).create_new(true).open(&name)?),
+            (None, "stat") => {
+                std::fs::metadata(&name)?;
             }
+            (None, _) => std::fs::remove_file(&name)?,
         }
         Ok(())
+    };
+    timed(|| {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads).map(|t| s.spawn(move || (t..files).step_by(threads as usize).try_for_each(one))).collect();
+            hs.into_iter().try_for_each(|h| h.join().map_err(|_| anyhow::anyhow!("a worker thread panicked"))?)
+        })
     })
 }

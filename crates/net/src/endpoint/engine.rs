@@ -29,6 +29,9 @@ pub(super) struct Engine {
     next_token: usize,
     /// A thread is driving the sockets (polling and advancing them).
     pub(super) driving: bool,
+    /// Threads asleep on the endpoint's condition variable: waking nobody
+    /// costs a system call, so it is skipped when this is 0.
+    pub(super) sleepers: usize,
     pub(super) stats: EndpointStats,
     pub(super) eager_limit: usize,
 }

@@ -201,8 +201,7 @@ impl Endpoint {
             if b.is_done() {
                 eng.finish(id, calls);
                 std::mem::forget(guard);
-                drop(eng);
-                self.turn.notify_all();
+                self.wake_sleepers(eng);
                 return;
             }
             let deadline = b.deadline;
@@ -222,7 +221,18 @@ impl Endpoint {
                 // The driver may be asleep in poll: it writes what we queued.
                 let _ = self.waker.wake();
             }
+            eng.sleepers += 1;
             eng = self.turn.wait_timeout(eng, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            eng.sleepers -= 1;
+        }
+    }
+
+    /// Wakes the threads asleep on the endpoint, if any, and unlocks.
+    fn wake_sleepers(&self, eng: MutexGuard<'_, Engine>) {
+        let any = eng.sleepers > 0;
+        drop(eng);
+        if any {
+            self.turn.notify_all();
         }
     }
 
@@ -249,13 +259,15 @@ impl Endpoint {
                     let (posted, wants_connect) = eng.feed_all();
                     let completed = eng.progress();
                     wake_others |= completed > 0 || wants_connect;
-                    if posted == 0 && completed == 0 {
+                    // Calls completed may let batches post more; stop once
+                    // nothing moves, or at once when this batch is done.
+                    if (posted == 0 && completed == 0) || eng.batches[&id].is_done() {
                         break;
                     }
                 }
                 let now = Instant::now();
                 wake_others |= eng.expire_due(now) > 0;
-                if wake_others {
+                if wake_others && eng.sleepers > 0 {
                     self.turn.notify_all();
                 }
                 let b = &eng.batches[&id];
@@ -269,7 +281,7 @@ impl Endpoint {
             {
                 let mut eng = self.lock();
                 eng.drop_all(&e);
-                self.turn.notify_all();
+                self.wake_sleepers(eng);
             }
         }
     }
@@ -298,8 +310,12 @@ impl Endpoint {
         }
         // Threads waiting for this connection go on, with it or without;
         // a driver asleep in poll must post on it too.
-        self.turn.notify_all();
-        let _ = self.waker.wake();
+        if eng.sleepers > 0 {
+            self.turn.notify_all();
+        }
+        if eng.driving {
+            let _ = self.waker.wake();
+        }
         eng
     }
 
@@ -323,8 +339,9 @@ struct TurnGuard<'a>(&'a Endpoint);
 
 impl Drop for TurnGuard<'_> {
     fn drop(&mut self) {
-        self.0.lock().driving = false;
-        self.0.turn.notify_all();
+        let mut eng = self.0.lock();
+        eng.driving = false;
+        self.0.wake_sleepers(eng);
     }
 }
 
@@ -340,8 +357,7 @@ impl Drop for Abandon<'_> {
         let mut eng = self.ep.lock();
         eng.cancel(self.id);
         eng.batches.remove(&self.id);
-        drop(eng);
-        self.ep.turn.notify_all();
+        self.ep.wake_sleepers(eng);
     }
 }
 

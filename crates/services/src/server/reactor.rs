@@ -43,8 +43,8 @@ struct Slot {
     generation: u64,
     /// Requests of this connection not yet dispatched, in arrival order.
     ready: VecDeque<Job>,
-    /// One of its requests is with a worker or waiting for a read turn.
-    busy: bool,
+    /// Its requests with a worker or waiting for a read turn.
+    in_service: usize,
     /// The connection waits for memory (a frame, a grant or a response buffer).
     stalled: bool,
 }
@@ -88,6 +88,8 @@ pub struct Reactor {
     done: Receiver<Done>,
     turns: ReadTurns<Job>,
     events: Vec<Event>,
+    /// Most requests of one connection served at once.
+    per_connection: usize,
 }
 
 impl Reactor {
@@ -118,6 +120,7 @@ impl Reactor {
             done,
             turns,
             events: Vec::new(),
+            per_connection: super::workers::per_connection(),
         })
     }
 
@@ -184,7 +187,7 @@ impl Reactor {
             }
             self.next_gen += 1;
             let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
-            self.slots[slot] = Some(Slot { conn, stream, peer, generation: self.next_gen, ready: VecDeque::new(), busy: false, stalled: false });
+            self.slots[slot] = Some(Slot { conn, stream, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false });
             self.live += 1;
             self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
         }
@@ -272,12 +275,12 @@ impl Reactor {
     }
 
     /// Starts the connection's next requests: those that need neither disk
-    /// nor waiting run here at once; the next other one goes to the pool,
-    /// unless one of this connection's requests is under way already.
+    /// nor waiting run here at once; the others go to the pool, up to
+    /// `per_connection` of this connection's at a time.
     fn dispatch(&mut self, k: usize) {
         loop {
             let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-            if slot.busy || slot.conn.closing().is_some() {
+            if slot.in_service >= self.per_connection || slot.conn.closing().is_some() {
                 return;
             }
             let Some(mut job) = slot.ready.pop_front() else { return };
@@ -327,7 +330,7 @@ impl Reactor {
     /// Hands a request to the pool (or to its object's read queue).
     fn start(&mut self, k: usize, mut job: Job) {
         let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-        slot.busy = true;
+        slot.in_service += 1;
         if let Request::Data(DataReq::Read { file, pieces, order }) = &job.req
             && order.strategy != 0
         {
@@ -397,7 +400,7 @@ impl Reactor {
                         self.next_turn(file);
                     }
                     if let Some(slot) = self.slot_of(conn) {
-                        slot.busy = false;
+                        slot.in_service = slot.in_service.saturating_sub(1);
                         if let Some((rsp, payload)) = answer {
                             slot.conn.respond(id, &rsp, payload, now);
                         }

@@ -106,6 +106,10 @@ enum Which {
         common: Common,
         #[arg(long, value_delimiter = ',', default_value = "1,4")]
         procs: Vec<usize>,
+        /// Threads per process, sharing the process's one client (as a FUSE
+        /// mount's request threads do); each list entry is a run.
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        threads: Vec<usize>,
         /// Files per process.
         #[arg(long, default_value_t = 1000)]
         files: u64,
@@ -125,6 +129,8 @@ enum Which {
         files: u64,
         #[arg(long)]
         phase: String,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
     },
     /// Collective I/O (issue 10, ROMIO's coll_perf): a 3-D block darray through Weft's MPI-IO and the MPI's own, same run.
     Coll {
@@ -409,20 +415,23 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
             }
         }
-        Which::Md { common, procs, files, repeats, servers } => {
+        Which::Md { common, procs, threads, files, repeats, servers } => {
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
             let quiet = common.json;
-            let rows = md::run(&exe, &bc, &md::Params { procs, files, repeats }, &|what| {
+            let rows = md::run(&exe, &bc, &md::Params { procs, threads, files, repeats }, &|what| {
                 if !quiet {
                     eprintln!("bench md: {what}");
                 }
             })?;
             let csv = csv_path(&common, "md");
             if emit(&common, &csv, &rows, Default::default())? {
-                let table: Vec<Vec<String>> = rows.iter().map(|r| vec![r.procs.to_string(), r.op.to_string(), f1(r.weft_ops_s), f1(r.local_ops_s), format!("{:.2}", r.ratio)]).collect();
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| vec![r.procs.to_string(), r.threads.to_string(), r.op.to_string(), f1(r.weft_ops_s), f1(r.local_ops_s), format!("{:.2}", r.ratio)])
+                    .collect();
                 print_table(
                     &format!("Metadata rates, {files} files per process, median of {repeats} (Weft's creates durable when answered; local ones not fsync'd)"),
-                    &["procs", "op", "weft ops/s", "local ops/s", "weft/local"],
+                    &["procs", "threads", "op", "weft ops/s", "local ops/s", "weft/local"],
                     &table,
                 );
                 out!("(GekkoFS reports ~73k creates/s per node; issue 12 measured 1.6k/s at 1 process, ~4.8k/s at 4)\nCSV: {}", csv.display())?;
@@ -742,7 +751,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             cw::worker(t, &path, size, transfer, fsync, read)?;
         }
         Which::NetPeer => net::peer()?,
-        Which::MdWorker { target, dir, files, phase } => md::worker(&target, &dir, files, &phase)?,
+        Which::MdWorker { target, dir, files, phase, threads } => md::worker(&target, &dir, files, &phase, threads)?,
     }
     Ok(())
 }

@@ -172,6 +172,71 @@ fn libc_eperm() -> i32 {
     1
 }
 
+/// Files removed or replaced while open, on `root`: the open handles go on
+/// reading and writing them; the names are gone at once.
+fn exercise_open_files(root: &Path) -> Vec<String> {
+    let mut seen = Vec::new();
+    let p = |n: &str| root.join(n);
+    fs::create_dir_all(p("o")).unwrap();
+    fs::write(p("o/gone"), b"still here").unwrap();
+    let mut f = OpenOptions::new().read(true).write(true).open(p("o/gone")).unwrap();
+    let mut g = fs::File::open(p("o/gone")).unwrap();
+    fs::remove_file(p("o/gone")).unwrap();
+    seen.push(format!("name after unlink: {}", kind(&fs::metadata(p("o/gone")).unwrap_err())));
+    let mut names: Vec<String> = fs::read_dir(p("o")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    seen.push(format!("listing after unlink {names:?}"));
+    f.seek(SeekFrom::End(0)).unwrap();
+    f.write_all(b", and more").unwrap();
+    let mut s = String::new();
+    g.read_to_string(&mut s).unwrap();
+    seen.push(format!("read through the other handle {s:?} len {}", f.metadata().unwrap().len()));
+    drop(f);
+    let mut s = String::new();
+    g.seek(SeekFrom::Start(0)).unwrap();
+    g.read_to_string(&mut s).unwrap();
+    seen.push(format!("after the first close {s:?}"));
+    drop(g);
+    seen.push(format!("a new file of that name: {}", kind(&OpenOptions::new().write(true).create_new(true).open(p("o/gone")).map(|_| ()).map_or_else(|e| e, |()| std::io::Error::other("created")))));
+    // Renamed over while open: the old contents stay readable.
+    fs::write(p("o/target"), b"old contents").unwrap();
+    fs::write(p("o/source"), b"new contents").unwrap();
+    let mut t = fs::File::open(p("o/target")).unwrap();
+    fs::rename(p("o/source"), p("o/target")).unwrap();
+    let mut s = String::new();
+    t.read_to_string(&mut s).unwrap();
+    seen.push(format!("renamed over: handle reads {s:?}, name reads {:?}", fs::read_to_string(p("o/target")).unwrap()));
+    drop(t);
+    let mut names: Vec<String> = fs::read_dir(p("o")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    seen.push(format!("listing at the end {names:?}"));
+    seen
+}
+
+#[test]
+fn files_removed_while_open_stay_usable_until_closed() {
+    let tc = TestCluster::start("fuse-open", 2);
+    let m = Mount::new(&tc, "mnt");
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    let on_weft = exercise_open_files(&m.point);
+    let on_local = exercise_open_files(&local);
+    assert_eq!(on_weft, on_local);
+    // Nothing is left behind once the handles are closed (the kernel sends
+    // release asynchronously after close: allow it a moment).
+    let c = tc.client();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let names: Vec<String> = c.readdir("/o").unwrap().into_iter().map(|e| e.name).collect();
+        if names == ["gone", "target"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "hidden files left after their last close: {names:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    m.unmount();
+}
+
 #[test]
 fn a_file_closed_on_one_mount_is_seen_whole_by_an_open_on_another() {
     let tc = TestCluster::start("fuse-two", 2);

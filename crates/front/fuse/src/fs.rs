@@ -36,6 +36,18 @@ struct Handle {
     append: bool,
 }
 
+/// Names under which files removed while open here live on until their
+/// last close (as NFS clients' `.nfsXXXX`); listings and lookups hide them.
+const HIDDEN_PREFIX: &str = ".weft-unlinked-";
+
+/// How many handles of this mount have an inode open, and where it went if
+/// it was unlinked (or renamed over) while open.
+#[derive(Default)]
+struct OpenInode {
+    handles: usize,
+    hidden: Option<String>,
+}
+
 pub struct WeftFs {
     client: Client,
     opts: MountOptions,
@@ -45,6 +57,9 @@ pub struct WeftFs {
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
     listings: Mutex<HashMap<u64, Arc<Listing>>>,
+    /// Inodes with open handles; also serializes removing an open file
+    /// against its last close.
+    open_inodes: Mutex<HashMap<u64, OpenInode>>,
     next_fh: AtomicU64,
 }
 
@@ -83,7 +98,15 @@ impl WeftFs {
     pub fn new(client: Client, opts: MountOptions) -> Self {
         let mut paths = HashMap::new();
         paths.insert(1, "/".to_string());
-        WeftFs { client, opts, paths: Mutex::new(paths), handles: Mutex::new(HashMap::new()), listings: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+        WeftFs {
+            client,
+            opts,
+            paths: Mutex::new(paths),
+            handles: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
+            open_inodes: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        }
     }
 
     fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
@@ -93,6 +116,10 @@ impl WeftFs {
 
     fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
+        if name.starts_with(HIDDEN_PREFIX) {
+            // Removed files still open somewhere: not names anyone may use.
+            return Err(Errno::ENOENT);
+        }
         let p = self.path_of(parent)?;
         Ok(if p == "/" { format!("/{name}") } else { format!("{p}/{name}") })
     }
@@ -130,7 +157,7 @@ impl WeftFs {
         let path = self.path_of(ino)?;
         let entries = self.client.readdir(&path).map_err(|e| errno::of(&e))?;
         let mut all: Listing = vec![(ino.0, FileType::Directory, ".".into()), (ino.0, FileType::Directory, "..".into())];
-        for e in entries {
+        for e in entries.into_iter().filter(|e| !e.name.starts_with(HIDDEN_PREFIX)) {
             let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
             self.remember(e.attr.id.0, &child);
             let kind = if e.attr.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
@@ -145,8 +172,54 @@ impl WeftFs {
 
     fn keep(&self, h: Handle) -> FileHandle {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.open_inodes).entry(h.file.attr().id.0).or_default().handles += 1;
         lock(&self.handles).insert(fh, Arc::new(h));
         FileHandle(fh)
+    }
+
+    /// Removes `path` (a file): at once, or, if this mount has it open, by
+    /// renaming it to a hidden name that its last close removes, so open
+    /// handles keep reading and writing it (POSIX unlink-while-open).
+    fn remove_file(&self, path: &str) -> Result<(), Errno> {
+        let ino = lock(&self.paths).iter().find(|(_, p)| *p == path).map(|(&i, _)| i);
+        let mut open = lock(&self.open_inodes);
+        match ino.and_then(|i| open.get_mut(&i).map(|o| (i, o))) {
+            Some((ino, o)) if o.handles > 0 && o.hidden.is_none() => {
+                let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+                let hidden = format!("{dir}/{HIDDEN_PREFIX}{ino:x}");
+                self.client.rename(path, &hidden).map_err(|e| errno::of(&e))?;
+                o.hidden = Some(hidden.clone());
+                drop(open);
+                self.forget_path(path);
+                self.remember(ino, &hidden);
+            }
+            _ => {
+                drop(open);
+                self.client.unlink(path).map_err(|e| errno::of(&e))?;
+                self.forget_path(path);
+            }
+        }
+        Ok(())
+    }
+
+    /// A handle closed: the last close of a file removed while open
+    /// removes it for good.
+    fn closed(&self, ino: u64) {
+        let hidden = {
+            let mut open = lock(&self.open_inodes);
+            let Some(o) = open.get_mut(&ino) else { return };
+            o.handles -= 1;
+            if o.handles > 0 {
+                return;
+            }
+            open.remove(&ino).and_then(|o| o.hidden)
+        };
+        if let Some(h) = hidden {
+            if let Err(e) = self.client.unlink(&h) {
+                tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
+            }
+            lock(&self.paths).remove(&ino);
+        }
     }
 
     /// Open flags the mount honours: direct I/O passes through.
@@ -236,7 +309,7 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.client.unlink(&p).map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))) {
+        match self.child(parent, name).and_then(|p| self.remove_file(&p)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -255,8 +328,17 @@ impl Filesystem for WeftFs {
             if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 return Err(Errno::EINVAL);
             }
-            if flags.contains(RenameFlags::RENAME_NOREPLACE) && self.client.stat(&to).is_ok() {
+            let target = self.client.stat(&to).ok();
+            if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
                 return Err(Errno::EEXIST);
+            }
+            // A file replaced while open here lives on for its handles.
+            if let Some((a, _)) = &target
+                && a.kind != FileKind::Dir
+                && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.handles > 0)
+            {
+                self.remember(a.id.0, &to);
+                self.remove_file(&to)?;
             }
             self.client.rename(&from, &to).map_err(|e| errno::of(&e))?;
             // What `to` named before is gone; the renamed entry and
@@ -357,7 +439,10 @@ impl Filesystem for WeftFs {
     }
 
     fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
-        lock(&self.handles).remove(&fh.0);
+        let h = lock(&self.handles).remove(&fh.0);
+        if let Some(h) = h {
+            self.closed(h.file.attr().id.0);
+        }
         reply.ok();
     }
 

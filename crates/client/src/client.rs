@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, ServerEntry};
-use weft_wire::{Cred, DirEntry, FileAttr, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
+use weft_wire::{Cred, DirEntry, FileAttr, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
 
 /// Options of a client.
 #[derive(Debug, Clone)]
@@ -165,11 +165,30 @@ impl Client {
         self.meta_attr(MetaReq::Mkdir { path: path.into(), mode })
     }
 
-    /// Attributes and, for a file, its size (asked of its data servers).
+    /// Attributes and, for a file, its size (asked of its data servers);
+    /// a symbolic link's size is its target's length, as lstat(2)'s.
     pub fn stat(&self, path: &str) -> Result<(FileAttr, u64)> {
         let attr = self.meta_attr(MetaReq::Stat { path: path.into() })?;
-        let size = if attr.layout.is_some() { File::new(self.clone(), path, attr.clone(), false)?.size()? } else { 0 };
+        let size = match attr.kind {
+            FileKind::File if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), false)?.size()?,
+            FileKind::Symlink => self.readlink(path)?.len() as u64,
+            _ => 0,
+        };
         Ok((attr, size))
+    }
+
+    /// Creates a symbolic link at `path` pointing to `target`.
+    pub fn symlink(&self, target: &str, path: &str) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Symlink { path: path.into(), target: target.into() })
+    }
+
+    /// A symbolic link's target.
+    pub fn readlink(&self, path: &str) -> Result<String> {
+        let addr = self.inner.cluster.meta_server().addr;
+        match self.meta(MetaReq::Readlink { path: path.into() })? {
+            Response::Link { target } => Ok(target),
+            other => Err(Error::Protocol { addr, what: format!("expected a link target, got {other:?}") }),
+        }
     }
 
     pub fn chmod(&self, path: &str, mode: u32) -> Result<FileAttr> {

@@ -63,7 +63,7 @@ typedef struct WeftStat {
   uint32_t mode;
   uint32_t uid;
   uint32_t gid;
-  // 1 for a regular file, 2 for a directory.
+  // 1 for a regular file, 2 for a directory, 3 for a symbolic link.
   uint32_t kind;
   // Bytes per stripe and servers striped over (0 for a directory).
   uint64_t stripe_size;

@@ -18,7 +18,7 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
-use weft_client::{Client, CreateOptions, Datatype, Error, File, FileKind, View};
+use weft_client::{Client, CreateOptions, Datatype, Error, File, View};
 
 /// An open connection to a cluster (opaque).
 pub struct WeftClient {
@@ -39,7 +39,7 @@ pub struct WeftStat {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
-    /// 1 for a regular file, 2 for a directory.
+    /// 1 for a regular file, 2 for a directory, 3 for a symbolic link.
     pub kind: u32,
     /// Bytes per stripe and servers striped over (0 for a directory).
     pub stripe_size: u64,
@@ -463,7 +463,7 @@ pub unsafe extern "C" fn weft_stat(c: *const WeftClient, path: *const c_char, ou
         },
         |(a, size)| {
             let (stripe_size, stripe_count) = a.layout.as_ref().map_or((0, 0), |l| (l.stripe_size, l.servers.len() as u32));
-            let st = WeftStat { size, mode: a.mode, uid: a.uid, gid: a.gid, kind: if a.kind == FileKind::Dir { 2 } else { 1 }, stripe_size, stripe_count, id: a.id.0 };
+            let st = WeftStat { size, mode: a.mode, uid: a.uid, gid: a.gid, kind: a.kind as u32, stripe_size, stripe_count, id: a.id.0 };
             // SAFETY: checked non-null above.
             unsafe { *out = st };
             0

@@ -241,3 +241,45 @@ fn concurrent_mutations_each_get_their_own_result() {
         assert_eq!(clients[0].readdir(&format!("/d{k}")).unwrap().len(), 50);
     }
 }
+
+/// Symbolic links: kept with their target, never followed by the service,
+/// removed and replaced like files; survive a restart of the service.
+#[test]
+fn symbolic_links_keep_their_target_and_are_not_followed() {
+    let mut tc = TestCluster::start("symlinks", 2);
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    c.create("/d/f", excl()).unwrap().write_at(0, b"data").unwrap();
+    let a = c.symlink("f", "/d/rel").unwrap();
+    assert_eq!(a.kind, FileKind::Symlink);
+    assert!(a.layout.is_none());
+    c.symlink("/nowhere/at/all", "/d/dangling").unwrap();
+    assert_eq!(c.readlink("/d/rel").unwrap(), "f");
+    // lstat's size is the target's length.
+    assert_eq!(c.stat("/d/dangling").unwrap().1, "/nowhere/at/all".len() as u64);
+    assert!(matches!(c.symlink("x", "/d/rel"), Err(Error::Exists(_))));
+    assert!(matches!(c.symlink("x", "/d/f"), Err(Error::Exists(_))));
+    assert!(matches!(c.create("/d/rel", CreateOptions::default()), Err(Error::Exists(_))));
+    assert!(matches!(c.readlink("/d/f"), Err(Error::BadRequest(_))));
+    // The service does not follow links: not as the file, not as a directory.
+    assert!(c.open("/d/rel", false).is_err());
+    c.symlink("/d", "/dirlink").unwrap();
+    assert!(matches!(c.stat("/dirlink/f"), Err(Error::NotDir(_))));
+    assert!(matches!(c.rmdir("/dirlink"), Err(Error::NotDir(_))));
+    let kinds: Vec<(String, FileKind)> = c.readdir("/d").unwrap().into_iter().map(|e| (e.name, e.attr.kind)).collect();
+    assert_eq!(kinds, [("dangling".into(), FileKind::Symlink), ("f".into(), FileKind::File), ("rel".into(), FileKind::Symlink)]);
+    // Renamed over a file: the file's data go, the link takes its name.
+    c.rename("/d/rel", "/d/f").unwrap();
+    assert_eq!(c.readlink("/d/f").unwrap(), "f");
+    // A file renamed over a link replaces it; the link's target goes too.
+    c.create("/d/g", excl()).unwrap();
+    c.rename("/d/g", "/d/dangling").unwrap();
+    assert_eq!(c.stat("/d/dangling").unwrap().0.kind, FileKind::File);
+    tc.lc.restart(0).unwrap();
+    let c = tc.client();
+    assert_eq!(c.readlink("/d/f").unwrap(), "f");
+    assert_eq!(c.readlink("/dirlink").unwrap(), "/d");
+    c.unlink("/d/f").unwrap();
+    c.unlink("/dirlink").unwrap();
+    assert!(matches!(c.readlink("/d/f"), Err(Error::NotFound(_))));
+}

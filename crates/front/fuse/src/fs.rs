@@ -72,6 +72,14 @@ fn time(ns: i64) -> SystemTime {
 }
 
 /// Kernel attributes of a Weft file or directory of `size` bytes.
+fn kind_of(a: &weft_client::FileAttr) -> FileType {
+    match a.kind {
+        FileKind::Dir => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::File => FileType::RegularFile,
+    }
+}
+
 fn fuse_attr(a: &weft_client::FileAttr, size: u64) -> FileAttr {
     let dir = a.kind == FileKind::Dir;
     let blksize = a.layout.as_ref().map_or(4096, |l| l.stripe_size.clamp(4096, 1 << 20) as u32);
@@ -83,7 +91,7 @@ fn fuse_attr(a: &weft_client::FileAttr, size: u64) -> FileAttr {
         mtime: time(a.mtime_ns),
         ctime: time(a.ctime_ns),
         crtime: time(a.ctime_ns),
-        kind: if dir { FileType::Directory } else { FileType::RegularFile },
+        kind: kind_of(a),
         perm: (a.mode & 0o7777) as u16,
         nlink: if dir { 2 } else { 1 },
         uid: a.uid,
@@ -160,8 +168,7 @@ impl WeftFs {
         for e in entries.into_iter().filter(|e| !e.name.starts_with(HIDDEN_PREFIX)) {
             let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
             self.remember(e.attr.id.0, &child);
-            let kind = if e.attr.kind == FileKind::Dir { FileType::Directory } else { FileType::RegularFile };
-            all.push((e.attr.id.0, kind, e.name));
+            all.push((e.attr.id.0, kind_of(&e.attr), e.name));
         }
         Ok(all)
     }
@@ -361,6 +368,26 @@ impl Filesystem for WeftFs {
         }
     }
 
+    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
+        let r = self.child(parent, link_name).and_then(|p| {
+            let target = target.to_str().ok_or(Errno::EINVAL)?;
+            let a = self.client.symlink(target, &p).map_err(|e| errno::of(&e))?;
+            self.remember(a.id.0, &p);
+            Ok(fuse_attr(&a, target.len() as u64))
+        });
+        match r {
+            Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.path_of(ino).and_then(|p| self.client.readlink(&p).map_err(|e| errno::of(&e))) {
+            Ok(t) => reply.data(t.as_bytes()),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let r = (|| -> Result<FileHandle, Errno> {
             let path = self.path_of(ino)?;
@@ -507,7 +534,7 @@ impl Filesystem for WeftFs {
 
     // Not supported, answered without the library's warnings: extended
     // attributes (ENOSYS: the kernel then stops asking and tells programs
-    // EOPNOTSUPP), hard and symbolic links and device nodes (EPERM).
+    // EOPNOTSUPP), hard links and device nodes (EPERM).
     fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
         reply.error(Errno::ENOSYS);
     }
@@ -528,11 +555,8 @@ impl Filesystem for WeftFs {
         reply.error(Errno::EPERM);
     }
 
-    fn symlink(&self, _req: &Request, _parent: INodeNo, _link_name: &OsStr, _target: &std::path::Path, reply: ReplyEntry) {
-        reply.error(Errno::EPERM);
-    }
-
     fn mknod(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
         reply.error(Errno::EPERM);
     }
 }
+

@@ -7,6 +7,7 @@
 //! | `inodes`   | `u64` file id    | `FileAttr` in its wire encoding |
 //! | `dirents`  | `(u64 dir, name)`| `u64` child id                |
 //! | `counters` | `"next_id"`, `"next_rr"` | `u64`                 |
+//! | `links`    | `u64` file id    | a symbolic link's target      |
 //!
 //! Every mutation is one write transaction committed durably before the
 //! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
@@ -28,6 +29,7 @@ use weft_wire::{Decoder, Encoder};
 const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
 const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+const LINKS: TableDefinition<u64, &str> = TableDefinition::new("links");
 
 /// The root directory's id.
 pub const ROOT: FileId = FileId(1);
@@ -139,6 +141,7 @@ fn init_root(db: &Database) -> Result<()> {
         let mut inodes = tx.open_table(INODES)?;
         tx.open_table(DIRENTS)?;
         let mut counters = tx.open_table(COUNTERS)?;
+        tx.open_table(LINKS)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();
             let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, layout: None };
@@ -151,12 +154,14 @@ fn init_root(db: &Database) -> Result<()> {
 }
 
 /// What a create or mkdir asks for.
-struct NewEntry {
+struct NewEntry<'a> {
     kind: FileKind,
     mode: u32,
-    /// Fail if the name exists (always, for directories).
+    /// Fail if the name exists (always, for directories and links).
     exclusive: bool,
     hint: LayoutHint,
+    /// A symbolic link's target.
+    target: Option<&'a str>,
 }
 
 /// Both tables a path walk needs, read-only or inside a write transaction.
@@ -240,7 +245,7 @@ impl MetaService {
             };
         }
         let r = match op {
-            MetaReq::Stat { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } => self.dispatch(&self.store.db(), cred, &op),
+            MetaReq::Stat { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => self.dispatch(&self.store.db(), cred, &op),
             _ => self.commits.submit((cred, op), |batch| self.commit_batch(batch)),
         };
         if r.is_ok() {
@@ -287,12 +292,16 @@ impl MetaService {
 
     fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<Response> {
         match op {
-            MetaReq::Create { path, mode, exclusive, hint } => {
-                self.insert_new(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint }).map(Response::Attr)
-            }
-            MetaReq::Mkdir { path, mode } => {
-                self.insert_new(tx, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default() }).map(Response::Attr)
-            }
+            MetaReq::Create { path, mode, exclusive, hint } => self
+                .insert_new(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint, target: None })
+                .map(Response::Attr),
+            MetaReq::Mkdir { path, mode } => self
+                .insert_new(tx, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default(), target: None })
+                .map(Response::Attr),
+            // Links' own permission bits are never used (as on Linux).
+            MetaReq::Symlink { path, target } => self
+                .insert_new(tx, cred, path, NewEntry { kind: FileKind::Symlink, mode: 0o777, exclusive: true, hint: LayoutHint::default(), target: Some(target) })
+                .map(Response::Attr),
             MetaReq::Unlink { path } => remove(tx, cred, path, false).map(Response::Attr),
             MetaReq::Rmdir { path } => remove(tx, cred, path, true).map(|_| Response::Ok),
             MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced }),
@@ -308,6 +317,7 @@ impl MetaService {
             MetaReq::Stat { path } => stat(db, cred, path).map(Response::Attr),
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
             MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max),
+            MetaReq::Readlink { path } => readlink(db, cred, path).map(|target| Response::Link { target }),
             _ => Err(err(ErrorCode::Internal, "not a read-only request")),
         }
     }
@@ -323,10 +333,24 @@ fn stat(db: &Database, cred: Cred, path: &str) -> Result<FileAttr> {
     read_tables(db)?.walk(cred, &comps)
 }
 
+fn readlink(db: &Database, cred: Cred, path: &str) -> Result<String> {
+    let a = stat(db, cred, path)?;
+    if a.kind != FileKind::Symlink {
+        return Err(err(ErrorCode::BadRequest, format!("{path} is not a symbolic link")));
+    }
+    let tx = db.begin_read()?;
+    let links = tx.open_table(LINKS)?;
+    let target = links.get(a.id.0)?.ok_or_else(|| err(ErrorCode::Internal, format!("symbolic link {path} has no target")))?;
+    Ok(target.value().to_owned())
+}
+
 fn open_file(db: &Database, cred: Cred, path: &str, write: bool) -> Result<FileAttr> {
     let a = stat(db, cred, path)?;
     if write && a.kind == FileKind::Dir {
         return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
+    }
+    if a.kind == FileKind::Symlink {
+        return Err(err(ErrorCode::BadRequest, format!("{path} is a symbolic link: Weft's paths do not follow links (a mount's do)")));
     }
     check(cred, &a, if write { W } else { R }, if write { "write this file" } else { "read this file" })?;
     Ok(a)
@@ -382,18 +406,20 @@ impl MetaService {
     }
 
     fn insert_new(&self, tx: &WriteTransaction, cred: Cred, path: &str, new: NewEntry) -> Result<FileAttr> {
-        let NewEntry { kind, mode, exclusive, hint } = new;
+        let NewEntry { kind, mode, exclusive, hint, target } = new;
         let (parent_comps, name) = split_parent(path)?;
         let attr = {
             let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
             let parent = t.parent_for_change(cred, &parent_comps)?;
             if let Some(existing) = t.child(parent.id.0, name)? {
                 let a = t.inode(existing)?;
-                if exclusive || kind == FileKind::Dir {
+                if exclusive || kind != FileKind::File {
                     return Err(err(ErrorCode::Exists, format!("{path} already exists")));
                 }
-                if a.kind == FileKind::Dir {
-                    return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
+                match a.kind {
+                    FileKind::Dir => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
+                    FileKind::Symlink => return Err(err(ErrorCode::Exists, format!("{path} is a symbolic link"))),
+                    FileKind::File => {}
                 }
                 check(cred, &a, W, "write this file")?;
                 return Ok(a);
@@ -421,10 +447,21 @@ impl MetaService {
             let attr = FileAttr { id: FileId(id), kind, mode, uid: cred.uid, gid, mtime_ns: t_ns, ctime_ns: t_ns, layout };
             t.inodes.insert(id, encode_attr(&attr).as_slice())?;
             t.dirents.insert((parent.id.0, name), id)?;
+            if let Some(target) = target {
+                tx.open_table(LINKS)?.insert(id, target)?;
+            }
             attr
         };
         Ok(attr)
     }
+}
+
+/// Drops what an inode that is going away kept beside its record.
+fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
+    if attr.kind == FileKind::Symlink {
+        tx.open_table(LINKS)?.remove(attr.id.0)?;
+    }
+    Ok(())
 }
 
 /// Removes the entry `path` (a directory when `want_dir`, which must be
@@ -439,7 +476,7 @@ fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bool) -> Resu
         check_sticky(cred, &parent, &attr, path)?;
         match (want_dir, attr.kind) {
             (false, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
-            (true, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
+            (true, FileKind::File | FileKind::Symlink) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
             (true, FileKind::Dir) if !t.is_empty_dir(id)? => return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty"))),
             _ => {}
         }
@@ -447,6 +484,7 @@ fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bool) -> Resu
         t.inodes.remove(id)?;
         attr
     };
+    forget_inode(tx, &attr)?;
     Ok(attr)
 }
 
@@ -478,21 +516,24 @@ fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<Opt
             let dst = t.inode(old)?;
             check_sticky(cred, &dst_dir, &dst, to)?;
             match (src.kind, dst.kind) {
-                (FileKind::File, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
-                (FileKind::Dir, FileKind::File) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
+                (FileKind::File | FileKind::Symlink, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
+                (FileKind::Dir, FileKind::File | FileKind::Symlink) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
                 (FileKind::Dir, FileKind::Dir) if !t.is_empty_dir(old)? => {
                     return Err(err(ErrorCode::NotEmpty, format!("{to} is not empty")));
                 }
                 _ => {}
             }
             t.inodes.remove(old)?;
-            replaced = (dst.kind == FileKind::File).then_some(dst);
+            replaced = Some(dst);
         }
         t.dirents.remove((src_dir.id.0, from_name))?;
         t.dirents.insert((dst_dir.id.0, to_name), id)?;
         replaced
     };
-    Ok(replaced)
+    let Some(dst) = replaced else { return Ok(None) };
+    forget_inode(tx, &dst)?;
+    // Only a file has objects for the client to delete.
+    Ok((dst.kind == FileKind::File).then_some(dst))
 }
 
 /// Only root changes owners and groups (`_POSIX_CHOWN_RESTRICTED`; without

@@ -19,6 +19,10 @@ pub struct Cred {
 pub enum FileKind {
     File = 1,
     Dir = 2,
+    /// A symbolic link: its target is kept by the metadata service
+    /// (`Readlink`); paths given to the service never follow links (a
+    /// mount's kernel resolves them).
+    Symlink = 3,
 }
 
 /// How a file's bytes are spread: stripe `k` of the file lives on
@@ -78,6 +82,11 @@ pub enum MetaReq {
     /// An MPI-IO shared file pointer, named by a random token its job's
     /// rank 0 drew at open. Answered with `Pointer` (the value before).
     SharedPointer { token: u64, op: PointerOp },
+    /// Creates a symbolic link at `path` pointing to `target` (any text,
+    /// not checked, as symlink(2)).
+    Symlink { path: String, target: String },
+    /// A symbolic link's target, answered with `Link`.
+    Readlink { path: String },
 }
 
 /// What to do to a shared file pointer.
@@ -113,6 +122,7 @@ impl FileAttr {
         let kind = match d.u8()? {
             1 => FileKind::File,
             2 => FileKind::Dir,
+            3 => FileKind::Symlink,
             t => return Err(DecodeError::BadTag { what: "file kind", tag: t.into() }),
         };
         let (mode, uid, gid) = (d.u32()?, d.u32()?, d.u32()?);
@@ -183,6 +193,12 @@ impl MetaReq {
                     PointerOp::Release => e.u8(3).u64(0),
                 };
             }
+            MetaReq::Symlink { path, target } => {
+                e.u8(12).str(path).str(target);
+            }
+            MetaReq::Readlink { path } => {
+                e.u8(13).str(path);
+            }
         }
     }
 
@@ -223,6 +239,14 @@ impl MetaReq {
                 };
                 MetaReq::SharedPointer { token, op }
             }
+            12 => {
+                let (path, target) = (path(d)?, d.str("link target", MAX_PATH_LEN)?);
+                if target.is_empty() || target.contains('\0') {
+                    return Err(DecodeError::Invalid("a link target is non-empty text without NUL"));
+                }
+                MetaReq::Symlink { path, target }
+            }
+            13 => MetaReq::Readlink { path: path(d)? },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

@@ -50,6 +50,8 @@ pub enum Response {
     Locked { lock: u64 },
     /// A shared file pointer's value before the operation.
     Pointer { value: u64 },
+    /// A symbolic link's target.
+    Link { target: String },
 }
 
 impl Request {
@@ -176,6 +178,9 @@ impl Response {
             Response::Pointer { value } => {
                 e.u8(11).u64(*value);
             }
+            Response::Link { target } => {
+                e.u8(12).str(target);
+            }
         }
         e.finish()
     }
@@ -206,6 +211,7 @@ impl Response {
             9 => Response::Stats(ServerStats::decode(&mut d)?),
             10 => Response::Locked { lock: d.u64()? },
             11 => Response::Pointer { value: d.u64()? },
+            12 => Response::Link { target: d.str("link target", crate::limits::MAX_PATH_LEN)? },
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;
@@ -226,16 +232,16 @@ mod tests {
     }
 
     fn attr() -> impl Strategy<Value = FileAttr> {
-        (any::<u64>(), any::<bool>(), any::<u32>(), any::<i64>(), 1u64..=crate::limits::MAX_STRIPE_SIZE, proptest::collection::vec(any::<u32>(), 1..8))
-            .prop_map(|(id, dir, mode, t, ss, srv)| FileAttr {
+        (any::<u64>(), 0u8..3, any::<u32>(), any::<i64>(), 1u64..=crate::limits::MAX_STRIPE_SIZE, proptest::collection::vec(any::<u32>(), 1..8))
+            .prop_map(|(id, k, mode, t, ss, srv)| FileAttr {
                 id: FileId(id),
-                kind: if dir { FileKind::Dir } else { FileKind::File },
+                kind: [FileKind::File, FileKind::Dir, FileKind::Symlink][k as usize],
                 mode,
                 uid: mode / 3,
                 gid: mode / 5,
                 mtime_ns: t,
                 ctime_ns: t / 2,
-                layout: (!dir).then(|| StripeLayout { stripe_size: ss, servers: srv.into_iter().map(ServerId).collect() }),
+                layout: (k == 0).then(|| StripeLayout { stripe_size: ss, servers: srv.into_iter().map(ServerId).collect() }),
             })
     }
 
@@ -262,6 +268,8 @@ mod tests {
                 token,
                 op: [PointerOp::Set(v), PointerOp::FetchAdd(v), PointerOp::Release][k as usize],
             }),
+            (name(), "[ -~]{1,40}").prop_map(|(path, target)| MetaReq::Symlink { path, target }),
+            name().prop_map(|path| MetaReq::Readlink { path }),
         ]
     }
 
@@ -311,6 +319,7 @@ mod tests {
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),
             any::<u64>().prop_map(|lock| Response::Locked { lock }),
             any::<u64>().prop_map(|value| Response::Pointer { value }),
+            "[ -~]{1,40}".prop_map(|target| Response::Link { target }),
             (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
                 services,
                 requests: n,

@@ -109,7 +109,12 @@ pub fn ls(cluster: Option<&Path>, a: LsArgs) -> Result<()> {
             }
             None => ("0".into(), format!("{:>9} {:<3}", "-", "")),
         };
-        out!("{} {:>5} {:>5} {:>12} {layout} {}", mode_string(attr.kind == FileKind::Dir, attr.mode), attr.uid, attr.gid, size, shown(&name))?;
+        // A link shows its target, as ls -l does (escaped like names).
+        let target = match attr.kind {
+            FileKind::Symlink => c.readlink(&if listing_dir { full } else { path.clone() }).map_or_else(|e| format!(" -> ? ({e})"), |t| format!(" -> {}", shown(&t))),
+            _ => String::new(),
+        };
+        out!("{} {:>5} {:>5} {:>12} {layout} {}{target}", mode_string(attr.kind, attr.mode), attr.uid, attr.gid, size, shown(&name))?;
     }
     if let Some(first) = unknown.first() {
         bail!("size of {} file(s) unknown; first: {first}", unknown.len());
@@ -123,8 +128,12 @@ pub fn stat(cluster: Option<&Path>, a: PathArgs) -> Result<()> {
     let (attr, size) = c.stat(&path)?;
     out!("  path: weft:{}", shown(&path))?;
     out!("    id: {}", attr.id.0)?;
-    out!("  type: {}", if attr.kind == FileKind::Dir { "directory" } else { "regular file" })?;
-    out!("  mode: {:04o} ({})", attr.mode, mode_string(attr.kind == FileKind::Dir, attr.mode))?;
+    out!("  type: {}", match attr.kind {
+        FileKind::Dir => "directory".to_string(),
+        FileKind::File => "regular file".to_string(),
+        FileKind::Symlink => format!("symbolic link to {}", shown(&c.readlink(&path)?)),
+    })?;
+    out!("  mode: {:04o} ({})", attr.mode, mode_string(attr.kind, attr.mode))?;
     out!(" owner: uid {} gid {}", attr.uid, attr.gid)?;
     if let Some(l) = &attr.layout {
         out!("  size: {size} ({})", human_bytes(size))?;

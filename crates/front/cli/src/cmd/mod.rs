@@ -45,9 +45,13 @@ pub fn weft_path(arg: &str) -> Result<String> {
 }
 
 /// `rwxr-x---` for permission bits, with a leading `d` or `-`.
-pub fn mode_string(dir: bool, mode: u32) -> String {
+pub fn mode_string(kind: weft_wire::FileKind, mode: u32) -> String {
     let mut s = String::with_capacity(10);
-    s.push(if dir { 'd' } else { '-' });
+    s.push(match kind {
+        weft_wire::FileKind::Dir => 'd',
+        weft_wire::FileKind::Symlink => 'l',
+        weft_wire::FileKind::File => '-',
+    });
     for shift in [6, 3, 0] {
         let b = mode >> shift;
         s.push(if b & 4 != 0 { 'r' } else { '-' });

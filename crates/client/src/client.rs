@@ -195,6 +195,12 @@ impl Client {
         self.meta_attr(MetaReq::Chmod { path: path.into(), mode })
     }
 
+    /// Sets the modification time of `path` (`None`: the metadata
+    /// service's clock now, allowed to anyone who may write the file).
+    pub fn set_mtime(&self, path: &str, mtime_ns: Option<i64>) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::SetTimes { path: path.into(), mtime_ns: mtime_ns.unwrap_or(weft_wire::TIME_NOW) })
+    }
+
     /// Changes the owner and group of `path` (root only).
     pub fn chown(&self, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
         self.meta_attr(MetaReq::Chown { path: path.into(), uid, gid })

@@ -19,7 +19,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// Bumped on any incompatible change of header, handshake or message
 /// encoding. 2: challenge-response handshake. 3: shared file pointers
 /// (meta op 11, response 11), CPU and disk fields in server stats.
-/// 4: symbolic links (file kind 3, meta ops 12-13, response 12).
+/// 4: symbolic links (file kind 3, meta ops 12-13, response 12), SetTimes
+/// (meta op 14).
 pub const PROTOCOL_VERSION: u8 = 4;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;

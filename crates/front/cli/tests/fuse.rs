@@ -128,6 +128,14 @@ fn exercise(root: &Path) -> Vec<String> {
     // Permissions.
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(p("a.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    // Times: one set on purpose stands (cp -p, tar); a later write moves it.
+    let fixed = std::time::UNIX_EPOCH + Duration::from_secs(981_173_106);
+    let f = OpenOptions::new().write(true).open(p("a.txt")).unwrap();
+    f.set_modified(fixed).unwrap();
+    drop(f);
+    seen.push(format!("mtime set: {}", fs::metadata(p("a.txt")).unwrap().modified().unwrap() == fixed));
+    OpenOptions::new().append(true).open(p("a.txt")).unwrap().write_all(b"!").unwrap();
+    seen.push(format!("mtime after a write is later: {}", fs::metadata(p("a.txt")).unwrap().modified().unwrap() > fixed));
     seen.push(format!("mode {:o}", fs::metadata(p("a.txt")).unwrap().permissions().mode() & 0o7777));
     // A file larger than a stripe and than one FUSE request, random bytes.
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();

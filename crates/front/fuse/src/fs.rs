@@ -34,6 +34,22 @@ type Listing = Vec<(u64, FileType, String)>;
 struct Handle {
     file: File,
     append: bool,
+    /// Written through: its last close sets the file's mtime (data
+    /// servers do not tell the metadata service of writes).
+    wrote: std::sync::atomic::AtomicBool,
+}
+
+impl Handle {
+    fn new(file: File, append: bool) -> Self {
+        Handle { file, append, wrote: std::sync::atomic::AtomicBool::new(false) }
+    }
+}
+
+fn nanos(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+    }
 }
 
 /// Names under which files removed while open here live on until their
@@ -209,6 +225,19 @@ impl WeftFs {
         Ok(())
     }
 
+    /// Sets the mtime of a file written through `h` since its last close
+    /// (or explicit time); data servers do not tell the metadata service.
+    fn touch_if_written(&self, h: &Handle) {
+        if !h.wrote.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0))
+            && let Err(e) = self.client.set_mtime(&path, None)
+        {
+            tracing::warn!(target: "weft::fuse", %path, error = %e, "could not set the mtime of a written file");
+        }
+    }
+
     /// A handle closed: the last close of a file removed while open
     /// removes it for good.
     fn closed(&self, ino: u64) {
@@ -266,7 +295,7 @@ impl Filesystem for WeftFs {
         gid: Option<u32>,
         size: Option<u64>,
         _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
         fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
@@ -289,12 +318,32 @@ impl Filesystem for WeftFs {
             }
             if let Some(s) = size {
                 match fh.map(|fh| self.handle(fh)) {
-                    Some(Ok(h)) => h.file.truncate(s).map_err(e)?,
-                    _ => self.client.open(&path, true).and_then(|f| f.truncate(s)).map_err(e)?,
+                    Some(Ok(h)) => {
+                        h.file.truncate(s).map_err(e)?;
+                        h.wrote.store(true, Ordering::Relaxed);
+                    }
+                    _ => {
+                        self.client.open(&path, true).and_then(|f| f.truncate(s)).map_err(e)?;
+                        if mtime.is_none() {
+                            self.client.set_mtime(&path, None).map_err(e)?;
+                        }
+                    }
                 }
             }
-            // Times are kept by the metadata service and cannot be set:
-            // accepted and ignored (docs/posix.md), so `touch` works.
+            // The metadata service keeps one time, the mtime (atime is
+            // reported equal to it); setting atime alone changes nothing.
+            match mtime {
+                Some(TimeOrNow::SpecificTime(t)) => {
+                    self.client.set_mtime(&path, Some(nanos(t))).map_err(owner_err)?;
+                    // A time set on purpose (cp -p, tar) stands: earlier
+                    // writes through open handles no longer touch it.
+                    for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
+                        h.wrote.store(false, Ordering::Relaxed);
+                    }
+                }
+                Some(TimeOrNow::Now) => drop(self.client.set_mtime(&path, None).map_err(e)?),
+                None => {}
+            }
             self.stat_ino(ino)
         })();
         match r {
@@ -393,10 +442,13 @@ impl Filesystem for WeftFs {
             let path = self.path_of(ino)?;
             let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
             let file = self.client.open(&path, write).map_err(|e| errno::of(&e))?;
-            if write && flags.0 & libc::O_TRUNC != 0 {
+            let truncated = write && flags.0 & libc::O_TRUNC != 0;
+            if truncated {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
             }
-            Ok(self.keep(Handle { file, append: flags.0 & libc::O_APPEND != 0 }))
+            let h = Handle::new(file, flags.0 & libc::O_APPEND != 0);
+            h.wrote.store(truncated, Ordering::Relaxed);
+            Ok(self.keep(h))
         })();
         match r {
             Ok(fh) => reply.opened(fh, Self::fopen_flags(flags.0)),
@@ -415,7 +467,7 @@ impl Filesystem for WeftFs {
             let size = file.size().map_err(|e| errno::of(&e))?;
             let attr = fuse_attr(file.attr(), size);
             self.remember(attr.ino.0, &path);
-            Ok((attr, self.keep(Handle { file, append: flags & libc::O_APPEND != 0 })))
+            Ok((attr, self.keep(Handle::new(file, flags & libc::O_APPEND != 0))))
         })();
         match r {
             Ok((a, fh)) => reply.created(&self.opts.entry_timeout, &a, Generation(0), fh, Self::fopen_flags(flags)),
@@ -452,6 +504,7 @@ impl Filesystem for WeftFs {
             // O_APPEND: at the end as the servers know it now (not atomic
             // against another mount's appends: docs/posix.md).
             let at = if h.append { h.file.size().map_err(|e| errno::of(&e))? } else { offset };
+            h.wrote.store(true, Ordering::Relaxed);
             h.file.write_at(at, data).map_err(|e| errno::of(&e))
         });
         match r {
@@ -460,14 +513,20 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
         // Nothing is buffered in the mount: every write reached the servers.
+        // close(2) waits for this (release comes later), so the mtime is
+        // set before close returns.
+        if let Ok(h) = self.handle(fh) {
+            self.touch_if_written(&h);
+        }
         reply.ok();
     }
 
     fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
         let h = lock(&self.handles).remove(&fh.0);
         if let Some(h) = h {
+            self.touch_if_written(&h);
             self.closed(h.file.attr().id.0);
         }
         reply.ok();

@@ -306,6 +306,7 @@ impl MetaService {
             MetaReq::Rmdir { path } => remove(tx, cred, path, true).map(|_| Response::Ok),
             MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced }),
             MetaReq::Chmod { path, mode } => chmod(tx, cred, path, *mode).map(Response::Attr),
+            MetaReq::SetTimes { path, mtime_ns } => set_times(tx, cred, path, *mtime_ns).map(Response::Attr),
             MetaReq::Chown { path, uid, gid } => chown(tx, cred, path, *uid, *gid).map(Response::Attr),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
@@ -557,6 +558,30 @@ fn chown(tx: &WriteTransaction, cred: Cred, path: &str, uid: u32, gid: u32) -> R
         a
     };
     Ok(attr)
+}
+
+/// utimensat(2): an explicit time only by the owner or root; "now" also by
+/// anyone who may write the file.
+fn set_times(tx: &WriteTransaction, cred: Cred, path: &str, mtime_ns: i64) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    let mut a = t.walk(cred, &comps)?;
+    let owner = cred.uid == 0 || cred.uid == a.uid;
+    let now = now_ns();
+    if mtime_ns == weft_wire::TIME_NOW {
+        if !owner {
+            check(cred, &a, W, "set the times of this file")?;
+        }
+        a.mtime_ns = now;
+    } else {
+        if !owner {
+            return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
+        }
+        a.mtime_ns = mtime_ns;
+    }
+    a.ctime_ns = now;
+    t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+    Ok(a)
 }
 
 fn chmod(tx: &WriteTransaction, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {

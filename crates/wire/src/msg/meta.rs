@@ -87,7 +87,14 @@ pub enum MetaReq {
     Symlink { path: String, target: String },
     /// A symbolic link's target, answered with `Link`.
     Readlink { path: String },
+    /// Sets the modification time (utimensat(2)); [`TIME_NOW`] means the
+    /// service's clock. Answered with `Attr`.
+    SetTimes { path: String, mtime_ns: i64 },
 }
+
+/// `SetTimes`' "now": the service's clock, allowed to anyone who may write
+/// the file (an explicit time only to its owner or root).
+pub const TIME_NOW: i64 = i64::MIN;
 
 /// What to do to a shared file pointer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -199,6 +206,9 @@ impl MetaReq {
             MetaReq::Readlink { path } => {
                 e.u8(13).str(path);
             }
+            MetaReq::SetTimes { path, mtime_ns } => {
+                e.u8(14).str(path).i64(*mtime_ns);
+            }
         }
     }
 
@@ -247,6 +257,7 @@ impl MetaReq {
                 MetaReq::Symlink { path, target }
             }
             13 => MetaReq::Readlink { path: path(d)? },
+            14 => MetaReq::SetTimes { path: path(d)?, mtime_ns: d.i64()? },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

@@ -270,6 +270,7 @@ mod tests {
             }),
             (name(), "[ -~]{1,40}").prop_map(|(path, target)| MetaReq::Symlink { path, target }),
             name().prop_map(|path| MetaReq::Readlink { path }),
+            (name(), any::<i64>()).prop_map(|(path, mtime_ns)| MetaReq::SetTimes { path, mtime_ns }),
         ]
     }
 

@@ -1,6 +1,7 @@
 //! The FUSE file system over a Weft client.
 
 use crate::errno;
+use crate::open_files::{OpenInode, HIDDEN_PREFIX};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
@@ -31,12 +32,12 @@ impl Default for MountOptions {
 type Listing = Vec<(u64, FileType, String)>;
 
 /// An open file of the mount.
-struct Handle {
-    file: File,
+pub(crate) struct Handle {
+    pub(crate) file: File,
     append: bool,
     /// Written through: its last close sets the file's mtime (data
     /// servers do not tell the metadata service of writes).
-    wrote: std::sync::atomic::AtomicBool,
+    pub(crate) wrote: std::sync::atomic::AtomicBool,
 }
 
 impl Handle {
@@ -52,34 +53,22 @@ fn nanos(t: SystemTime) -> i64 {
     }
 }
 
-/// Names under which files removed while open here live on until their
-/// last close (as NFS clients' `.nfsXXXX`); listings and lookups hide them.
-const HIDDEN_PREFIX: &str = ".weft-unlinked-";
-
-/// How many handles of this mount have an inode open, and where it went if
-/// it was unlinked (or renamed over) while open.
-#[derive(Default)]
-struct OpenInode {
-    handles: usize,
-    hidden: Option<String>,
-}
-
 pub struct WeftFs {
-    client: Client,
+    pub(crate) client: Client,
     opts: MountOptions,
     /// Inode (Weft file id) -> path, for every inode the kernel knows.
-    paths: Mutex<HashMap<u64, String>>,
-    handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    pub(crate) paths: Mutex<HashMap<u64, String>>,
+    pub(crate) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
     listings: Mutex<HashMap<u64, Arc<Listing>>>,
     /// Inodes with open handles; also serializes removing an open file
     /// against its last close.
-    open_inodes: Mutex<HashMap<u64, OpenInode>>,
+    pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     next_fh: AtomicU64,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -133,7 +122,7 @@ impl WeftFs {
         }
     }
 
-    fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
+    pub(crate) fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
         // An inode the mount never named (or forgot after a rename away).
         lock(&self.paths).get(&ino.0).cloned().ok_or(Errno::ESTALE)
     }
@@ -148,7 +137,7 @@ impl WeftFs {
         Ok(if p == "/" { format!("/{name}") } else { format!("{p}/{name}") })
     }
 
-    fn remember(&self, ino: u64, path: &str) {
+    pub(crate) fn remember(&self, ino: u64, path: &str) {
         lock(&self.paths).insert(ino, path.to_string());
     }
 
@@ -171,7 +160,7 @@ impl WeftFs {
     }
 
     /// Forgets the inodes at `path` and below (removed or replaced).
-    fn forget_path(&self, path: &str) {
+    pub(crate) fn forget_path(&self, path: &str) {
         let below = format!("{path}/");
         lock(&self.paths).retain(|&ino, p| ino == 1 || (p != path && !p.starts_with(&below)));
     }
@@ -200,63 +189,7 @@ impl WeftFs {
         FileHandle(fh)
     }
 
-    /// Removes `path` (a file): at once, or, if this mount has it open, by
-    /// renaming it to a hidden name that its last close removes, so open
-    /// handles keep reading and writing it (POSIX unlink-while-open).
-    fn remove_file(&self, path: &str) -> Result<(), Errno> {
-        let ino = lock(&self.paths).iter().find(|(_, p)| *p == path).map(|(&i, _)| i);
-        let mut open = lock(&self.open_inodes);
-        match ino.and_then(|i| open.get_mut(&i).map(|o| (i, o))) {
-            Some((ino, o)) if o.handles > 0 && o.hidden.is_none() => {
-                let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-                let hidden = format!("{dir}/{HIDDEN_PREFIX}{ino:x}");
-                self.client.rename(path, &hidden).map_err(|e| errno::of(&e))?;
-                o.hidden = Some(hidden.clone());
-                drop(open);
-                self.forget_path(path);
-                self.remember(ino, &hidden);
-            }
-            _ => {
-                drop(open);
-                self.client.unlink(path).map_err(|e| errno::of(&e))?;
-                self.forget_path(path);
-            }
-        }
-        Ok(())
-    }
 
-    /// Sets the mtime of a file written through `h` since its last close
-    /// (or explicit time); data servers do not tell the metadata service.
-    fn touch_if_written(&self, h: &Handle) {
-        if !h.wrote.swap(false, Ordering::Relaxed) {
-            return;
-        }
-        if let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0))
-            && let Err(e) = self.client.set_mtime(&path, None)
-        {
-            tracing::warn!(target: "weft::fuse", %path, error = %e, "could not set the mtime of a written file");
-        }
-    }
-
-    /// A handle closed: the last close of a file removed while open
-    /// removes it for good.
-    fn closed(&self, ino: u64) {
-        let hidden = {
-            let mut open = lock(&self.open_inodes);
-            let Some(o) = open.get_mut(&ino) else { return };
-            o.handles -= 1;
-            if o.handles > 0 {
-                return;
-            }
-            open.remove(&ino).and_then(|o| o.hidden)
-        };
-        if let Some(h) = hidden {
-            if let Err(e) = self.client.unlink(&h) {
-                tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
-            }
-            lock(&self.paths).remove(&ino);
-        }
-    }
 
     /// Open flags the mount honours: direct I/O passes through.
     fn fopen_flags(flags: i32) -> FopenFlags {

@@ -9,5 +9,6 @@
 
 mod errno;
 mod fs;
+mod open_files;
 
 pub use fs::{MountOptions, WeftFs};

@@ -1,0 +1,81 @@
+//! Open files' lifetimes on the mount: a file removed (or renamed over)
+//! while this mount has it open lives on under a hidden name until its last
+//! close (POSIX unlink-while-open), and a file written through a handle
+//! gets its mtime when the handle is closed.
+
+use crate::errno;
+use crate::fs::{lock, Handle, WeftFs};
+use fuser::{Errno, INodeNo};
+use std::sync::atomic::Ordering;
+
+/// Names under which files removed while open here live on until their
+/// last close (as NFS clients' `.nfsXXXX`); listings and lookups hide them.
+pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
+
+/// How many handles of this mount have an inode open, and where it went if
+/// it was unlinked (or renamed over) while open.
+#[derive(Default)]
+pub(crate) struct OpenInode {
+    pub(crate) handles: usize,
+    hidden: Option<String>,
+}
+
+impl WeftFs {
+    /// Removes `path` (a file): at once, or, if this mount has it open, by
+    /// renaming it to a hidden name that its last close removes, so open
+    /// handles keep reading and writing it (POSIX unlink-while-open).
+    pub(crate) fn remove_file(&self, path: &str) -> Result<(), Errno> {
+        let ino = lock(&self.paths).iter().find(|(_, p)| *p == path).map(|(&i, _)| i);
+        let mut open = lock(&self.open_inodes);
+        match ino.and_then(|i| open.get_mut(&i).map(|o| (i, o))) {
+            Some((ino, o)) if o.handles > 0 && o.hidden.is_none() => {
+                let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+                let hidden = format!("{dir}/{HIDDEN_PREFIX}{ino:x}");
+                self.client.rename(path, &hidden).map_err(|e| errno::of(&e))?;
+                o.hidden = Some(hidden.clone());
+                drop(open);
+                self.forget_path(path);
+                self.remember(ino, &hidden);
+            }
+            _ => {
+                drop(open);
+                self.client.unlink(path).map_err(|e| errno::of(&e))?;
+                self.forget_path(path);
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets the mtime of a file written through `h` since its last close
+    /// (or explicit time); data servers do not tell the metadata service.
+    pub(crate) fn touch_if_written(&self, h: &Handle) {
+        if !h.wrote.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0))
+            && let Err(e) = self.client.set_mtime(&path, None)
+        {
+            tracing::warn!(target: "weft::fuse", %path, error = %e, "could not set the mtime of a written file");
+        }
+    }
+
+    /// A handle closed: the last close of a file removed while open
+    /// removes it for good.
+    pub(crate) fn closed(&self, ino: u64) {
+        let hidden = {
+            let mut open = lock(&self.open_inodes);
+            let Some(o) = open.get_mut(&ino) else { return };
+            o.handles -= 1;
+            if o.handles > 0 {
+                return;
+            }
+            open.remove(&ino).and_then(|o| o.hidden)
+        };
+        if let Some(h) = hidden {
+            if let Err(e) = self.client.unlink(&h) {
+                tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
+            }
+            lock(&self.paths).remove(&ino);
+        }
+    }
+}

@@ -242,8 +242,14 @@ impl LockSession {
     /// `LeaseExpired`, before or after asking, if the session's lease
     /// lapsed: the bytes might be locked by another client.
     pub(crate) fn acquire(&self, file: FileId, exclusive: bool, extents: &[Extent]) -> Result<u64> {
+        self.acquire_within(file, exclusive, extents, self.wait_ms)
+    }
+
+    /// [`LockSession::acquire`], waiting at most `wait_ms` (0: only if
+    /// free now) before the service answers `Busy`.
+    pub(crate) fn acquire_within(&self, file: FileId, exclusive: bool, extents: &[Extent], wait_ms: u32) -> Result<u64> {
         self.lease.check(self.session)?;
-        let req = LockReq::Acquire { session: self.session, file, exclusive, wait_ms: self.wait_ms, extents: extents.iter().map(wire).collect() };
+        let req = LockReq::Acquire { session: self.session, file, exclusive, wait_ms, extents: extents.iter().map(wire).collect() };
         match self.call(req)? {
             Response::Locked { lock } => Ok(lock),
             other => Err(Error::Protocol { addr: self.addr, what: format!("expected Locked, got {other:?}") }),

@@ -281,6 +281,15 @@ impl Client {
         Ok(LockGuard::new(self.clone(), id, lock))
     }
 
+    /// Locks like [`Client::lock`], but waits at most `wait` (zero: takes
+    /// the lock only if it is free now); `Error::Busy` when not granted.
+    pub fn lock_within(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent], wait: std::time::Duration) -> Result<LockGuard> {
+        let id = file.attr().id;
+        let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+        let lock = self.lock_session()?.acquire_within(id, exclusive, extents, wait_ms)?;
+        Ok(LockGuard::new(self.clone(), id, lock))
+    }
+
     /// Asks every server of the cluster for its counters, all at once.
     pub fn status(&self) -> Vec<ServerStatus> {
         let body = Request::Status.encode();

@@ -316,3 +316,129 @@ fn a_file_closed_on_one_mount_is_seen_whole_by_an_open_on_another() {
     b.unmount();
     a.unmount();
 }
+
+/// F_SETLK (or, with `query`, F_GETLK) on `f`: "ok", "busy", or for a
+/// query the type of the lock in the way ("unlocked", "read", "write").
+fn fcntl_lock(f: &fs::File, typ: i32, start: i64, len: i64, query: bool) -> String {
+    use std::os::fd::AsRawFd;
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = typ as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = len;
+    let cmd = if query { libc::F_GETLK } else { libc::F_SETLK };
+    // SAFETY: a valid descriptor and a flock the call fills in.
+    let rc = unsafe { libc::fcntl(f.as_raw_fd(), cmd, &mut fl) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        assert!(matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EACCES)), "fcntl failed: {e}");
+        return "busy".into();
+    }
+    if !query {
+        return "ok".into();
+    }
+    match i32::from(fl.l_type) {
+        libc::F_UNLCK => "unlocked".into(),
+        libc::F_RDLCK => format!("read {}+{}", fl.l_start, fl.l_len),
+        _ => format!("write {}+{}", fl.l_start, fl.l_len),
+    }
+}
+
+/// A process taking record locks (run only when spawned by the lock test):
+/// `WEFT_TEST_LOCKS` is "r|w start len" items separated by ';'; it prints
+/// each result on a line, then, with `WEFT_TEST_HOLD`, holds its locks until
+/// stdin closes (or it is killed).
+#[test]
+#[ignore = "run as a child process by record_locks_exclude_across_processes_and_mounts"]
+fn lock_child() {
+    use std::io::BufRead;
+    let Ok(path) = std::env::var("WEFT_TEST_LOCK_FILE") else { return };
+    let f = OpenOptions::new().read(true).write(true).open(path).unwrap();
+    for item in std::env::var("WEFT_TEST_LOCKS").unwrap().split(';') {
+        let v: Vec<&str> = item.split_whitespace().collect();
+        let typ = if v[0] == "w" { libc::F_WRLCK } else { libc::F_RDLCK };
+        println!("LOCK:{}", fcntl_lock(&f, typ, v[1].parse().unwrap(), v[2].parse().unwrap(), false));
+    }
+    if std::env::var_os("WEFT_TEST_HOLD").is_some() {
+        println!("LOCK:holding");
+        let _ = std::io::stdin().lock().lines().count();
+    }
+}
+
+/// Spawns [`lock_child`] and returns its results; a holding child is
+/// returned alive (its locks held), the others have exited.
+fn lock_process(file: &Path, locks: &str, hold: bool) -> (Option<Child>, Vec<String>) {
+    use std::io::BufRead;
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "lock_child", "--ignored", "--test-threads=1", "--nocapture"])
+        .env("WEFT_TEST_LOCK_FILE", file)
+        .env("WEFT_TEST_LOCKS", locks)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    if hold {
+        cmd.env("WEFT_TEST_HOLD", "1");
+    }
+    let mut child = cmd.spawn().unwrap();
+    let out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    // The harness prints around the test's own lines, maybe on the same line.
+    for l in out.lines().map(Result::unwrap) {
+        if let Some((_, r)) = l.split_once("LOCK:") {
+            lines.push(r.to_string());
+            if r == "holding" {
+                return (Some(child), lines);
+            }
+        }
+    }
+    assert!(child.wait().unwrap().success(), "the lock process failed");
+    (None, lines)
+}
+
+#[test]
+fn record_locks_exclude_across_processes_and_mounts() {
+    let tc = TestCluster::start("fuse-locks", 2);
+    let (m1, m2) = (Mount::new(&tc, "mnt1"), Mount::new(&tc, "mnt2"));
+    fs::write(m1.point.join("db"), vec![0u8; 4096]).unwrap();
+    let (on1, on2) = (m1.point.join("db"), m2.point.join("db"));
+    // Process A, on mount 1, holds a write lock on [0, 100).
+    let (a, lines) = lock_process(&on1, "w 0 100", true);
+    assert_eq!(lines, ["ok", "holding"]);
+    let mut a = a.unwrap();
+    // This process, on mount 2: the lock service says no for the bytes A
+    // holds (a kernel keeping locks per mount would say yes), yes next to them.
+    let f = OpenOptions::new().read(true).write(true).open(&on2).unwrap();
+    assert_eq!(fcntl_lock(&f, libc::F_WRLCK, 50, 10, false), "busy");
+    assert_eq!(fcntl_lock(&f, libc::F_RDLCK, 99, 1, false), "busy");
+    assert_eq!(fcntl_lock(&f, libc::F_WRLCK, 50, 10, true), "write 50+10");
+    assert_eq!(fcntl_lock(&f, libc::F_WRLCK, 100, 100, false), "ok");
+    // Another process on A's own mount is kept out by A's lock (the
+    // mount's own table), but not by this process's locks... of other bytes.
+    let (_, lines) = lock_process(&on1, "r 0 10;w 120 10;r 300 10", false);
+    assert_eq!(lines, ["busy", "busy", "ok"]);
+    // Upgrade and split within one owner: read [200, 300), then write the
+    // middle; others may still read the ends but not the middle.
+    assert_eq!(fcntl_lock(&f, libc::F_RDLCK, 200, 100, false), "ok");
+    assert_eq!(fcntl_lock(&f, libc::F_WRLCK, 240, 20, false), "ok");
+    let (_, lines) = lock_process(&on1, "r 200 10;r 245 1;r 290 10;w 290 10", false);
+    assert_eq!(lines, ["ok", "busy", "ok", "busy"]);
+    // Unlocking a part splits the lock: [100, 150) freed, [150, 200) kept.
+    assert_eq!(fcntl_lock(&f, libc::F_UNLCK, 100, 50, false), "ok");
+    let (_, lines) = lock_process(&on1, "w 100 50;w 150 1", false);
+    assert_eq!(lines, ["ok", "busy"]);
+    // A holder that dies loses its locks (the kernel closes its files).
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fcntl_lock(&f, libc::F_WRLCK, 0, 100, false) != "ok" {
+        assert!(Instant::now() < deadline, "the dead holder's lock was not released");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Closing any descriptor of the file drops this process's locks.
+    let g = fs::File::open(&on2).unwrap();
+    drop(g);
+    let (_, lines) = lock_process(&on1, "w 0 300", false);
+    assert_eq!(lines, ["ok"]);
+    drop(f);
+    m1.unmount();
+    m2.unmount();
+}

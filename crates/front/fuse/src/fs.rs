@@ -1,6 +1,7 @@
 //! The FUSE file system over a Weft client.
 
 use crate::errno;
+use crate::locks::{range, PosixLocks, Want};
 use crate::open_files::{OpenInode, HIDDEN_PREFIX};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -65,6 +66,8 @@ pub struct WeftFs {
     /// Inodes with open handles; also serializes removing an open file
     /// against its last close.
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
+    /// fcntl record locks, through the lock service.
+    locks: PosixLocks,
     next_fh: AtomicU64,
 }
 
@@ -112,12 +115,13 @@ impl WeftFs {
         let mut paths = HashMap::new();
         paths.insert(1, "/".to_string());
         WeftFs {
-            client,
+            client: client.clone(),
             opts,
             paths: Mutex::new(paths),
             handles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
+            locks: PosixLocks::new(client.clone()),
             next_fh: AtomicU64::new(1),
         }
     }
@@ -350,6 +354,46 @@ impl Filesystem for WeftFs {
         }
     }
 
+    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
+        // fcntl locks come to the mount (and so to the lock service)
+        // instead of staying in this kernel.
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS) {
+            tracing::warn!(target: "weft::fuse", ?missing, "the kernel keeps record locks local: it lacks POSIX lock support for FUSE");
+        }
+        Ok(())
+    }
+
+    fn getlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, _pid: u32, reply: fuser::ReplyLock) {
+        let r = (|| -> Result<Option<crate::locks::Conflict>, Errno> {
+            let h = self.handle(fh)?;
+            let Some(want) = Want::from_fcntl(typ) else { return Err(Errno::EINVAL) };
+            let Some(r) = range(start, end) else { return Ok(None) };
+            if want == Want::Unlock {
+                return Ok(None);
+            }
+            self.locks.get(&h.file, lock_owner.0, r, want == Want::Write).map_err(|e| errno::of(&e))
+        })();
+        match r {
+            Ok(Some((s, e, write, pid))) => reply.locked(s, e - 1, if write { libc::F_WRLCK } else { libc::F_RDLCK }, pid),
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32, sleep: bool, reply: ReplyEmpty) {
+        let r = (|| -> Result<bool, Errno> {
+            let h = self.handle(fh)?;
+            let want = Want::from_fcntl(typ).ok_or(Errno::EINVAL)?;
+            let Some(r) = range(start, end) else { return Ok(true) };
+            self.locks.set(&h.file, lock_owner.0, r, want, pid, sleep).map_err(|e| errno::of(&e))
+        })();
+        match r {
+            Ok(true) => reply.ok(),
+            Ok(false) => reply.error(Errno::EAGAIN),
+            Err(e) => reply.error(e),
+        }
+    }
+
     fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
         let r = self.child(parent, link_name).and_then(|p| {
             let target = target.to_str().ok_or(Errno::EINVAL)?;
@@ -446,7 +490,9 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _lock: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Any close of the file by a process drops its record locks on it.
+        self.locks.release_owner(ino.0, lock_owner.0);
         // Nothing is buffered in the mount: every write reached the servers.
         // close(2) waits for this (release comes later), so the mtime is
         // set before close returns.
@@ -456,7 +502,10 @@ impl Filesystem for WeftFs {
         reply.ok();
     }
 
-    fn release(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, _lock: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        if let Some(o) = lock_owner {
+            self.locks.release_owner(ino.0, o.0);
+        }
         let h = lock(&self.handles).remove(&fh.0);
         if let Some(h) = h {
             self.touch_if_written(&h);

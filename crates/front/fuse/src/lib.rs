@@ -9,6 +9,7 @@
 
 mod errno;
 mod fs;
+mod locks;
 mod open_files;
 
 pub use fs::{MountOptions, WeftFs};

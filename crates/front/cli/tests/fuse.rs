@@ -442,3 +442,59 @@ fn record_locks_exclude_across_processes_and_mounts() {
     m1.unmount();
     m2.unmount();
 }
+
+#[test]
+fn a_killed_background_mount_is_cleared_by_umount_and_a_dead_server_is_an_error() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let tc = TestCluster::start("fuse-daemon", 2);
+    let point = tc.scratch("mnt");
+    fs::create_dir_all(&point).unwrap();
+    let mount = || {
+        let out = Command::new(WEFT).arg("--cluster").arg(tc.lc.cluster_file()).args(["mount", "--daemon"]).arg(&point).env("WEFT_TIMEOUT_MS", "3000").output().unwrap();
+        assert!(out.status.success(), "weft mount --daemon: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let pid: i32 = text.split("(pid ").nth(1).and_then(|r| r.split(',').next()).and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no pid in {text:?}"));
+        assert!(mounted(&point), "--daemon returned before the mount was there");
+        pid
+    };
+    let pid = mount();
+    fs::write(point.join("f"), b"survives the mount").unwrap();
+    // SIGKILL: the kernel is left with a mount nobody serves.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "the mount process did not die");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The kernel answers for a mount whose server is gone.
+    let dead = fs::metadata(point.join("f")).unwrap_err().raw_os_error();
+    assert!(matches!(dead, Some(libc::ENOTCONN | libc::ECONNABORTED)), "{dead:?}");
+    let st = Command::new(WEFT).arg("umount").arg(&point).status().unwrap();
+    assert!(st.success() && !mounted(&point), "weft umount did not clear the dead mount");
+    let pid = mount();
+    assert_eq!(fs::read(point.join("f")).unwrap(), b"survives the mount");
+    // Every data server gone: reads fail with an error in bounded time.
+    let mut tc = tc;
+    tc.lc.kill(1);
+    tc.lc.kill(2);
+    let t0 = Instant::now();
+    let r = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(point.join("f")).and_then(|mut f| {
+        let mut b = Vec::new();
+        f.read_to_end(&mut b).map(|_| b)
+    });
+    let e = r.expect_err("a read with every data server down succeeded");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(15), "the error took {:?}", t0.elapsed());
+    let st = Command::new(WEFT).arg("umount").arg(&point).status().unwrap();
+    assert!(st.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "the mount process did not end after umount");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Is process `pid` running (a zombie nobody reaped yet counts as ended)?
+fn alive(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}

@@ -19,6 +19,12 @@ pub struct MountArgs {
     /// Threads serving the kernel's requests.
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Run in the background: return once mounted (`weft umount` ends it).
+    #[arg(long)]
+    daemon: bool,
+    /// Where the background mount writes its messages (with --daemon).
+    #[arg(long, requires = "daemon")]
+    log: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -39,6 +45,9 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     let opts = MountOptions { attr_timeout: secs("attr-timeout", a.attr_timeout)?, entry_timeout: secs("entry-timeout", a.entry_timeout)? };
+    if a.daemon {
+        return daemonize(cluster, &a);
+    }
     let client = super::connect(cluster)?;
     // Fail here, clearly, if the cluster is not there.
     client.stat("/").context("cannot reach the cluster's metadata service")?;
@@ -81,6 +90,70 @@ fn umount_path(p: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Is `p` a mount point now (by /proc/mounts)?
+fn is_mounted(p: &Path) -> bool {
+    let want = p.to_string_lossy();
+    std::fs::read_to_string("/proc/mounts").is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(1) == Some(&*want)))
+}
+
+/// `--daemon`: runs this mount again, without `--daemon`, in a session of
+/// its own (a new process rather than a fork: the client has threads), and
+/// returns once the mount is there or the background process has failed.
+fn daemonize(cluster: Option<&Path>, a: &MountArgs) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let point = std::fs::canonicalize(&a.mountpoint).with_context(|| format!("cannot resolve {}", a.mountpoint.display()))?;
+    if is_mounted(&point) {
+        bail!("{} is already a mount point", point.display());
+    }
+    let log_path = a.log.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("weft-mount-{}.log", std::process::id())));
+    let log = std::fs::File::create(&log_path).with_context(|| format!("cannot create the log {}", log_path.display()))?;
+    let mut cmd = std::process::Command::new(std::env::current_exe().context("cannot find the weft binary")?);
+    if let Some(c) = cluster {
+        cmd.arg("--cluster").arg(c);
+    }
+    cmd.arg("mount")
+        .arg(&point)
+        .args(["--attr-timeout", &a.attr_timeout.to_string(), "--entry-timeout", &a.entry_timeout.to_string(), "--threads", &a.threads.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the child from this
+    // terminal, so Ctrl-C here or a closed terminal does not reach it.
+    unsafe {
+        cmd.pre_exec(|| if libc::setsid() < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) });
+    }
+    let mut child = cmd.spawn().context("cannot start the background mount")?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if is_mounted(&point) {
+            println!("weft mounted on {} (pid {}, log {}); `weft umount {}` to unmount", point.display(), child.id(), log_path.display(), point.display());
+            return Ok(());
+        }
+        if let Some(st) = child.try_wait()? {
+            let msg = std::fs::read_to_string(&log_path).unwrap_or_default();
+            bail!("the background mount exited ({st}): {}", msg.trim());
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            bail!("{} was not mounted within 30 s; see {}", point.display(), log_path.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Unmounts; a mount whose process died (the kernel then answers ENOTCONN)
+/// or that is busy is detached (`umount -l`), so the directory is usable
+/// again and a new mount can take it.
 pub fn umount(a: UmountArgs) -> Result<()> {
-    umount_path(&a.mountpoint)
+    match umount_path(&a.mountpoint) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let st = std::process::Command::new("umount").arg("-l").arg(&a.mountpoint).status().context("cannot run umount")?;
+            if !st.success() {
+                return Err(e.context("and umount -l failed too"));
+            }
+            eprintln!("weft: {e}; detached it instead (umount -l)");
+            Ok(())
+        }
+    }
 }

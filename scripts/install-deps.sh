@@ -18,6 +18,12 @@ command -v gfortran >/dev/null || need_apt+=(gfortran)
 command -v h5pcc.openmpi >/dev/null || need_apt+=(libhdf5-openmpi-dev)
 command -v h5pcc.mpich >/dev/null || need_apt+=(libhdf5-mpich-dev)
 [ -f /usr/include/pnetcdf.h ] || need_apt+=(libpnetcdf-dev)
+# Real tools on the FUSE mount (tests/fuse_tools.rs): git, sqlite3 (fcntl
+# locks), fio (verified I/O), h5py (serial HDF5 from Python).
+command -v git >/dev/null || need_apt+=(git)
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
+command -v fio >/dev/null || need_apt+=(fio)
+[ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import h5py' 2>/dev/null || need_apt+=(python3-h5py)
 # Benchmark plots draw their text with DejaVu.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 if [ ${#need_apt[@]} -gt 0 ]; then

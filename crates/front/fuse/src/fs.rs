@@ -68,6 +68,8 @@ pub struct WeftFs {
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     /// fcntl record locks, through the lock service.
     locks: PosixLocks,
+    /// Tells the kernel to drop cached pages (set once the session runs).
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     next_fh: AtomicU64,
 }
 
@@ -122,8 +124,15 @@ impl WeftFs {
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
             locks: PosixLocks::new(client.clone()),
+            notifier: Arc::new(std::sync::OnceLock::new()),
             next_fh: AtomicU64::new(1),
         }
+    }
+
+    /// Where the mount's session puts its notifier once it runs (the file
+    /// system is built before the session that carries it).
+    pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
+        self.notifier.clone()
     }
 
     pub(crate) fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
@@ -380,13 +389,23 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn setlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32, sleep: bool, reply: ReplyEmpty) {
+    fn setlk(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32, sleep: bool, reply: ReplyEmpty) {
         let r = (|| -> Result<bool, Errno> {
             let h = self.handle(fh)?;
             let want = Want::from_fcntl(typ).ok_or(Errno::EINVAL)?;
             let Some(r) = range(start, end) else { return Ok(true) };
             self.locks.set(&h.file, lock_owner.0, r, want, pid, sleep).map_err(|e| errno::of(&e))
         })();
+        // A new lock may guard bytes another mount wrote since this kernel
+        // cached them: drop the cached pages (as NFS does on lock), so a
+        // program that locks before it reads (sqlite) sees them.
+        if matches!(r, Ok(true))
+            && typ != libc::F_UNLCK
+            && let Some(n) = self.notifier.get()
+            && let Err(e) = n.inval_inode(ino, 0, 0)
+        {
+            tracing::debug!(target: "weft::fuse", error = %e, "cache invalidation after a lock failed");
+        }
         match r {
             Ok(true) => reply.ok(),
             Ok(false) => reply.error(Errno::EAGAIN),

@@ -54,8 +54,11 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     let mut cfg = fuser::Config::default();
     cfg.mount_options = vec![fuser::MountOption::FSName("weft".into()), fuser::MountOption::Subtype("weft".into()), fuser::MountOption::DefaultPermissions];
     cfg.n_threads = Some(a.threads);
-    let session = fuser::spawn_mount(WeftFs::new(client, opts), &a.mountpoint, &cfg)
+    let fs = WeftFs::new(client, opts);
+    let notifier = fs.notifier_slot();
+    let session = fuser::spawn_mount(fs, &a.mountpoint, &cfg)
         .with_context(|| format!("cannot mount on {} (FUSE needs /dev/fuse and root or fusermount)", a.mountpoint.display()))?;
+    let _ = notifier.set(session.notifier());
     let (tx, rx) = std::sync::mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = tx.send(());

@@ -2,6 +2,8 @@
 //! processes in a temporary directory, removed when dropped.
 #![allow(dead_code)]
 
+pub mod mount;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use weft_client::{Client, ClientOptions};

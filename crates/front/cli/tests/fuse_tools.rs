@@ -1,0 +1,200 @@
+//! Everyday tools on a FUSE mount of a real cluster, each checked against
+//! what it does on a local directory: tar and cp -a (bytes, modes, times,
+//! links), git (init, commit, gc, fsck, clone), sqlite3 with writers on two
+//! mounts at once (fcntl locks through the lock service), dd with
+//! O_DIRECT, h5py, and fio with verification. Needs root, /dev/fuse and the
+//! tools (`scripts/install-deps.sh` installs them).
+
+mod common;
+
+use common::mount::Mount;
+use common::{pattern, TestCluster};
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Runs `sh -c script` in `dir`; panics with its output if it fails.
+fn sh(dir: &Path, script: &str) -> Output {
+    let out = Command::new("sh").arg("-c").arg(script).current_dir(dir).output().unwrap();
+    assert!(out.status.success(), "`{script}` failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// A small source tree: nested directories, files of awkward sizes with
+/// their own modes and times, a symbolic link.
+fn make_tree(root: &Path) {
+    fs::create_dir_all(root.join("src/net/deep")).unwrap();
+    fs::create_dir_all(root.join("docs")).unwrap();
+    let files = [("README", 0usize, 0o644), ("src/main.rs", 1, 0o600), ("src/net/mod.rs", 4095, 0o640), ("src/net/deep/blob", 70_000, 0o755), ("docs/big", 300_001, 0o444)];
+    for (k, (name, len, mode)) in files.iter().enumerate() {
+        let p = root.join(name);
+        fs::write(&p, pattern(k as u64, *len)).unwrap();
+        let f = fs::File::options().write(true).open(&p).unwrap();
+        f.set_modified(UNIX_EPOCH + Duration::from_secs(1_500_000_000 + 86_400 * k as u64)).unwrap();
+        drop(f);
+        fs::set_permissions(&p, fs::Permissions::from_mode(*mode)).unwrap();
+    }
+    symlink("net/mod.rs", root.join("src/link")).unwrap();
+}
+
+/// Every entry under `root`: path, kind, mode, size, mtime (files), bytes
+/// (files) or target (links); sorted.
+fn snapshot(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let m = fs::symlink_metadata(&p).unwrap();
+            if m.file_type().is_symlink() {
+                out.push(format!("{rel} link -> {}", fs::read_link(&p).unwrap().display()));
+            } else if m.is_dir() {
+                out.push(format!("{rel} dir {:o}", m.mode() & 0o7777));
+                stack.push(p);
+            } else {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                std::hash::Hash::hash(&fs::read(&p).unwrap(), &mut h);
+                out.push(format!("{rel} file {:o} {} {} {:x}", m.mode() & 0o7777, m.len(), m.mtime(), std::hash::Hasher::finish(&h)));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn tar_and_cp_a_carry_a_tree_there_and_back_unchanged() {
+    let tc = TestCluster::start("tools-tar", 3);
+    let m = Mount::new(&tc, "mnt");
+    let local = tc.scratch("local");
+    make_tree(&local.join("src-tree"));
+    let want = snapshot(&local.join("src-tree"));
+    let on = |p: &str| m.point.join(p);
+    fs::create_dir_all(on("untarred")).unwrap();
+    fs::create_dir_all(local.join("back")).unwrap();
+    sh(&local, &format!("tar -C src-tree -cf - . | tar -C {} -xpf -", on("untarred").display()));
+    assert_eq!(snapshot(&on("untarred")), want, "tar onto the mount");
+    sh(&local, &format!("tar -C {} -cf - . | tar -C back -xpf -", on("untarred").display()));
+    assert_eq!(snapshot(&local.join("back")), want, "tar back from the mount");
+    sh(&local, &format!("cp -a src-tree {} && cp -a {} copied-back", on("copied").display(), on("copied").display()));
+    assert_eq!(snapshot(&on("copied")), want, "cp -a onto the mount");
+    assert_eq!(snapshot(&local.join("copied-back")), want, "cp -a back");
+    m.unmount();
+}
+
+#[test]
+fn git_commits_collects_garbage_and_clones_on_the_mount() {
+    let tc = TestCluster::start("tools-git", 2);
+    let m = Mount::new(&tc, "mnt");
+    let home = tc.scratch("home");
+    fs::create_dir_all(&home).unwrap();
+    let git = |dir: &Path, args: &str| -> String {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("git {args}"))
+            .current_dir(dir)
+            .env("HOME", &home)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.org")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.org")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let repo = m.point.join("repo");
+    git(&m.point, "init -q -b main repo");
+    make_tree(&repo);
+    git(&repo, "add -A");
+    git(&repo, "commit -q -m first");
+    fs::write(repo.join("src/main.rs"), b"fn main() {}\n").unwrap();
+    fs::remove_file(repo.join("docs/big")).unwrap();
+    git(&repo, "commit -q -a -m second");
+    git(&repo, "gc -q");
+    git(&repo, "fsck --strict --no-progress");
+    let clone_dir = tc.scratch("clone");
+    git(clone_dir.parent().unwrap(), &format!("clone -q {} {}", repo.display(), clone_dir.display()));
+    assert_eq!(git(&clone_dir, "log --format=%s"), "second\nfirst\n");
+    assert_eq!(git(&repo, "status --porcelain"), "");
+    assert_eq!(fs::read(clone_dir.join("src/main.rs")).unwrap(), b"fn main() {}\n");
+    assert_eq!(fs::read_link(clone_dir.join("src/link")).unwrap(), PathBuf::from("net/mod.rs"));
+    m.unmount();
+}
+
+#[test]
+fn sqlite_writers_on_two_mounts_lose_nothing() {
+    const ROWS: usize = 60;
+    let tc = TestCluster::start("tools-sqlite", 2);
+    // As NFS asks for `noac` when programs coordinate through one file
+    // from several nodes: no cached names or attributes.
+    let fresh = ["--entry-timeout", "0", "--attr-timeout", "0"];
+    let (m1, m2) = (Mount::with_args(&tc, "mnt1", &fresh), Mount::with_args(&tc, "mnt2", &fresh));
+    sh(&m1.point, "sqlite3 db 'PRAGMA journal_mode=DELETE; CREATE TABLE t(w INTEGER, i INTEGER, UNIQUE(w, i));'");
+    // Each writer commits one row per transaction, from its own mount; the
+    // database's fcntl locks are all that keeps them apart.
+    let writer = |point: &Path, w: usize| {
+        let sql: String = (0..ROWS).map(|i| format!("INSERT INTO t VALUES({w}, {i});\n")).collect();
+        let mut child = Command::new("sqlite3")
+            .args(["-bail", "-cmd", ".timeout 60000", "db"])
+            .current_dir(point)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::spawn(move || std::io::Write::write_all(&mut stdin, sql.as_bytes()).unwrap());
+        child
+    };
+    let (a, b) = (writer(&m1.point, 1), writer(&m2.point, 2));
+    for c in [a, b] {
+        let out = c.wait_with_output().unwrap();
+        assert!(out.status.success(), "a writer failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = sh(&m2.point, "sqlite3 db 'PRAGMA integrity_check; SELECT w, count(*) FROM t GROUP BY w;'");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("ok\n1|{ROWS}\n2|{ROWS}\n"));
+    m1.unmount();
+    m2.unmount();
+}
+
+#[test]
+fn dd_direct_h5py_and_fio_verify_on_the_mount() {
+    let tc = TestCluster::start("tools-io", 4);
+    let m = Mount::new(&tc, "mnt");
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    // dd with O_DIRECT, 1 MiB blocks, both ways.
+    fs::write(local.join("src"), pattern(7, 9 << 20)).unwrap();
+    sh(&local, &format!("dd if=src of={} bs=1M oflag=direct status=none", m.point.join("dd").display()));
+    sh(&local, &format!("dd if={} of=back bs=1M iflag=direct status=none", m.point.join("dd").display()));
+    assert!(fs::read(local.join("back")).unwrap() == fs::read(local.join("src")).unwrap(), "dd round trip differs");
+    // h5py (serial HDF5): a chunked, compressed dataset and an attribute.
+    let py = r#"
+import sys, numpy as np, h5py
+p = sys.argv[1]
+a = np.arange(200 * 300, dtype=np.float64).reshape(200, 300) * 0.5
+with h5py.File(p, "w") as f:
+    d = f.create_dataset("x", data=a, chunks=(50, 60), compression="gzip")
+    d.attrs["units"] = "m"
+with h5py.File(p, "r") as f:
+    assert (f["x"][...] == a).all() and f["x"].attrs["units"] == "m"
+print("h5py ok")
+"#;
+    let out = Command::new("/usr/bin/python3").arg("-c").arg(py).arg(m.point.join("data.h5")).output().unwrap();
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("h5py ok"), "h5py: {}", String::from_utf8_lossy(&out.stderr));
+    // fio: sequential and random writes by several jobs, every block
+    // verified (crc32c) when read back.
+    let fio = |rw: &str| {
+        sh(&m.point, &format!(
+            "fio --name=v --directory=. --rw={rw} --bs=64k --size=4m --numjobs=3 --ioengine=psync --verify=crc32c --do_verify=1 --verify_fatal=1 --group_reporting --output-format=terse >/dev/null"
+        ));
+    };
+    fio("write");
+    fio("randwrite");
+    m.unmount();
+}

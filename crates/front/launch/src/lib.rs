@@ -100,7 +100,7 @@ impl LocalCluster {
         let path = cluster_path(&dir);
         let previous = std::fs::read(&path).ok();
         let cluster = if previous.is_some() {
-            let mut c = ClusterFile::load(&path).map_err(|e| fail(e.to_string()))?;
+            let c = ClusterFile::load(&path).map_err(|e| fail(e.to_string()))?;
             // A cluster still running here must not have its file rewritten
             // under it (issue 8: its clients lost it).
             if let Some(s) = c.servers.iter().find(|s| answers(s.addr, &c.secret())) {
@@ -112,38 +112,45 @@ impl LocalCluster {
                     dir.display()
                 )));
             }
-            // Ports may have been taken since; addresses are re-picked, data stays.
-            let ports = free_ports(c.servers.len())?;
-            for (s, p) in c.servers.iter_mut().zip(ports) {
-                s.addr = SocketAddr::from(([127, 0, 0, 1], p));
-            }
             c
         } else {
-            let ports = free_ports(spec.data_servers + 1)?;
-            let servers = ports
-                .iter()
-                .enumerate()
-                .map(|(i, &p)| ServerEntry {
+            let servers = (0..=spec.data_servers)
+                .map(|i| ServerEntry {
                     id: i as u32,
-                    addr: SocketAddr::from(([127, 0, 0, 1], p)),
+                    addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                     services: if i == 0 { vec![Service::Meta, Service::Lock] } else { vec![Service::Data] },
                     dir: dir.join(format!("srv{i}")),
                 })
                 .collect();
             ClusterFile { secret: ClusterFile::random_secret(), default_stripe_size: spec.default_stripe_size, lock_ttl_ms: spec.lock_ttl_ms, root_squash: spec.root_squash, servers }
         };
-        cluster.save(&path).map_err(|e| fail(e.to_string()))?;
-        let mut lc = LocalCluster {
-            dir,
-            weft_bin: weft_bin.to_path_buf(),
-            children: (0..cluster.servers.len()).map(|_| None).collect(),
-            cluster,
-            die_with_parent: spec.die_with_parent,
-            server_env: spec.server_env.clone(),
-        };
-        let started = (0..lc.cluster.servers.len()).try_for_each(|id| lc.spawn(id)).and_then(|()| (0..lc.cluster.servers.len()).try_for_each(|id| lc.wait_ready(id)));
-        if let Err(e) = started {
+        // A port chosen free may be taken before its server binds it (by
+        // another cluster starting at the same time, or as a connection's
+        // local port): then the whole cluster starts again on new ports.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            // Addresses are (re-)picked; data stays.
+            let mut cluster = cluster.clone();
+            let ports = free_ports(cluster.servers.len())?;
+            for (s, p) in cluster.servers.iter_mut().zip(ports) {
+                s.addr = SocketAddr::from(([127, 0, 0, 1], p));
+            }
+            cluster.save(&path).map_err(|e| fail(e.to_string()))?;
+            let mut lc = LocalCluster {
+                dir: dir.clone(),
+                weft_bin: weft_bin.to_path_buf(),
+                children: (0..cluster.servers.len()).map(|_| None).collect(),
+                cluster,
+                die_with_parent: spec.die_with_parent,
+                server_env: spec.server_env.clone(),
+            };
+            let started = (0..lc.cluster.servers.len()).try_for_each(|id| lc.spawn(id)).and_then(|()| (0..lc.cluster.servers.len()).try_for_each(|id| lc.wait_ready(id)));
+            let Err(e) = started else { return Ok(lc) };
             lc.stop();
+            if attempt < 5 && e.0.contains("in use") {
+                continue;
+            }
             // Leave the directory as it was: the old file, or none.
             match previous {
                 Some(old) => {
@@ -155,7 +162,6 @@ impl LocalCluster {
             }
             return Err(e);
         }
-        Ok(lc)
     }
 
     pub fn dir(&self) -> &Path {
@@ -196,7 +202,9 @@ impl LocalCluster {
         let addr = self.cluster.servers[id].addr;
         let start = Instant::now();
         loop {
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            // A handshake with this cluster's secret: a bare connect may
+            // reach another cluster's server that took the port.
+            if answers(addr, &self.cluster.secret()) {
                 return Ok(());
             }
             if let Some(child) = self.children[id].as_mut()

@@ -250,7 +250,19 @@ impl LockSession {
     pub(crate) fn acquire_within(&self, file: FileId, exclusive: bool, extents: &[Extent], wait_ms: u32) -> Result<u64> {
         self.lease.check(self.session)?;
         let req = LockReq::Acquire { session: self.session, file, exclusive, wait_ms, extents: extents.iter().map(wire).collect() };
-        match self.call(req)? {
+        let answer = match self.call(req) {
+            // No answer: the service may grant the lock later, to a session
+            // that will never release it. Ending the session frees whatever
+            // it holds; like a lapsed lease, later accesses get a new one.
+            Err(e @ Error::Net(_)) => {
+                self.lease.lapsed.store(true, Ordering::Release);
+                let end = Request::Lock(LockReq::End { session: self.session }).encode();
+                let _ = self.endpoint.call_within(self.addr, end, self.endpoint.config().connect_timeout);
+                return Err(e);
+            }
+            other => other?,
+        };
+        match answer {
             Response::Locked { lock } => Ok(lock),
             other => Err(Error::Protocol { addr: self.addr, what: format!("expected Locked, got {other:?}") }),
         }

@@ -339,3 +339,51 @@ fn an_answer_that_comes_after_its_call_timed_out_is_dropped_and_the_connection_k
     assert_eq!(ep.stats().connects, 1);
     h.join().unwrap();
 }
+
+#[test]
+fn a_call_too_large_for_the_protocol_fails_alone_and_the_connection_stays() {
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let r = next_request(s, &mut rts);
+        write_frame(s, FrameKind::Response, r.id, &r.body, &[]).unwrap();
+    });
+    let ep = Endpoint::new(secret(), config()).unwrap();
+    let huge = vec![0u8; weft_wire::limits::MAX_PAYLOAD_LEN as usize + 1];
+    let mut big = Call::new(addr, b"too big".to_vec());
+    big.send = vec![&huge];
+    let mut calls = [big, Call::new(addr, b"fine".to_vec())];
+    ep.run(&mut calls);
+    let [big, fine] = calls;
+    assert!(matches!(big.result.unwrap(), Err(NetError::Violation { .. })));
+    assert_eq!(fine.result.unwrap().unwrap().body, b"fine");
+    assert_eq!(ep.stats().connects, 1);
+    h.join().unwrap();
+}
+
+#[test]
+fn calls_to_a_server_that_never_answers_the_handshake_fail_together() {
+    // Accepted by the kernel's backlog, never handshaken.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = silent.local_addr().unwrap();
+    let (live, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let r = next_request(s, &mut rts);
+        write_frame(s, FrameKind::Response, r.id, &r.body, &[]).unwrap();
+    });
+    let cfg = EndpointConfig { connect_timeout: Duration::from_millis(500), ..config() };
+    let ep = Endpoint::new(secret(), cfg).unwrap();
+    let mut calls: Vec<Call<'_>> = (0..6).map(|k| Call::new(dead, vec![k])).collect();
+    calls.push(Call::new(live, b"live".to_vec()));
+    let t0 = std::time::Instant::now();
+    ep.run(&mut calls);
+    // One connect attempt for the dead server, not one per call (6 x 0.5 s).
+    assert!(t0.elapsed() < Duration::from_millis(1500), "took {:?}", t0.elapsed());
+    let live_reply = calls.pop().unwrap().result.unwrap().unwrap();
+    assert_eq!(live_reply.body, b"live");
+    for c in calls {
+        let e = c.result.unwrap().unwrap_err();
+        assert_eq!(e.addr(), dead, "{e}");
+    }
+    drop(silent);
+    h.join().unwrap();
+}

@@ -50,7 +50,7 @@ impl Batch {
                 result: None,
             })
             .collect();
-        Batch { calls, window: window.max(1), next: 0, in_flight: 0, done: 0, deadline: Instant::now() + timeout, timeout, connect: None }
+        Batch { calls, window: window.max(1), next: 0, in_flight: 0, done: 0, deadline: deadline_after(timeout), timeout, connect: None }
     }
 
     pub(super) fn is_done(&self) -> bool {
@@ -81,4 +81,10 @@ impl Batch {
         self.next = self.calls.len();
         self.connect = None;
     }
+}
+
+/// `timeout` from now; a timeout too large for the clock is "never".
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
 }

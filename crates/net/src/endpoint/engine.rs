@@ -59,6 +59,11 @@ impl Engine {
                 return posted;
             }
             let i = b.next;
+            if b.calls[i].result.is_some() {
+                // Failed before it was posted (refused, or its server is down).
+                b.next += 1;
+                continue;
+            }
             let peer = b.calls[i].peer;
             let conn = match self.conns.get_mut(&peer) {
                 Some(Slot::Ready(c)) => c,
@@ -171,7 +176,7 @@ impl Engine {
     /// Makes sure no connection refers to batch `id` any more, so its
     /// owner's buffers may go: withdraws what can be withdrawn and drops
     /// connections left mid-frame (their other calls fail).
-    pub(super) fn detach(&mut self, id: u64) {
+    pub(super) fn detach(&mut self, id: u64) -> usize {
         let mut broken = Vec::new();
         for (&addr, slot) in self.conns.iter_mut() {
             let Slot::Ready(c) = slot else { continue };
@@ -181,6 +186,7 @@ impl Engine {
                 Hold::MidFrame => broken.push(addr),
             }
         }
+        let n = broken.len();
         for addr in broken {
             let e = NetError::Unreachable {
                 addr,
@@ -188,15 +194,18 @@ impl Engine {
             };
             self.drop_conn(addr, e);
         }
+        n
     }
 
-    /// Takes a finished batch out, handing each call its result.
-    pub(super) fn finish(&mut self, id: u64, calls: &mut [Call<'_>]) {
-        self.detach(id);
+    /// Takes a finished batch out, handing each call its result. Returns
+    /// the number of connections that had to be dropped.
+    pub(super) fn finish(&mut self, id: u64, calls: &mut [Call<'_>]) -> usize {
+        let dropped = self.detach(id);
         let b = self.batches.remove(&id).expect("the owner's batch is in the engine");
         for (c, bc) in calls.iter_mut().zip(b.calls) {
             c.result = bc.result;
         }
+        dropped
     }
 
     /// A connection opened by an owner thread.
@@ -210,14 +219,15 @@ impl Engine {
         Ok(())
     }
 
-    /// Opening `peer` for batch `id` failed: its next call fails with `e`.
-    pub(super) fn connect_failed(&mut self, id: u64, e: NetError) {
-        if let Some(b) = self.batches.get_mut(&id)
-            && b.next < b.calls.len()
-        {
-            let i = b.next;
-            b.next += 1;
-            b.complete(i, Err(e));
+    /// Opening `peer` failed: every call to it not yet posted, in every
+    /// batch, fails with `e` at once (each would wait out its own connect).
+    pub(super) fn connect_failed(&mut self, peer: SocketAddr, e: NetError) {
+        for b in self.batches.values_mut() {
+            for i in b.next..b.calls.len() {
+                if b.calls[i].peer == peer {
+                    b.complete(i, Err(sibling(&e)));
+                }
+            }
         }
     }
 

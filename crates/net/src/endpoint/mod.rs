@@ -43,6 +43,7 @@ use std::io;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
+use weft_wire::limits::{MAX_BODY_LEN, MAX_PAYLOAD_LEN};
 use weft_wire::Secret;
 
 /// Tunables of an endpoint.
@@ -186,11 +187,31 @@ impl Endpoint {
         if calls.is_empty() {
             return;
         }
-        let mut eng = self.lock();
-        let id = eng.add_batch(calls, window, timeout);
+        // Calls no server may take fail here, before any byte goes out: a
+        // frame the server refuses would cost every thread its connection.
+        let limits = |c: &Call<'_>| {
+            let pay: usize = c.send.iter().map(|p| p.len()).sum();
+            if c.body.len() > MAX_BODY_LEN as usize || pay > MAX_PAYLOAD_LEN as usize {
+                let what = format!("a request of {} body and {pay} payload bytes exceeds the protocol's limits ({MAX_BODY_LEN}, {MAX_PAYLOAD_LEN})", c.body.len());
+                return Some(NetError::Violation { addr: c.peer, what });
+            }
+            None
+        };
+        let refused: Vec<(usize, NetError)> = calls.iter().enumerate().filter_map(|(i, c)| limits(c).map(|e| (i, e))).collect();
+        let id = {
+            let mut eng = self.lock();
+            let id = eng.add_batch(calls, window, timeout);
+            let b = eng.batches.get_mut(&id).expect("just added");
+            for (i, e) in refused {
+                b.complete(i, Err(e));
+            }
+            id
+        };
         // From here the engine holds views of `calls`' buffers: they must be
-        // withdrawn before this frame is left, also by unwinding.
+        // withdrawn before this frame is left, also by unwinding. (The guard
+        // comes before the lock guard, so an unwind unlocks first.)
         let guard = Abandon { ep: self, id };
+        let mut eng = self.lock();
         loop {
             let posted = eng.feed(id);
             let b = &eng.batches[&id];
@@ -199,7 +220,11 @@ impl Endpoint {
                 continue;
             }
             if b.is_done() {
-                eng.finish(id, calls);
+                // Dropping a connection the batch left mid-frame may have
+                // failed the driver's calls: it must look again.
+                if eng.finish(id, calls) > 0 && eng.driving {
+                    let _ = self.waker.wake();
+                }
                 std::mem::forget(guard);
                 self.wake_sleepers(eng);
                 return;
@@ -298,7 +323,10 @@ impl Endpoint {
         }
         eng.conns.insert(peer, Slot::Connecting);
         drop(eng);
+        // If connecting panics, the slot must not stay `Connecting` forever.
+        let unmark = Unmark { ep: self, peer };
         let opened = self.connect(peer);
+        std::mem::forget(unmark);
         let mut eng = self.lock();
         eng.conns.remove(&peer);
         let installed = opened.and_then(|s| {
@@ -306,7 +334,7 @@ impl Endpoint {
         });
         if let Err(e) = installed {
             tracing::debug!(target: "weft::net", %peer, error = %e, "connect failed");
-            eng.connect_failed(id, e);
+            eng.connect_failed(peer, e);
         }
         // Threads waiting for this connection go on, with it or without;
         // a driver asleep in poll must post on it too.
@@ -345,6 +373,22 @@ impl Drop for TurnGuard<'_> {
     }
 }
 
+/// Removes a `Connecting` mark whose connect unwound.
+struct Unmark<'a> {
+    ep: &'a Endpoint,
+    peer: SocketAddr,
+}
+
+impl Drop for Unmark<'_> {
+    fn drop(&mut self) {
+        let mut eng = self.ep.lock();
+        if matches!(eng.conns.get(&self.peer), Some(Slot::Connecting)) {
+            eng.conns.remove(&self.peer);
+        }
+        self.ep.wake_sleepers(eng);
+    }
+}
+
 /// Withdraws a batch whose owner leaves `run` without finishing it (only
 /// by unwinding), so the engine keeps no view of the owner's buffers.
 struct Abandon<'a> {
@@ -357,6 +401,9 @@ impl Drop for Abandon<'_> {
         let mut eng = self.ep.lock();
         eng.cancel(self.id);
         eng.batches.remove(&self.id);
+        if eng.driving {
+            let _ = self.ep.waker.wake();
+        }
         self.ep.wake_sleepers(eng);
     }
 }

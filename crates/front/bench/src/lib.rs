@@ -11,6 +11,7 @@ pub mod btio;
 pub mod coll;
 pub mod concurrent_write;
 pub mod conns;
+pub mod fuse;
 pub mod fuzz;
 pub mod md;
 pub mod mpi;

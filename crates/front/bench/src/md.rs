@@ -17,6 +17,8 @@ use std::path::Path;
 pub struct Params {
     pub procs: Vec<usize>,
     pub threads: Vec<usize>,
+    /// Also through a FUSE mount of the cluster (needs root).
+    pub mount: bool,
     pub files: u64,
     pub repeats: usize,
 }
@@ -29,6 +31,9 @@ pub struct Row {
     pub weft_ops_s: f64,
     pub local_ops_s: f64,
     pub ratio: f64,
+    /// Through the mount (with `--mount`), and over the Rust API's rate.
+    pub mount_ops_s: Option<f64>,
+    pub mount_over_api: Option<f64>,
 }
 
 const PHASES: [&str; 3] = ["create", "stat", "unlink"];
@@ -39,15 +44,20 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
     }
     let client = weft_client::Client::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
+    let mount = if p.mount { Some(crate::fuse::Mounted::new(weft_bin, bc)?) } else { None };
+    let sides: &[&str] = if p.mount { &["weft", "local", "mount"] } else { &["weft", "local"] };
     let mut rows = Vec::new();
     let runs: Vec<(usize, usize)> = p.procs.iter().flat_map(|&procs| p.threads.iter().map(move |&t| (procs, t))).collect();
     for (procs, threads) in runs {
-        let mut rates = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        let mut rates: [[Vec<f64>; 3]; 3] = Default::default();
         for rep in 0..p.repeats {
-            for side in if rep % 2 == 0 { ["weft", "local"] } else { ["local", "weft"] } {
+            // Each side first, middle and last in turn.
+            for k in 0..sides.len() {
+                let side = sides[(k + rep) % sides.len()];
                 progress(&format!("P={procs} T={threads} round {}/{} {side}", rep + 1, p.repeats));
-                let dir_of = |r: usize| match side {
-                    "weft" => format!("/bench/md-{}-{r}", std::process::id()),
+                let dir_of = |r: usize| match (side, &mount) {
+                    ("weft", _) => format!("/bench/md-{}-{r}", std::process::id()),
+                    ("mount", Some(m)) => m.0.join(format!("bench/md-m-{r}")).display().to_string(),
                     _ => bc.scratch.join(format!("md-{r}")).display().to_string(),
                 };
                 for r in 0..procs {
@@ -60,11 +70,14 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                     let args: Vec<Vec<String>> = (0..procs)
                         .map(|r| {
                             let (files, threads) = (p.files.to_string(), threads.to_string());
-                            ["md-worker", "--target", side, "--dir", &dir_of(r), "--files", &files, "--phase", phase, "--threads", &threads].map(String::from).to_vec()
+                            // Through the mount, workers are plain POSIX programs.
+                            let target = if side == "mount" { "local" } else { side };
+                            ["md-worker", "--target", target, "--dir", &dir_of(r), "--files", &files, "--phase", phase, "--threads", &threads].map(String::from).to_vec()
                         })
                         .collect();
                     let secs = run_workers(weft_bin, &bc.cluster_file, &args, &[])?;
-                    rates[k][usize::from(side == "local")].push((procs as u64 * p.files) as f64 / secs);
+                    let column = sides.iter().position(|s| *s == side).expect("a side");
+                    rates[k][column].push((procs as u64 * p.files) as f64 / secs);
                 }
                 for r in 0..procs {
                     match side {
@@ -76,7 +89,8 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         }
         for (k, op) in PHASES.into_iter().enumerate() {
             let (w, l) = (median(std::mem::take(&mut rates[k][0])), median(std::mem::take(&mut rates[k][1])));
-            rows.push(Row { procs, threads, op, weft_ops_s: w, local_ops_s: l, ratio: w / l });
+            let m = p.mount.then(|| median(std::mem::take(&mut rates[k][2])));
+            rows.push(Row { procs, threads, op, weft_ops_s: w, local_ops_s: l, ratio: w / l, mount_ops_s: m, mount_over_api: m.map(|m| m / w) });
         }
     }
     Ok(rows)

@@ -369,6 +369,13 @@ impl Filesystem for WeftFs {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS) {
             tracing::warn!(target: "weft::fuse", ?missing, "the kernel keeps record locks local: it lacks POSIX lock support for FUSE");
         }
+        // Large requests: 1 MiB writes (the kernel's page limit allows no
+        // more) and as much read-ahead as the kernel offers, so a stream
+        // costs few round trips.
+        let _ = config.set_max_write(1 << 20);
+        if let Err(most) = config.set_max_readahead(4 << 20) {
+            let _ = config.set_max_readahead(most);
+        }
         Ok(())
     }
 
@@ -460,7 +467,9 @@ impl Filesystem for WeftFs {
             if flags & libc::O_TRUNC != 0 {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
             }
-            let size = file.size().map_err(|e| errno::of(&e))?;
+            // A file made here by O_EXCL, or just truncated, is empty: no
+            // need to ask every data server.
+            let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
             let attr = fuse_attr(file.attr(), size);
             self.remember(attr.ino.0, &path);
             Ok((attr, self.keep(Handle::new(file, flags & libc::O_APPEND != 0))))

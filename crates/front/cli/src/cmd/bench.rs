@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -110,9 +110,27 @@ enum Which {
         /// mount's request threads do); each list entry is a run.
         #[arg(long, value_delimiter = ',', default_value = "1")]
         threads: Vec<usize>,
+        /// Also through a FUSE mount of the cluster (root): the same workers as plain POSIX programs.
+        #[arg(long)]
+        mount: bool,
         /// Files per process.
         #[arg(long, default_value_t = 1000)]
         files: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Streaming through the FUSE mount (issue 12): fio 1 MiB sequential writes (fsync'd) and cold reads, mount vs local, same run. Needs root and fio.
+    Fuse {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_delimiter = ',', default_value = "1,4")]
+        jobs: Vec<usize>,
+        /// Bytes per run, split among the jobs.
+        #[arg(long, default_value = "512m", value_parser = parse_size)]
+        size: u64,
         #[arg(long, default_value_t = 3)]
         repeats: usize,
         /// Data servers of a temporary cluster.
@@ -415,26 +433,58 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
             }
         }
-        Which::Md { common, procs, threads, files, repeats, servers } => {
+        Which::Md { common, procs, threads, mount, files, repeats, servers } => {
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
             let quiet = common.json;
-            let rows = md::run(&exe, &bc, &md::Params { procs, threads, files, repeats }, &|what| {
+            let rows = md::run(&exe, &bc, &md::Params { procs, threads, mount, files, repeats }, &|what| {
                 if !quiet {
                     eprintln!("bench md: {what}");
                 }
             })?;
             let csv = csv_path(&common, "md");
             if emit(&common, &csv, &rows, Default::default())? {
+                let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or_else(|| "-".to_string(), f);
                 let table: Vec<Vec<String>> = rows
                     .iter()
-                    .map(|r| vec![r.procs.to_string(), r.threads.to_string(), r.op.to_string(), f1(r.weft_ops_s), f1(r.local_ops_s), format!("{:.2}", r.ratio)])
+                    .map(|r| {
+                        vec![
+                            r.procs.to_string(),
+                            r.threads.to_string(),
+                            r.op.to_string(),
+                            f1(r.weft_ops_s),
+                            f1(r.local_ops_s),
+                            format!("{:.2}", r.ratio),
+                            opt(r.mount_ops_s, &f1),
+                            opt(r.mount_over_api, &|x| format!("{x:.2}")),
+                        ]
+                    })
                     .collect();
                 print_table(
                     &format!("Metadata rates, {files} files per process, median of {repeats} (Weft's creates durable when answered; local ones not fsync'd)"),
-                    &["procs", "threads", "op", "weft ops/s", "local ops/s", "weft/local"],
+                    &["procs", "threads", "op", "api ops/s", "local ops/s", "api/local", "mount ops/s", "mount/api"],
                     &table,
                 );
                 out!("(GekkoFS reports ~73k creates/s per node; issue 12 measured 1.6k/s at 1 process, ~4.8k/s at 4)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::Fuse { common, jobs, size, repeats, servers } => {
+            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let quiet = common.json;
+            let rows = fuse::run(&exe, &bc, &fuse::Params { jobs, size, repeats }, &|what| {
+                if !quiet {
+                    eprintln!("bench fuse: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "fuse");
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> =
+                    rows.iter().map(|r| vec![r.jobs.to_string(), r.op.to_string(), f1(r.mount_mb_s), f1(r.local_mb_s), format!("{:.2}", r.ratio)]).collect();
+                print_table(
+                    &format!("Streaming through the mount: fio, 1 MiB blocks, {} per run, median of {repeats} (writes fsync'd at the end, reads cold)", super::human_bytes(size)),
+                    &["jobs", "op", "mount MB/s", "local MB/s", "mount/local"],
+                    &table,
+                );
+                out!("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)\nCSV: {}", csv.display())?;
             }
         }
         Which::Btio { common, q, cells, strategies, blocks, repeats, aggregators, servers } => {

@@ -1,0 +1,102 @@
+//! Streaming through the FUSE mount (issue 12): fio writes 1 MiB blocks
+//! sequentially, fsync'd at the end, then reads them back cold (page cache
+//! dropped), with 1 and more jobs; the same on a local directory of the
+//! same disk, alternating, in the same run. Needs root (the mount, the
+//! cache drop) and fio.
+
+use crate::{median, BenchCluster};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, Clone)]
+pub struct Params {
+    pub jobs: Vec<usize>,
+    /// Bytes written (and read) per run, split among the jobs.
+    pub size: u64,
+    pub repeats: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub jobs: usize,
+    /// `write-fsync` or `read-cold`.
+    pub op: &'static str,
+    pub mount_mb_s: f64,
+    pub local_mb_s: f64,
+    pub ratio: f64,
+}
+
+/// A `weft mount --daemon` of the bench cluster, unmounted when dropped.
+pub(crate) struct Mounted(pub(crate) PathBuf);
+
+impl Mounted {
+    pub(crate) fn new(weft_bin: &Path, bc: &BenchCluster) -> Result<Self> {
+        let point = bc.scratch.join("mnt");
+        std::fs::create_dir_all(&point)?;
+        let out = Command::new(weft_bin).arg("--cluster").arg(&bc.cluster_file).args(["mount", "--daemon"]).arg(&point).output().context("cannot run weft mount")?;
+        if !out.status.success() {
+            bail!("weft mount failed (the FUSE benchmark needs root and /dev/fuse): {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(Mounted(point))
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// One fio run in `dir`; its aggregate bandwidth in MB/s.
+fn fio(dir: &Path, rw: &str, jobs: usize, size_per_job: u64) -> Result<f64> {
+    let mut cmd = Command::new("fio");
+    cmd.args(["--name=stream", "--bs=1m", "--ioengine=psync", "--group_reporting", "--output-format=json", "--allow_file_create=1"])
+        .arg(format!("--directory={}", dir.display()))
+        .arg(format!("--rw={rw}"))
+        .arg(format!("--numjobs={jobs}"))
+        .arg(format!("--size={size_per_job}"));
+    if rw == "write" {
+        cmd.arg("--end_fsync=1");
+    }
+    let out = cmd.output().context("cannot run fio (install it: scripts/install-deps.sh)")?;
+    if !out.status.success() {
+        bail!("fio --rw={rw} in {} failed: {}", dir.display(), String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("fio's JSON output")?;
+    let side = if rw == "write" { "write" } else { "read" };
+    let bw = v["jobs"][0][side]["bw_bytes"].as_f64().context("no bandwidth in fio's output")?;
+    Ok(bw / 1e6)
+}
+
+pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    if p.repeats == 0 || p.jobs.is_empty() || p.jobs.contains(&0) || p.size < (1 << 20) {
+        bail!("repeats and job counts must be at least 1, and the size at least 1 MiB");
+    }
+    let mount = Mounted::new(weft_bin, bc)?;
+    let local = bc.scratch.join("fuse-local");
+    let mut rows = Vec::new();
+    for &jobs in &p.jobs {
+        let per_job = (p.size / jobs as u64).max(1 << 20);
+        let mut rates = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        for rep in 0..p.repeats {
+            for side in if rep % 2 == 0 { [0, 1] } else { [1, 0] } {
+                let dir = if side == 0 { mount.0.join("fuse-bench") } else { local.clone() };
+                progress(&format!("jobs={jobs} round {}/{} {}", rep + 1, p.repeats, if side == 0 { "mount" } else { "local" }));
+                std::fs::create_dir_all(&dir)?;
+                rates[0][side].push(fio(&dir, "write", jobs, per_job)?);
+                if !crate::sched::drop_caches() {
+                    bail!("cold reads need root (to drop the page cache)");
+                }
+                rates[1][side].push(fio(&dir, "read", jobs, per_job)?);
+                std::fs::remove_dir_all(&dir)?;
+            }
+        }
+        for (k, op) in ["write-fsync", "read-cold"].into_iter().enumerate() {
+            let (m, l) = (median(std::mem::take(&mut rates[k][0])), median(std::mem::take(&mut rates[k][1])));
+            rows.push(Row { jobs, op, mount_mb_s: m, local_mb_s: l, ratio: m / l });
+        }
+    }
+    Ok(rows)
+}

@@ -506,11 +506,11 @@ impl Filesystem for WeftFs {
         reply: ReplyWrite,
     ) {
         let r = self.handle(fh).and_then(|h| {
-            // O_APPEND: at the end as the servers know it now (not atomic
-            // against another mount's appends: docs/posix.md).
-            let at = if h.append { h.file.size().map_err(|e| errno::of(&e))? } else { offset };
             h.wrote.store(true, Ordering::Relaxed);
-            h.file.write_at(at, data).map_err(|e| errno::of(&e))
+            if h.append {
+                return self.append(&h, data);
+            }
+            h.file.write_at(offset, data).map_err(|e| errno::of(&e))
         });
         match r {
             Ok(n) => reply.written(n as u32),

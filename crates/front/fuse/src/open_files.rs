@@ -1,7 +1,8 @@
 //! Open files' lifetimes on the mount: a file removed (or renamed over)
 //! while this mount has it open lives on under a hidden name until its last
-//! close (POSIX unlink-while-open), and a file written through a handle
-//! gets its mtime when the handle is closed.
+//! close (POSIX unlink-while-open), a file written through a handle gets
+//! its mtime when the handle is closed, and O_APPEND writes are atomic
+//! across processes and mounts.
 
 use crate::errno;
 use crate::fs::{lock, Handle, WeftFs};
@@ -20,7 +21,24 @@ pub(crate) struct OpenInode {
     hidden: Option<String>,
 }
 
+/// The byte whose exclusive lock serializes appends to a file, Weft-wide:
+/// the last one a lock may cover, which no data access reaches.
+const APPEND_TOKEN: u64 = (1 << 63) - 1;
+
 impl WeftFs {
+    /// An O_APPEND write: the end of file is found and written at under an
+    /// exclusive lock on [`APPEND_TOKEN`], so two appends (from any
+    /// process on any mount) never land on the same bytes.
+    pub(crate) fn append(&self, h: &Handle, data: &[u8]) -> Result<usize, Errno> {
+        let e = |e: weft_client::Error| errno::of(&e);
+        let token = weft_client::Extent::range(APPEND_TOKEN, APPEND_TOKEN + 1).map_err(|_| Errno::EINVAL)?;
+        let turn = self.client.lock(&h.file, true, &[token]).map_err(e)?;
+        let at = h.file.size().map_err(e)?;
+        let n = h.file.write_at(at, data).map_err(e)?;
+        turn.release().map_err(e)?;
+        Ok(n)
+    }
+
     /// Removes `path` (a file): at once, or, if this mount has it open, by
     /// renaming it to a hidden name that its last close removes, so open
     /// handles keep reading and writing it (POSIX unlink-while-open).

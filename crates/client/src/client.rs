@@ -25,9 +25,10 @@ pub struct ClientOptions {
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        // The process's effective identity, from the kernel (never a
-        // fallback to root).
-        let cred = Cred { uid: nix::unistd::geteuid().as_raw(), gid: nix::unistd::getegid().as_raw() };
+        // The process's effective identity and supplementary groups, from
+        // the kernel (never a fallback to root).
+        let groups: Vec<u32> = nix::unistd::getgroups().map(|g| g.into_iter().map(|g| g.as_raw()).collect()).unwrap_or_default();
+        let cred = Cred::with_groups(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw(), &groups);
         let list_io = std::env::var("WEFT_LIST_IO").map_or(true, |v| v != "0");
         ClientOptions { endpoint: EndpointConfig::default(), schedule: crate::Schedule::default(), cred, list_io }
     }

@@ -136,7 +136,8 @@ impl Gen {
     }
 
     fn request(&mut self) -> Request {
-        let cred = Cred { uid: if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(1..3000) }, gid: self.rng.gen_range(0..3000) };
+        let groups: Vec<u32> = (0..self.rng.gen_range(0..=weft_wire::MAX_GROUPS)).map(|_| self.rng.gen_range(0..3000)).collect();
+        let cred = Cred::with_groups(if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(1..3000) }, self.rng.gen_range(0..3000), &groups);
         match self.rng.gen_range(0..14) {
             0 => Request::Ping,
             1 => Request::Status,

@@ -173,7 +173,7 @@ fn bad_data_requests_get_clear_errors() {
     write_frame(&mut s, FrameKind::Request, MsgId(2), &req.encode(), &[]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, .. }));
     // A meta request sent to a data server.
-    let req = Request::Meta { cred: weft_wire::Cred { uid: 0, gid: 0 }, op: weft_wire::MetaReq::Stat { path: "/".into() } };
+    let req = Request::Meta { cred: weft_wire::Cred::new(0, 0), op: weft_wire::MetaReq::Stat { path: "/".into() } };
     write_frame(&mut s, FrameKind::Request, MsgId(3), &req.encode(), &[]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::WrongService, .. }));
     // The connection is still good.
@@ -241,7 +241,7 @@ fn a_recorded_handshake_replayed_without_the_secret_is_refused() {
         recorded
     });
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let stat = Request::Meta { cred: weft_wire::Cred { uid: 0, gid: 0 }, op: weft_wire::MetaReq::Stat { path: "/".into() } };
+    let stat = Request::Meta { cred: weft_wire::Cred::new(0, 0), op: weft_wire::MetaReq::Stat { path: "/".into() } };
     assert!(matches!(Response::decode(&ep.call(proxy, stat.encode()).unwrap().body).unwrap(), Response::Attr(_)), "the real client works through the proxy");
     drop(ep);
     let recorded = recorder.join().unwrap();

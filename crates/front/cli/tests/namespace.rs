@@ -80,7 +80,7 @@ fn permissions_are_checked_for_other_users() {
     root.mkdir("/private", 0o700).unwrap();
     root.mkdir("/shared", 0o777).unwrap();
     root.create("/shared/ro", CreateOptions { mode: 0o444, ..excl() }).unwrap();
-    let user = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 1000, gid: 1000 }, ..ClientOptions::default() }).unwrap();
+    let user = Client::with_options(tc.cluster(), ClientOptions { cred: Cred::new(1000, 1000), ..ClientOptions::default() }).unwrap();
     assert!(matches!(user.create("/private/x", excl()), Err(Error::Permission(_))));
     assert!(matches!(user.readdir("/private"), Err(Error::Permission(_))));
     assert!(matches!(user.open("/shared/ro", true), Err(Error::Permission(_))));
@@ -100,10 +100,10 @@ fn permissions_are_checked_for_other_users() {
 fn root_squash_serves_uid_0_as_nobody() {
     for squash in [false, true] {
         let tc = TestCluster::start_spec(&format!("squash-{squash}"), weft_launch::ClusterSpec { data_servers: 1, root_squash: squash, ..Default::default() });
-        let alice = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 1000, gid: 1000 }, ..ClientOptions::default() }).unwrap();
+        let alice = Client::with_options(tc.cluster(), ClientOptions { cred: Cred::new(1000, 1000), ..ClientOptions::default() }).unwrap();
         alice.mkdir("/alice", 0o700).unwrap();
         alice.create("/alice/secret", excl()).unwrap();
-        let root = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 0, gid: 0 }, ..ClientOptions::default() }).unwrap();
+        let root = Client::with_options(tc.cluster(), ClientOptions { cred: Cred::new(0, 0), ..ClientOptions::default() }).unwrap();
         let read = root.open("/alice/secret", false);
         let chown = root.chown("/alice", 0, 0);
         let made = root.create("/by-root", excl()).unwrap();
@@ -174,7 +174,7 @@ fn in_a_sticky_directory_only_owners_remove_or_rename() {
     let tc = TestCluster::start("sticky", 1);
     let root = tc.client();
     root.mkdir("/tmp", 0o1777).unwrap();
-    let as_user = |uid: u32| Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid, gid: uid }, ..ClientOptions::default() }).unwrap();
+    let as_user = |uid: u32| Client::with_options(tc.cluster(), ClientOptions { cred: Cred::new(uid, uid), ..ClientOptions::default() }).unwrap();
     let (alice, bob) = (as_user(1001), as_user(1002));
     alice.create("/tmp/alice", excl()).unwrap();
     bob.create("/tmp/bob", excl()).unwrap();
@@ -199,7 +199,7 @@ fn setgid_directories_pass_their_group_and_only_root_chowns() {
     let root = tc.client();
     root.mkdir("/proj", 0o2777).unwrap();
     root.chown("/proj", 0, 500).unwrap();
-    let alice = Client::with_options(tc.cluster(), ClientOptions { cred: Cred { uid: 1001, gid: 1001 }, ..ClientOptions::default() }).unwrap();
+    let alice = Client::with_options(tc.cluster(), ClientOptions { cred: Cred::new(1001, 1001), ..ClientOptions::default() }).unwrap();
     let f = alice.create("/proj/data", excl()).unwrap();
     assert_eq!((f.attr().uid, f.attr().gid), (1001, 500), "the file takes the directory's group");
     let sub = alice.mkdir("/proj/sub", 0o755).unwrap();
@@ -282,4 +282,20 @@ fn symbolic_links_keep_their_target_and_are_not_followed() {
     c.unlink("/d/f").unwrap();
     c.unlink("/dirlink").unwrap();
     assert!(matches!(c.readlink("/d/f"), Err(Error::NotFound(_))));
+}
+
+/// Supplementary groups count for group permission bits (as on POSIX).
+#[test]
+fn supplementary_groups_grant_group_access() {
+    let tc = TestCluster::start("groups", 1);
+    let root = tc.client();
+    let user = |uid: u32, groups: &[u32]| Client::with_options(tc.cluster(), ClientOptions { cred: Cred::with_groups(uid, uid, groups), ..ClientOptions::default() }).unwrap();
+    root.mkdir("/proj", 0o770).unwrap();
+    root.chown("/proj", 1001, 2000).unwrap();
+    let bob = user(1002, &[3000, 2000]);
+    bob.create("/proj/bob", excl()).unwrap();
+    let carol = user(1003, &[3000]);
+    assert!(matches!(carol.create("/proj/carol", excl()), Err(Error::Permission(_))));
+    assert!(matches!(carol.readdir("/proj"), Err(Error::Permission(_))));
+    assert_eq!(bob.readdir("/proj").unwrap().len(), 1);
 }

@@ -108,7 +108,7 @@ fn may(cred: Cred, attr: &FileAttr, want: u32) -> bool {
     }
     let bits = if cred.uid == attr.uid {
         attr.mode >> 6
-    } else if cred.gid == attr.gid {
+    } else if cred.in_group(attr.gid) {
         attr.mode >> 3
     } else {
         attr.mode

@@ -243,7 +243,8 @@ impl Server {
 fn squash(cred: weft_wire::Cred, on: bool) -> weft_wire::Cred {
     const NOBODY: u32 = 65534;
     if on && cred.uid == 0 {
-        weft_wire::Cred { uid: NOBODY, gid: if cred.gid == 0 { NOBODY } else { cred.gid } }
+        let groups: Vec<u32> = cred.groups().iter().map(|&g| if g == 0 { NOBODY } else { g }).collect();
+        weft_wire::Cred::with_groups(NOBODY, if cred.gid == 0 { NOBODY } else { cred.gid }, &groups)
     } else {
         cred
     }

@@ -8,11 +8,64 @@
 use crate::limits::{MAX_DIR_PAGE, MAX_NAME_LEN, MAX_PATH_LEN, MAX_STRIPE_COUNT, MAX_STRIPE_SIZE};
 use crate::{DecodeError, Decoder, Encoder, FileId, ServerId};
 
-/// Who asks: permission checks use it; uid 0 passes every check, as on POSIX.
+/// Most supplementary groups a request carries: 16, as NFS's AUTH_SYS
+/// (a process in more groups is checked with its first 16).
+pub const MAX_GROUPS: usize = 16;
+
+/// Who asks: permission checks use it; uid 0 passes every check, as on
+/// POSIX. Group permission bits apply to the primary group and to the
+/// supplementary groups.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cred {
     pub uid: u32,
     pub gid: u32,
+    groups: [u32; MAX_GROUPS],
+    ngroups: u8,
+}
+
+impl Cred {
+    /// An identity without supplementary groups.
+    pub fn new(uid: u32, gid: u32) -> Self {
+        Cred { uid, gid, groups: [0; MAX_GROUPS], ngroups: 0 }
+    }
+
+    /// An identity with supplementary groups (the first [`MAX_GROUPS`]).
+    pub fn with_groups(uid: u32, gid: u32, groups: &[u32]) -> Self {
+        let mut c = Cred::new(uid, gid);
+        let n = groups.len().min(MAX_GROUPS);
+        c.groups[..n].copy_from_slice(&groups[..n]);
+        c.ngroups = n as u8;
+        c
+    }
+
+    pub fn groups(&self) -> &[u32] {
+        &self.groups[..usize::from(self.ngroups)]
+    }
+
+    /// Is `gid` this identity's primary or a supplementary group?
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups().contains(&gid)
+    }
+
+    pub fn encode(&self, e: &mut Encoder) {
+        e.u32(self.uid).u32(self.gid).u8(self.ngroups);
+        for g in self.groups() {
+            e.u32(*g);
+        }
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let (uid, gid) = (d.u32()?, d.u32()?);
+        let n = usize::from(d.u8()?);
+        if n > MAX_GROUPS {
+            return Err(DecodeError::TooLong { what: "supplementary groups", len: n as u64, limit: MAX_GROUPS as u64 });
+        }
+        let mut groups = [0u32; MAX_GROUPS];
+        for g in groups.iter_mut().take(n) {
+            *g = d.u32()?;
+        }
+        Ok(Cred { uid, gid, groups, ngroups: n as u8 })
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,4 +326,25 @@ fn layout_hint(d: &mut Decoder<'_>) -> Result<LayoutHint, DecodeError> {
         return Err(DecodeError::TooLong { what: "stripe count", len: hint.stripe_count.into(), limit: MAX_STRIPE_COUNT as u64 });
     }
     Ok(hint)
+}
+
+#[cfg(test)]
+mod cred_tests {
+    use super::*;
+
+    #[test]
+    fn groups_round_trip_and_more_than_sixteen_are_refused() {
+        let c = Cred::with_groups(5, 6, &[7, 8, 9]);
+        let mut e = Encoder::new();
+        c.encode(&mut e);
+        let bytes = e.finish();
+        assert_eq!(Cred::decode(&mut Decoder::new(&bytes)).unwrap(), c);
+        assert!(c.in_group(6) && c.in_group(8) && !c.in_group(10));
+        // Only the first 16 are kept when building; 17 on the wire is an error.
+        assert_eq!(Cred::with_groups(1, 1, &(0..40).collect::<Vec<_>>()).groups().len(), MAX_GROUPS);
+        let mut raw = bytes[..8].to_vec();
+        raw.push(17);
+        raw.extend((0..17u32).flat_map(|g| g.to_le_bytes()));
+        assert!(matches!(Cred::decode(&mut Decoder::new(&raw)), Err(DecodeError::TooLong { .. })));
+    }
 }

@@ -62,7 +62,8 @@ impl Request {
                 e.u8(1);
             }
             Request::Meta { cred, op } => {
-                e.u8(2).u32(cred.uid).u32(cred.gid);
+                e.u8(2);
+                cred.encode(&mut e);
                 op.encode(&mut e);
             }
             Request::Data(op) => {
@@ -91,7 +92,7 @@ impl Request {
         let r = match d.u8()? {
             1 => Request::Ping,
             2 => {
-                let cred = Cred { uid: d.u32()?, gid: d.u32()? };
+                let cred = Cred::decode(&mut d)?;
                 Request::Meta { cred, op: MetaReq::decode(&mut d)? }
             }
             3 => Request::Data(DataReq::decode(&mut d)?),
@@ -280,7 +281,8 @@ mod tests {
             Just(Request::Status),
             Just(Request::Sink),
             (0..=MAX_PAYLOAD_LEN).prop_map(|len| Request::Source { len }),
-            (any::<u32>(), any::<u32>(), meta_req()).prop_map(|(uid, gid, op)| Request::Meta { cred: Cred { uid, gid }, op }),
+            (any::<u32>(), any::<u32>(), proptest::collection::vec(any::<u32>(), 0..=crate::msg::meta::MAX_GROUPS), meta_req())
+                .prop_map(|(uid, gid, groups, op)| Request::Meta { cred: Cred::with_groups(uid, gid, &groups), op }),
             (any::<u64>(), pieces()).prop_map(|(f, pieces)| Request::Data(DataReq::Write { file: FileId(f), pieces })),
             (any::<u64>(), pieces(), any::<u8>(), 1u32..1000, any::<u32>()).prop_map(|(f, pieces, strategy, group, slot)| {
                 let order = crate::msg::data::ReadOrder { strategy, rank: slot % group, group, slot };

@@ -65,8 +65,9 @@ pub(crate) struct Inner {
     /// one connection per server for the whole client.
     pub(crate) endpoint: Arc<Endpoint>,
     pub(crate) options: ClientOptions,
-    /// The lock-service session, started on first use.
-    lock: Mutex<Option<Arc<LockSession>>>,
+    /// The lock-service session, started on first use (shared with the
+    /// clients made by [`Client::with_cred`]).
+    lock: Arc<Mutex<Option<Arc<LockSession>>>>,
 }
 
 /// A connection to a Weft cluster. Cheap to clone; clones share connections.
@@ -84,7 +85,17 @@ impl Client {
     pub fn with_options(cluster: ClusterFile, options: ClientOptions) -> Result<Self> {
         let endpoint = Endpoint::new(cluster.secret(), options.endpoint.clone())
             .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
-        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock: Mutex::new(None) }) })
+        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock: Arc::new(Mutex::new(None)) }) })
+    }
+
+    /// This client acting as `cred` for namespace requests (a FUSE mount
+    /// creating files for the user who asked): same connections and lock
+    /// session. Only a trusted process should assert another identity;
+    /// see docs/security.md.
+    pub fn with_cred(&self, cred: Cred) -> Client {
+        let i = &self.inner;
+        let options = ClientOptions { cred, ..i.options.clone() };
+        Client { inner: Arc::new(Inner { cluster: i.cluster.clone(), endpoint: i.endpoint.clone(), options, lock: i.lock.clone() }) }
     }
 
     pub fn cluster(&self) -> &ClusterFile {

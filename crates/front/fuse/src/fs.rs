@@ -68,6 +68,8 @@ pub struct WeftFs {
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     /// fcntl record locks, through the lock service.
     locks: PosixLocks,
+    /// Clients acting as the users who create files here (by identity).
+    callers: Mutex<HashMap<weft_client::Cred, Client>>,
     /// Tells the kernel to drop cached pages (set once the session runs).
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     next_fh: AtomicU64,
@@ -125,6 +127,7 @@ impl WeftFs {
             open_inodes: Mutex::new(HashMap::new()),
             locks: PosixLocks::new(client.clone()),
             notifier: Arc::new(std::sync::OnceLock::new()),
+            callers: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
         }
     }
@@ -133,6 +136,27 @@ impl WeftFs {
     /// system is built before the session that carries it).
     pub fn notifier_slot(&self) -> Arc<std::sync::OnceLock<fuser::Notifier>> {
         self.notifier.clone()
+    }
+
+    /// The client to create files with for the process behind `req`: its
+    /// uid, gid and supplementary groups (from /proc), so new files are
+    /// the user's. The kernel has already checked the permissions
+    /// (`default_permissions`); the metadata service checks them again.
+    fn caller(&self, req: &Request) -> Client {
+        let (uid, gid) = (req.uid(), req.gid());
+        if uid == 0 {
+            return self.client.clone();
+        }
+        let groups = std::fs::read_to_string(format!("/proc/{}/status", req.pid()))
+            .ok()
+            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Groups:").map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect::<Vec<u32>>())))
+            .unwrap_or_default();
+        let cred = weft_client::Cred::with_groups(uid, gid, &groups);
+        let mut callers = lock(&self.callers);
+        if callers.len() >= 256 {
+            callers.clear();
+        }
+        callers.entry(cred).or_insert_with(|| self.client.with_cred(cred)).clone()
     }
 
     pub(crate) fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
@@ -298,9 +322,9 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = self.child(parent, name).and_then(|p| {
-            let a = self.client.mkdir(&p, mode & !umask & 0o7777).map_err(|e| errno::of(&e))?;
+            let a = self.caller(req).mkdir(&p, mode & !umask & 0o7777).map_err(|e| errno::of(&e))?;
             self.remember(a.id.0, &p);
             Ok(fuse_attr(&a, 0))
         });
@@ -420,10 +444,10 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn symlink(&self, _req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
         let r = self.child(parent, link_name).and_then(|p| {
             let target = target.to_str().ok_or(Errno::EINVAL)?;
-            let a = self.client.symlink(target, &p).map_err(|e| errno::of(&e))?;
+            let a = self.caller(req).symlink(target, &p).map_err(|e| errno::of(&e))?;
             self.remember(a.id.0, &p);
             Ok(fuse_attr(&a, target.len() as u64))
         });
@@ -459,11 +483,11 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         let r = (|| -> Result<(FileAttr, FileHandle), Errno> {
             let path = self.child(parent, name)?;
             let opts = CreateOptions { mode: mode & !umask & 0o7777, exclusive: flags & libc::O_EXCL != 0, ..Default::default() };
-            let file = self.client.create(&path, opts).map_err(|e| errno::of(&e))?;
+            let file = self.caller(req).create(&path, opts).map_err(|e| errno::of(&e))?;
             if flags & libc::O_TRUNC != 0 {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
             }

@@ -15,7 +15,7 @@ pub const MAX_GROUPS: usize = 16;
 /// Who asks: permission checks use it; uid 0 passes every check, as on
 /// POSIX. Group permission bits apply to the primary group and to the
 /// supplementary groups.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cred {
     pub uid: u32,
     pub gid: u32,

@@ -52,7 +52,15 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     // Fail here, clearly, if the cluster is not there.
     client.stat("/").context("cannot reach the cluster's metadata service")?;
     let mut cfg = fuser::Config::default();
-    cfg.mount_options = vec![fuser::MountOption::FSName("weft".into()), fuser::MountOption::Subtype("weft".into()), fuser::MountOption::DefaultPermissions];
+    // Every user of the node may use the mount; the kernel checks each
+    // access against the files' modes (default_permissions), and files are
+    // created as the user who asks.
+    cfg.mount_options = vec![
+        fuser::MountOption::FSName("weft".into()),
+        fuser::MountOption::Subtype("weft".into()),
+        fuser::MountOption::DefaultPermissions,
+    ];
+    cfg.acl = fuser::SessionACL::All;
     cfg.n_threads = Some(a.threads);
     let fs = WeftFs::new(client, opts);
     let notifier = fs.notifier_slot();

@@ -1,0 +1,62 @@
+//! Several users on one mount (as on a shared login node): the mount
+//! serves every user (allow_other), the kernel checks each access against
+//! the files' modes, files are created as the user who asks, and
+//! supplementary groups count. The same script, run as the same users
+//! (`setpriv`) on a local directory, must observe the same. Needs root.
+
+mod common;
+
+use common::mount::Mount;
+use common::TestCluster;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `script` in `dir` as `uid` (gid the same) with supplementary
+/// `groups`; returns what it printed, stdout and stderr.
+fn as_user(dir: &Path, uid: u32, groups: &str, script: &str) -> String {
+    let mut cmd = Command::new("setpriv");
+    cmd.arg(format!("--reuid={uid}")).arg(format!("--regid={uid}"));
+    if groups.is_empty() {
+        cmd.arg("--clear-groups");
+    } else {
+        cmd.arg(format!("--groups={groups}"));
+    }
+    let out = cmd.args(["sh", "-c", script]).current_dir(dir).output().unwrap();
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Root sets up a sticky shared directory and a project directory of
+/// group 2000; then users 1001, 1002 (in group 2000) and 1003 act.
+fn exercise(root: &Path) -> Vec<String> {
+    fs::create_dir(root.join("shared")).unwrap();
+    fs::set_permissions(root.join("shared"), fs::Permissions::from_mode(0o1777)).unwrap();
+    fs::create_dir(root.join("proj")).unwrap();
+    std::os::unix::fs::chown(root.join("proj"), Some(0), Some(2000)).unwrap();
+    fs::set_permissions(root.join("proj"), fs::Permissions::from_mode(0o770)).unwrap();
+    let step = |uid: u32, groups: &str, script: &str| format!("{uid}: {}", as_user(root, uid, groups, script));
+    vec![
+        step(1001, "", "echo secret > shared/a && chmod 600 shared/a && stat -c '%u:%g %a' shared/a; mkdir shared/d1001 && stat -c '%u:%g' shared/d1001; ln -s a shared/l && stat -c '%u:%g' -L shared/l; touch proj/x || echo denied"),
+        step(1002, "2000", "cat shared/a || echo no read; rm -f shared/a || echo no unlink; echo mine > proj/b && stat -c '%u:%g' proj/b; ls proj"),
+        step(1003, "", "ls proj || echo no list; echo hi >> shared/a || echo no append; mv shared/a shared/taken || echo no rename"),
+        step(1001, "", "cat shared/a; rm shared/a && echo removed own file"),
+    ]
+}
+
+#[test]
+fn users_share_a_mount_with_their_own_identities() {
+    let tc = TestCluster::start("fuse-users", 2);
+    let m = Mount::new(&tc, "mnt");
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    fs::set_permissions(&local, fs::Permissions::from_mode(0o755)).unwrap();
+    let on_weft = exercise(&m.point);
+    let on_local = exercise(&local);
+    assert_eq!(on_weft, on_local);
+    // The owner is Weft's record too, not only what the kernel was told.
+    let c = tc.client();
+    let (a, _) = c.stat("/proj/b").unwrap();
+    assert_eq!((a.uid, a.gid), (1002, 1002));
+    m.unmount();
+}

@@ -417,11 +417,20 @@ fn a_killed_background_mount_is_cleared_by_umount_and_a_dead_server_is_an_error(
     assert!(st.success() && !mounted(&point), "weft umount did not clear the dead mount");
     let pid = mount();
     assert_eq!(fs::read(point.join("f")).unwrap(), b"survives the mount");
-    // Every data server gone: reads fail with an error in bounded time.
+    // Every data server gone: reads fail with an error in bounded time, and
+    // a write answered before it reached them fails the fsync and the close.
+    let mut w = OpenOptions::new().write(true).open(point.join("f")).unwrap();
     let mut tc = tc;
     tc.lc.kill(1);
     tc.lc.kill(2);
     let t0 = Instant::now();
+    // Answered at once (queued): its failure must come back at close.
+    w.write_all(&[7u8; 100_000]).unwrap();
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(w);
+    // SAFETY: `fd` is ours; closed once.
+    let rc = unsafe { libc::close(fd) };
+    let closed = std::io::Error::last_os_error();
+    assert_eq!((rc, closed.raw_os_error()), (-1, Some(libc::EIO)), "close after a write no server took");
     let r = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(point.join("f")).and_then(|mut f| {
         let mut b = Vec::new();
         f.read_to_end(&mut b).map(|_| b)

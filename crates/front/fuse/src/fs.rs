@@ -3,6 +3,7 @@
 use crate::errno;
 use crate::locks::{range, PosixLocks, Want};
 use crate::open_files::{OpenInode, HIDDEN_PREFIX};
+use crate::write_behind::WriteBehind;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
@@ -36,14 +37,17 @@ type Listing = Vec<(u64, FileType, String)>;
 pub(crate) struct Handle {
     pub(crate) file: File,
     append: bool,
+    /// O_SYNC / O_DSYNC: writes are answered once the servers have them.
+    sync: bool,
     /// Written through: its last close sets the file's mtime (data
     /// servers do not tell the metadata service of writes).
     pub(crate) wrote: std::sync::atomic::AtomicBool,
 }
 
 impl Handle {
-    fn new(file: File, append: bool) -> Self {
-        Handle { file, append, wrote: std::sync::atomic::AtomicBool::new(false) }
+    fn new(file: File, flags: i32) -> Self {
+        let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
+        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false) }
     }
 }
 
@@ -68,6 +72,8 @@ pub struct WeftFs {
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     /// fcntl record locks, through the lock service.
     locks: PosixLocks,
+    /// Writes answered once queued (see `write_behind`).
+    pub(crate) writes: WriteBehind,
     /// Clients acting as the users who create files here (by identity).
     callers: Mutex<HashMap<weft_client::Cred, Client>>,
     /// Tells the kernel to drop cached pages (set once the session runs).
@@ -128,6 +134,7 @@ impl WeftFs {
             locks: PosixLocks::new(client.clone()),
             notifier: Arc::new(std::sync::OnceLock::new()),
             callers: Mutex::new(HashMap::new()),
+            writes: WriteBehind::new(),
             next_fh: AtomicU64::new(1),
         }
     }
@@ -179,7 +186,12 @@ impl WeftFs {
     }
 
     fn stat(&self, path: &str) -> Result<FileAttr, Errno> {
-        let (a, size) = self.client.stat(path).map_err(|e| errno::of(&e))?;
+        let (mut a, mut size) = self.client.stat(path).map_err(|e| errno::of(&e))?;
+        // Queued writes may still move the size: wait for them, ask again.
+        if self.writes.pending(a.id.0) {
+            self.writes.wait(a.id.0);
+            (a, size) = self.client.stat(path).map_err(|e| errno::of(&e))?;
+        }
         self.remember(a.id.0, path);
         Ok(fuse_attr(&a, size))
     }
@@ -247,7 +259,10 @@ impl Filesystem for WeftFs {
         // the attributes it was opened with (and its current size).
         let r = match (self.stat_ino(ino), fh.map(|fh| self.handle(fh))) {
             (Ok(a), _) => Ok(a),
-            (Err(_), Some(Ok(h))) => h.file.size().map(|size| fuse_attr(h.file.attr(), size)).map_err(|e| errno::of(&e)),
+            (Err(_), Some(Ok(h))) => {
+                self.writes.wait(ino.0);
+                h.file.size().map(|size| fuse_attr(h.file.attr(), size)).map_err(|e| errno::of(&e))
+            }
             (Err(e), _) => Err(e),
         };
         match r {
@@ -287,6 +302,8 @@ impl Filesystem for WeftFs {
                 self.client.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(owner_err)?;
             }
             if let Some(s) = size {
+                // After the writes queued before it.
+                self.writes.settle(ino.0)?;
                 match fh.map(|fh| self.handle(fh)) {
                     Some(Ok(h)) => {
                         h.file.truncate(s).map_err(e)?;
@@ -424,6 +441,11 @@ impl Filesystem for WeftFs {
         let r = (|| -> Result<bool, Errno> {
             let h = self.handle(fh)?;
             let want = Want::from_fcntl(typ).ok_or(Errno::EINVAL)?;
+            // What was written under a lock reaches the servers before the
+            // lock goes, so the next holder (on any mount) reads it.
+            if want == Want::Unlock {
+                self.writes.wait(ino.0);
+            }
             let Some(r) = range(start, end) else { return Ok(true) };
             self.locks.set(&h.file, lock_owner.0, r, want, pid, sleep).map_err(|e| errno::of(&e))
         })();
@@ -473,7 +495,7 @@ impl Filesystem for WeftFs {
             if truncated {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
             }
-            let h = Handle::new(file, flags.0 & libc::O_APPEND != 0);
+            let h = Handle::new(file, flags.0);
             h.wrote.store(truncated, Ordering::Relaxed);
             Ok(self.keep(h))
         })();
@@ -496,7 +518,7 @@ impl Filesystem for WeftFs {
             let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
             let attr = fuse_attr(file.attr(), size);
             self.remember(attr.ino.0, &path);
-            Ok((attr, self.keep(Handle::new(file, flags & libc::O_APPEND != 0))))
+            Ok((attr, self.keep(Handle::new(file, flags))))
         })();
         match r {
             Ok((a, fh)) => reply.created(&self.opts.entry_timeout, &a, Generation(0), fh, Self::fopen_flags(flags)),
@@ -506,6 +528,7 @@ impl Filesystem for WeftFs {
 
     fn read(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
         let r = self.handle(fh).and_then(|h| {
+            self.writes.settle(h.file.attr().id.0)?;
             let mut buf = vec![0u8; size as usize];
             let n = h.file.read_at(offset, &mut buf).map_err(|e| errno::of(&e))?;
             buf.truncate(n);
@@ -531,10 +554,16 @@ impl Filesystem for WeftFs {
     ) {
         let r = self.handle(fh).and_then(|h| {
             h.wrote.store(true, Ordering::Relaxed);
-            if h.append {
-                return self.append(&h, data);
+            let ino = h.file.attr().id.0;
+            if h.append || h.sync {
+                // In order after what is queued, and answered when done.
+                self.writes.settle(ino)?;
+                if h.append {
+                    return self.append(&h, data);
+                }
+                return h.file.write_at(offset, data).map_err(|e| errno::of(&e));
             }
-            h.file.write_at(offset, data).map_err(|e| errno::of(&e))
+            self.writes.write(h.clone(), ino, offset, data.to_vec())
         });
         match r {
             Ok(n) => reply.written(n as u32),
@@ -543,18 +572,26 @@ impl Filesystem for WeftFs {
     }
 
     fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
-        // Any close of the file by a process drops its record locks on it.
+        // close(2) waits for this (release comes later): the file's queued
+        // writes are done, and their failure reported, before it returns,
+        // and so is the mtime (close-to-open).
+        let written = self.writes.settle(ino.0);
+        // Any close of the file by a process drops its record locks on it
+        // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
-        // Nothing is buffered in the mount: every write reached the servers.
-        // close(2) waits for this (release comes later), so the mtime is
-        // set before close returns.
         if let Ok(h) = self.handle(fh) {
             self.touch_if_written(&h);
         }
-        reply.ok();
+        match written {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
     }
 
     fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+        if let Err(e) = self.writes.settle(ino.0) {
+            tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed after the last close");
+        }
         if let Some(o) = lock_owner {
             self.locks.release_owner(ino.0, o.0);
         }
@@ -567,7 +604,10 @@ impl Filesystem for WeftFs {
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.handle(fh).and_then(|h| h.file.fsync().map_err(|e| errno::of(&e))) {
+        match self.handle(fh).and_then(|h| {
+            self.writes.settle(h.file.attr().id.0)?;
+            h.file.fsync().map_err(|e| errno::of(&e))
+        }) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }

@@ -11,5 +11,6 @@ mod errno;
 mod fs;
 mod locks;
 mod open_files;
+mod write_behind;
 
 pub use fs::{MountOptions, WeftFs};

@@ -42,12 +42,25 @@ pub(crate) struct Handle {
     /// Written through: its last close sets the file's mtime (data
     /// servers do not tell the metadata service of writes).
     pub(crate) wrote: std::sync::atomic::AtomicBool,
+    /// The first failure of a queued write through this handle, not yet
+    /// reported.
+    failed: Mutex<Option<Errno>>,
 }
 
 impl Handle {
     fn new(file: File, flags: i32) -> Self {
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
-        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false) }
+        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None) }
+    }
+
+    /// Records a queued write's failure for this handle's next write,
+    /// fsync or close.
+    pub(crate) fn fail(&self, e: Errno) {
+        lock(&self.failed).get_or_insert(e);
+    }
+
+    pub(crate) fn take_error(&self) -> Result<(), Errno> {
+        lock(&self.failed).take().map_or(Ok(()), Err)
     }
 }
 
@@ -71,7 +84,9 @@ pub struct WeftFs {
     /// against its last close.
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     /// fcntl record locks, through the lock service.
-    locks: PosixLocks,
+    pub(crate) locks: Arc<PosixLocks>,
+    /// F_SETLKW requests waiting on threads of their own.
+    lock_waiters: Arc<std::sync::atomic::AtomicUsize>,
     /// Writes answered once queued (see `write_behind`).
     pub(crate) writes: WriteBehind,
     /// Clients acting as the users who create files here (by identity).
@@ -131,7 +146,8 @@ impl WeftFs {
             handles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
-            locks: PosixLocks::new(client.clone()),
+            locks: Arc::new(PosixLocks::new(client.clone())),
+            lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),
             callers: Mutex::new(HashMap::new()),
             writes: WriteBehind::new(),
@@ -154,10 +170,14 @@ impl WeftFs {
         if uid == 0 {
             return self.client.clone();
         }
-        let groups = std::fs::read_to_string(format!("/proc/{}/status", req.pid()))
-            .ok()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Groups:").map(|g| g.split_whitespace().filter_map(|x| x.parse().ok()).collect::<Vec<u32>>())))
-            .unwrap_or_default();
+        let groups = std::fs::read_to_string(format!("/proc/{}/status", req.pid())).ok().and_then(|status| {
+            let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.split_whitespace().filter_map(|x| x.parse::<u32>().ok()).collect::<Vec<_>>());
+            // The pid may have been reused since the request: only a process
+            // with the request's file-system identity lends its groups.
+            let (ids_uid, ids_gid) = (field("Uid:")?, field("Gid:")?);
+            (ids_uid.get(3) == Some(&uid) && ids_gid.get(3) == Some(&gid)).then(|| field("Groups:")).flatten()
+        });
+        let groups = groups.unwrap_or_default();
         let cred = weft_client::Cred::with_groups(uid, gid, &groups);
         let mut callers = lock(&self.callers);
         if callers.len() >= 256 {
@@ -303,7 +323,7 @@ impl Filesystem for WeftFs {
             }
             if let Some(s) = size {
                 // After the writes queued before it.
-                self.writes.settle(ino.0)?;
+                self.writes.wait(ino.0);
                 match fh.map(|fh| self.handle(fh)) {
                     Some(Ok(h)) => {
                         h.file.truncate(s).map_err(e)?;
@@ -376,14 +396,21 @@ impl Filesystem for WeftFs {
                 return Err(Errno::EEXIST);
             }
             // A file replaced while open here lives on for its handles.
-            if let Some((a, _)) = &target
-                && a.kind != FileKind::Dir
-                && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.handles > 0)
-            {
-                self.remember(a.id.0, &to);
-                self.remove_file(&to)?;
+            let hidden = match &target {
+                Some((a, _)) if a.kind != FileKind::Dir && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.handles > 0) => {
+                    self.remember(a.id.0, &to);
+                    self.remove_file(&to)?;
+                    Some(a.id.0)
+                }
+                _ => None,
+            };
+            if let Err(e) = self.client.rename(&from, &to) {
+                // The target was set aside for nothing: put it back.
+                if let Some(ino) = hidden {
+                    self.unhide(ino, &to);
+                }
+                return Err(errno::of(&e));
             }
-            self.client.rename(&from, &to).map_err(|e| errno::of(&e))?;
             // What `to` named before is gone; the renamed entry and
             // everything below it have new paths.
             self.forget_path(&to);
@@ -438,31 +465,52 @@ impl Filesystem for WeftFs {
     }
 
     fn setlk(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32, sleep: bool, reply: ReplyEmpty) {
-        let r = (|| -> Result<bool, Errno> {
-            let h = self.handle(fh)?;
-            let want = Want::from_fcntl(typ).ok_or(Errno::EINVAL)?;
-            // What was written under a lock reaches the servers before the
-            // lock goes, so the next holder (on any mount) reads it.
-            if want == Want::Unlock {
-                self.writes.wait(ino.0);
-            }
-            let Some(r) = range(start, end) else { return Ok(true) };
-            self.locks.set(&h.file, lock_owner.0, r, want, pid, sleep).map_err(|e| errno::of(&e))
-        })();
-        // A new lock may guard bytes another mount wrote since this kernel
-        // cached them: drop the cached pages (as NFS does on lock), so a
-        // program that locks before it reads (sqlite) sees them.
-        if matches!(r, Ok(true))
-            && typ != libc::F_UNLCK
-            && let Some(n) = self.notifier.get()
-            && let Err(e) = n.inval_inode(ino, 0, 0)
-        {
-            tracing::debug!(target: "weft::fuse", error = %e, "cache invalidation after a lock failed");
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return reply.error(e),
+        };
+        let Some(want) = Want::from_fcntl(typ) else { return reply.error(Errno::EINVAL) };
+        let Some(r) = range(start, end) else { return reply.ok() };
+        // What was written under a write lock reaches the servers before
+        // the lock goes or becomes a read lock, so the next holder (on any
+        // mount) reads it.
+        if want != Want::Write {
+            self.writes.wait(ino.0);
         }
-        match r {
-            Ok(true) => reply.ok(),
+        let (locks, notifier) = (self.locks.clone(), self.notifier.clone());
+        let finish = move |r: Result<bool, weft_client::Error>, reply: ReplyEmpty| match r {
+            Ok(true) => {
+                // A new lock may guard bytes another mount wrote since this
+                // kernel cached them: drop the cached pages (as NFS does on
+                // lock), so a program that locks before it reads sees them.
+                if want != Want::Unlock
+                    && let Some(n) = notifier.get()
+                    && let Err(e) = n.inval_inode(ino, 0, 0)
+                {
+                    tracing::debug!(target: "weft::fuse", error = %e, "cache invalidation after a lock failed");
+                }
+                reply.ok()
+            }
             Ok(false) => reply.error(Errno::EAGAIN),
-            Err(e) => reply.error(e),
+            Err(e) => reply.error(errno::of(&e)),
+        };
+        if !sleep {
+            return finish(locks.set(&h.file, lock_owner.0, r, want, pid, false), reply);
+        }
+        // F_SETLKW may wait long: on a thread of its own, so the mount's
+        // request threads stay free (for the unlock it waits for, too).
+        const MAX_WAITERS: usize = 256;
+        let waiters = self.lock_waiters.clone();
+        if waiters.fetch_add(1, Ordering::AcqRel) >= MAX_WAITERS {
+            waiters.fetch_sub(1, Ordering::AcqRel);
+            return reply.error(Errno::ENOLCK);
+        }
+        let spawned = std::thread::Builder::new().name("weft-lock-wait".into()).spawn(move || {
+            finish(locks.set(&h.file, lock_owner.0, r, want, pid, true), reply);
+            waiters.fetch_sub(1, Ordering::AcqRel);
+        });
+        if let Err(e) = spawned {
+            tracing::error!(target: "weft::fuse", error = %e, "cannot start a lock waiter");
         }
     }
 
@@ -528,7 +576,7 @@ impl Filesystem for WeftFs {
 
     fn read(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
         let r = self.handle(fh).and_then(|h| {
-            self.writes.settle(h.file.attr().id.0)?;
+            self.writes.wait(h.file.attr().id.0);
             let mut buf = vec![0u8; size as usize];
             let n = h.file.read_at(offset, &mut buf).map_err(|e| errno::of(&e))?;
             buf.truncate(n);
@@ -557,7 +605,7 @@ impl Filesystem for WeftFs {
             let ino = h.file.attr().id.0;
             if h.append || h.sync {
                 // In order after what is queued, and answered when done.
-                self.writes.settle(ino)?;
+                self.writes.settle(&h)?;
                 if h.append {
                     return self.append(&h, data);
                 }
@@ -575,11 +623,18 @@ impl Filesystem for WeftFs {
         // close(2) waits for this (release comes later): the file's queued
         // writes are done, and their failure reported, before it returns,
         // and so is the mtime (close-to-open).
-        let written = self.writes.settle(ino.0);
+        let h = self.handle(fh);
+        let written = match &h {
+            Ok(h) => self.writes.settle(h),
+            Err(_) => {
+                self.writes.wait(ino.0);
+                Ok(())
+            }
+        };
         // Any close of the file by a process drops its record locks on it
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
-        if let Ok(h) = self.handle(fh) {
+        if let Ok(h) = h {
             self.touch_if_written(&h);
         }
         match written {
@@ -589,14 +644,15 @@ impl Filesystem for WeftFs {
     }
 
     fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
-        if let Err(e) = self.writes.settle(ino.0) {
-            tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed after the last close");
-        }
+        self.writes.wait(ino.0);
         if let Some(o) = lock_owner {
             self.locks.release_owner(ino.0, o.0);
         }
         let h = lock(&self.handles).remove(&fh.0);
         if let Some(h) = h {
+            if let Err(e) = h.take_error() {
+                tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed and its handle was closed without a flush");
+            }
             self.touch_if_written(&h);
             self.closed(h.file.attr().id.0);
         }
@@ -605,7 +661,7 @@ impl Filesystem for WeftFs {
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.handle(fh).and_then(|h| {
-            self.writes.settle(h.file.attr().id.0)?;
+            self.writes.settle(&h)?;
             h.file.fsync().map_err(|e| errno::of(&e))
         }) {
             Ok(()) => reply.ok(),

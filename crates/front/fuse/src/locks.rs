@@ -59,9 +59,10 @@ impl Want {
 }
 
 /// FUSE's inclusive `[start, end]` (end `OFFSET_MAX` for "to EOF") as the
-/// half-open range the lock service takes.
+/// half-open range the lock service takes. Record locks stop short of the
+/// last lockable byte, 2^63 - 1, which serializes appends (`open_files`).
 pub(crate) fn range(start: u64, end_inclusive: u64) -> Option<(u64, u64)> {
-    let end = end_inclusive.min(END - 1) + 1;
+    let end = end_inclusive.min(END - 3) + 1;
     (start < end).then_some((start, end))
 }
 
@@ -172,6 +173,16 @@ impl PosixLocks {
             }
         }
         Ok(None)
+    }
+
+    /// Releases every lock held on inode `ino` by anyone on this mount (its
+    /// last handle here closed: no process here can hold a lock on it any
+    /// more, whatever owner the kernel named at close).
+    pub(crate) fn release_inode(&self, ino: u64) {
+        let mut held = self.held.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let gone: Vec<Vec<Held>> = held.extract_if(|(i, _), _| *i == ino).map(|(_, v)| v).collect();
+        drop(held);
+        drop(gone);
     }
 
     /// Releases every lock `owner` holds on inode `ino` (any close of the

@@ -35,7 +35,11 @@ impl WeftFs {
         let turn = self.client.lock(&h.file, true, &[token]).map_err(e)?;
         let at = h.file.size().map_err(e)?;
         let n = h.file.write_at(at, data).map_err(e)?;
-        turn.release().map_err(e)?;
+        // The bytes are written: a failed release must not make the caller
+        // append them again (the lock then lapses with the session).
+        if let Err(err) = turn.release() {
+            tracing::warn!(target: "weft::fuse", error = %err, "could not release an append's lock");
+        }
         Ok(n)
     }
 
@@ -64,6 +68,22 @@ impl WeftFs {
         Ok(())
     }
 
+    /// Undoes [`WeftFs::remove_file`]'s hiding of `ino` (its rename over
+    /// failed), so it keeps `path`.
+    pub(crate) fn unhide(&self, ino: u64, path: &str) {
+        let mut open = lock(&self.open_inodes);
+        let Some(hidden) = open.get_mut(&ino).and_then(|o| o.hidden.take()) else { return };
+        if let Err(e) = self.client.rename(&hidden, path) {
+            tracing::warn!(target: "weft::fuse", %hidden, error = %e, "could not restore a file set aside for a failed rename");
+            if let Some(o) = open.get_mut(&ino) {
+                o.hidden = Some(hidden);
+            }
+            return;
+        }
+        drop(open);
+        self.remember(ino, path);
+    }
+
     /// Sets the mtime of a file written through `h` since its last close
     /// (or explicit time); data servers do not tell the metadata service.
     pub(crate) fn touch_if_written(&self, h: &Handle) {
@@ -87,8 +107,10 @@ impl WeftFs {
             if o.handles > 0 {
                 return;
             }
-            open.remove(&ino).and_then(|o| o.hidden)
+            // Where it is now: its directory may have been renamed since.
+            open.remove(&ino).and_then(|o| o.hidden).map(|h| lock(&self.paths).get(&ino).cloned().unwrap_or(h))
         };
+        self.locks.release_inode(ino);
         if let Some(h) = hidden {
             if let Err(e) = self.client.unlink(&h) {
                 tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");

@@ -101,10 +101,12 @@ fn umount_path(p: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Is `p` a mount point now (by /proc/mounts)?
+/// Is `p` a mount point now (by /proc/mounts, which writes space, tab,
+/// newline and backslash as octal escapes)?
 fn is_mounted(p: &Path) -> bool {
     let want = p.to_string_lossy();
-    std::fs::read_to_string("/proc/mounts").is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(1) == Some(&*want)))
+    let unescape = |f: &str| f.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\");
+    std::fs::read_to_string("/proc/mounts").is_ok_and(|t| t.lines().any(|l| l.split_whitespace().nth(1).is_some_and(|f| unescape(f) == want)))
 }
 
 /// `--daemon`: runs this mount again, without `--daemon`, in a session of
@@ -116,8 +118,13 @@ fn daemonize(cluster: Option<&Path>, a: &MountArgs) -> Result<()> {
     if is_mounted(&point) {
         bail!("{} is already a mount point", point.display());
     }
-    let log_path = a.log.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("weft-mount-{}.log", std::process::id())));
-    let log = std::fs::File::create(&log_path).with_context(|| format!("cannot create the log {}", log_path.display()))?;
+    let log_path = a.log.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("weft-mount-{}-{:08x}.log", std::process::id(), rand_suffix())));
+    // A new file only (never through a link someone left in /tmp), private.
+    let log = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().write(true).create_new(a.log.is_none()).create(true).truncate(true).mode(0o600).open(&log_path)
+    }
+    .with_context(|| format!("cannot create the log {}", log_path.display()))?;
     let mut cmd = std::process::Command::new(std::env::current_exe().context("cannot find the weft binary")?);
     if let Some(c) = cluster {
         cmd.arg("--cluster").arg(c);
@@ -146,10 +153,20 @@ fn daemonize(cluster: Option<&Path>, a: &MountArgs) -> Result<()> {
         }
         if std::time::Instant::now() > deadline {
             let _ = child.kill();
+            // It may have mounted after all: leave no dead mount behind.
+            let _ = std::process::Command::new("umount").arg("-l").arg(&point).status();
             bail!("{} was not mounted within 30 s; see {}", point.display(), log_path.display());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A few random bits for a file name nobody can guess ahead.
+fn rand_suffix() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish() as u32
 }
 
 /// Unmounts; a mount whose process died (the kernel then answers ENOTCONN)

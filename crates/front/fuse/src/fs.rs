@@ -1,19 +1,31 @@
-//! The FUSE file system over a Weft client.
+//! The mount's state: the client, the inode -> path map, open handles and
+//! directories, record locks, queued writes. The kernel's requests are
+//! served in `ops.rs`.
 
+use crate::attrs::{fuse_attr, kind_of};
 use crate::errno;
-use crate::locks::{range, PosixLocks, Want};
-use crate::open_files::{OpenInode, HIDDEN_PREFIX};
+use crate::handle::{lock, Handle};
+use crate::locks::PosixLocks;
 use crate::write_behind::WriteBehind;
-use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
-};
+use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use weft_client::{Client, CreateOptions, File, FileKind};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use weft_client::Client;
+
+/// Names under which files removed while open here live on until their
+/// last close (as NFS clients' `.nfsXXXX`); listings and lookups hide them.
+pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
+
+/// How many handles of this mount have an inode open, and where it went if
+/// it was unlinked (or renamed over) while open.
+#[derive(Default)]
+pub(crate) struct OpenInode {
+    pub(crate) handles: usize,
+    pub(crate) hidden: Option<String>,
+}
 
 /// How long the kernel may trust what the mount told it.
 #[derive(Debug, Clone, Copy)]
@@ -33,107 +45,36 @@ impl Default for MountOptions {
 /// A directory's entries as listed: (inode, kind, name).
 type Listing = Vec<(u64, FileType, String)>;
 
-/// An open file of the mount.
-pub(crate) struct Handle {
-    pub(crate) file: File,
-    append: bool,
-    /// O_SYNC / O_DSYNC: writes are answered once the servers have them.
-    sync: bool,
-    /// Written through: its last close sets the file's mtime (data
-    /// servers do not tell the metadata service of writes).
-    pub(crate) wrote: std::sync::atomic::AtomicBool,
-    /// The first failure of a queued write through this handle, not yet
-    /// reported.
-    failed: Mutex<Option<Errno>>,
-}
 
-impl Handle {
-    fn new(file: File, flags: i32) -> Self {
-        let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
-        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None) }
-    }
-
-    /// Records a queued write's failure for this handle's next write,
-    /// fsync or close.
-    pub(crate) fn fail(&self, e: Errno) {
-        lock(&self.failed).get_or_insert(e);
-    }
-
-    pub(crate) fn take_error(&self) -> Result<(), Errno> {
-        lock(&self.failed).take().map_or(Ok(()), Err)
-    }
-}
-
-fn nanos(t: SystemTime) -> i64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
-        Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
-    }
-}
 
 pub struct WeftFs {
     pub(crate) client: Client,
-    opts: MountOptions,
+    pub(crate) opts: MountOptions,
     /// Inode (Weft file id) -> path, for every inode the kernel knows.
     pub(crate) paths: Mutex<HashMap<u64, String>>,
     pub(crate) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
-    listings: Mutex<HashMap<u64, Arc<Listing>>>,
+    pub(crate) listings: Mutex<HashMap<u64, Arc<Listing>>>,
     /// Inodes with open handles; also serializes removing an open file
     /// against its last close.
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     /// fcntl record locks, through the lock service.
     pub(crate) locks: Arc<PosixLocks>,
     /// F_SETLKW requests waiting on threads of their own.
-    lock_waiters: Arc<std::sync::atomic::AtomicUsize>,
+    pub(crate) lock_waiters: Arc<std::sync::atomic::AtomicUsize>,
     /// Writes answered once queued (see `write_behind`).
     pub(crate) writes: WriteBehind,
     /// Clients acting as the users who create files here (by identity).
-    callers: Mutex<HashMap<weft_client::Cred, Client>>,
+    pub(crate) callers: Mutex<HashMap<weft_client::Cred, Client>>,
     /// Tells the kernel to drop cached pages (set once the session runs).
-    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
-    next_fh: AtomicU64,
+    pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    pub(crate) next_fh: AtomicU64,
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
-fn time(ns: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
-}
 
-/// Kernel attributes of a Weft file or directory of `size` bytes.
-fn kind_of(a: &weft_client::FileAttr) -> FileType {
-    match a.kind {
-        FileKind::Dir => FileType::Directory,
-        FileKind::Symlink => FileType::Symlink,
-        FileKind::File => FileType::RegularFile,
-    }
-}
 
-fn fuse_attr(a: &weft_client::FileAttr, size: u64) -> FileAttr {
-    let dir = a.kind == FileKind::Dir;
-    let blksize = a.layout.as_ref().map_or(4096, |l| l.stripe_size.clamp(4096, 1 << 20) as u32);
-    FileAttr {
-        ino: INodeNo(a.id.0),
-        size,
-        blocks: size.div_ceil(512),
-        atime: time(a.mtime_ns),
-        mtime: time(a.mtime_ns),
-        ctime: time(a.ctime_ns),
-        crtime: time(a.ctime_ns),
-        kind: kind_of(a),
-        perm: (a.mode & 0o7777) as u16,
-        nlink: if dir { 2 } else { 1 },
-        uid: a.uid,
-        gid: a.gid,
-        rdev: 0,
-        blksize,
-        flags: 0,
-    }
-}
 
 impl WeftFs {
     pub fn new(client: Client, opts: MountOptions) -> Self {
@@ -161,37 +102,13 @@ impl WeftFs {
         self.notifier.clone()
     }
 
-    /// The client to create files with for the process behind `req`: its
-    /// uid, gid and supplementary groups (from /proc), so new files are
-    /// the user's. The kernel has already checked the permissions
-    /// (`default_permissions`); the metadata service checks them again.
-    fn caller(&self, req: &Request) -> Client {
-        let (uid, gid) = (req.uid(), req.gid());
-        if uid == 0 {
-            return self.client.clone();
-        }
-        let groups = std::fs::read_to_string(format!("/proc/{}/status", req.pid())).ok().and_then(|status| {
-            let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.split_whitespace().filter_map(|x| x.parse::<u32>().ok()).collect::<Vec<_>>());
-            // The pid may have been reused since the request: only a process
-            // with the request's file-system identity lends its groups.
-            let (ids_uid, ids_gid) = (field("Uid:")?, field("Gid:")?);
-            (ids_uid.get(3) == Some(&uid) && ids_gid.get(3) == Some(&gid)).then(|| field("Groups:")).flatten()
-        });
-        let groups = groups.unwrap_or_default();
-        let cred = weft_client::Cred::with_groups(uid, gid, &groups);
-        let mut callers = lock(&self.callers);
-        if callers.len() >= 256 {
-            callers.clear();
-        }
-        callers.entry(cred).or_insert_with(|| self.client.with_cred(cred)).clone()
-    }
 
     pub(crate) fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
         // An inode the mount never named (or forgot after a rename away).
         lock(&self.paths).get(&ino.0).cloned().ok_or(Errno::ESTALE)
     }
 
-    fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
+    pub(crate) fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
         if name.starts_with(HIDDEN_PREFIX) {
             // Removed files still open somewhere: not names anyone may use.
@@ -205,7 +122,7 @@ impl WeftFs {
         lock(&self.paths).insert(ino, path.to_string());
     }
 
-    fn stat(&self, path: &str) -> Result<FileAttr, Errno> {
+    pub(crate) fn stat(&self, path: &str) -> Result<FileAttr, Errno> {
         let (mut a, mut size) = self.client.stat(path).map_err(|e| errno::of(&e))?;
         // Queued writes may still move the size: wait for them, ask again.
         if self.writes.pending(a.id.0) {
@@ -218,7 +135,7 @@ impl WeftFs {
 
     /// The attributes of inode `ino` by its path, if the path still names
     /// that inode (another mount may have replaced or moved it): else ESTALE.
-    fn stat_ino(&self, ino: INodeNo) -> Result<FileAttr, Errno> {
+    pub(crate) fn stat_ino(&self, ino: INodeNo) -> Result<FileAttr, Errno> {
         let path = self.path_of(ino)?;
         let a = self.stat(&path)?;
         if a.ino != ino && ino.0 != 1 {
@@ -235,7 +152,7 @@ impl WeftFs {
     }
 
     /// A directory's entries, "." and ".." first, remembering each child's path.
-    fn list(&self, ino: INodeNo) -> Result<Listing, Errno> {
+    pub(crate) fn list(&self, ino: INodeNo) -> Result<Listing, Errno> {
         let path = self.path_of(ino)?;
         let entries = self.client.readdir(&path).map_err(|e| errno::of(&e))?;
         let mut all: Listing = vec![(ino.0, FileType::Directory, ".".into()), (ino.0, FileType::Directory, "..".into())];
@@ -247,11 +164,11 @@ impl WeftFs {
         Ok(all)
     }
 
-    fn handle(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
+    pub(crate) fn handle(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
         lock(&self.handles).get(&fh.0).cloned().ok_or(Errno::EBADF)
     }
 
-    fn keep(&self, h: Handle) -> FileHandle {
+    pub(crate) fn keep(&self, h: Handle) -> FileHandle {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.open_inodes).entry(h.file.attr().id.0).or_default().handles += 1;
         lock(&self.handles).insert(fh, Arc::new(h));
@@ -261,491 +178,8 @@ impl WeftFs {
 
 
     /// Open flags the mount honours: direct I/O passes through.
-    fn fopen_flags(flags: i32) -> FopenFlags {
+    pub(crate) fn fopen_flags(flags: i32) -> FopenFlags {
         if flags & libc::O_DIRECT != 0 { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() }
-    }
-}
-
-impl Filesystem for WeftFs {
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.child(parent, name).and_then(|p| self.stat(&p)) {
-            Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        // Fresh attributes by path; an open file whose name is gone keeps
-        // the attributes it was opened with (and its current size).
-        let r = match (self.stat_ino(ino), fh.map(|fh| self.handle(fh))) {
-            (Ok(a), _) => Ok(a),
-            (Err(_), Some(Ok(h))) => {
-                self.writes.wait(ino.0);
-                h.file.size().map(|size| fuse_attr(h.file.attr(), size)).map_err(|e| errno::of(&e))
-            }
-            (Err(e), _) => Err(e),
-        };
-        match r {
-            Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn setattr(
-        &self,
-        _req: &Request,
-        ino: INodeNo,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        fh: Option<FileHandle>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<fuser::BsdFileFlags>,
-        reply: ReplyAttr,
-    ) {
-        let r = (|| -> Result<FileAttr, Errno> {
-            let path = self.path_of(ino)?;
-            let e = |e: weft_client::Error| errno::of(&e);
-            // Changing mode or owner without the right is EPERM (chmod(2)).
-            let owner_err = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
-            if let Some(m) = mode {
-                self.client.chmod(&path, m & 0o7777).map_err(owner_err)?;
-            }
-            if uid.is_some() || gid.is_some() {
-                let (cur, _) = self.client.stat(&path).map_err(e)?;
-                self.client.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(owner_err)?;
-            }
-            if let Some(s) = size {
-                // After the writes queued before it.
-                self.writes.wait(ino.0);
-                match fh.map(|fh| self.handle(fh)) {
-                    Some(Ok(h)) => {
-                        h.file.truncate(s).map_err(e)?;
-                        h.wrote.store(true, Ordering::Relaxed);
-                    }
-                    _ => {
-                        self.client.open(&path, true).and_then(|f| f.truncate(s)).map_err(e)?;
-                        if mtime.is_none() {
-                            self.client.set_mtime(&path, None).map_err(e)?;
-                        }
-                    }
-                }
-            }
-            // The metadata service keeps one time, the mtime (atime is
-            // reported equal to it); setting atime alone changes nothing.
-            match mtime {
-                Some(TimeOrNow::SpecificTime(t)) => {
-                    self.client.set_mtime(&path, Some(nanos(t))).map_err(owner_err)?;
-                    // A time set on purpose (cp -p, tar) stands: earlier
-                    // writes through open handles no longer touch it.
-                    for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
-                        h.wrote.store(false, Ordering::Relaxed);
-                    }
-                }
-                Some(TimeOrNow::Now) => drop(self.client.set_mtime(&path, None).map_err(e)?),
-                None => {}
-            }
-            self.stat_ino(ino)
-        })();
-        match r {
-            Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let r = self.child(parent, name).and_then(|p| {
-            let a = self.caller(req).mkdir(&p, mode & !umask & 0o7777).map_err(|e| errno::of(&e))?;
-            self.remember(a.id.0, &p);
-            Ok(fuse_attr(&a, 0))
-        });
-        match r {
-            Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.remove_file(&p)) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.client.rmdir(&p).map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
-        let r = (|| -> Result<(), Errno> {
-            let (from, to) = (self.child(parent, name)?, self.child(newparent, newname)?);
-            if flags.contains(RenameFlags::RENAME_EXCHANGE) {
-                return Err(Errno::EINVAL);
-            }
-            let target = self.client.stat(&to).ok();
-            if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
-                return Err(Errno::EEXIST);
-            }
-            // A file replaced while open here lives on for its handles.
-            let hidden = match &target {
-                Some((a, _)) if a.kind != FileKind::Dir && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.handles > 0) => {
-                    self.remember(a.id.0, &to);
-                    self.remove_file(&to)?;
-                    Some(a.id.0)
-                }
-                _ => None,
-            };
-            if let Err(e) = self.client.rename(&from, &to) {
-                // The target was set aside for nothing: put it back.
-                if let Some(ino) = hidden {
-                    self.unhide(ino, &to);
-                }
-                return Err(errno::of(&e));
-            }
-            // What `to` named before is gone; the renamed entry and
-            // everything below it have new paths.
-            self.forget_path(&to);
-            let mut paths = lock(&self.paths);
-            let below = format!("{from}/");
-            for p in paths.values_mut() {
-                if *p == from {
-                    *p = to.clone();
-                } else if let Some(rest) = p.strip_prefix(&below) {
-                    *p = format!("{to}/{rest}");
-                }
-            }
-            Ok(())
-        })();
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
-        // fcntl locks come to the mount (and so to the lock service)
-        // instead of staying in this kernel.
-        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS) {
-            tracing::warn!(target: "weft::fuse", ?missing, "the kernel keeps record locks local: it lacks POSIX lock support for FUSE");
-        }
-        // Large requests: 1 MiB writes (the kernel's page limit allows no
-        // more) and as much read-ahead as the kernel offers, so a stream
-        // costs few round trips.
-        let _ = config.set_max_write(1 << 20);
-        if let Err(most) = config.set_max_readahead(4 << 20) {
-            let _ = config.set_max_readahead(most);
-        }
-        Ok(())
-    }
-
-    fn getlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, _pid: u32, reply: fuser::ReplyLock) {
-        let r = (|| -> Result<Option<crate::locks::Conflict>, Errno> {
-            let h = self.handle(fh)?;
-            let Some(want) = Want::from_fcntl(typ) else { return Err(Errno::EINVAL) };
-            let Some(r) = range(start, end) else { return Ok(None) };
-            if want == Want::Unlock {
-                return Ok(None);
-            }
-            self.locks.get(&h.file, lock_owner.0, r, want == Want::Write).map_err(|e| errno::of(&e))
-        })();
-        match r {
-            Ok(Some((s, e, write, pid))) => reply.locked(s, e - 1, if write { libc::F_WRLCK } else { libc::F_RDLCK }, pid),
-            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn setlk(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32, sleep: bool, reply: ReplyEmpty) {
-        let h = match self.handle(fh) {
-            Ok(h) => h,
-            Err(e) => return reply.error(e),
-        };
-        let Some(want) = Want::from_fcntl(typ) else { return reply.error(Errno::EINVAL) };
-        let Some(r) = range(start, end) else { return reply.ok() };
-        // What was written under a write lock reaches the servers before
-        // the lock goes or becomes a read lock, so the next holder (on any
-        // mount) reads it.
-        if want != Want::Write {
-            self.writes.wait(ino.0);
-        }
-        let (locks, notifier) = (self.locks.clone(), self.notifier.clone());
-        let finish = move |r: Result<bool, weft_client::Error>, reply: ReplyEmpty| match r {
-            Ok(true) => {
-                // A new lock may guard bytes another mount wrote since this
-                // kernel cached them: drop the cached pages (as NFS does on
-                // lock), so a program that locks before it reads sees them.
-                if want != Want::Unlock
-                    && let Some(n) = notifier.get()
-                    && let Err(e) = n.inval_inode(ino, 0, 0)
-                {
-                    tracing::debug!(target: "weft::fuse", error = %e, "cache invalidation after a lock failed");
-                }
-                reply.ok()
-            }
-            Ok(false) => reply.error(Errno::EAGAIN),
-            Err(e) => reply.error(errno::of(&e)),
-        };
-        if !sleep {
-            return finish(locks.set(&h.file, lock_owner.0, r, want, pid, false), reply);
-        }
-        // F_SETLKW may wait long: on a thread of its own, so the mount's
-        // request threads stay free (for the unlock it waits for, too).
-        const MAX_WAITERS: usize = 256;
-        let waiters = self.lock_waiters.clone();
-        if waiters.fetch_add(1, Ordering::AcqRel) >= MAX_WAITERS {
-            waiters.fetch_sub(1, Ordering::AcqRel);
-            return reply.error(Errno::ENOLCK);
-        }
-        let spawned = std::thread::Builder::new().name("weft-lock-wait".into()).spawn(move || {
-            finish(locks.set(&h.file, lock_owner.0, r, want, pid, true), reply);
-            waiters.fetch_sub(1, Ordering::AcqRel);
-        });
-        if let Err(e) = spawned {
-            tracing::error!(target: "weft::fuse", error = %e, "cannot start a lock waiter");
-        }
-    }
-
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
-        let r = self.child(parent, link_name).and_then(|p| {
-            let target = target.to_str().ok_or(Errno::EINVAL)?;
-            let a = self.caller(req).symlink(target, &p).map_err(|e| errno::of(&e))?;
-            self.remember(a.id.0, &p);
-            Ok(fuse_attr(&a, target.len() as u64))
-        });
-        match r {
-            Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.path_of(ino).and_then(|p| self.client.readlink(&p).map_err(|e| errno::of(&e))) {
-            Ok(t) => reply.data(t.as_bytes()),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let r = (|| -> Result<FileHandle, Errno> {
-            let path = self.path_of(ino)?;
-            let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-            let file = self.client.open(&path, write).map_err(|e| errno::of(&e))?;
-            let truncated = write && flags.0 & libc::O_TRUNC != 0;
-            if truncated {
-                file.truncate(0).map_err(|e| errno::of(&e))?;
-            }
-            let h = Handle::new(file, flags.0);
-            h.wrote.store(truncated, Ordering::Relaxed);
-            Ok(self.keep(h))
-        })();
-        match r {
-            Ok(fh) => reply.opened(fh, Self::fopen_flags(flags.0)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
-        let r = (|| -> Result<(FileAttr, FileHandle), Errno> {
-            let path = self.child(parent, name)?;
-            let opts = CreateOptions { mode: mode & !umask & 0o7777, exclusive: flags & libc::O_EXCL != 0, ..Default::default() };
-            let file = self.caller(req).create(&path, opts).map_err(|e| errno::of(&e))?;
-            if flags & libc::O_TRUNC != 0 {
-                file.truncate(0).map_err(|e| errno::of(&e))?;
-            }
-            // A file made here by O_EXCL, or just truncated, is empty: no
-            // need to ask every data server.
-            let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
-            let attr = fuse_attr(file.attr(), size);
-            self.remember(attr.ino.0, &path);
-            Ok((attr, self.keep(Handle::new(file, flags))))
-        })();
-        match r {
-            Ok((a, fh)) => reply.created(&self.opts.entry_timeout, &a, Generation(0), fh, Self::fopen_flags(flags)),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn read(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, offset: u64, size: u32, _flags: OpenFlags, _lock: Option<LockOwner>, reply: ReplyData) {
-        let r = self.handle(fh).and_then(|h| {
-            self.writes.wait(h.file.attr().id.0);
-            let mut buf = vec![0u8; size as usize];
-            let n = h.file.read_at(offset, &mut buf).map_err(|e| errno::of(&e))?;
-            buf.truncate(n);
-            Ok(buf)
-        });
-        match r {
-            Ok(b) => reply.data(&b),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn write(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-        _write_flags: WriteFlags,
-        _flags: OpenFlags,
-        _lock: Option<LockOwner>,
-        reply: ReplyWrite,
-    ) {
-        let r = self.handle(fh).and_then(|h| {
-            h.wrote.store(true, Ordering::Relaxed);
-            let ino = h.file.attr().id.0;
-            if h.append || h.sync {
-                // In order after what is queued, and answered when done.
-                self.writes.settle(&h)?;
-                if h.append {
-                    return self.append(&h, data);
-                }
-                return h.file.write_at(offset, data).map_err(|e| errno::of(&e));
-            }
-            self.writes.write(h.clone(), ino, offset, data.to_vec())
-        });
-        match r {
-            Ok(n) => reply.written(n as u32),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
-        // close(2) waits for this (release comes later): the file's queued
-        // writes are done, and their failure reported, before it returns,
-        // and so is the mtime (close-to-open).
-        let h = self.handle(fh);
-        let written = match &h {
-            Ok(h) => self.writes.settle(h),
-            Err(_) => {
-                self.writes.wait(ino.0);
-                Ok(())
-            }
-        };
-        // Any close of the file by a process drops its record locks on it
-        // (after the writes: the next holder must read them).
-        self.locks.release_owner(ino.0, lock_owner.0);
-        if let Ok(h) = h {
-            self.touch_if_written(&h);
-        }
-        match written {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
-        self.writes.wait(ino.0);
-        if let Some(o) = lock_owner {
-            self.locks.release_owner(ino.0, o.0);
-        }
-        let h = lock(&self.handles).remove(&fh.0);
-        if let Some(h) = h {
-            if let Err(e) = h.take_error() {
-                tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed and its handle was closed without a flush");
-            }
-            self.touch_if_written(&h);
-            self.closed(h.file.attr().id.0);
-        }
-        reply.ok();
-    }
-
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
-        match self.handle(fh).and_then(|h| {
-            self.writes.settle(&h)?;
-            h.file.fsync().map_err(|e| errno::of(&e))
-        }) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
-    }
-
-    /// Real totals: the data servers' file systems (space) and the
-    /// metadata service's count of files.
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: fuser::ReplyStatfs) {
-        const BLOCK: u64 = 4096;
-        let (mut total, mut free, mut files) = (0u64, 0u64, 0u64);
-        // A server that does not answer is left out: df shows what is known.
-        for s in self.client.status() {
-            let Ok(st) = s.stats else { continue };
-            if st.services & 2 != 0 {
-                total += st.disk_total;
-                free += st.disk_free;
-            }
-            if st.services & 1 != 0 {
-                files = st.objects;
-            }
-        }
-        reply.statfs(total / BLOCK, free / BLOCK, free / BLOCK, files, u64::MAX / 2, BLOCK as u32, 255, BLOCK as u32);
-    }
-
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.list(ino) {
-            Ok(all) => {
-                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                lock(&self.listings).insert(fh, Arc::new(all));
-                reply.opened(FileHandle(fh), FopenFlags::empty());
-            }
-            Err(e) => reply.error(e),
-        }
-    }
-
-    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let listing = lock(&self.listings).get(&fh.0).cloned();
-        let all = match listing {
-            Some(l) => l,
-            None => match self.list(ino) {
-                Ok(l) => Arc::new(l),
-                Err(e) => return reply.error(e),
-            },
-        };
-        for (i, (ino, kind, name)) in all.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*ino), i as u64 + 1, *kind, name) {
-                break;
-            }
-        }
-        reply.ok();
-    }
-
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
-        lock(&self.listings).remove(&fh.0);
-        reply.ok();
-    }
-
-    // Not supported, answered without the library's warnings: extended
-    // attributes (ENOSYS: the kernel then stops asking and tells programs
-    // EOPNOTSUPP), hard links and device nodes (EPERM).
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
-        reply.error(Errno::ENOSYS);
-    }
-
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: fuser::ReplyXattr) {
-        reply.error(Errno::ENOSYS);
-    }
-
-    fn setxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
-    }
-
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
-    }
-
-    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
-        reply.error(Errno::EPERM);
-    }
-
-    fn mknod(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
-        reply.error(Errno::EPERM);
     }
 }
 

@@ -7,10 +7,14 @@
 //! nothing is allocated per file; the mount keeps only a map from inode to
 //! path (the metadata service is path-based) and its open handles.
 
+mod attrs;
 mod errno;
 mod fs;
+mod handle;
+mod identity;
 mod locks;
 mod open_files;
+mod ops;
 mod write_behind;
 
 pub use fs::{MountOptions, WeftFs};

@@ -5,21 +5,10 @@
 //! across processes and mounts.
 
 use crate::errno;
-use crate::fs::{lock, Handle, WeftFs};
+use crate::fs::{WeftFs, HIDDEN_PREFIX};
+use crate::handle::{lock, Handle};
 use fuser::{Errno, INodeNo};
 use std::sync::atomic::Ordering;
-
-/// Names under which files removed while open here live on until their
-/// last close (as NFS clients' `.nfsXXXX`); listings and lookups hide them.
-pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
-
-/// How many handles of this mount have an inode open, and where it went if
-/// it was unlinked (or renamed over) while open.
-#[derive(Default)]
-pub(crate) struct OpenInode {
-    pub(crate) handles: usize,
-    hidden: Option<String>,
-}
 
 /// The byte whose exclusive lock serializes appends to a file, Weft-wide:
 /// the last one a lock may cover, which no data access reaches.

@@ -15,7 +15,7 @@
 //!   with O_SYNC or O_DSYNC write through.
 
 use crate::errno;
-use crate::fs::Handle;
+use crate::handle::Handle;
 use fuser::Errno;
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Receiver, Sender};

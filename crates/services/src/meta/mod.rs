@@ -12,69 +12,21 @@
 //! Every mutation is one write transaction committed durably before the
 //! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
 
+mod attrs;
 mod group_commit;
 mod path;
 mod shared_pointers;
 mod store;
+mod tables;
 
 pub use path::components;
 pub use store::RESERVE_BYTES;
+pub use tables::{MetaError, ROOT};
+use tables::*;
 
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use redb::{Database, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::path::Path;
-use thiserror::Error;
 use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
-use weft_wire::{Decoder, Encoder};
-
-const INODES: TableDefinition<u64, &[u8]> = TableDefinition::new("inodes");
-const DIRENTS: TableDefinition<(u64, &str), u64> = TableDefinition::new("dirents");
-const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
-const LINKS: TableDefinition<u64, &str> = TableDefinition::new("links");
-
-/// The root directory's id.
-pub const ROOT: FileId = FileId(1);
-
-const R: u32 = 4;
-const W: u32 = 2;
-const X: u32 = 1;
-
-/// A failed namespace operation: a wire error code and a message.
-#[derive(Debug, Error)]
-#[error("{}: {message}", code.name())]
-pub struct MetaError {
-    pub code: ErrorCode,
-    pub message: String,
-    /// The database itself failed (not the request): the store recovers.
-    storage: bool,
-}
-
-impl MetaError {
-    /// The same error again, for each request of a group that failed together.
-    fn duplicate(&self) -> Self {
-        MetaError { code: self.code, message: self.message.clone(), storage: self.storage }
-    }
-}
-
-fn err(code: ErrorCode, message: impl Into<String>) -> MetaError {
-    MetaError { code, message: message.into(), storage: false }
-}
-
-macro_rules! db_err {
-    ($($t:ty),*) => {$(
-        impl From<$t> for MetaError {
-            fn from(e: $t) -> Self {
-                tracing::error!(target: "weft::meta", error = %e, "database error");
-                let message = format!("metadata database: {e}");
-                // redb passes the OS error's text through.
-                let code = if message.contains("No space left") { ErrorCode::NoSpace } else { ErrorCode::Io };
-                MetaError { code, message, storage: true }
-            }
-        }
-    )*};
-}
-db_err!(redb::Error, redb::DatabaseError, redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
-
-type Result<T> = std::result::Result<T, MetaError>;
 
 /// The metadata service of one server.
 pub struct MetaService {
@@ -84,55 +36,6 @@ pub struct MetaService {
     pointers: shared_pointers::SharedPointers,
     /// Mutations waiting for, or in, a shared durable commit.
     commits: group_commit::GroupCommit<(Cred, MetaReq), Result<Response>>,
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i64).unwrap_or(0)
-}
-
-fn decode_attr(bytes: &[u8]) -> Result<FileAttr> {
-    let mut d = Decoder::new(bytes);
-    FileAttr::decode(&mut d).map_err(|e| err(ErrorCode::Internal, format!("corrupt inode record: {e}")))
-}
-
-fn encode_attr(a: &FileAttr) -> Vec<u8> {
-    let mut e = Encoder::new();
-    a.encode(&mut e);
-    e.finish()
-}
-
-/// May `cred` access a file with `attr` for `want` (R, W, X bits)? Root may always.
-fn may(cred: Cred, attr: &FileAttr, want: u32) -> bool {
-    if cred.uid == 0 {
-        return true;
-    }
-    let bits = if cred.uid == attr.uid {
-        attr.mode >> 6
-    } else if cred.in_group(attr.gid) {
-        attr.mode >> 3
-    } else {
-        attr.mode
-    };
-    bits & want == want
-}
-
-/// The sticky bit (mode 01000, as on /tmp): in such a directory only the
-/// entry's owner, the directory's owner or root may remove or rename it.
-fn check_sticky(cred: Cred, dir: &FileAttr, entry: &FileAttr, path: &str) -> Result<()> {
-    if dir.mode & 0o1000 == 0 || cred.uid == 0 || cred.uid == entry.uid || cred.uid == dir.uid {
-        return Ok(());
-    }
-    Err(err(ErrorCode::Permission, format!("uid {} may not remove or rename {path}: the directory is sticky and uid {} owns it", cred.uid, entry.uid)))
-}
-
-fn check(cred: Cred, attr: &FileAttr, want: u32, what: &str) -> Result<()> {
-    if may(cred, attr, want) { Ok(()) } else { Err(err(ErrorCode::Permission, format!("uid {} may not {what}", cred.uid))) }
-}
-
-fn split_parent(path: &str) -> Result<(Vec<&str>, &str)> {
-    let mut comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    let name = comps.pop().ok_or_else(|| err(ErrorCode::InvalidPath, "the root directory cannot be used here"))?;
-    Ok((comps, name))
 }
 
 fn init_root(db: &Database) -> Result<()> {
@@ -164,53 +67,6 @@ struct NewEntry<'a> {
     target: Option<&'a str>,
 }
 
-/// Both tables a path walk needs, read-only or inside a write transaction.
-struct Tables<I, D> {
-    inodes: I,
-    dirents: D,
-}
-
-impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str), u64>> Tables<I, D> {
-    fn inode(&self, id: u64) -> Result<FileAttr> {
-        let v = self.inodes.get(id)?.ok_or_else(|| err(ErrorCode::Internal, format!("dangling file id {id}")))?;
-        decode_attr(v.value())
-    }
-
-    fn child(&self, dir: u64, name: &str) -> Result<Option<u64>> {
-        Ok(self.dirents.get((dir, name))?.map(|v| v.value()))
-    }
-
-    /// Walks `comps` from the root, checking search permission on each directory.
-    fn walk(&self, cred: Cred, comps: &[&str]) -> Result<FileAttr> {
-        let mut cur = self.inode(ROOT.0)?;
-        for (i, c) in comps.iter().enumerate() {
-            if cur.kind != FileKind::Dir {
-                return Err(err(ErrorCode::NotDir, format!("/{} is not a directory", comps[..i].join("/"))));
-            }
-            check(cred, &cur, X, "search this directory")?;
-            let id = self.child(cur.id.0, c)?.ok_or_else(|| err(ErrorCode::NotFound, format!("/{} does not exist", comps[..=i].join("/"))))?;
-            cur = self.inode(id)?;
-        }
-        Ok(cur)
-    }
-
-    /// The parent directory of a path, checked to be a directory the caller may change.
-    fn parent_for_change(&self, cred: Cred, comps: &[&str]) -> Result<FileAttr> {
-        let parent = self.walk(cred, comps)?;
-        if parent.kind != FileKind::Dir {
-            return Err(err(ErrorCode::NotDir, format!("/{} is not a directory", comps.join("/"))));
-        }
-        check(cred, &parent, W | X, "change this directory")?;
-        Ok(parent)
-    }
-
-    fn is_empty_dir(&self, id: u64) -> Result<bool> {
-        Ok(self.dirents.range((id, "")..(id + 1, ""))?.next().is_none())
-    }
-}
-
-/// The tables of a read-only transaction.
-type ReadTables = Tables<redb::ReadOnlyTable<u64, &'static [u8]>, redb::ReadOnlyTable<(u64, &'static str), u64>>;
 
 impl MetaService {
     /// Opens (or creates) the database in `dir/meta.redb`.
@@ -305,9 +161,9 @@ impl MetaService {
             MetaReq::Unlink { path } => remove(tx, cred, path, false).map(Response::Attr),
             MetaReq::Rmdir { path } => remove(tx, cred, path, true).map(|_| Response::Ok),
             MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced }),
-            MetaReq::Chmod { path, mode } => chmod(tx, cred, path, *mode).map(Response::Attr),
-            MetaReq::SetTimes { path, mtime_ns } => set_times(tx, cred, path, *mtime_ns).map(Response::Attr),
-            MetaReq::Chown { path, uid, gid } => chown(tx, cred, path, *uid, *gid).map(Response::Attr),
+            MetaReq::Chmod { path, mode } => attrs::chmod(tx, cred, path, *mode).map(Response::Attr),
+            MetaReq::SetTimes { path, mtime_ns } => attrs::set_times(tx, cred, path, *mtime_ns).map(Response::Attr),
+            MetaReq::Chown { path, uid, gid } => attrs::chown(tx, cred, path, *uid, *gid).map(Response::Attr),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
     }
@@ -324,10 +180,6 @@ impl MetaService {
     }
 }
 
-fn read_tables(db: &Database) -> Result<ReadTables> {
-    let tx = db.begin_read()?;
-    Ok(Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? })
-}
 
 fn stat(db: &Database, cred: Cred, path: &str) -> Result<FileAttr> {
     let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
@@ -535,67 +387,4 @@ fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<Opt
     forget_inode(tx, &dst)?;
     // Only a file has objects for the client to delete.
     Ok((dst.kind == FileKind::File).then_some(dst))
-}
-
-/// Only root changes owners and groups (`_POSIX_CHOWN_RESTRICTED`; without
-/// supplementary groups an owner could not be checked for the new group).
-/// Changing the owner clears the setuid and setgid bits, as POSIX asks.
-fn chown(tx: &WriteTransaction, cred: Cred, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
-    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    if cred.uid != 0 {
-        return Err(err(ErrorCode::Permission, format!("uid {} may not change the owner of {path}: only root may", cred.uid)));
-    }
-    let attr = {
-        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-        let mut a = t.walk(cred, &comps)?;
-        if a.kind == FileKind::File && (a.uid != uid || a.gid != gid) {
-            a.mode &= !0o6000;
-        }
-        a.uid = uid;
-        a.gid = gid;
-        a.ctime_ns = now_ns();
-        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
-        a
-    };
-    Ok(attr)
-}
-
-/// utimensat(2): an explicit time only by the owner or root; "now" also by
-/// anyone who may write the file.
-fn set_times(tx: &WriteTransaction, cred: Cred, path: &str, mtime_ns: i64) -> Result<FileAttr> {
-    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-    let mut a = t.walk(cred, &comps)?;
-    let owner = cred.uid == 0 || cred.uid == a.uid;
-    let now = now_ns();
-    if mtime_ns == weft_wire::TIME_NOW {
-        if !owner {
-            check(cred, &a, W, "set the times of this file")?;
-        }
-        a.mtime_ns = now;
-    } else {
-        if !owner {
-            return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
-        }
-        a.mtime_ns = mtime_ns;
-    }
-    a.ctime_ns = now;
-    t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
-    Ok(a)
-}
-
-fn chmod(tx: &WriteTransaction, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
-    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    let attr = {
-        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-        let mut a = t.walk(cred, &comps)?;
-        if cred.uid != 0 && cred.uid != a.uid {
-            return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
-        }
-        a.mode = mode & 0o7777;
-        a.ctime_ns = now_ns();
-        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
-        a
-    };
-    Ok(attr)
 }

@@ -1,0 +1,378 @@
+//! The arguments of `weft bench ...`: one subcommand per experiment.
+
+use crate::cmd::parse_size;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub(super) which: Which,
+}
+
+#[derive(Args)]
+pub(super) struct Common {
+    /// Print one JSON object ({"rows": [...]}) instead of a table.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Where to write the CSV of the results.
+    #[arg(long)]
+    pub(super) csv: Option<PathBuf>,
+    /// Directory for a temporary cluster (default: the system temp dir).
+    #[arg(long)]
+    pub(super) dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+pub(super) enum Which {
+    /// Paper 002: P processes each write their own file; Weft vs the local file system.
+    ConcurrentWrite {
+        #[command(flatten)]
+        common: Common,
+        /// Process counts to sweep.
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        procs: Vec<usize>,
+        /// Bytes each process writes.
+        #[arg(long, default_value = "64m", value_parser = parse_size)]
+        size: u64,
+        /// Bytes per write call.
+        #[arg(long, default_value = "1m", value_parser = parse_size)]
+        transfer: u64,
+        /// Which variants: `nofsync`, `fsync` or both.
+        #[arg(long, value_delimiter = ',', default_value = "nofsync,fsync")]
+        variants: Vec<String>,
+        /// Runs per point (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+        /// Run paper 002 as written: an MPI program through MPI-IO (Weft's
+        /// library on weft: files vs the MPI's own MPI-IO on local files).
+        #[arg(long, value_parser = ["openmpi", "mpich"])]
+        mpi: Option<String>,
+    },
+    /// The MPI-IO front end's cost: the same write_at/read_at pattern through MPI-IO and through the Rust API.
+    MpiioCost {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_parser = ["openmpi", "mpich"], default_value = "openmpi")]
+        mpi: String,
+        /// Process counts to sweep.
+        #[arg(long, value_delimiter = ',', default_value = "1,4")]
+        procs: Vec<usize>,
+        /// Bytes each process writes and reads.
+        #[arg(long, default_value = "64m", value_parser = parse_size)]
+        size: u64,
+        /// Bytes per write_at / read_at call.
+        #[arg(long, default_value = "1m", value_parser = parse_size)]
+        transfer: u64,
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Paper 000 figures 4-5: BTIO nested-strided collective write and read, two-phase vs independent, per heuristic and b.
+    Btio {
+        #[command(flatten)]
+        common: Common,
+        /// q^2 processes (ranks are threads, each with its own connections).
+        #[arg(long, default_value_t = 3)]
+        q: u64,
+        /// Points per cell in the two scaled dimensions (pieces stay 3240 bytes).
+        #[arg(long, default_value_t = 24)]
+        cells: u64,
+        #[arg(long, value_delimiter = ',', default_value = "first,random,hash")]
+        strategies: Vec<String>,
+        /// Schedule blocks b.
+        #[arg(long, value_delimiter = ',', default_value = "4k,64k,1m,8m", value_parser = parse_size)]
+        blocks: Vec<u64>,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Aggregators of two-phase I/O.
+        #[arg(long, default_value_t = 4)]
+        aggregators: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Metadata rates (issue 12, mdtest-like): creates, stats, unlinks per second, Weft vs a local directory.
+    Md {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_delimiter = ',', default_value = "1,4")]
+        procs: Vec<usize>,
+        /// Threads per process, sharing the process's one client (as a FUSE
+        /// mount's request threads do); each list entry is a run.
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        threads: Vec<usize>,
+        /// Also through a FUSE mount of the cluster (root): the same workers as plain POSIX programs.
+        #[arg(long)]
+        mount: bool,
+        /// Files per process.
+        #[arg(long, default_value_t = 1000)]
+        files: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Streaming through the FUSE mount (issue 12): fio 1 MiB sequential writes (fsync'd) and cold reads, mount vs local, same run. Needs root and fio.
+    Fuse {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_delimiter = ',', default_value = "1,4")]
+        jobs: Vec<usize>,
+        /// Bytes per run, split among the jobs.
+        #[arg(long, default_value = "512m", value_parser = parse_size)]
+        size: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// (internal) one process of `bench md`.
+    MdWorker {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        dir: String,
+        #[arg(long)]
+        files: u64,
+        #[arg(long)]
+        phase: String,
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+    },
+    /// Collective I/O (issue 10, ROMIO's coll_perf): a 3-D block darray through Weft's MPI-IO and the MPI's own, same run.
+    Coll {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_parser = ["openmpi", "mpich"], default_value = "openmpi")]
+        mpi: String,
+        /// MPI ranks (MPICH: at most the number of cores).
+        #[arg(long, default_value_t = 8)]
+        procs: usize,
+        /// Array edges N: N^3 4-byte ints.
+        #[arg(long, value_delimiter = ',', default_value = "128,256")]
+        sizes: Vec<usize>,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// One server holding N connections, most idle, a few busy: rate, memory per connection, connect time.
+    Conns {
+        #[command(flatten)]
+        common: Common,
+        /// Connection counts to sweep (each on a fresh server; the first is measured again last).
+        #[arg(long, value_delimiter = ',', default_value = "10,100,1000,10000")]
+        counts: Vec<usize>,
+        /// Clients sending round trips back to back.
+        #[arg(long, default_value_t = 4)]
+        busy: usize,
+        /// Timed rounds per count (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Seconds per timed round.
+        #[arg(long = "round-seconds", default_value_t = 1.0)]
+        round_seconds: f64,
+    },
+    /// Paper 003: message-layer round trip and streaming vs raw TCP.
+    Net {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value_t = 20000)]
+        pings: usize,
+        /// Bytes streamed per round.
+        #[arg(long, default_value = "512m", value_parser = parse_size)]
+        stream: u64,
+        /// Bytes per streamed message.
+        #[arg(long, default_value = "1m", value_parser = parse_size)]
+        message: u64,
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+    },
+    /// Papers 000/001: non-contiguous patterns through views; list I/O vs one request per piece vs local pwrite/pread.
+    Noncontig {
+        #[command(flatten)]
+        common: Common,
+        /// Patterns: hpf2d-8 (2-D BLOCK-CYCLIC, 8-byte records), hpf1d-8k, btio.
+        #[arg(long, value_delimiter = ',', default_value = "hpf2d-8,btio")]
+        patterns: Vec<String>,
+        /// Rows = columns of the 2-D matrix (records for hpf1d-8k).
+        #[arg(long, default_value_t = 512)]
+        matrix: u64,
+        /// BTIO cell size in its two scaled dimensions (pieces stay 3240 bytes).
+        #[arg(long = "btio-cells", default_value_t = 24)]
+        btio_cells: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Stripe size of the benchmark file (striping_unit).
+        #[arg(long = "stripe-size", default_value = "64k", value_parser = parse_size)]
+        stripe_size: u64,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Paper 000: scheduling strategies x schedule block b, P clients writing then reading disjoint regions.
+    Sched {
+        #[command(flatten)]
+        common: Common,
+        /// Client processes.
+        #[arg(long, default_value_t = 8)]
+        procs: u32,
+        /// Bytes each client writes and reads.
+        #[arg(long, default_value = "32m", value_parser = parse_size)]
+        size: u64,
+        /// Schedule block sizes b to sweep.
+        #[arg(long, value_delimiter = ',', value_parser = parse_size, default_value = "4k,8k,16k,32k,64k,128k,256k,512k,1m,2m,4m,8m")]
+        blocks: Vec<u64>,
+        /// Strategies to sweep.
+        #[arg(long, value_delimiter = ',', default_value = "first,random,hash,colour")]
+        strategies: Vec<weft_sched::Strategy>,
+        /// Requests in flight per client (weft_sched_window).
+        #[arg(long)]
+        window: Option<usize>,
+        /// Stripe size of the file (striping_unit).
+        #[arg(long = "stripe-size", default_value = "64k", value_parser = parse_size)]
+        stripe_size: u64,
+        #[arg(long, default_value_t = 1)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 8)]
+        servers: usize,
+    },
+    /// Paper 004: atomic mode with none / whole-file / byte-range / list locking on 3-D block, FLASH and tile workloads.
+    Atomic {
+        #[command(flatten)]
+        common: Common,
+        /// Workloads: block3d, flash, tile.
+        #[arg(long, value_delimiter = ',', default_value = "block3d,flash,tile")]
+        workloads: Vec<String>,
+        /// Process counts of the 3-D block test (cubes; 64 if the machine copes).
+        #[arg(long = "block3d-procs", value_delimiter = ',', default_value = "8,27")]
+        block3d_procs: Vec<u64>,
+        /// Edge of the 3-D array of 4-byte ints.
+        #[arg(long = "block3d-n", default_value_t = 100)]
+        block3d_n: u64,
+        #[arg(long = "flash-procs", value_delimiter = ',', default_value = "8,27")]
+        flash_procs: Vec<u64>,
+        /// FLASH blocks per process (the paper: 80).
+        #[arg(long = "flash-blocks", default_value_t = 80)]
+        flash_blocks: u64,
+        /// Frames the tile reader reads (the paper: 100).
+        #[arg(long, default_value_t = 10)]
+        frames: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// Lock service throughput (acquire+release pairs/s) and latency, 1- and 64-range requests.
+    Lock {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+        clients: Vec<u64>,
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        ranges: Vec<u64>,
+        /// Acquire+release pairs per client.
+        #[arg(long, default_value_t = 2000)]
+        ops: u64,
+    },
+    /// (internal) one atomic-mode worker.
+    #[command(hide = true)]
+    AtomicWorker {
+        #[arg(long)]
+        workload: String,
+        #[arg(long)]
+        procs: u64,
+        #[arg(long)]
+        rank: u64,
+        #[arg(long)]
+        mode: String,
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        frames: u64,
+        #[arg(long = "block3d-n")]
+        block3d_n: u64,
+        #[arg(long = "flash-blocks")]
+        flash_blocks: u64,
+    },
+    /// (internal) one lock-benchmark client.
+    #[command(hide = true)]
+    LockWorker {
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        rank: u64,
+        #[arg(long)]
+        ranges: u64,
+        #[arg(long)]
+        ops: u64,
+    },
+    /// (internal) one scheduling-benchmark client.
+    #[command(hide = true)]
+    SchedWorker {
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        rank: u32,
+        #[arg(long)]
+        procs: u32,
+        #[arg(long)]
+        size: u64,
+        #[arg(long)]
+        strategy: weft_sched::Strategy,
+        #[arg(long)]
+        block: u64,
+        #[arg(long)]
+        window: usize,
+        #[arg(long)]
+        op: String,
+    },
+    /// (internal) one non-contiguous worker process.
+    #[command(hide = true)]
+    NoncontigWorker {
+        #[arg(long)]
+        pattern: String,
+        #[arg(long)]
+        matrix: u64,
+        #[arg(long = "btio-cells")]
+        btio_cells: u64,
+        #[arg(long)]
+        rank: u64,
+        #[arg(long)]
+        mode: String,
+        #[arg(long)]
+        op: String,
+        #[arg(long)]
+        path: String,
+    },
+    /// (internal) one concurrent-write worker process.
+    #[command(hide = true)]
+    CwWorker {
+        #[arg(long)]
+        target: String,
+        #[arg(long)]
+        path: String,
+        #[arg(long)]
+        size: u64,
+        #[arg(long)]
+        transfer: u64,
+        #[arg(long)]
+        fsync: bool,
+        /// Read the (existing) file instead of writing it.
+        #[arg(long)]
+        read: bool,
+    },
+    /// (internal) the raw TCP peer of `bench net`.
+    #[command(hide = true)]
+    NetPeer,
+}

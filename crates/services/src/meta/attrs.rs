@@ -1,0 +1,69 @@
+//! Changes of an entry's attributes: owner, mode, times.
+
+use super::path::components;
+use super::tables::{check, encode_attr, err, now_ns, Result, Tables, DIRENTS, INODES, W};
+use redb::WriteTransaction;
+use weft_wire::{Cred, ErrorCode, FileAttr, FileKind};
+
+/// Only root changes owners and groups (`_POSIX_CHOWN_RESTRICTED`; without
+/// supplementary groups an owner could not be checked for the new group).
+/// Changing the owner clears the setuid and setgid bits, as POSIX asks.
+pub(super) fn chown(tx: &WriteTransaction, cred: Cred, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    if cred.uid != 0 {
+        return Err(err(ErrorCode::Permission, format!("uid {} may not change the owner of {path}: only root may", cred.uid)));
+    }
+    let attr = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let mut a = t.walk(cred, &comps)?;
+        if a.kind == FileKind::File && (a.uid != uid || a.gid != gid) {
+            a.mode &= !0o6000;
+        }
+        a.uid = uid;
+        a.gid = gid;
+        a.ctime_ns = now_ns();
+        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+        a
+    };
+    Ok(attr)
+}
+
+/// utimensat(2): an explicit time only by the owner or root; "now" also by
+/// anyone who may write the file.
+pub(super) fn set_times(tx: &WriteTransaction, cred: Cred, path: &str, mtime_ns: i64) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    let mut a = t.walk(cred, &comps)?;
+    let owner = cred.uid == 0 || cred.uid == a.uid;
+    let now = now_ns();
+    if mtime_ns == weft_wire::TIME_NOW {
+        if !owner {
+            check(cred, &a, W, "set the times of this file")?;
+        }
+        a.mtime_ns = now;
+    } else {
+        if !owner {
+            return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
+        }
+        a.mtime_ns = mtime_ns;
+    }
+    a.ctime_ns = now;
+    t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+    Ok(a)
+}
+
+pub(super) fn chmod(tx: &WriteTransaction, cred: Cred, path: &str, mode: u32) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let attr = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let mut a = t.walk(cred, &comps)?;
+        if cred.uid != 0 && cred.uid != a.uid {
+            return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
+        }
+        a.mode = mode & 0o7777;
+        a.ctime_ns = now_ns();
+        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+        a
+    };
+    Ok(attr)
+}

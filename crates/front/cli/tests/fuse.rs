@@ -538,3 +538,37 @@ fn waiting_lockers_do_not_stop_the_mount() {
     m1.unmount();
     m2.unmount();
 }
+
+/// flock(1) on two mounts: exclusive against exclusive, shared with
+/// shared, and released when the holder dies.
+#[test]
+fn flock_excludes_across_mounts() {
+    use std::io::BufRead;
+    let tc = TestCluster::start("fuse-flock", 2);
+    let (m1, m2) = (Mount::new(&tc, "mnt1"), Mount::new(&tc, "mnt2"));
+    fs::write(m1.point.join("f"), b"x").unwrap();
+    let try_lock = |point: &Path, mode: &str| Command::new("flock").args([mode, "-n"]).arg(point.join("f")).args(["-c", "true"]).status().unwrap().success();
+    // In a process group of its own, so the whole group can be killed.
+    let mut holder = Command::new("flock");
+    holder.arg("-x").arg(m1.point.join("f")).args(["-c", "echo held; sleep 60"]).stdout(std::process::Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut holder, 0);
+    let mut holder = holder.spawn().unwrap();
+    let mut out = std::io::BufReader::new(holder.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "held\n");
+    assert!(!try_lock(&m2.point, "-x"), "an exclusive flock on another mount was granted");
+    assert!(!try_lock(&m2.point, "-s"), "a shared flock beside an exclusive one was granted");
+    // The holder dies (flock, sh and sleep): its lock goes.
+    // SAFETY: a plain signal to the process group we made.
+    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
+    let _ = holder.kill();
+    holder.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !try_lock(&m2.point, "-x") {
+        assert!(Instant::now() < deadline, "the dead holder's flock was not released");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    m1.unmount();
+    m2.unmount();
+}

@@ -182,10 +182,12 @@ impl Filesystem for WeftFs {
     }
 
     fn init(&mut self, _req: &Request, config: &mut fuser::KernelConfig) -> std::io::Result<()> {
-        // fcntl locks come to the mount (and so to the lock service)
-        // instead of staying in this kernel.
-        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS) {
-            tracing::warn!(target: "weft::fuse", ?missing, "the kernel keeps record locks local: it lacks POSIX lock support for FUSE");
+        // fcntl and flock locks come to the mount (and so to the lock
+        // service) instead of staying in this kernel. A flock arrives as a
+        // whole-file lock whose owner is the open file, released when its
+        // last descriptor closes (release carries that owner).
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS | fuser::InitFlags::FUSE_FLOCK_LOCKS) {
+            tracing::warn!(target: "weft::fuse", ?missing, "the kernel keeps some locks local: it lacks lock support for FUSE");
         }
         // Large requests: 1 MiB writes (the kernel's page limit allows no
         // more) and as much read-ahead as the kernel offers, so a stream

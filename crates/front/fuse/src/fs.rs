@@ -169,8 +169,20 @@ impl WeftFs {
     }
 
     pub(crate) fn keep(&self, h: Handle) -> FileHandle {
+        self.reserve(h.file.attr().id.0);
+        self.keep_reserved(h)
+    }
+
+    /// Counts a handle of `ino` before it is opened, so an unlink racing
+    /// the open sets the file aside instead of removing it; undone by
+    /// `closed` if the open fails.
+    pub(crate) fn reserve(&self, ino: u64) {
+        lock(&self.open_inodes).entry(ino).or_default().handles += 1;
+    }
+
+    /// Keeps a handle counted by [`WeftFs::reserve`].
+    pub(crate) fn keep_reserved(&self, h: Handle) -> FileHandle {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.open_inodes).entry(h.file.attr().id.0).or_default().handles += 1;
         lock(&self.handles).insert(fh, Arc::new(h));
         FileHandle(fh)
     }

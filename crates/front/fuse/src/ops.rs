@@ -287,18 +287,26 @@ impl Filesystem for WeftFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.reserve(ino.0);
         let r = (|| -> Result<FileHandle, Errno> {
             let path = self.path_of(ino)?;
             let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
             let file = self.client.open(&path, write).map_err(|e| errno::of(&e))?;
+            if file.attr().id.0 != ino.0 {
+                // The name now names another file (another mount renamed).
+                return Err(Errno::ESTALE);
+            }
             let truncated = write && flags.0 & libc::O_TRUNC != 0;
             if truncated {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
             }
             let h = Handle::new(file, flags.0);
             h.wrote.store(truncated, Ordering::Relaxed);
-            Ok(self.keep(h))
+            Ok(self.keep_reserved(h))
         })();
+        if r.is_err() {
+            self.closed(ino.0);
+        }
         match r {
             Ok(fh) => reply.opened(fh, Self::fopen_flags(flags.0)),
             Err(e) => reply.error(e),

@@ -89,6 +89,13 @@ fn detached_cluster_file_commands_and_down() {
     ok(weft(cfp, &["mv", "weft:/x/y/f", "weft:/x/g"]));
     assert_eq!(ok(weft(cfp, &["ls", "weft:/x"])), "g\ny/\n");
     assert!(err(weft(cfp, &["rm", "weft:/x"])).contains("is a directory"));
+    // A deeper tree with files at several levels, removed in parallel.
+    ok(weft(cfp, &["mkdir", "-p", "weft:/x/y/z/w"]));
+    let small = dir.join("small.bin");
+    std::fs::write(&small, b"small").unwrap();
+    for dst in ["weft:/x/y/z/s1", "weft:/x/y/z/w/s2", "weft:/x/y/s3"] {
+        ok(weft(cfp, &["cp", small.to_str().unwrap(), dst]));
+    }
     ok(weft(cfp, &["rm", "-r", "weft:/x"]));
     assert_eq!(ok(weft(cfp, &["ls", "weft:/"])), "");
 

@@ -16,7 +16,7 @@ use std::time::Duration;
 use weft_client::Client;
 
 /// Names under which files removed while open here live on until their
-/// last close (as NFS clients' `.nfsXXXX`); listings and lookups hide them.
+/// last close (as NFS clients' silly-renamed `.nfs<hex>` files); listings and lookups hide them.
 pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
 
 /// How many handles of this mount have an inode open, and where it went if

@@ -157,6 +157,10 @@ impl Engine {
     /// Fails every unanswered call of batches whose deadline has passed.
     /// Returns how many batches that ended.
     pub(super) fn expire_due(&mut self, now: Instant) -> usize {
+        // Checked on every pass of the driver: no allocation unless due.
+        if !self.batches.values().any(|b| !b.is_done() && b.deadline <= now) {
+            return 0;
+        }
         let due: Vec<u64> = self.batches.iter().filter(|(_, b)| !b.is_done() && b.deadline <= now).map(|(&id, _)| id).collect();
         for &id in &due {
             self.cancel(id);

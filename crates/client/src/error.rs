@@ -48,6 +48,10 @@ pub enum Error {
     /// time): its locks may have gone to others, so atomic I/O stops here.
     #[error("lock lease expired: {0}")]
     LeaseExpired(String),
+    /// A server-directed collective failed at a server: a member gave up or
+    /// never arrived, or the server's I/O for it failed.
+    #[error("collective aborted at server {addr}: {message}")]
+    Aborted { addr: SocketAddr, message: String },
     /// A collective step over the processes' communicator failed.
     #[error("communicator: {0}")]
     Comm(String),
@@ -72,6 +76,7 @@ impl Error {
             ErrorCode::Busy => Error::Busy { addr, message },
             ErrorCode::NoSpace => Error::NoSpace { addr, message },
             ErrorCode::LeaseExpired => Error::LeaseExpired(message),
+            ErrorCode::Aborted => Error::Aborted { addr, message },
             ErrorCode::WrongService | ErrorCode::Internal => {
                 Error::Protocol { addr, what: format!("{}: {message}", code.name()) }
             }

@@ -30,13 +30,13 @@ pub struct File {
 
 /// One request: a server, the object pieces it covers (in the order the
 /// payload carries them), and the caller's buffer ranges that fill them.
-struct Chunk {
-    server: usize,
+pub(crate) struct Chunk {
+    pub(crate) server: usize,
     /// File offset of the chunk's first byte: its place in file order.
     first: u64,
-    pieces: Vec<Piece>,
+    pub(crate) pieces: Vec<Piece>,
     mem: Vec<(usize, usize)>,
-    len: u64,
+    pub(crate) len: u64,
 }
 
 /// Memory pieces this small on average are copied through one buffer per
@@ -69,6 +69,11 @@ impl File {
 
     pub fn stripe_size(&self) -> u64 {
         self.striping.stripe_size()
+    }
+
+    /// The file's id.
+    pub fn id(&self) -> weft_wire::FileId {
+        self.attr.id
     }
 
     pub fn stripe_count(&self) -> usize {
@@ -149,10 +154,15 @@ impl File {
     /// request is closed at the schedule block `b` or `MAX_PIECES` pieces.
     /// With list I/O off, every stripe piece is a request of its own.
     /// Chunks come out in file order (of their first byte).
-    fn plan(&self, segments: &[Segment], block: u64) -> Result<Vec<Chunk>> {
+    pub(crate) fn plan(&self, segments: &[Segment], block: u64) -> Result<Vec<Chunk>> {
+        self.plan_capped(segments, block, MAX_PIECES)
+    }
+
+    /// [`File::plan`] with at most `most_pieces` pieces per request.
+    pub(crate) fn plan_capped(&self, segments: &[Segment], block: u64, most_pieces: usize) -> Result<Vec<Chunk>> {
         let opts = &self.client.inner.options;
         let max = block;
-        let max_pieces = if opts.list_io { MAX_PIECES } else { 1 };
+        let max_pieces = if opts.list_io { most_pieces } else { 1 };
         let mut open: Vec<Option<Chunk>> = (0..self.servers.len()).map(|_| None).collect();
         let mut out = Vec::new();
         for seg in segments {
@@ -342,6 +352,17 @@ impl File {
         let order = self.order(&plan, sched)?;
         let guard = if lock { self.lock_access(segments, true)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
+        let bodies = chunks.iter().map(|c| Request::Data(DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode()).collect();
+        self.send_chunks(&chunks, bodies, buf, sched.window)?;
+        if let Some(g) = guard {
+            g.release_soon()?;
+        }
+        Ok(segments.iter().map(|s| s.len as usize).sum())
+    }
+
+    /// Sends each chunk's bytes from `buf` with its request body, at most
+    /// `window` in flight; every server must acknowledge all of its bytes.
+    pub(crate) fn send_chunks(&self, chunks: &[&Chunk], bodies: Vec<Vec<u8>>, buf: &[u8], window: usize) -> Result<()> {
         let packs: Vec<Option<Vec<u8>>> = chunks
             .iter()
             .map(|c| {
@@ -357,8 +378,8 @@ impl File {
         let mut calls: Vec<Call<'_>> = chunks
             .iter()
             .zip(&packs)
-            .map(|(c, pack)| {
-                let body = Request::Data(DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode();
+            .zip(bodies)
+            .map(|((c, pack), body)| {
                 let mut call = Call::new(self.servers[c.server], body);
                 call.send = match pack {
                     Some(p) => vec![&p[..]],
@@ -367,7 +388,7 @@ impl File {
                 call
             })
             .collect();
-        self.client.run_window(&mut calls, sched.window);
+        self.client.run_window(&mut calls, window);
         for (call, chunk) in calls.into_iter().zip(chunks) {
             match Client::response(call)? {
                 (Response::Written { bytes }, _) if bytes == chunk.len => {}
@@ -376,10 +397,7 @@ impl File {
                 }
             }
         }
-        if let Some(g) = guard {
-            g.release_soon()?;
-        }
-        Ok(segments.iter().map(|s| s.len as usize).sum())
+        Ok(())
     }
 
     fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
@@ -391,15 +409,24 @@ impl File {
         let order = self.order(&plan, sched)?;
         let guard = if lock { self.lock_access(&segments, false)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
-        let mut calls: Vec<Call<'_>> = order
+        let bodies = order
             .iter()
             .map(|&(k, slot)| {
-                let c = &plan[k];
                 let order = ReadOrder { strategy: sched.strategy.code(), rank: sched.rank, group: sched.group, slot };
-                let body = Request::Data(DataReq::Read { file: self.attr.id, pieces: c.pieces.clone(), order }).encode();
-                Call::new(self.servers[c.server], body)
+                Request::Data(DataReq::Read { file: self.attr.id, pieces: plan[k].pieces.clone(), order }).encode()
             })
             .collect();
+        let known_end = self.fetch_chunks(&chunks, bodies, buf, sched.window)?;
+        if let Some(g) = guard {
+            g.release_soon()?;
+        }
+        self.count_before_end(&segments, known_end)
+    }
+
+    /// Receives each chunk's bytes into `buf`, at most `window` requests in
+    /// flight; returns the largest end of file the answering objects imply.
+    pub(crate) fn fetch_chunks(&self, chunks: &[&Chunk], bodies: Vec<Vec<u8>>, buf: &mut [u8], window: usize) -> Result<u64> {
+        let mut calls: Vec<Call<'_>> = chunks.iter().zip(bodies).map(|(c, body)| Call::new(self.servers[c.server], body)).collect();
         // Many tiny memory pieces arrive in one buffer per request and are
         // scattered afterwards; the rest land in place.
         let mut packs: Vec<Option<Vec<u8>>> = chunks.iter().map(|c| c.packed().then(|| vec![0u8; c.len as usize])).collect();
@@ -429,10 +456,10 @@ impl File {
                 None => s.into_iter().map(|p| p.expect("every range placed")).collect(),
             };
         }
-        self.client.run_window(&mut calls, sched.window);
+        self.client.run_window(&mut calls, window);
         // The largest end of file any answering object implies.
         let mut known_end = 0;
-        for (call, chunk) in calls.into_iter().zip(&chunks) {
+        for (call, chunk) in calls.into_iter().zip(chunks) {
             match Client::response(call)? {
                 (Response::Read { object_size }, n) if n as u64 == chunk.len => {
                     known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
@@ -451,20 +478,22 @@ impl File {
                 }
             }
         }
-        if let Some(g) = guard {
-            g.release_soon()?;
-        }
+        Ok(known_end)
+    }
+
+    /// Bytes of the access's stream that lie before the end of the file,
+    /// given the end the answering objects implied: if some object ended
+    /// inside the access, only the full size tells a hole (zeros, already
+    /// in the buffer) from the end of the file.
+    pub(crate) fn count_before_end(&self, segments: &[Segment], known_end: u64) -> Result<usize> {
         let total: u64 = segments.iter().map(|s| s.len).sum();
         let reach = segments.iter().map(|s| s.file + s.len).max().unwrap_or(0);
         if known_end >= reach {
             return Ok(total as usize);
         }
-        // Some object ended inside the access: only the full size tells a
-        // hole (zeros, already in `buf`) from the end of the file. The bytes
-        // read are the stream's prefix that lies before the end.
         let size = self.size()?;
         let mut read = 0;
-        for s in &segments {
+        for s in segments {
             if s.file >= size {
                 break;
             }
@@ -474,6 +503,13 @@ impl File {
             }
         }
         Ok(read as usize)
+    }
+
+    /// Sends each body to the layout's server it names and drops the
+    /// answers (best-effort notices).
+    pub(crate) fn notify_servers(&self, bodies: Vec<(usize, Vec<u8>)>) {
+        let mut calls: Vec<Call<'_>> = bodies.into_iter().map(|(s, b)| Call::new(self.servers[s], b)).collect();
+        self.client.run(&mut calls);
     }
 
     /// Sends `op` to every server of the layout at once; returns the responses.

@@ -49,11 +49,14 @@ pub enum ErrorCode {
     LeaseExpired = 13,
     /// A server's storage is full (ENOSPC).
     NoSpace = 14,
+    /// A collective operation failed: a member abandoned it, one never
+    /// arrived in time, or the server's I/O for it failed.
+    Aborted = 15,
 }
 
 impl ErrorCode {
     /// Every code, for decoding and tests.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         Self::NotFound,
         Self::Exists,
         Self::NotDir,
@@ -68,6 +71,7 @@ impl ErrorCode {
         Self::InvalidPath,
         Self::LeaseExpired,
         Self::NoSpace,
+        Self::Aborted,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -91,6 +95,7 @@ impl ErrorCode {
             Self::InvalidPath => "invalid path",
             Self::LeaseExpired => "lock lease expired",
             Self::NoSpace => "no space left on the server",
+            Self::Aborted => "collective operation aborted",
         }
     }
 }

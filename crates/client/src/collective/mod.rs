@@ -18,6 +18,7 @@
 //! buffer with derived datatypes.
 
 pub mod plan;
+mod server;
 
 use crate::comm::{allgather_u64, exchange, Communicator};
 use crate::{Error, File, LockGuard, Result};
@@ -43,6 +44,36 @@ impl CbMode {
     }
 }
 
+/// Which algorithm a collective call uses (`weft_coll`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CollMethod {
+    /// Gather at aggregators (two-phase I/O).
+    TwoPhase,
+    /// Send each server its pieces; servers merge them (disk-directed I/O).
+    Server,
+    /// Every rank its own list I/O.
+    Independent,
+    /// Decided per call: see [`choose`].
+    Auto,
+}
+
+impl CollMethod {
+    pub fn parse(v: &str) -> Option<Self> {
+        match v {
+            "two_phase" => Some(CollMethod::TwoPhase),
+            "server" => Some(CollMethod::Server),
+            "independent" => Some(CollMethod::Independent),
+            "auto" => Some(CollMethod::Auto),
+            _ => None,
+        }
+    }
+
+    const ALL: [CollMethod; 4] = [CollMethod::TwoPhase, CollMethod::Server, CollMethod::Independent, CollMethod::Auto];
+}
+
+/// Default memory a server may hold for one server-directed collective.
+pub const DEFAULT_SERVER_WINDOW: u64 = 64 << 20;
+
 /// The hints collective I/O reads.
 #[derive(Debug, Clone)]
 pub struct CollectiveHints {
@@ -54,6 +85,32 @@ pub struct CollectiveHints {
     /// Which node each rank runs on (any value naming the host), so that
     /// aggregators go to different nodes first; empty: every rank its own.
     pub node_of_rank: Vec<u64>,
+    /// `weft_coll`.
+    pub method: CollMethod,
+    /// Bytes a server holds of one server-directed collective at once
+    /// (`weft_coll_server_window`).
+    pub server_window: u64,
+}
+
+impl Default for CollectiveHints {
+    fn default() -> Self {
+        CollectiveHints { cb_nodes: 1, cb_buffer_size: 16 << 20, mode: CbMode::Automatic, node_of_rank: Vec::new(), method: CollMethod::Auto, server_window: DEFAULT_SERVER_WINDOW }
+    }
+}
+
+/// What a collective call does, from the agreed hints and every rank's
+/// range: `weft_coll` when it names an algorithm; under `auto`,
+/// `romio_cb_write`/`romio_cb_read` decide as ROMIO's do (`enable`:
+/// two-phase; `disable`: independent; `automatic`: two-phase only when the
+/// ranks' accesses interleave).
+pub fn choose(hints: &CollectiveHints, ranges: &[(u64, u64)]) -> CollMethod {
+    match (hints.method, hints.mode) {
+        (CollMethod::Auto, CbMode::Enable) => CollMethod::TwoPhase,
+        (CollMethod::Auto, CbMode::Disable) => CollMethod::Independent,
+        (CollMethod::Auto, CbMode::Automatic) if interleaved(ranges) => CollMethod::TwoPhase,
+        (CollMethod::Auto, CbMode::Automatic) => CollMethod::Independent,
+        (m, _) => m,
+    }
 }
 
 /// The ranks that aggregate, `cb_nodes` of them: the first rank of each
@@ -98,6 +155,9 @@ struct Agreed {
     atomic: bool,
 }
 
+/// Bytes of each rank's row in the first allgather.
+const ROW: usize = 72;
+
 fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints: &CollectiveHints) -> Result<Agreed> {
     let lo = segments.iter().filter(|s| s.len > 0).map(|s| s.file).min().unwrap_or(0);
     let hi = segments.iter().filter(|s| s.len > 0).map(|s| s.file + s.len).max().unwrap_or(0);
@@ -107,13 +167,14 @@ fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints
         CbMode::Disable => 1,
         CbMode::Automatic => 2,
     };
-    let mut mine = Vec::with_capacity(56);
-    for v in [lo, hi, bytes, hints.cb_nodes as u64, hints.cb_buffer_size, mode, u64::from(file.atomicity())] {
+    let method = CollMethod::ALL.iter().position(|&m| m == hints.method).unwrap_or(3) as u64;
+    let mut mine = Vec::with_capacity(ROW);
+    for v in [lo, hi, bytes, hints.cb_nodes as u64, hints.cb_buffer_size, mode, u64::from(file.atomicity()), method, hints.server_window] {
         mine.extend_from_slice(&v.to_le_bytes());
     }
     let all = comm.allgather(&mine)?;
     let word = |c: &[u8], i: usize| u64::from_le_bytes(c[8 * i..8 * i + 8].try_into().expect("8 bytes"));
-    let rows: Vec<&[u8]> = all.chunks_exact(56).collect();
+    let rows: Vec<&[u8]> = all.chunks_exact(ROW).collect();
     let r0 = rows[0];
     let hints = CollectiveHints {
         cb_nodes: word(r0, 3).min(comm.size() as u64).max(1) as usize,
@@ -121,18 +182,22 @@ fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints
         cb_buffer_size: word(r0, 4).clamp(1, 1 << 30),
         mode: [CbMode::Enable, CbMode::Disable, CbMode::Automatic][word(r0, 5).min(2) as usize],
         node_of_rank: hints.node_of_rank.clone(),
+        method: CollMethod::ALL[word(r0, 7).min(3) as usize],
+        server_window: word(r0, 8).clamp(1, weft_wire::msg::coll::MAX_WINDOW),
     };
     Ok(Agreed { extents: rows.iter().map(|c| (word(c, 0), word(c, 1), word(c, 2))).collect(), hints, atomic: rows.iter().any(|c| word(c, 6) != 0) })
+}
+
+/// Whether the agreed hints and ranges pick server-directed I/O.
+fn server_directed(hints: &CollectiveHints, all: &[(u64, u64, u64)]) -> bool {
+    let ranges: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi)).collect();
+    choose(hints, &ranges) == CollMethod::Server
 }
 
 /// The plan, or `None` when each rank should do its own I/O.
 fn plan(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)], hints: &CollectiveHints) -> Option<Domains> {
     let ranges: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi)).collect();
-    let gather = match hints.mode {
-        CbMode::Disable => false,
-        CbMode::Enable => true,
-        CbMode::Automatic => interleaved(&ranges),
-    };
+    let gather = choose(hints, &ranges) == CollMethod::TwoPhase;
     let used: Vec<&(u64, u64)> = ranges.iter().filter(|(lo, hi)| hi > lo).collect();
     if !gather || used.is_empty() {
         return None;
@@ -281,18 +346,38 @@ fn union_unlock(comm: &dyn Communicator, guard: Option<LockGuard>, atomic: bool,
     outcome.and(released)
 }
 
+/// This rank's segments if they are valid (no offset past 2^63, every
+/// piece inside the buffer); otherwise none, and the error it returns once
+/// the others are done: a refused rank still takes part, moving nothing,
+/// so that no one waits for it, and every rank then fails alike.
+fn admit(segments: &[Segment], buf_len: usize) -> (&[Segment], Result<()>) {
+    let bad = segments.iter().find(|s| {
+        s.file.checked_add(s.len).is_none_or(|end| end > i64::MAX as u64) || usize::try_from(s.len).ok().and_then(|l| s.mem.checked_add(l)).is_none_or(|end| end > buf_len)
+    });
+    match bad {
+        Some(s) => (&[], Err(Error::BadRequest(format!("collective access of {} bytes at file offset {} (buffer offset {}) is out of range", s.len, s.file, s.mem)))),
+        None => (segments, Ok(())),
+    }
+}
+
 /// Collective write of this rank's `segments` from `buf`; returns its bytes.
 /// An aggregator writes round r in a helper thread while the ranks
 /// exchange round r + 1 (double buffering); MPI is only called from the
 /// caller's thread.
 pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<u64> {
+    let (segments, refused) = admit(segments, buf.len());
     let Agreed { extents: all, hints, atomic } = agree_first(comm, file, segments, hints)?;
     let hints = &hints;
     let guard = union_lock(file, comm, segments, true, atomic)?;
     let mine: u64 = all[comm.rank()].2;
+    if server_directed(hints, &all) {
+        let own = server::write(file, comm, segments, buf, hints);
+        union_unlock(comm, guard, atomic, refused.and(own))?;
+        return Ok(mine);
+    }
     let Some(d) = plan(file, comm, &all, hints) else {
         let own = file.write_pieces_unlocked(segments, buf).map(|_| ());
-        union_unlock(comm, guard, atomic, own)?;
+        union_unlock(comm, guard, atomic, refused.and(own))?;
         return Ok(mine);
     };
     let (size, me) = (comm.size(), comm.rank());
@@ -317,7 +402,7 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
         }
         Ok(outcome)
     })?;
-    union_unlock(comm, guard, atomic, outcome)?;
+    union_unlock(comm, guard, atomic, refused.and(outcome))?;
     Ok(mine)
 }
 
@@ -351,13 +436,20 @@ fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
 /// Collective read into this rank's `segments` of `buf`; returns the bytes
 /// of its stream before the end of the file.
 pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
+    let (segments, refused) = admit(segments, buf.len());
     let Agreed { extents: all, hints, atomic } = agree_first(comm, file, segments, hints)?;
     let hints = &hints;
     let guard = union_lock(file, comm, segments, false, atomic)?;
+    if server_directed(hints, &all) {
+        let own = server::read(file, comm, segments, buf, hints);
+        let n = own.as_ref().map_or(0, |&n| n);
+        union_unlock(comm, guard, atomic, refused.and(own.map(|_| ())))?;
+        return Ok(n);
+    }
     let Some(d) = plan(file, comm, &all, hints) else {
         let own = file.read_pieces_unlocked(segments.to_vec(), buf);
         let n = own.as_ref().map_or(0, |&n| n as u64);
-        union_unlock(comm, guard, atomic, own.map(|_| ()))?;
+        union_unlock(comm, guard, atomic, refused.and(own.map(|_| ())))?;
         return Ok(n);
     };
     let (size, me) = (comm.size(), comm.rank());
@@ -402,7 +494,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
             }
         }
     }
-    union_unlock(comm, guard, atomic, outcome)?;
+    union_unlock(comm, guard, atomic, refused.and(outcome))?;
     // Somewhere the file ended inside the access: count this rank's bytes
     // before the end, as an independent read would.
     let any_short = allgather_u64(comm, u64::from(short))?.contains(&1);
@@ -474,7 +566,7 @@ mod tests {
 
     #[test]
     fn aggregators_go_to_different_nodes_first() {
-        let h = |cb_nodes, nodes: Vec<u64>| CollectiveHints { cb_nodes, cb_buffer_size: 1, mode: CbMode::Enable, node_of_rank: nodes };
+        let h = |cb_nodes, nodes: Vec<u64>| CollectiveHints { cb_nodes, cb_buffer_size: 1, mode: CbMode::Enable, node_of_rank: nodes, ..Default::default() };
         // Ranks 0-3 on node 7, ranks 4-7 on node 9.
         let two_nodes = vec![7, 7, 7, 7, 9, 9, 9, 9];
         assert_eq!(aggregator_ranks(&h(2, two_nodes.clone()), 8), [0, 4]);

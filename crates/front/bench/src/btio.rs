@@ -70,7 +70,7 @@ pub fn run(bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec
                         if op == "read" {
                             crate::sched::drop_caches();
                         }
-                        let hints = CollectiveHints { cb_nodes: p.aggregators, cb_buffer_size: 16 << 20, mode, node_of_rank: Vec::new() };
+                        let hints = CollectiveHints { cb_nodes: p.aggregators, cb_buffer_size: 16 << 20, mode, node_of_rank: Vec::new(), ..Default::default() };
                         samples[k].push(one_phase(&clients, &views, &path, s, b, op == "write", &hints)?);
                     }
                     clients[0].unlink(&path)?;

@@ -7,7 +7,7 @@
 mod common;
 
 use common::TestCluster;
-use weft_client::collective::{read_all, write_all, CbMode, CollectiveHints};
+use weft_client::collective::{read_all, write_all, CbMode, CollMethod, CollectiveHints};
 use weft_client::comm::ThreadComm;
 use weft_client::{Client, CreateOptions, Segment};
 
@@ -59,10 +59,21 @@ fn collective_writes_and_reads_match_independent_ones_in_every_mode() {
     let mut want = vec![0u8; size as usize];
     reference.read_at(0, &mut want).unwrap();
 
-    for (name, mode, cb_nodes, cb_buffer) in [("enable", CbMode::Enable, 4, 9000), ("auto-two", CbMode::Automatic, 2, 30000), ("disable", CbMode::Disable, 4, 1 << 20), ("one-agg", CbMode::Enable, 1, 7000)] {
+    let server = |window| (CbMode::Automatic, CollMethod::Server, 4, 9000, window);
+    let two = |mode, cb_nodes, cb_buffer| (mode, CollMethod::Auto, cb_nodes, cb_buffer, 1 << 20);
+    for (name, (mode, method, cb_nodes, cb_buffer, server_window)) in [
+        ("enable", two(CbMode::Enable, 4, 9000)),
+        ("auto-two", two(CbMode::Automatic, 2, 30000)),
+        ("disable", two(CbMode::Disable, 4, 1 << 20)),
+        ("one-agg", two(CbMode::Enable, 1, 7000)),
+        // Server-directed: in one round, and in many (4 members share 4 KiB
+        // per server: rounds of at most 1 KiB each).
+        ("server", server(64 << 20)),
+        ("server-rounds", server(4096)),
+    ] {
         let path = format!("/coll-{name}");
         client.create(&path, opts).unwrap();
-        let hints = CollectiveHints { cb_nodes, cb_buffer_size: cb_buffer, mode, node_of_rank: Vec::new() };
+        let hints = CollectiveHints { cb_nodes, cb_buffer_size: cb_buffer, mode, node_of_rank: Vec::new(), method, server_window };
         let before = requests(&client);
         let wrote = on_ranks(|r, comm| {
             let f = client.open(&path, true).unwrap();
@@ -107,7 +118,7 @@ fn gathering_cuts_the_requests_the_servers_see() {
     for (name, mode) in [("independent", CbMode::Disable), ("two-phase", CbMode::Enable), ("automatic", CbMode::Automatic)] {
         let path = format!("/req-{name}");
         client.create(&path, opts).unwrap();
-        let hints = CollectiveHints { cb_nodes: 4, cb_buffer_size: 1 << 20, mode, node_of_rank: Vec::new() };
+        let hints = CollectiveHints { cb_nodes: 4, cb_buffer_size: 1 << 20, mode, node_of_rank: Vec::new(), ..Default::default() };
         // 8-byte records, round robin over the ranks: 16384 tiny pieces each,
         // over 8 stripes (2 per server).
         let files: Vec<_> = (0..RANKS).map(|_| client.open(&path, true).unwrap()).collect();
@@ -134,7 +145,7 @@ fn collective_reads_past_the_end_count_only_bytes_before_it() {
     let path = "/short";
     let f = client.create(path, CreateOptions { stripe_size: 4096, ..Default::default() }).unwrap();
     f.write_at(0, &vec![9u8; 10_000]).unwrap();
-    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 4096, mode: CbMode::Enable, node_of_rank: Vec::new() };
+    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 4096, mode: CbMode::Enable, node_of_rank: Vec::new(), ..Default::default() };
     let counts = on_ranks(|r, comm| {
         let f = client.open(path, false).unwrap();
         // Rank r reads 3000-byte blocks r, r+4, r+8: the file ends at 10000.
@@ -176,7 +187,7 @@ fn ranks_with_different_hints_agree_on_one_plan() {
     on_ranks(|r, comm| {
         let f = client.open("/hints", true).unwrap();
         let mode = [CbMode::Enable, CbMode::Disable, CbMode::Automatic, CbMode::Enable][r];
-        let hints = CollectiveHints { cb_nodes: r + 1, cb_buffer_size: 4000 * (r as u64 + 1), mode, node_of_rank: Vec::new() };
+        let hints = CollectiveHints { cb_nodes: r + 1, cb_buffer_size: 4000 * (r as u64 + 1), mode, node_of_rank: Vec::new(), ..Default::default() };
         let segs = pattern(r, 1000, 30);
         write_all(&f, comm, &segs, &data_for(r, &segs), &hints).unwrap();
         let mut back = vec![0u8; segs.iter().map(|s| s.len as usize).sum()];
@@ -191,7 +202,7 @@ fn ranks_reading_the_same_bytes_each_get_them() {
     let client = tc.client();
     let f = client.create("/same", CreateOptions::default()).unwrap();
     f.write_at(0, b"0123456789").unwrap();
-    let hints = CollectiveHints { cb_nodes: RANKS, cb_buffer_size: 1 << 20, mode: CbMode::Automatic, node_of_rank: Vec::new() };
+    let hints = CollectiveHints { cb_nodes: RANKS, cb_buffer_size: 1 << 20, mode: CbMode::Automatic, node_of_rank: Vec::new(), ..Default::default() };
     let got = on_ranks(|_, comm| {
         let f = client.open("/same", false).unwrap();
         let mut buf = [0u8; 7];
@@ -228,7 +239,7 @@ fn an_atomic_collective_write_is_seen_whole_or_not_at_all() {
             (mixed, reads)
         });
         for mode in [CbMode::Enable, CbMode::Disable] {
-            let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 1 << 20, mode, node_of_rank: Vec::new() };
+            let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 1 << 20, mode, node_of_rank: Vec::new(), ..Default::default() };
             for round in 1..=12u8 {
                 on_ranks(|r, comm| {
                     let mut f = client.open("/atomic", true).unwrap();
@@ -250,10 +261,19 @@ fn an_atomic_collective_write_is_seen_whole_or_not_at_all() {
 /// never stored), within the operation timeout.
 #[test]
 fn a_data_server_dying_mid_collective_fails_every_rank() {
-    let mut tc = TestCluster::start("collective-kill", 2);
+    server_dies_mid_collective("collective-kill", CollMethod::TwoPhase);
+}
+
+#[test]
+fn a_data_server_dying_mid_server_directed_collective_fails_every_rank() {
+    server_dies_mid_collective("collective-kill-sd", CollMethod::Server);
+}
+
+fn server_dies_mid_collective(name: &str, method: CollMethod) {
+    let mut tc = TestCluster::start(name, 2);
     let client = tc.client();
     client.create("/victim", CreateOptions { stripe_size: 65536, ..Default::default() }).unwrap();
-    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 128 * 1024, mode: CbMode::Enable, node_of_rank: Vec::new() };
+    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 128 * 1024, mode: CbMode::Enable, node_of_rank: Vec::new(), method, server_window: 256 * 1024 };
     let started = std::time::Instant::now();
     let clients: Vec<Client> = (0..RANKS).map(|_| tc.client_with_timeout(std::time::Duration::from_secs(5))).collect();
     let outcomes = std::thread::scope(|s| {
@@ -279,4 +299,27 @@ fn a_data_server_dying_mid_collective_fails_every_rank() {
         assert!(o.is_err(), "rank {r} kept succeeding with a data server dead");
     }
     assert!(started.elapsed() < std::time::Duration::from_secs(60), "took {:?}", started.elapsed());
+}
+
+/// A rank whose own access is refused (here: past the largest offset)
+/// still takes part in a server-directed collective: it touches no server,
+/// so no server waits for it, and every rank returns an error at once.
+#[test]
+fn a_refused_rank_fails_a_server_directed_collective_everywhere_without_a_wait() {
+    let tc = TestCluster::start("collective-refused", 2);
+    let client = tc.client();
+    client.create("/refused", CreateOptions { stripe_size: 4096, ..Default::default() }).unwrap();
+    let hints = CollectiveHints { method: CollMethod::Server, ..Default::default() };
+    let started = std::time::Instant::now();
+    let outcomes = on_ranks(|r, comm| {
+        let f = client.open("/refused", true).unwrap();
+        let segs = if r == 2 { vec![Segment { file: u64::MAX - 10, mem: 0, len: 100 }] } else { pattern(r, 1000, 8) };
+        let data = vec![1u8; segs.iter().map(|s| s.len as usize).sum()];
+        write_all(&f, comm, &segs, &data, &hints).map_err(|e| e.to_string())
+    });
+    for (r, o) in outcomes.iter().enumerate() {
+        assert!(o.is_err(), "rank {r} succeeded: {o:?}");
+    }
+    assert!(outcomes[0].as_ref().unwrap_err().contains("rank 2"), "{outcomes:?}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
 }

@@ -8,6 +8,8 @@
 //! | `cb_buffer_size` | any | collective buffer per aggregator (collective I/O) |
 //! | `cb_nodes` | any | aggregators for collective I/O (default: one per node) |
 //! | `romio_cb_write`, `romio_cb_read` | any | `enable`, `disable`, `automatic` |
+//! | `weft_coll` | any | `two_phase`, `server`, `independent`, `auto` (default `WEFT_COLL`, else `auto`) |
+//! | `weft_coll_server_window` | any | bytes a server holds of one server-directed collective (64 MiB) |
 //! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
 //! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
 //!
@@ -15,7 +17,7 @@
 //! MPI asks of hints; neither is an error.
 
 use std::collections::BTreeMap;
-use weft_client::collective::{CbMode, CollectiveHints};
+use weft_client::collective::{CbMode, CollMethod, CollectiveHints, DEFAULT_SERVER_WINDOW};
 use weft_client::File;
 
 /// Default collective buffer per aggregator, ROMIO's.
@@ -44,6 +46,9 @@ impl Hints {
         kept.insert("cb_nodes", nodes.len().max(1).to_string());
         kept.insert("romio_cb_write", "automatic".into());
         kept.insert("romio_cb_read", "automatic".into());
+        let method = std::env::var("WEFT_COLL").ok().filter(|v| CollMethod::parse(v).is_some()).unwrap_or_else(|| "auto".into());
+        kept.insert("weft_coll", method);
+        kept.insert("weft_coll_server_window", DEFAULT_SERVER_WINDOW.to_string());
         Hints { kept, node_of_rank }
     }
 
@@ -60,10 +65,15 @@ impl Hints {
         for (k, v) in pairs {
             let v = v.trim();
             match k.as_str() {
-                "cb_buffer_size" | "cb_nodes" => {
+                "cb_buffer_size" | "cb_nodes" | "weft_coll_server_window" => {
                     if v.parse::<u64>().is_ok_and(|n| n > 0) {
-                        let key = if k == "cb_nodes" { "cb_nodes" } else { "cb_buffer_size" };
+                        let key = ["cb_buffer_size", "cb_nodes", "weft_coll_server_window"].into_iter().find(|key| key == k).expect("matched");
                         self.kept.insert(key, v.to_string());
+                    }
+                }
+                "weft_coll" => {
+                    if CollMethod::parse(v).is_some() {
+                        self.kept.insert("weft_coll", v.to_string());
                     }
                 }
                 "romio_cb_write" | "romio_cb_read" => {
@@ -103,6 +113,13 @@ impl Hints {
     pub fn collective(&self, write: bool) -> CollectiveHints {
         let num = |k: &str, d: u64| self.get(k).and_then(|v| v.parse().ok()).unwrap_or(d);
         let mode = self.get(if write { "romio_cb_write" } else { "romio_cb_read" }).and_then(CbMode::parse).unwrap_or(CbMode::Automatic);
-        CollectiveHints { cb_nodes: num("cb_nodes", 1) as usize, cb_buffer_size: num("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE), mode, node_of_rank: self.node_of_rank.clone() }
+        CollectiveHints {
+            cb_nodes: num("cb_nodes", 1) as usize,
+            cb_buffer_size: num("cb_buffer_size", DEFAULT_CB_BUFFER_SIZE),
+            mode,
+            node_of_rank: self.node_of_rank.clone(),
+            method: self.get("weft_coll").and_then(CollMethod::parse).unwrap_or(CollMethod::Auto),
+            server_window: num("weft_coll_server_window", DEFAULT_SERVER_WINDOW),
+        }
     }
 }

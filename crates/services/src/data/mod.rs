@@ -5,6 +5,7 @@
 //! Reads past an object's end return zeros; the response carries the object's
 //! size so the client can tell a hole from the end of the file.
 
+pub mod coll_plan;
 mod sieve;
 mod tombstones;
 
@@ -157,6 +158,53 @@ impl DataService {
             }
         }
         Ok(size)
+    }
+
+    /// Writes `bufs` back to back from object offset `offset`, with as few
+    /// vectored writes as the kernel allows (a collective's run).
+    pub fn write_run(&self, file: FileId, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        let o = self.object(file, true)?.expect("created");
+        let _shared = shared(&o.rmw);
+        let mut slices: Vec<io::IoSlice<'_>> = bufs.iter().map(|b| io::IoSlice::new(b)).collect();
+        let mut rest = &mut slices[..];
+        let (mut at, total) = (offset, bufs.iter().map(|b| b.len() as u64).sum::<u64>());
+        while !rest.is_empty() {
+            match nix::sys::uio::pwritev(&o.file, rest, at as i64) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "vectored write wrote nothing")),
+                Ok(n) => {
+                    io::IoSlice::advance_slices(&mut rest, n);
+                    at += n as u64;
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if total >= WRITE_BEHIND_MIN {
+            self.start_write_back(&o.file, &[Piece { offset, len: total }]);
+        }
+        Ok(())
+    }
+
+    /// Reads from object offset `offset` into `bufs` back to back, with as
+    /// few vectored reads as the kernel allows; bytes past the object's end
+    /// are left as they are (the caller zeroes them). `None`: no object.
+    pub fn read_run(&self, file: FileId, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<Option<()>> {
+        let Some(o) = self.object(file, false)? else { return Ok(None) };
+        let mut slices: Vec<io::IoSliceMut<'_>> = bufs.iter_mut().map(|b| io::IoSliceMut::new(b)).collect();
+        let mut rest = &mut slices[..];
+        let mut at = offset;
+        while !rest.is_empty() {
+            match nix::sys::uio::preadv(&o.file, rest, at as i64) {
+                Ok(0) => break,
+                Ok(n) => {
+                    io::IoSliceMut::advance_slices(&mut rest, n);
+                    at += n as u64;
+                }
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(Some(()))
     }
 
     pub fn size(&self, file: FileId) -> io::Result<u64> {

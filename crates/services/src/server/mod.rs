@@ -13,13 +13,14 @@
 
 pub mod budget;
 mod buffers;
+mod collectives;
 pub mod conn;
 mod reactor;
 mod read_turns;
 mod workers;
 
 pub use budget::{Charge, MemoryBudget};
-pub use conn::{Conn, ConnLimits};
+pub use conn::{Conn, ConnLimits, Payload};
 pub use read_turns::ReadTurns;
 
 use crate::data::DataService;
@@ -74,6 +75,8 @@ pub struct Server {
     dir: std::path::PathBuf,
     /// Serve uid 0 as nobody (the cluster file's `root_squash`).
     root_squash: bool,
+    /// Server-directed collectives in progress.
+    collectives: collectives::Collectives,
 }
 
 impl Server {
@@ -94,6 +97,7 @@ impl Server {
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
             root_squash: cluster.root_squash,
+            collectives: collectives::Collectives::new(collectives::Collectives::timeout_from_env()),
             dir: me.dir.clone(),
             id: id.0,
             budget: MemoryBudget::from_env(),
@@ -232,6 +236,7 @@ impl Server {
                     DataReq::Truncate { file, size } => d.truncate(file, size).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::Fsync { file } => d.fsync(file).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::Delete { file } => d.delete(file).map(|()| Response::Ok).unwrap_or_else(io_err),
+                    DataReq::CollWrite { .. } | DataReq::CollRead { .. } => Response::error(ErrorCode::Internal, "collective requests are held by the worker pool"),
                 }
             }
         }
@@ -260,8 +265,8 @@ fn cpu_kind(req: &Request) -> CpuKind {
     match req {
         Request::Meta { .. } => CpuKind::Meta,
         Request::Lock(_) => CpuKind::Lock,
-        Request::Data(DataReq::Write { .. }) => CpuKind::DataWrite,
-        Request::Data(DataReq::Read { .. }) => CpuKind::DataRead,
+        Request::Data(DataReq::Write { .. } | DataReq::CollWrite { .. }) => CpuKind::DataWrite,
+        Request::Data(DataReq::Read { .. } | DataReq::CollRead { .. }) => CpuKind::DataRead,
         Request::Data(_) => CpuKind::DataOther,
         _ => CpuKind::Other,
     }
@@ -274,6 +279,46 @@ fn read_slots() -> usize {
 }
 
 impl Server {
+    /// A member's round of a server-directed collective (see
+    /// [`collectives`]): held until its round is complete, then performed
+    /// by this thread; every answer goes through `reply`.
+    pub(crate) fn collective(&self, op: weft_wire::DataReq, buf: Payload, reply: collectives::Reply) {
+        use weft_wire::{DataReq, ErrorCode};
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let Some(d) = &self.data else {
+            return reply(Response::error(ErrorCode::WrongService, "this server does not host the data service"), Payload::default());
+        };
+        let (file, tag, pieces, write) = match op {
+            DataReq::CollWrite { file, tag, pieces } => (file, tag, pieces, true),
+            DataReq::CollRead { file, tag, pieces } => (file, tag, pieces, false),
+            _ => return reply(Response::error(ErrorCode::Internal, "not a collective request"), Payload::default()),
+        };
+        let total: u64 = pieces.iter().map(|p| p.len).sum();
+        if write && total != buf.bytes.len() as u64 {
+            self.count_bad_request();
+            return reply(Response::error(ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {}", buf.bytes.len())), Payload::default());
+        }
+        let start = thread_cpu_ns();
+        let entry = collectives::Entry { pieces, buf, reply, last: tag.last };
+        if let Some(round) = self.collectives.join(file, tag, write, entry, Instant::now()) {
+            let key = round.key;
+            match collectives::perform(d, file, round) {
+                Ok(moved) => {
+                    let counter = if write { &self.counters.bytes_written } else { &self.counters.bytes_read };
+                    counter.fetch_add(moved, Ordering::Relaxed);
+                }
+                Err(why) => self.collectives.fail(key, &why),
+            }
+        }
+        let kind = if write { CpuKind::DataWrite } else { CpuKind::DataRead };
+        self.counters.cpu_ns[kind as usize].fetch_add(thread_cpu_ns().saturating_sub(start), Ordering::Relaxed);
+    }
+
+    /// Fails the collectives whose round ran out of time (the event loop's sweep).
+    pub(crate) fn expire_collectives(&self, now: Instant) {
+        self.collectives.expire(now);
+    }
+
     fn count_bad_request(&self) {
         self.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
     }

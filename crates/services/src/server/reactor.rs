@@ -407,9 +407,9 @@ impl Reactor {
                         touched.push(conn.slot);
                     }
                 }
-                Done::Late { conn, id, rsp } => {
+                Done::Late { conn, id, rsp, payload } => {
                     if let Some(slot) = self.slot_of(conn) {
-                        slot.conn.respond(id, &rsp, Payload::default(), now);
+                        slot.conn.respond(id, &rsp, payload, now);
                         touched.push(conn.slot);
                     }
                 }
@@ -461,6 +461,7 @@ impl Reactor {
     /// failed accept no new readiness may come for the waiting backlog).
     fn sweep(&mut self, now: Instant) {
         self.server.note_loop_cpu();
+        self.server.expire_collectives(now);
         self.accept();
         let late: Vec<(usize, String)> = self.slots.iter().enumerate().filter_map(|(k, s)| s.as_ref()?.conn.overdue(now).map(|why| (k, why))).collect();
         for (k, why) in late {
@@ -488,7 +489,7 @@ fn runs_inline(req: &Request) -> bool {
 /// Bytes of response payload a request produces (drawn before it runs).
 fn response_len(req: &Request) -> u64 {
     match req {
-        Request::Data(DataReq::Read { pieces, .. }) => pieces.iter().map(|p| p.len).sum(),
+        Request::Data(DataReq::Read { pieces, .. } | DataReq::CollRead { pieces, .. }) => pieces.iter().map(|p| p.len).sum(),
         Request::Source { len } => (*len).into(),
         _ => 0,
     }

@@ -14,7 +14,8 @@ use crate::lock::Answer;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
-use weft_wire::{ErrorCode, FileId, MsgId, Request, Response};
+use super::collectives::Reply;
+use weft_wire::{DataReq, ErrorCode, FileId, MsgId, Request, Response};
 
 /// A connection as the loop knows it: its slot and the slot's generation
 /// (a slot reused by a later connection has a new one).
@@ -40,8 +41,9 @@ pub struct Job {
 pub enum Done {
     /// A job ran; `answer` is `None` when the response comes later ([`Done::Late`]).
     Job { conn: ConnRef, id: MsgId, answer: Option<(Response, Payload)>, turn: Option<FileId> },
-    /// The later response of a job that ran earlier (a lock granted after a wait).
-    Late { conn: ConnRef, id: MsgId, rsp: Response },
+    /// The later response of a job that ran earlier (a lock granted after a
+    /// wait, a collective's round done), with its payload.
+    Late { conn: ConnRef, id: MsgId, rsp: Response, payload: Payload },
 }
 
 /// Sends results to the loop and wakes it.
@@ -122,10 +124,22 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         }
         let later = || -> Answer {
             let r = replier.clone();
-            Box::new(move |rsp| r.send(Done::Late { conn, id, rsp }))
+            Box::new(move |rsp| r.send(Done::Late { conn, id, rsp, payload: Payload::default() }))
         };
         // Sized by the memory drawn for it: a read's whole response.
         let mut out = super::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
+        if let Request::Data(op @ (DataReq::CollWrite { .. } | DataReq::CollRead { .. })) = req {
+            // Held until its round is complete: answered through `reply`.
+            let r = replier.clone();
+            let reply: Reply = Box::new(move |rsp, payload| r.send(Done::Late { conn, id, rsp, payload }));
+            let buf = if matches!(op, DataReq::CollWrite { .. }) { payload } else { Payload { bytes: out, charge: out_charge } };
+            if catch_unwind(AssertUnwindSafe(|| server.collective(op, buf, reply))).is_err() {
+                server.count_panic();
+                tracing::error!(target: "weft::server", msg_id = id.0, "a collective round panicked; its members were not answered");
+            }
+            replier.send(Done::Job { conn, id, answer: None, turn });
+            continue;
+        }
         let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later)));
         drop(payload);
         let answer = match outcome {

@@ -6,9 +6,12 @@
 //! pieces' bytes concatenated in list order; a read's response payload is
 //! the same, zero-filled past the object's end. A `Read` also carries its
 //! [`ReadOrder`]: `strategy u8 | rank u32 | group u32 | slot u32`, which the
-//! server uses to choose among pending reads.
+//! server uses to choose among pending reads. `CollWrite` and `CollRead`
+//! carry a [`CollTag`] and their pieces as strided runs (see [`super::coll`]);
+//! their payloads are a `Write`'s and a `Read`'s.
 
 use crate::limits::{MAX_OBJECT_END, MAX_PAYLOAD_LEN, MAX_PIECES};
+use crate::msg::coll::{compact, decode_runs, encode_runs, CollTag};
 use crate::{DecodeError, Decoder, Encoder, FileId};
 
 /// One contiguous region of a stripe object.
@@ -39,6 +42,10 @@ pub enum DataReq {
     Truncate { file: FileId, size: u64 },
     Fsync { file: FileId },
     Delete { file: FileId },
+    /// One member's round of a server-directed collective write.
+    CollWrite { file: FileId, tag: CollTag, pieces: Vec<Piece> },
+    /// One member's round of a server-directed collective read.
+    CollRead { file: FileId, tag: CollTag, pieces: Vec<Piece> },
 }
 
 /// What `weft status` shows for one server.
@@ -141,7 +148,9 @@ impl DataReq {
             | DataReq::Size { file }
             | DataReq::Truncate { file, .. }
             | DataReq::Fsync { file }
-            | DataReq::Delete { file } => *file,
+            | DataReq::Delete { file }
+            | DataReq::CollWrite { file, .. }
+            | DataReq::CollRead { file, .. } => *file,
         }
     }
 
@@ -167,6 +176,11 @@ impl DataReq {
             }
             DataReq::Delete { file } => {
                 e.u8(6).u64(file.0);
+            }
+            DataReq::CollWrite { file, tag, pieces } | DataReq::CollRead { file, tag, pieces } => {
+                e.u8(if matches!(self, DataReq::CollWrite { .. }) { 7 } else { 8 }).u64(file.0);
+                tag.encode(e);
+                encode_runs(e, &compact(pieces));
             }
         }
     }
@@ -194,6 +208,15 @@ impl DataReq {
             }
             5 => DataReq::Fsync { file },
             6 => DataReq::Delete { file },
+            7 | 8 => {
+                let tag = CollTag::decode(d)?;
+                let pieces = decode_runs(d)?;
+                let total = pieces_total(&pieces)?;
+                if total > tag.member_share() {
+                    return Err(DecodeError::TooLong { what: "collective round", len: total, limit: tag.member_share() });
+                }
+                if op == 7 { DataReq::CollWrite { file, tag, pieces } } else { DataReq::CollRead { file, tag, pieces } }
+            }
             t => return Err(DecodeError::BadTag { what: "data op", tag: t.into() }),
         })
     }

@@ -4,6 +4,7 @@
 //! A request body is `tag u8 | fields`; a response body likewise. Tags are
 //! stable; new ones are appended.
 
+pub mod coll;
 pub mod data;
 pub mod handshake;
 pub mod lock;

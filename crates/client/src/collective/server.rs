@@ -1,0 +1,159 @@
+//! Server-directed collective I/O (paper 001's disk-directed I/O): no data
+//! moves between ranks. Every rank sends each data server it touches its
+//! own pieces there (with their bytes, for a write), tagged with the
+//! collective's id; each server waits for all of its members, merges and
+//! sorts their pieces by object offset, and performs them as few large
+//! disk operations in object order (the server side is
+//! `weft_services::server::collectives`).
+//!
+//! One allgather agrees on the collective's id (rank 0's) and on which
+//! ranks touch which server (a bitmap per rank): a server waits only for
+//! the ranks that have pieces there. A server holds at most `window` bytes
+//! of one collective at once: each rank sends a server at most
+//! `window / participants` bytes per round, and its next round only after
+//! the server answered the last. A rank that fails tells every server it
+//! touches that it abandons the collective, so the others fail at once
+//! instead of waiting for the server's timeout.
+
+use super::CollectiveHints;
+use crate::comm::Communicator;
+use crate::file::Chunk;
+use crate::{File, Result};
+use std::hash::{BuildHasher, Hasher};
+use weft_layout::Segment;
+use weft_wire::limits::{MAX_BODY_LEN, MAX_PAYLOAD_LEN};
+use weft_wire::{CollTag, DataReq, Request};
+
+/// Most pieces in one collective request: its body must stay within
+/// [`MAX_BODY_LEN`] even if no two pieces compact into one strided run
+/// (28 bytes each).
+const MOST_PIECES: usize = (MAX_BODY_LEN as usize - 128) / 28;
+
+/// What every rank agreed on, and this rank's requests in rounds.
+struct Agreed<'f> {
+    id: u64,
+    window: u64,
+    /// Per server: (participants, this rank's index among them).
+    members: Vec<(u32, u32)>,
+    /// Per server: this rank's requests, one per round.
+    rounds: Vec<Vec<Chunk>>,
+    file: &'f File,
+}
+
+fn agree<'f>(file: &'f File, comm: &dyn Communicator, segments: &[Segment], hints: &CollectiveHints) -> Result<Agreed<'f>> {
+    let servers = file.stripe_count();
+    let window = hints.server_window.clamp(1, weft_wire::msg::coll::MAX_WINDOW);
+    // Which servers this rank touches, and the id if it is rank 0. A rank
+    // whose access is refused still takes part, touching nothing, so that
+    // no server waits for it; it returns its error after the allgather.
+    let planned = file.plan_capped(segments, u64::from(MAX_PAYLOAD_LEN), MOST_PIECES);
+    let touched = planned.as_deref().unwrap_or(&[]);
+    let id = if comm.rank() == 0 { fresh_id() } else { 0 };
+    let map_len = servers.div_ceil(8);
+    let mut mine = vec![0u8; 8 + map_len];
+    mine[..8].copy_from_slice(&id.to_le_bytes());
+    for c in touched {
+        mine[8 + c.server / 8] |= 1 << (c.server % 8);
+    }
+    let all = comm.allgather(&mine)?;
+    let touched = planned?;
+    let rows: Vec<&[u8]> = all.chunks_exact(8 + map_len).collect();
+    let id = u64::from_le_bytes(rows[0][..8].try_into().expect("8 bytes"));
+    let has = |row: &[u8], s: usize| row[8 + s / 8] & (1 << (s % 8)) != 0;
+    let me = comm.rank();
+    let members: Vec<(u32, u32)> = (0..servers)
+        .map(|s| {
+            let participants = rows.iter().filter(|r| has(r, s)).count() as u32;
+            let index = rows[..me].iter().filter(|r| has(r, s)).count() as u32;
+            (participants, index)
+        })
+        .collect();
+    // A round's size: the smallest share among this rank's servers.
+    let block = touched.iter().map(|c| window.div_ceil(u64::from(members[c.server].0.max(1)))).min().unwrap_or(1).clamp(1, u64::from(MAX_PAYLOAD_LEN));
+    let chunks = if block >= u64::from(MAX_PAYLOAD_LEN) { touched } else { file.plan_capped(segments, block, MOST_PIECES)? };
+    let mut rounds: Vec<Vec<Chunk>> = (0..servers).map(|_| Vec::new()).collect();
+    // `plan` gives chunks in file order, so each server's rounds go
+    // forward through its object.
+    for c in chunks {
+        rounds[c.server].push(c);
+    }
+    Ok(Agreed { id, window, members, rounds, file })
+}
+
+/// A collective id no other collective on the file is likely to share.
+fn fresh_id() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+impl Agreed<'_> {
+    fn tag(&self, server: usize, round: usize, abandon: bool) -> CollTag {
+        let (participants, member) = self.members[server];
+        let last = round + 1 >= self.rounds[server].len();
+        CollTag { id: self.id, participants, member, round: round as u32, window: self.window, last, abandon }
+    }
+
+    fn rounds(&self) -> usize {
+        self.rounds.iter().map(Vec::len).max().unwrap_or(0)
+    }
+
+    /// This round's requests: (server, chunk, body).
+    fn round(&self, r: usize, write: bool) -> (Vec<&Chunk>, Vec<Vec<u8>>) {
+        let file = self.file.id();
+        let mut chunks = Vec::new();
+        let mut bodies = Vec::new();
+        for (s, rounds) in self.rounds.iter().enumerate() {
+            if let Some(c) = rounds.get(r) {
+                let (tag, pieces) = (self.tag(s, r, false), c.pieces.clone());
+                let op = if write { DataReq::CollWrite { file, tag, pieces } } else { DataReq::CollRead { file, tag, pieces } };
+                chunks.push(c);
+                bodies.push(Request::Data(op).encode());
+            }
+        }
+        (chunks, bodies)
+    }
+
+    /// Tells every server this rank has rounds left at that it gives up
+    /// (best effort: the answers are not needed).
+    fn abandon(&self, from_round: usize) {
+        let file = self.file.id();
+        let bodies: Vec<(usize, Vec<u8>)> = (0..self.rounds.len())
+            .filter(|&s| self.rounds[s].len() > from_round)
+            .map(|s| (s, Request::Data(DataReq::CollWrite { file, tag: self.tag(s, from_round, true), pieces: Vec::new() }).encode()))
+            .collect();
+        self.file.notify_servers(bodies);
+    }
+}
+
+/// This rank's part of a server-directed collective write.
+pub(super) fn write(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<()> {
+    let a = agree(file, comm, segments, hints)?;
+    for r in 0..a.rounds() {
+        let (chunks, bodies) = a.round(r, true);
+        if let Err(e) = file.send_chunks(&chunks, bodies, buf, usize::MAX) {
+            a.abandon(r + 1);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// This rank's part of a server-directed collective read; returns the
+/// bytes of its stream before the end of the file.
+pub(super) fn read(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
+    let a = agree(file, comm, segments, hints)?;
+    let mut known_end = 0;
+    for r in 0..a.rounds() {
+        let (chunks, bodies) = a.round(r, false);
+        match file.fetch_chunks(&chunks, bodies, buf, usize::MAX) {
+            Ok(end) => known_end = known_end.max(end),
+            Err(e) => {
+                a.abandon(r + 1);
+                return Err(e);
+            }
+        }
+    }
+    file.count_before_end(segments, known_end).map(|n| n as u64)
+}

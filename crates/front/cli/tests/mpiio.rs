@@ -101,11 +101,27 @@ fn reference_flags(mpi: &Mpi) -> &'static [&'static str] {
 }
 
 fn same_as_local_mpiio(mpi: &Mpi, source: &str, ranks: u32) {
-    let tc = TestCluster::start(&format!("mpiio-{}-{}", mpi.name, source.replace('.', "-")), 4);
+    same_as_local_mpiio_with(mpi, source, ranks, None);
+}
+
+/// Collective calls forced to server-directed I/O (`WEFT_COLL=server`):
+/// the bytes must still be the MPI library's, and the servers must really
+/// have performed collective rounds.
+fn same_as_local_mpiio_server_directed(mpi: &Mpi, source: &str, ranks: u32) {
+    let tc = same_as_local_mpiio_with(mpi, source, ranks, Some("server"));
+    let rounds: u64 = tc.client().status().into_iter().filter_map(|s| s.stats.ok()).map(|s| s.coll_rounds).sum();
+    assert!(rounds > 0, "{source}: no server-directed collective round ran with WEFT_COLL=server");
+}
+
+fn same_as_local_mpiio_with(mpi: &Mpi, source: &str, ranks: u32, coll: Option<&str>) -> TestCluster {
+    let tag = coll.map_or(String::new(), |c| format!("-{c}"));
+    let tc = TestCluster::start(&format!("mpiio-{}-{}{tag}", mpi.name, source.replace('.', "-")), 4);
     let exe = compile(&tc, mpi, source);
     let local = tc.scratch("local.dat");
     let reference = ok(&mpirun(&tc, mpi, ranks, &exe, &[local.to_str().unwrap()], reference_flags(mpi)), "reference run");
-    let weft = ok(&mpirun(&tc, mpi, ranks, &exe, &["weft:/out.dat"], &[]), "weft run");
+    let coll_env = coll.map(|c| if mpi.name == "openmpi" { vec!["-x".to_string(), format!("WEFT_COLL={c}")] } else { vec!["-genv".into(), "WEFT_COLL".into(), c.to_string()] }).unwrap_or_default();
+    let coll_env: Vec<&str> = coll_env.iter().map(String::as_str).collect();
+    let weft = ok(&mpirun(&tc, mpi, ranks, &exe, &["weft:/out.dat"], &coll_env), "weft run");
     assert!(!reference.trim().is_empty(), "the reference run printed nothing");
     // Programs that check what they read print "wrong values N".
     assert!(!weft.lines().any(|l| l.contains("wrong values") && !l.ends_with("wrong values 0")), "wrong values read back on weft:\n{weft}");
@@ -121,6 +137,7 @@ fn same_as_local_mpiio(mpi: &Mpi, source: &str, ranks: u32) {
     assert_eq!(got.len(), want.len(), "file sizes differ");
     let first = got.iter().zip(&want).position(|(a, b)| a != b);
     assert!(first.is_none(), "{source}: files differ first at byte {first:?}");
+    tc
 }
 
 #[test]
@@ -141,6 +158,26 @@ fn collective_buffering_with_many_rounds_matches_the_mpi_librarys_openmpi() {
 #[test]
 fn collective_buffering_with_many_rounds_matches_the_mpi_librarys_mpich() {
     same_as_local_mpiio(&MPICH, "collective.c", MPICH.ranks);
+}
+
+#[test]
+fn server_directed_collectives_match_the_mpi_librarys_openmpi() {
+    same_as_local_mpiio_server_directed(&OPENMPI, "collective.c", 6);
+}
+
+#[test]
+fn server_directed_collectives_match_the_mpi_librarys_mpich() {
+    same_as_local_mpiio_server_directed(&MPICH, "collective.c", MPICH.ranks);
+}
+
+#[test]
+fn server_directed_hdf5_collective_writes_match() {
+    same_as_local_mpiio_server_directed(&OPENMPI, "hdf5.c", OPENMPI.ranks);
+}
+
+#[test]
+fn server_directed_pnetcdf_all_calls_match() {
+    same_as_local_mpiio_server_directed(&OPENMPI, "pnetcdf.c", OPENMPI.ranks);
 }
 
 #[test]

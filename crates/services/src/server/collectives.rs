@@ -76,6 +76,8 @@ pub struct Round {
 struct State {
     live: HashMap<Key, Pending>,
     failed: VecDeque<(Key, String)>,
+    /// Collectives failed since the server started.
+    failed_total: u64,
 }
 
 /// The collectives in progress at one server.
@@ -100,6 +102,11 @@ impl Collectives {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Collectives failed since the server started.
+    pub fn failed(&self) -> u64 {
+        self.state().failed_total
     }
 
     /// A member's round arrives: answered now (an error), held, or the
@@ -186,6 +193,7 @@ impl Collectives {
                     st.failed.pop_front();
                 }
                 st.failed.push_back((key, why.to_owned()));
+                st.failed_total += 1;
             }
             held
         };

@@ -55,6 +55,7 @@ struct Counters {
     bytes_read: AtomicU64,
     panics: AtomicU64,
     refused_connections: AtomicU64,
+    coll_rounds: AtomicU64,
 }
 
 /// The services of one server and its counters.
@@ -140,6 +141,8 @@ impl Server {
             cpu_loop_ns: c.cpu_loop_ns.load(Ordering::Relaxed),
             disk_total,
             disk_free,
+            coll_rounds: c.coll_rounds.load(Ordering::Relaxed),
+            coll_failed: self.collectives.failed(),
         }
     }
 
@@ -302,6 +305,7 @@ impl Server {
         let entry = collectives::Entry { pieces, buf, reply, last: tag.last };
         if let Some(round) = self.collectives.join(file, tag, write, entry, Instant::now()) {
             let key = round.key;
+            self.counters.coll_rounds.fetch_add(1, Ordering::Relaxed);
             match collectives::perform(d, file, round) {
                 Ok(moved) => {
                     let counter = if write { &self.counters.bytes_written } else { &self.counters.bytes_read };

@@ -81,6 +81,9 @@ pub struct ServerStats {
     /// The file system under the server's data: bytes in all and free.
     pub disk_total: u64,
     pub disk_free: u64,
+    /// Server-directed collective rounds performed, and collectives failed.
+    pub coll_rounds: u64,
+    pub coll_failed: u64,
 }
 
 /// Number of [`CpuKind`]s.
@@ -231,7 +234,7 @@ impl ServerStats {
         for v in self.cpu_ns {
             e.u64(v);
         }
-        e.u64(self.cpu_loop_ns).u64(self.disk_total).u64(self.disk_free);
+        e.u64(self.cpu_loop_ns).u64(self.disk_total).u64(self.disk_free).u64(self.coll_rounds).u64(self.coll_failed);
     }
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         Ok(ServerStats {
@@ -262,6 +265,8 @@ impl ServerStats {
             cpu_loop_ns: d.u64()?,
             disk_total: d.u64()?,
             disk_free: d.u64()?,
+            coll_rounds: d.u64()?,
+            coll_failed: d.u64()?,
         })
     }
 }

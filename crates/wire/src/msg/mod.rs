@@ -293,6 +293,13 @@ mod tests {
             (any::<u64>(), 0u64..1 << 62).prop_map(|(f, size)| Request::Data(DataReq::Truncate { file: FileId(f), size })),
             any::<u64>().prop_map(|f| Request::Data(DataReq::Fsync { file: FileId(f) })),
             any::<u64>().prop_map(|f| Request::Data(DataReq::Delete { file: FileId(f) })),
+            (any::<u64>(), pieces(), any::<u64>(), 1u32..5000, any::<u32>(), any::<u32>(), any::<u8>()).prop_map(|(f, pieces, id, participants, member, round, flags)| {
+                let tag = crate::CollTag { id, participants, member: member % participants, round, window: crate::msg::coll::MAX_WINDOW, last: flags & 1 != 0, abandon: flags & 2 != 0 };
+                // Within the member's share, as the decoder demands.
+                let pieces = if pieces.iter().map(|p| p.len).sum::<u64>() <= tag.member_share() { pieces } else { Vec::new() };
+                let file = FileId(f);
+                Request::Data(if flags & 4 != 0 { DataReq::CollWrite { file, tag, pieces } } else { DataReq::CollRead { file, tag, pieces } })
+            }),
             (any::<u64>(), any::<u64>(), any::<bool>(), any::<u32>(), proptest::collection::vec((any::<bool>(), any::<u64>(), any::<u64>()), 0..5)).prop_map(
                 |(session, f, exclusive, wait_ms, xs)| {
                     let extents = xs
@@ -346,6 +353,8 @@ mod tests {
                 cpu_loop_ns: n / 23,
                 disk_total: n / 24,
                 disk_free: n / 25,
+                coll_rounds: n / 26,
+                coll_failed: n / 27,
             })),
         ]
     }

@@ -60,6 +60,9 @@ pub fn status(cluster: Option<&Path>) -> Result<()> {
                 let per_mb = if moved > 0 { format!(" ({:.2} ms/MB)", ns as f64 / 1e6 / (moved as f64 / 1e6)) } else { String::new() };
                 parts.push(format!("{} {:.3}s{per_mb}", k.name(), secs(ns)));
             }
+            if st.coll_rounds + st.coll_failed > 0 {
+                parts.push(format!("server-directed collective rounds {} (failed collectives {})", st.coll_rounds, st.coll_failed));
+            }
             out!("  server {}: {}; disk {} free of {}", s.server.id, parts.join(", "), human_bytes(st.disk_free), human_bytes(st.disk_total))?;
         }
     }

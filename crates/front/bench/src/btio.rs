@@ -2,7 +2,8 @@
 //! then read one file through nested-strided views (3240-byte pieces, two
 //! levels deep), collectively, for each scheduling heuristic and schedule
 //! block b, with two-phase collective I/O and with each rank's own list
-//! I/O. Ranks are threads here, each with its own client (own connections,
+//! I/O, and once with server-directed collective I/O (paper 001's
+//! disk-directed I/O; the servers order the transfer themselves). Ranks are threads here, each with its own client (own connections,
 //! as separate processes would have), and `ThreadComm` for the collective
 //! steps. Writes are fsync'd; reads are cold where the page cache can be
 //! dropped (as root).
@@ -11,7 +12,7 @@ use crate::{median, BenchCluster};
 use anyhow::{bail, Result};
 use serde::Serialize;
 use std::time::Instant;
-use weft_client::collective::{read_all, write_all, CbMode, CollectiveHints};
+use weft_client::collective::{read_all, write_all, CbMode, CollMethod, CollectiveHints};
 use weft_client::comm::{Communicator, ThreadComm};
 use weft_client::{Client, CreateOptions, Datatype, Pattern, View};
 
@@ -45,7 +46,10 @@ pub struct Row {
     pub mb_s: f64,
 }
 
-const IMPLS: [(&str, CbMode); 2] = [("weft-two-phase", CbMode::Enable), ("weft-independent", CbMode::Disable)];
+/// Two-phase and independent list I/O run under every heuristic and b;
+/// server-directed I/O once (the servers order the transfer themselves).
+const IMPLS: [(&str, CbMode, CollMethod); 3] =
+    [("weft-two-phase", CbMode::Enable, CollMethod::Auto), ("weft-independent", CbMode::Disable, CollMethod::Auto), ("weft-server", CbMode::Automatic, CollMethod::Server)];
 
 pub fn run(bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
     if p.q == 0 || p.cell_yz == 0 || p.repeats == 0 || p.blocks.is_empty() || p.strategies.is_empty() {
@@ -58,28 +62,43 @@ pub fn run(bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec
     let _ = clients[0].mkdir("/bench", 0o777);
     let path = format!("/bench/btio-{}", std::process::id());
     let views: Vec<View> = (0..procs as u64).map(|r| Ok(View::new(0, Datatype::byte(), pattern.filetype(procs as u64, r)?)?)).collect::<Result<_>>()?;
-    let mut rows = Vec::new();
-    for (name, mode) in IMPLS {
+    let mut configs: Vec<(&'static str, CbMode, CollMethod, String, u64)> = Vec::new();
+    for (name, mode, method) in IMPLS {
+        if method == CollMethod::Server {
+            configs.push((name, mode, method, "server".into(), 0));
+            continue;
+        }
         for s in &p.strategies {
             for &b in &p.blocks {
-                let mut samples = [Vec::new(), Vec::new()];
-                for rep in 0..p.repeats {
-                    progress(&format!("{name} {s} b={b} round {}/{}", rep + 1, p.repeats));
-                    clients[0].create(&path, CreateOptions::default())?;
-                    for (k, op) in ["write", "read"].into_iter().enumerate() {
-                        if op == "read" {
-                            crate::sched::drop_caches();
-                        }
-                        let hints = CollectiveHints { cb_nodes: p.aggregators, cb_buffer_size: 16 << 20, mode, node_of_rank: Vec::new(), ..Default::default() };
-                        samples[k].push(one_phase(&clients, &views, &path, s, b, op == "write", &hints)?);
-                    }
-                    clients[0].unlink(&path)?;
-                }
-                for (k, op) in ["write", "read"].into_iter().enumerate() {
-                    let secs = median(std::mem::take(&mut samples[k]));
-                    rows.push(Row { workload: "btio", procs, op, implementation: name, strategy: s.clone(), block_bytes: b, seconds: secs, mb_s: bytes / secs / 1e6 });
-                }
+                configs.push((name, mode, method, s.clone(), b));
             }
+        }
+    }
+    // Every configuration once per repeat, the order rotating each time.
+    let mut samples: Vec<[Vec<f64>; 2]> = configs.iter().map(|_| [Vec::new(), Vec::new()]).collect();
+    for rep in 0..p.repeats {
+        for k in 0..configs.len() {
+            let c = (k + rep) % configs.len();
+            let (name, mode, method, s, b) = &configs[c];
+            progress(&format!("{name} {s} b={b} round {}/{}", rep + 1, p.repeats));
+            clients[0].create(&path, CreateOptions::default())?;
+            for (i, op) in ["write", "read"].into_iter().enumerate() {
+                if op == "read" {
+                    crate::sched::drop_caches();
+                }
+                let hints = CollectiveHints { cb_nodes: p.aggregators, cb_buffer_size: 16 << 20, mode: *mode, method: *method, ..Default::default() };
+                let block = if *b == 0 { 1 << 20 } else { *b };
+                let strategy = if *method == CollMethod::Server { "first" } else { s };
+                samples[c][i].push(one_phase(&clients, &views, &path, strategy, block, op == "write", &hints)?);
+            }
+            clients[0].unlink(&path)?;
+        }
+    }
+    let mut rows = Vec::new();
+    for ((name, _, _, s, b), mut sample) in configs.into_iter().zip(samples) {
+        for (i, op) in ["write", "read"].into_iter().enumerate() {
+            let secs = median(std::mem::take(&mut sample[i]));
+            rows.push(Row { workload: "btio", procs, op, implementation: name, strategy: s.clone(), block_bytes: b, seconds: secs, mb_s: bytes / secs / 1e6 });
         }
     }
     Ok(rows)

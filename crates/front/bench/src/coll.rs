@@ -35,7 +35,8 @@ pub struct Row {
 }
 
 /// One implementation: its name, whether it is Weft's, the
-/// `romio_cb_*` hint, and extra `mpiexec` arguments.
+/// `romio_cb_*` hint (`server`: `weft_coll=server` instead), and extra
+/// `mpiexec` arguments.
 struct Impl {
     name: &'static str,
     weft: bool,
@@ -47,6 +48,7 @@ fn impls(mpi: &str) -> Vec<Impl> {
     let mut v = vec![
         Impl { name: "weft-two-phase", weft: true, cb: "enable", mpiexec: &[] },
         Impl { name: "weft-independent", weft: true, cb: "disable", mpiexec: &[] },
+        Impl { name: "weft-server", weft: true, cb: "server", mpiexec: &[] },
     ];
     if mpi == "openmpi" {
         v.push(Impl { name: "ompio", weft: false, cb: "-", mpiexec: &["--mca", "io", "ompio"] });

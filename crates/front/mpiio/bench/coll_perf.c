@@ -2,7 +2,8 @@
  * array of 4-byte ints in a 3-D block distribution (MPI_Type_create_darray)
  * over all ranks, written with MPI_File_write_all then MPI_File_sync, or
  * read with MPI_File_read_all. ROMIO_CB sets romio_cb_write/read (enable,
- * disable, automatic, or "-" for none). The time runs from a barrier to
+ * disable, automatic, or "-" for none; "server" sets Weft's weft_coll=server
+ * instead). The time runs from a barrier to
  * each rank's close; rank 0 prints the slowest as "elapsed_ns N".
  * Usage: coll_perf w|r PATH N ROMIO_CB */
 #include <mpi.h>
@@ -44,7 +45,10 @@ int main(int argc, char **argv) {
     for (int i = 0; i < count; i++) buf[i] = rank * 1000003 + i;
     MPI_Info info;
     MPI_Info_create(&info);
-    if (strcmp(argv[4], "-") != 0) {
+    if (strcmp(argv[4], "server") == 0) {
+        /* Weft's server-directed collective I/O. */
+        MPI_Info_set(info, "weft_coll", "server");
+    } else if (strcmp(argv[4], "-") != 0) {
         MPI_Info_set(info, "romio_cb_write", argv[4]);
         MPI_Info_set(info, "romio_cb_read", argv[4]);
     }

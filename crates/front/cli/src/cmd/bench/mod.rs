@@ -119,7 +119,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
         Which::Btio { common, q, cells, strategies, blocks, repeats, aggregators, servers } => {
             let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
             let quiet = common.json;
-            let p = btio::Params { q, cell_yz: cells, strategies, blocks, repeats, aggregators };
+            let p = btio::Params { q, cell_yz: cells, strategies, blocks: blocks.clone(), repeats, aggregators };
             let rows = btio::run(&bc, &p, &|what| {
                 if !quiet {
                     eprintln!("bench btio: {what}");
@@ -143,7 +143,12 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                         keys.into_iter()
                             .map(|(im, st)| weft_bench::plot::Series {
                                 name: format!("{} {st}", im.trim_start_matches("weft-")),
-                                points: rows.iter().filter(|r| r.op == *op && r.implementation == im && r.strategy == st).map(|r| (r.block_bytes as f64, r.seconds)).collect(),
+                                // Server-directed I/O has no b: a level line across them.
+                                points: rows
+                                    .iter()
+                                    .filter(|r| r.op == *op && r.implementation == im && r.strategy == st)
+                                    .flat_map(|r| if r.block_bytes == 0 { blocks.iter().map(|&b| (b as f64, r.seconds)).collect() } else { vec![(r.block_bytes as f64, r.seconds)] })
+                                    .collect(),
                             })
                             .collect()
                     },
@@ -162,6 +167,17 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 );
                 for im in ["weft-two-phase", "weft-independent"] {
                     out!("{im}: spread {:.0}% write, {:.0}% read", btio::spread(&rows, im, "write") * 100.0, btio::spread(&rows, im, "read") * 100.0)?;
+                }
+                for op in ["write", "read"] {
+                    let best = |im: &str| rows.iter().filter(|r| r.op == op && r.implementation == im).map(|r| r.seconds).fold(f64::MAX, f64::min);
+                    let server = best("weft-server");
+                    out!(
+                        "{op}: server-directed {server:.3} s; best two-phase {:.3} s ({:.2}x), best independent {:.3} s ({:.2}x) (x > 1: server-directed faster)",
+                        best("weft-two-phase"),
+                        best("weft-two-phase") / server,
+                        best("weft-independent"),
+                        best("weft-independent") / server
+                    )?;
                 }
                 out!("{}", btio::PAPER)?;
                 let plots = if plots.is_empty() { "none (no DejaVu font found)".to_string() } else { plots.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ") };

@@ -70,6 +70,7 @@ fn agree<'f>(file: &'f File, comm: &dyn Communicator, segments: &[Segment], hint
         .collect();
     // A round's size: the smallest share among this rank's servers.
     let block = touched.iter().map(|c| window.div_ceil(u64::from(members[c.server].0.max(1)))).min().unwrap_or(1).clamp(1, u64::from(MAX_PAYLOAD_LEN));
+    // Cannot fail: the same segments passed the same checks above.
     let chunks = if block >= u64::from(MAX_PAYLOAD_LEN) { touched } else { file.plan_capped(segments, block, MOST_PIECES)? };
     let mut rounds: Vec<Vec<Chunk>> = (0..servers).map(|_| Vec::new()).collect();
     // `plan` gives chunks in file order, so each server's rounds go
@@ -115,8 +116,10 @@ impl Agreed<'_> {
         (chunks, bodies)
     }
 
-    /// Tells every server this rank has rounds left at that it gives up
-    /// (best effort: the answers are not needed).
+    /// Tells every server this rank had round `from_round` or later for
+    /// that it gives up (best effort: the answers are not needed). A server
+    /// whose round went through is told too: its collective may still
+    /// wait for this rank's later rounds, or be done (then nothing happens).
     fn abandon(&self, from_round: usize) {
         let file = self.file.id();
         let bodies: Vec<(usize, Vec<u8>)> = (0..self.rounds.len())
@@ -133,7 +136,7 @@ pub(super) fn write(file: &File, comm: &dyn Communicator, segments: &[Segment], 
     for r in 0..a.rounds() {
         let (chunks, bodies) = a.round(r, true);
         if let Err(e) = file.send_chunks(&chunks, bodies, buf, usize::MAX) {
-            a.abandon(r + 1);
+            a.abandon(r);
             return Err(e);
         }
     }
@@ -150,7 +153,7 @@ pub(super) fn read(file: &File, comm: &dyn Communicator, segments: &[Segment], b
         match file.fetch_chunks(&chunks, bodies, buf, usize::MAX) {
             Ok(end) => known_end = known_end.max(end),
             Err(e) => {
-                a.abandon(r + 1);
+                a.abandon(r);
                 return Err(e);
             }
         }

@@ -21,7 +21,7 @@ fn tag(id: u64, participants: u32, member: u32, round: u32) -> CollTag {
 }
 
 fn write_call(addr: SocketAddr, file: FileId, tag: CollTag, offset: u64, data: &[u8]) -> Call<'_> {
-    let pieces = vec![Piece { offset, len: data.len() as u64 }];
+    let pieces = if data.is_empty() { Vec::new() } else { vec![Piece { offset, len: data.len() as u64 }] };
     let mut c = Call::new(addr, Request::Data(DataReq::CollWrite { file, tag, pieces }).encode());
     c.send = vec![data];
     c
@@ -96,6 +96,36 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
     let [c] = calls;
     let r = answer(c);
     assert!(matches!(&r, Response::Error { code: ErrorCode::BadRequest, message } if message.contains("collective round")), "{r:?}");
+
+    // An empty piece is refused: it moves nothing but would be held.
+    let mut c = Call::new(addr, Request::Data(DataReq::CollRead { file, tag: tag(6, 2, 0, 0), pieces: vec![Piece { offset: 0, len: 0 }; 1000] }).encode());
+    ep.run(std::slice::from_mut(&mut c));
+    let r = answer(c);
+    assert!(matches!(&r, Response::Error { code: ErrorCode::BadRequest, message } if message.contains("empty piece")), "{r:?}");
+    // A window past a quarter of the server's memory budget is refused.
+    let mut huge = tag(7, 2, 0, 0);
+    huge.window = weft_wire::msg::coll::MAX_WINDOW;
+    let mut calls = [write_call(addr, file, huge, 0, &data[..10])];
+    ep.run(&mut calls);
+    let [c] = calls;
+    let r = answer(c);
+    assert!(matches!(&r, Response::Error { code: ErrorCode::BadRequest, message } if message.contains("exceeds this server")), "{r:?}");
+
+    // A held request's piece list and its collective's member table are
+    // charged to the server's budget while held (65536 members, 2000 pieces).
+    let (held, r) = std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let pieces: Vec<Piece> = (0..2000).map(|i| Piece { offset: 10 * i, len: 1 }).collect();
+            let wide = CollTag { window: 1 << 28, ..tag(8, 65536, 0, 0) };
+            let mut c = Call::new(addr, Request::Data(DataReq::CollRead { file, tag: wide, pieces }).encode());
+            ep.run(std::slice::from_mut(&mut c));
+            answer(c)
+        });
+        std::thread::sleep(Duration::from_millis(TIMEOUT_MS / 3));
+        (memory_used(&tc), waiter.join().unwrap())
+    });
+    assert!(aborted(&r, "and 65519 more"), "{r:?}");
+    assert!(held >= idle + 65536 * 16 + 2000 * 16, "held collective charged only {} bytes", held - idle);
 
     // None of it reached the object, and the held memory came back.
     let f = client.open("/coll", false).unwrap();

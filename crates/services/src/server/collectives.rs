@@ -12,19 +12,26 @@
 //!
 //! Memory: a member's round carries at most `window / participants` bytes
 //! (checked by the decoder), so a round holds at most the collective's
-//! window; every held byte also stays charged to the server's budget.
+//! window, which may be at most a quarter of the server's memory budget;
+//! every held byte stays charged to the budget, and so do the held piece
+//! lists and each collective's member table (a request that cannot be
+//! charged is refused as busy, and its collective fails).
 //!
 //! Failure: a member that abandons the collective, a round not complete
 //! within the collective timeout (`WEFT_COLL_TIMEOUT_MS`, default 20 s,
-//! below the clients' 30 s), or a failed disk operation fails it for every
-//! member with an `Aborted` error naming why; the server frees what it held
-//! and remembers the failure briefly, so later rounds fail at once.
+//! below the clients' 30 s; counted from the end of the previous round's
+//! disk work), or a failed disk operation fails it for every member with
+//! an `Aborted` error naming why; the server frees what it held and
+//! remembers the failure briefly, so later rounds fail at once. A held
+//! request is answered exactly once: one dropped unanswered (a bug, a
+//! panic) answers `Internal` as it goes.
 
+use super::budget::{Charge, MemoryBudget};
 use super::conn::Payload;
 use crate::data::coll_plan::{finishing, plan};
 use crate::data::DataService;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use weft_wire::{CollTag, ErrorCode, FileId, Piece, Response};
 
@@ -39,14 +46,47 @@ const REMEMBER_FAILED: usize = 1024;
 
 type Key = (FileId, u64);
 
+/// Budget drawn per held piece: the list itself and its share of the
+/// round's planning (sort keys and run parts).
+pub const BYTES_PER_PIECE: u64 = 96;
+
+/// Budget drawn per member of a collective, for its table entry.
+const BYTES_PER_MEMBER: u64 = std::mem::size_of::<Member>() as u64;
+
+/// Most missing members a timeout message names.
+const NAMED: usize = 16;
+
 /// One member's held request.
 pub struct Entry {
     pub pieces: Vec<Piece>,
     /// A write's bytes, or a read's answer buffer (charged at dispatch).
     pub buf: Payload,
-    pub reply: Reply,
+    reply: Option<Reply>,
     /// The member's last round at this server.
     pub last: bool,
+    /// The budget its piece list holds.
+    _pieces_charge: Charge,
+}
+
+impl Entry {
+    pub fn new(pieces: Vec<Piece>, buf: Payload, reply: Reply, last: bool, pieces_charge: Charge) -> Self {
+        Entry { pieces, buf, reply: Some(reply), last, _pieces_charge: pieces_charge }
+    }
+
+    /// Sends the answer (once).
+    pub fn answer(mut self, rsp: Response, payload: Payload) {
+        if let Some(r) = self.reply.take() {
+            r(rsp, payload);
+        }
+    }
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        if let Some(r) = self.reply.take() {
+            r(Response::error(ErrorCode::Internal, "the server dropped this collective request unanswered"), Payload::default());
+        }
+    }
 }
 
 enum Member {
@@ -61,8 +101,12 @@ struct Pending {
     participants: u32,
     window: u64,
     round: u32,
-    deadline: Instant,
+    /// When the current round must be complete; none while a round's disk
+    /// work runs.
+    deadline: Option<Instant>,
     members: Vec<Member>,
+    /// The budget the member table holds.
+    _table: Charge,
 }
 
 /// A complete round, to perform outside the registry's lock.
@@ -84,6 +128,7 @@ struct State {
 pub struct Collectives {
     state: Mutex<State>,
     timeout: Duration,
+    budget: Arc<MemoryBudget>,
 }
 
 fn aborted(why: &str) -> Response {
@@ -91,8 +136,13 @@ fn aborted(why: &str) -> Response {
 }
 
 impl Collectives {
-    pub fn new(timeout: Duration) -> Self {
-        Collectives { state: Mutex::new(State::default()), timeout }
+    pub fn new(timeout: Duration, budget: Arc<MemoryBudget>) -> Self {
+        Collectives { state: Mutex::new(State::default()), timeout, budget }
+    }
+
+    /// The largest window a collective may ask for here.
+    pub fn max_window(&self) -> u64 {
+        self.budget.limit() / 4
     }
 
     /// `WEFT_COLL_TIMEOUT_MS`, default 20 s.
@@ -117,30 +167,50 @@ impl Collectives {
         if let Some((_, why)) = st.failed.iter().find(|(k, _)| *k == key) {
             let why = why.clone();
             drop(st);
-            (entry.reply)(aborted(&why), Payload::default());
+            entry.answer(aborted(&why), Payload::default());
             return None;
         }
         if tag.abandon {
             let why = format!("collective {:#x}: member {} abandoned it", tag.id, tag.member);
             drop(st);
             self.fail(key, &why);
-            (entry.reply)(aborted(&why), Payload::default());
+            entry.answer(aborted(&why), Payload::default());
             return None;
         }
-        if !st.live.contains_key(&key) && st.live.len() >= MAX_LIVE {
-            drop(st);
-            (entry.reply)(Response::error(ErrorCode::Busy, format!("server holds {MAX_LIVE} collectives already")), Payload::default());
-            return None;
+        if !st.live.contains_key(&key) {
+            let refusal = if st.live.len() >= MAX_LIVE {
+                Some(Response::error(ErrorCode::Busy, format!("server holds {MAX_LIVE} collectives already")))
+            } else if tag.window > self.max_window() {
+                Some(Response::error(ErrorCode::BadRequest, format!("collective window {} exceeds this server's {}", tag.window, self.max_window())))
+            } else {
+                None
+            };
+            let table = if refusal.is_none() { self.budget.try_charge(u64::from(tag.participants) * BYTES_PER_MEMBER) } else { None };
+            let table = match (refusal, table) {
+                (None, Some(t)) => t,
+                (refusal, _) => {
+                    // The other members would wait for this one: fail it for all.
+                    let rsp = refusal.unwrap_or_else(|| Response::error(ErrorCode::Busy, "server memory budget exhausted"));
+                    drop(st);
+                    self.fail(key, &format!("collective {:#x}: refused at this server", tag.id));
+                    entry.answer(rsp, Payload::default());
+                    return None;
+                }
+            };
+            st.live.insert(
+                key,
+                Pending {
+                    write,
+                    participants: tag.participants,
+                    window: tag.window,
+                    round: 0,
+                    deadline: Some(now + self.timeout),
+                    members: (0..tag.participants).map(|_| Member::Waiting).collect(),
+                    _table: table,
+                },
+            );
         }
-        let timeout = self.timeout;
-        let p = st.live.entry(key).or_insert_with(|| Pending {
-            write,
-            participants: tag.participants,
-            window: tag.window,
-            round: 0,
-            deadline: now + timeout,
-            members: (0..tag.participants).map(|_| Member::Waiting).collect(),
-        });
+        let p = st.live.get_mut(&key).expect("live");
         let refuse = if p.write != write || p.participants != tag.participants || p.window != tag.window {
             Some("does not match the collective's operation, participants or window")
         } else if tag.round != p.round || !matches!(p.members[tag.member as usize], Member::Waiting) {
@@ -154,7 +224,7 @@ impl Collectives {
             let why = format!("collective {:#x}: member {} round {} {what}", tag.id, tag.member, tag.round);
             drop(st);
             self.fail(key, &why);
-            (entry.reply)(Response::error(ErrorCode::BadRequest, why), Payload::default());
+            entry.answer(Response::error(ErrorCode::BadRequest, why), Payload::default());
             return None;
         }
         p.members[tag.member as usize] = Member::Arrived(entry);
@@ -174,12 +244,20 @@ impl Collectives {
             }
         }
         p.round += 1;
-        p.deadline = now + timeout;
+        p.deadline = None;
         let write = p.write;
         if p.members.iter().all(|m| matches!(m, Member::Done)) {
             st.live.remove(&key);
         }
         Some(Round { key, write, entries })
+    }
+
+    /// The round of `key` just performed: the next one must be complete
+    /// within the timeout from now.
+    pub fn resume(&self, key: Key, now: Instant) {
+        if let Some(p) = self.state().live.get_mut(&key) {
+            p.deadline = Some(now + self.timeout);
+        }
     }
 
     /// Fails a collective: every held member is answered with `why`, and
@@ -199,24 +277,27 @@ impl Collectives {
         };
         for m in held {
             if let Member::Arrived(e) = m {
-                (e.reply)(aborted(why), Payload::default());
+                e.answer(aborted(why), Payload::default());
             }
         }
     }
 
     /// Fails the collectives whose round did not complete in time.
     pub fn expire(&self, now: Instant) {
-        let late: Vec<(Key, String)> = self
+        let late: Vec<(Key, Vec<usize>, usize, u32, u32)> = self
             .state()
             .live
             .iter()
-            .filter(|(_, p)| now >= p.deadline)
+            .filter(|(_, p)| p.deadline.is_some_and(|d| now >= d))
             .map(|(k, p)| {
-                let missing: Vec<usize> = p.members.iter().enumerate().filter(|(_, m)| matches!(m, Member::Waiting)).map(|(i, _)| i).collect();
-                (*k, format!("collective {:#x}: members {missing:?} of {} did not send round {} within {:?}", k.1, p.participants, p.round, self.timeout))
+                let missing = p.members.iter().enumerate().filter(|(_, m)| matches!(m, Member::Waiting)).map(|(i, _)| i);
+                let count = missing.clone().count();
+                (*k, missing.take(NAMED).collect(), count, p.participants, p.round)
             })
             .collect();
-        for (key, why) in late {
+        for (key, named, count, participants, round) in late {
+            let more = if count > named.len() { format!(" and {} more", count - named.len()) } else { String::new() };
+            let why = format!("collective {:#x}: members {named:?}{more} of {participants} did not send round {round} within {:?}", key.1, self.timeout);
             tracing::info!(target: "weft::server", %why, "collective timed out");
             self.fail(key, &why);
         }
@@ -239,12 +320,25 @@ pub fn perform(data: &DataService, file: FileId, round: Round) -> Result<u64, St
         }
     }
     let mut answered: Vec<Option<Entry>> = entries.into_iter().map(Some).collect();
-    let object_size = if write { 0 } else { data.size(file).map_err(|e| e.to_string())? };
+    let object_size = if write {
+        0
+    } else {
+        match data.size(file) {
+            Ok(n) => n,
+            Err(e) => {
+                let why = format!("server I/O for the collective failed: {e}");
+                for e in answered.into_iter().flatten() {
+                    e.answer(aborted(&why), Payload::default());
+                }
+                return Err(why);
+            }
+        }
+    };
     let answer = |answered: &mut Vec<Option<Entry>>, m: usize| {
         if let Some(mut e) = answered[m].take() {
             let rsp = if write { Response::Written { bytes: totals[m] } } else { Response::Read { object_size } };
             let buf = if write { Payload::default() } else { Payload { bytes: std::mem::take(&mut e.buf.bytes), charge: e.buf.charge.take() } };
-            (e.reply)(rsp, buf);
+            e.answer(rsp, buf);
         }
     };
     for &m in &idle {
@@ -261,7 +355,7 @@ pub fn perform(data: &DataService, file: FileId, round: Round) -> Result<u64, St
         if let Err(e) = r {
             let why = format!("server I/O for the collective failed: {e}");
             for e in answered.into_iter().flatten() {
-                (e.reply)(aborted(&why), Payload::default());
+                e.answer(aborted(&why), Payload::default());
             }
             return Err(why);
         }

@@ -95,13 +95,14 @@ impl Server {
             .transpose()
             .map_err(|e| ServeError::Open { service: "data", dir: dir.clone(), reason: e.to_string() })?;
         let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms));
+        let budget = MemoryBudget::from_env();
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
             root_squash: cluster.root_squash,
-            collectives: collectives::Collectives::new(collectives::Collectives::timeout_from_env()),
+            collectives: collectives::Collectives::new(collectives::Collectives::timeout_from_env(), budget.clone()),
             dir: me.dir.clone(),
             id: id.0,
-            budget: MemoryBudget::from_env(),
+            budget,
             connections: AtomicU64::new(0),
             connection_limit: AtomicU64::new(0),
             meta,
@@ -302,7 +303,12 @@ impl Server {
             return reply(Response::error(ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {}", buf.bytes.len())), Payload::default());
         }
         let start = thread_cpu_ns();
-        let entry = collectives::Entry { pieces, buf, reply, last: tag.last };
+        let Some(pieces_charge) = self.budget.try_charge((pieces.len() as u64 + 1) * collectives::BYTES_PER_PIECE) else {
+            let why = format!("collective {:#x}: server memory budget exhausted", tag.id);
+            self.collectives.fail((file, tag.id), &why);
+            return reply(Response::error(ErrorCode::Busy, why), Payload::default());
+        };
+        let entry = collectives::Entry::new(pieces, buf, reply, tag.last, pieces_charge);
         if let Some(round) = self.collectives.join(file, tag, write, entry, Instant::now()) {
             let key = round.key;
             self.counters.coll_rounds.fetch_add(1, Ordering::Relaxed);
@@ -310,6 +316,7 @@ impl Server {
                 Ok(moved) => {
                     let counter = if write { &self.counters.bytes_written } else { &self.counters.bytes_read };
                     counter.fetch_add(moved, Ordering::Relaxed);
+                    self.collectives.resume(key, Instant::now());
                 }
                 Err(why) => self.collectives.fail(key, &why),
             }

@@ -116,6 +116,10 @@ pub fn expand(runs: &[Run]) -> Result<Vec<Piece>, DecodeError> {
     let Some(count) = count else {
         return Err(DecodeError::TooLong { what: "expanded piece list", len: runs.iter().map(|r| u64::from(r.repeat)).sum(), limit: MAX_PIECES as u64 });
     };
+    if runs.iter().any(|r| r.len == 0) {
+        // Nothing to move, but each would cost the server a held piece.
+        return Err(DecodeError::Invalid("empty piece in a collective request"));
+    }
     let mut out = Vec::with_capacity(count);
     for r in runs {
         for i in 0..u64::from(r.repeat) {
@@ -171,6 +175,7 @@ mod tests {
         assert!(expand(&overflow).is_err());
         let past_end = [Run { offset: 0, len: 8, stride: 1 << 61, repeat: 3 }];
         assert!(expand(&past_end).is_err(), "a piece past the largest object end");
+        assert!(expand(&[Run { offset: 0, len: 0, stride: 1, repeat: 65_000 }]).is_err(), "empty pieces");
         let huge_total = [Run { offset: 0, len: u64::from(MAX_PAYLOAD_LEN), stride: 0, repeat: 2 }];
         assert!(expand(&huge_total).is_err());
         let mut e = Encoder::new();
@@ -206,7 +211,7 @@ mod tests {
                 // Mostly regular, as views give: runs must form.
                 raw.iter().enumerate().map(|(i, &(o, l))| Piece { offset: (i as u64 / 7) * 1000 + (i as u64 % 7) * 100 + o % 2, len: l % 3 + 1 }).collect()
             } else {
-                raw.iter().map(|&(o, l)| Piece { offset: o, len: l }).collect()
+                raw.iter().map(|&(o, l)| Piece { offset: o, len: l + 1 }).collect()
             };
             prop_assert_eq!(round_trip(&pieces), pieces.clone());
             prop_assert!(compact(&pieces).len() <= pieces.len());

@@ -296,7 +296,7 @@ mod tests {
             (any::<u64>(), pieces(), any::<u64>(), 1u32..5000, any::<u32>(), any::<u32>(), any::<u8>()).prop_map(|(f, pieces, id, participants, member, round, flags)| {
                 let tag = crate::CollTag { id, participants, member: member % participants, round, window: crate::msg::coll::MAX_WINDOW, last: flags & 1 != 0, abandon: flags & 2 != 0 };
                 // Within the member's share, as the decoder demands.
-                let pieces = if pieces.iter().map(|p| p.len).sum::<u64>() <= tag.member_share() { pieces } else { Vec::new() };
+                let pieces: Vec<_> = if pieces.iter().map(|p| p.len).sum::<u64>() <= tag.member_share() { pieces.into_iter().filter(|p| p.len > 0).collect() } else { Vec::new() };
                 let file = FileId(f);
                 Request::Data(if flags & 4 != 0 { DataReq::CollWrite { file, tag, pieces } } else { DataReq::CollRead { file, tag, pieces } })
             }),

@@ -170,6 +170,23 @@ fn server_directed_collectives_match_the_mpi_librarys_mpich() {
     same_as_local_mpiio_server_directed(&MPICH, "collective.c", MPICH.ranks);
 }
 
+/// Random views, memory types and counts (`random_views.c`: unequal
+/// shares, ranks with none, nested file types, overlapping reads) under
+/// each collective algorithm, byte for byte against ROMIO on a local file.
+#[test]
+fn random_views_match_the_mpi_librarys_under_every_algorithm_openmpi() {
+    for coll in ["two_phase", "server", "independent"] {
+        same_as_local_mpiio_with(&OPENMPI, "random_views.c", 5, Some(coll));
+    }
+}
+
+#[test]
+fn random_views_match_the_mpi_librarys_under_every_algorithm_mpich() {
+    for coll in ["two_phase", "server"] {
+        same_as_local_mpiio_with(&MPICH, "random_views.c", MPICH.ranks, Some(coll));
+    }
+}
+
 #[test]
 fn server_directed_hdf5_collective_writes_match() {
     same_as_local_mpiio_server_directed(&OPENMPI, "hdf5.c", OPENMPI.ranks);

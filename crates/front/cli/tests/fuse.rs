@@ -441,7 +441,12 @@ fn a_killed_background_mount_is_cleared_by_umount_and_a_dead_server_is_an_error(
     // Answered once queued: its failure comes back at a later write of the
     // file or, at the latest, at close; never lost silently.
     match w.write_all(&[7u8; 100_000]) {
-        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}"),
+        Err(e) => {
+            assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+            // Closed now: an open file would keep a detached mount (and
+            // its process) alive after the umount below.
+            drop(w);
+        }
         Ok(()) => {
             let fd = std::os::fd::IntoRawFd::into_raw_fd(w);
             // SAFETY: `fd` is ours; closed once.

@@ -10,6 +10,8 @@ mod common;
 use common::{TestCluster, WEFT};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use weft_launch::ClusterSpec;
 
 /// One installed MPI and how to drive it.
 struct Mpi {
@@ -68,6 +70,10 @@ fn compile(tc: &TestCluster, mpi: &Mpi, source: &str) -> PathBuf {
 /// Runs `exe args` as `ranks` MPI ranks with the Weft library preloaded
 /// (bounded: a hang fails the test instead of the run).
 fn mpirun(tc: &TestCluster, mpi: &Mpi, ranks: u32, exe: &Path, args: &[&str], extra: &[&str]) -> Output {
+    mpirun_command(tc, mpi, ranks, exe, args, extra).output().unwrap()
+}
+
+fn mpirun_command(tc: &TestCluster, mpi: &Mpi, ranks: u32, exe: &Path, args: &[&str], extra: &[&str]) -> Command {
     let lib = library(mpi);
     let cluster = tc.lc.cluster_file();
     let mut c = Command::new("timeout");
@@ -78,7 +84,7 @@ fn mpirun(tc: &TestCluster, mpi: &Mpi, ranks: u32, exe: &Path, args: &[&str], ex
         c.arg("-genv").arg("LD_PRELOAD").arg(&lib).arg("-genv").arg("WEFT_CLUSTER").arg(&cluster);
     }
     c.args(extra).arg(exe).args(args).env("WEFT_CLUSTER", &cluster);
-    c.output().unwrap()
+    c
 }
 
 fn ok(out: &Output, what: &str) -> String {
@@ -185,6 +191,68 @@ fn random_views_match_the_mpi_librarys_under_every_algorithm_mpich() {
     for coll in ["two_phase", "server"] {
         same_as_local_mpiio_with(&MPICH, "random_views.c", MPICH.ranks, Some(coll));
     }
+}
+
+/// A rank stopped and then killed (SIGKILL) while the others wait at the
+/// data servers for its part of a server-directed collective: the servers
+/// fail the collective after their timeout, the job ends with an error
+/// (none hangs), and the servers let go of every request they held: their
+/// memory returns to idle.
+#[test]
+fn a_rank_killed_mid_collective_ends_the_job_and_frees_the_servers() {
+    use std::io::BufRead;
+    let spec = ClusterSpec { data_servers: 4, server_env: vec![("WEFT_COLL_TIMEOUT_MS".into(), "2000".into())], ..ClusterSpec::default() };
+    let tc = TestCluster::start_spec("mpiio-kill-rank", spec);
+    let exe = compile(&tc, &OPENMPI, "random_views.c");
+    let memory = || -> u64 { tc.client().status().into_iter().filter_map(|s| s.stats.ok()).map(|s| s.memory_used).sum() };
+    let idle = memory();
+    let mut cmd = mpirun_command(&tc, &OPENMPI, 4, &exe, &["weft:/killed.dat", "7", "1000000"], &["-x", "WEFT_COLL=server"]);
+    let mut job = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut lines = std::io::BufReader::new(job.stdout.take().unwrap()).lines();
+    let mut pids = Vec::new();
+    while pids.len() < 4 {
+        let line = lines.next().expect("the job printed its ranks' pids").unwrap();
+        if let Some(p) = line.strip_prefix("pid ") {
+            pids.push(p.trim().parse::<i32>().unwrap());
+        }
+    }
+    // Stop rank 2 until the other ranks are caught waiting at the servers
+    // for its round (memory held there for a while, not a request passing
+    // through); then kill it.
+    let rank2 = pids[2];
+    let mut caught = false;
+    for attempt in 0..60u64 {
+        std::thread::sleep(Duration::from_millis(50 + attempt * 37 % 150));
+        // SAFETY: signals to a process of this test's own job.
+        unsafe { libc::kill(rank2, libc::SIGSTOP) };
+        let mut held = 0;
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(600) && held < 5 {
+            held = if memory() > idle { held + 1 } else { 0 };
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if held >= 5 {
+            caught = true;
+            break;
+        }
+        unsafe { libc::kill(rank2, libc::SIGCONT) };
+    }
+    assert!(caught, "never caught the other ranks waiting at the servers for the stopped rank");
+    unsafe { libc::kill(rank2, libc::SIGKILL) };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(st) = job.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "the job did not end after a rank was killed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success(), "the job succeeded with a rank killed");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while memory() > idle && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(memory() <= idle, "servers hold {} bytes after the job died ({} idle)", memory(), idle);
 }
 
 #[test]

@@ -10,11 +10,14 @@
  * read_at, and then every rank reads the whole region, the same bytes as
  * every other rank, with read_at_all. Small collective buffers force many
  * rounds. Rank 0 prints per-trial sums; "wrong values N" counts bytes that
- * differ from what was written. Usage: random_views PATH [SEED] */
+ * differ from what was written. Usage: random_views PATH [SEED [REPEATS]]:
+ * with REPEATS (a test that kills a rank mid-collective), every rank first
+ * prints its pid and the trials run REPEATS times. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TRIALS 12
 #define MAXBLOCKS 48
@@ -49,6 +52,11 @@ int main(int argc, char **argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 10) : 20261124;
+    int repeats = argc > 3 ? atoi(argv[3]) : 1;
+    if (argc > 3) {
+        printf("pid %d\n", (int)getpid());
+        fflush(stdout);
+    }
     MPI_Info info;
     MPI_Info_create(&info);
     MPI_Info_set(info, "cb_nodes", "2");
@@ -58,6 +66,7 @@ int main(int argc, char **argv) {
     MPI_Status st;
     check(MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, info, &fh), "open");
     long wrong = 0;
+    for (int rep = 0; rep < repeats; rep++)
     for (int t = 0; t < TRIALS; t++) {
         unsigned long long shared = seed * 2654435761ULL + (unsigned long long)t * 97 + 1;
         unsigned long long own = shared ^ ((unsigned long long)(rank + 1) << 32);
@@ -173,7 +182,7 @@ int main(int argc, char **argv) {
         MPI_Allreduce(&mine_sum, &total, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
         /* A read at the end of the file counts the bytes before it (the
          * region's last written byte ends the file: nothing follows yet). */
-        if (rank == 0)
+        if (rank == 0 && rep == 0)
             printf("trial %d: frame %d blocks %d nested %d count %d region %ld written to %ld read %d sum %lld streams %lld\n", t, frame, nblocks, nested, count, region, end, got, sum, total);
         free(all);
         free(buf);

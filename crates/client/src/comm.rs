@@ -25,6 +25,23 @@ pub trait Communicator {
     /// rank r in rank order; returns what every rank sent to this one,
     /// concatenated in rank order (`recv_counts[r]` bytes from rank r).
     fn alltoallv(&self, send: &[u8], send_counts: &[usize], recv_counts: &[usize]) -> Result<Vec<u8>>;
+    /// Personalized all-to-all between scattered buffers: `send[r]` are the
+    /// slices for rank r, sent back to back; `recv[r]` the slices rank r's
+    /// bytes fill, back to back (their total is what r sends here). This
+    /// default stages through one buffer each way; the MPI-IO library
+    /// moves the slices in place (`MPI_Alltoallw` over hindexed types).
+    fn alltoallv_iov(&self, send: &[Vec<&[u8]>], recv: &mut [Vec<&mut [u8]>]) -> Result<()> {
+        let send_counts: Vec<usize> = send.iter().map(|v| v.iter().map(|s| s.len()).sum()).collect();
+        let recv_counts: Vec<usize> = recv.iter().map(|v| v.iter().map(|s| s.len()).sum()).collect();
+        let flat: Vec<u8> = send.iter().flatten().flat_map(|s| s.iter().copied()).collect();
+        let got = self.alltoallv(&flat, &send_counts, &recv_counts)?;
+        let mut at = 0;
+        for s in recv.iter_mut().flatten() {
+            s.copy_from_slice(&got[at..at + s.len()]);
+            at += s.len();
+        }
+        Ok(())
+    }
 }
 
 /// Broadcasts a message whose length only `root` knows: the length first.
@@ -50,6 +67,14 @@ pub fn allgather_u64(comm: &dyn Communicator, mine: u64) -> Result<Vec<u64>> {
 /// [`MAX_EXCHANGE`] bytes, every rank returns the same error instead of one
 /// rank giving up inside the exchange while the others wait.
 pub fn exchange(comm: &dyn Communicator, send: &[u8], send_counts: &[usize]) -> Result<(Vec<u8>, Vec<usize>)> {
+    let recv_counts = exchange_counts(comm, send_counts)?;
+    let all = comm.alltoallv(send, send_counts, &recv_counts)?;
+    Ok((all, recv_counts))
+}
+
+/// The first step of [`exchange`]: every rank learns how many bytes each
+/// rank will send it, and all fail alike if any step would be too large.
+pub fn exchange_counts(comm: &dyn Communicator, send_counts: &[usize]) -> Result<Vec<usize>> {
     let n = comm.size();
     let sizes: Vec<u8> = send_counts.iter().flat_map(|&c| (c as u64).to_le_bytes()).collect();
     let got = comm.alltoallv(&sizes, &vec![8; n], &vec![8; n])?;
@@ -59,8 +84,7 @@ pub fn exchange(comm: &dyn Communicator, send: &[u8], send_counts: &[usize]) -> 
     if let Some(r) = ok.iter().position(|&v| v == 0) {
         return Err(crate::Error::Comm(format!("collective exchange too large at rank {r} (over {MAX_EXCHANGE} bytes in one step): lower cb_buffer_size")));
     }
-    let all = comm.alltoallv(send, send_counts, &recv_counts)?;
-    Ok((all, recv_counts))
+    Ok(recv_counts)
 }
 
 /// Most bytes one rank sends or receives in one exchange step (MPI's int counts).

@@ -14,13 +14,14 @@
 //! gathers every rank's regions and takes one list lock for their union
 //! before anyone moves data, and releases it after everyone is done.
 //!
-//! Data is packed into exchange messages rather than sent from the user's
-//! buffer with derived datatypes.
+//! Data moves between ranks straight from and into the user's buffers
+//! (`Communicator::alltoallv_iov`: MPI gathers and scatters the pieces).
+//! Server-directed I/O (paper 001) is in [`server`]: no exchange at all.
 
 pub mod plan;
 mod server;
 
-use crate::comm::{allgather_u64, exchange, Communicator};
+use crate::comm::{allgather_u64, exchange, exchange_counts, Communicator};
 use crate::{Error, File, LockGuard, Result};
 use plan::{interleaved, Domains};
 use weft_layout::Segment;
@@ -212,39 +213,62 @@ fn plan(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)], hints: &C
     Some(Domains::new(lo, hi, file.stripe_size(), aggregators, hints.cb_buffer_size))
 }
 
-/// Appends one message to `m`: `n u64 | (file u64, len u64) * n | data`.
-fn encode_pieces(m: &mut Vec<u8>, pieces: &[Segment], data: Option<&[u8]>) {
+/// Appends a message header to `m`: `n u64 | (file u64, len u64) * n`
+/// (a write's message then carries the pieces' bytes).
+fn encode_pieces(m: &mut Vec<u8>, pieces: &[Segment]) {
     m.extend_from_slice(&(pieces.len() as u64).to_le_bytes());
     for p in pieces {
         m.extend_from_slice(&p.file.to_le_bytes());
         m.extend_from_slice(&p.len.to_le_bytes());
     }
-    if let Some(buf) = data {
-        for p in pieces {
-            m.extend_from_slice(&buf[p.mem..p.mem + p.len as usize]);
-        }
-    }
 }
 
-/// One message per rank, in rank order, in one buffer: `msgs[r]` goes to
-/// rank r (aggregators get their pieces, everyone else nothing).
-fn messages(size: usize, agg_ranks: &[usize], row: &[Vec<Segment>], data: Option<&[u8]>) -> (Vec<u8>, Vec<usize>) {
-    let mut dest: Vec<Option<usize>> = vec![None; size];
+/// A round's messages, one per aggregator rank, without copying data:
+/// `send[r]` is the header of rank r's aggregator's pieces, then, for a
+/// write, the pieces' bytes as slices of the user's buffer.
+fn scattered<'a>(size: usize, agg_ranks: &[usize], row: &[Vec<Segment>], data: Option<&'a [u8]>, headers: &'a [Vec<u8>]) -> Vec<Vec<&'a [u8]>> {
+    let mut send: Vec<Vec<&[u8]>> = vec![Vec::new(); size];
     for (a, &r) in agg_ranks.iter().enumerate() {
-        assert!(dest[r].is_none(), "aggregator ranks are distinct");
-        dest[r] = Some(a);
-    }
-    let bytes: usize = row.iter().map(|p| 8 + 16 * p.len() + data.map_or(0, |_| p.iter().map(|s| s.len as usize).sum())).sum();
-    let mut m = Vec::with_capacity(bytes);
-    let mut counts = vec![0; size];
-    for (r, d) in dest.iter().enumerate() {
-        if let Some(a) = d {
-            let before = m.len();
-            encode_pieces(&mut m, &row[*a], data);
-            counts[r] = m.len() - before;
+        assert!(send[r].is_empty(), "aggregator ranks are distinct");
+        send[r].push(&headers[a]);
+        if let Some(buf) = data {
+            send[r].extend(row[a].iter().map(|p| &buf[p.mem..p.mem + p.len as usize]));
         }
     }
-    (m, counts)
+    send
+}
+
+/// Sends each rank its slices (sizes first, see [`exchange_counts`]);
+/// returns what every rank sent here, in rank order, and how much each sent.
+fn exchange_scattered(comm: &dyn Communicator, send: &[Vec<&[u8]>]) -> Result<(Vec<u8>, Vec<usize>)> {
+    let counts: Vec<usize> = send.iter().map(|v| v.iter().map(|s| s.len()).sum()).collect();
+    let got_counts = exchange_counts(comm, &counts)?;
+    let mut got = vec![0u8; got_counts.iter().sum()];
+    comm.alltoallv_iov(send, &mut split_counts(&mut got, &got_counts))?;
+    Ok((got, got_counts))
+}
+
+/// Each aggregator's header: `n u64 | (file u64, len u64) * n`.
+fn headers(row: &[Vec<Segment>]) -> Vec<Vec<u8>> {
+    row.iter()
+        .map(|pieces| {
+            let mut m = Vec::with_capacity(8 + 16 * pieces.len());
+            encode_pieces(&mut m, pieces);
+            m
+        })
+        .collect()
+}
+
+/// Splits `buf` into one slice per count, in order.
+fn split_counts<'a>(mut buf: &'a mut [u8], counts: &[usize]) -> Vec<Vec<&'a mut [u8]>> {
+    counts
+        .iter()
+        .map(|&c| {
+            let (head, tail) = std::mem::take(&mut buf).split_at_mut(c);
+            buf = tail;
+            vec![head]
+        })
+        .collect()
 }
 
 /// Where each sender's message lies in a received buffer.
@@ -392,8 +416,10 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
         let mut outcome = Ok(());
         let mut writing: Option<std::thread::ScopedJoinHandle<'_, Result<()>>> = None;
         for row in &cells {
-            let (send, counts) = messages(size, &agg_ranks, row, Some(buf));
-            let (got, got_counts) = exchange(comm, &send, &counts)?;
+            // Headers and data in one message per aggregator, the data
+            // gathered from the user's buffer by the exchange itself.
+            let heads = headers(row);
+            let (got, got_counts) = exchange_scattered(comm, &scattered(size, &agg_ranks, row, Some(buf), &heads))?;
             if let Some(h) = writing.take() {
                 outcome = outcome.and(h.join().unwrap_or_else(|_| Err(Error::Comm("collective writer panicked".into()))));
             }
@@ -463,40 +489,28 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
     let mut outcome = Ok(());
     let mut short = false;
     for row in &cells {
-        let (send, counts) = messages(size, &agg_ranks, row, None);
-        let (got, got_counts) = exchange(comm, &send, &counts)?;
+        let heads = headers(row);
+        let (got, got_counts) = exchange_scattered(comm, &scattered(size, &agg_ranks, row, None, &heads))?;
         let requests: Vec<&[u8]> = split_by(&got_counts).into_iter().map(|r| &got[r]).collect();
-        let mut replies = vec![Vec::new(); size];
+        let mut asm = Vec::new();
+        let mut parts: Vec<Vec<(usize, usize)>> = vec![Vec::new(); size];
         if my_agg && outcome.is_ok() {
             match aggregate_read(file, &requests, d.round_bytes()) {
-                Ok((r, s)) => {
-                    replies = r;
+                Ok((a, p, s)) => {
+                    (asm, parts) = (a, p);
                     short |= s;
                 }
                 Err(e) => outcome = Err(e),
             }
         }
-        let reply_counts: Vec<usize> = replies.iter().map(Vec::len).collect();
-        let (answers, answer_counts) = exchange(comm, &replies.concat(), &reply_counts)?;
-        let answers: Vec<&[u8]> = split_by(&answer_counts).into_iter().map(|r| &answers[r]).collect();
-        if outcome.is_ok() {
-            // Each aggregator answers with this rank's pieces, in order.
-            for (a, pieces) in row.iter().enumerate() {
-                let data = answers[agg_ranks[a]];
-                let mut at = 0;
-                for p in pieces {
-                    let len = p.len as usize;
-                    match data.get(at..at + len) {
-                        Some(src) => buf[p.mem..p.mem + len].copy_from_slice(src),
-                        None => {
-                            outcome = Err(Error::Comm("collective read answer shorter than asked".into()));
-                            break;
-                        }
-                    }
-                    at += len;
-                }
-            }
-        }
+        // Answers go out as slices of the assembled buffer and land in the
+        // user's buffer: no copy on either side.
+        let send: Vec<Vec<&[u8]>> = parts.iter().map(|ps| ps.iter().map(|&(p, l)| &asm[p..p + l]).collect()).collect();
+        let send_counts: Vec<usize> = send.iter().map(|v| v.iter().map(|s| s.len()).sum()).collect();
+        let recv_counts = exchange_counts(comm, &send_counts)?;
+        let mut scratch = Vec::new();
+        let mut recv = answer_slots(buf, &agg_ranks, row, &recv_counts, &mut scratch, &mut outcome);
+        comm.alltoallv_iov(&send, &mut recv)?;
     }
     union_unlock(comm, guard, atomic, refused.and(outcome))?;
     // Somewhere the file ended inside the access: count this rank's bytes
@@ -527,9 +541,10 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
 }
 
 /// An aggregator's round of a read: read the union of the ranks' requests
-/// as list I/O, then cut each rank's answer out of it. Also says whether
-/// the file ended inside the union.
-fn aggregate_read(file: &File, requests: &[&[u8]], max_round_bytes: u64) -> Result<(Vec<Vec<u8>>, bool)> {
+/// as list I/O; returns the assembled bytes, each rank's answer as (position,
+/// length) parts of them, and whether the file ended inside the union.
+#[allow(clippy::type_complexity)]
+fn aggregate_read(file: &File, requests: &[&[u8]], max_round_bytes: u64) -> Result<(Vec<u8>, Vec<Vec<(usize, usize)>>, bool)> {
     let mut all: Vec<(u64, u64)> = Vec::new();
     let mut per_rank = Vec::with_capacity(requests.len());
     for m in requests {
@@ -550,18 +565,65 @@ fn aggregate_read(file: &File, requests: &[&[u8]], max_round_bytes: u64) -> Resu
     }
     let mut asm = vec![0u8; total];
     let got = if runs.is_empty() { 0 } else { file.read_pieces_unlocked(runs.clone(), &mut asm)? };
-    let replies = per_rank
-        .iter()
-        .map(|pieces| {
-            let mut out = Vec::with_capacity(pieces.iter().map(|p| p.1 as usize).sum());
-            for &(off, len) in pieces.iter().filter(|p| p.1 > 0) {
-                let p = position(&runs, off);
-                out.extend_from_slice(&asm[p..p + len as usize]);
-            }
-            out
-        })
-        .collect();
-    Ok((replies, got < total))
+    let parts = per_rank.iter().map(|pieces| pieces.iter().filter(|p| p.1 > 0).map(|&(off, len)| (position(&runs, off), len as usize)).collect()).collect();
+    Ok((asm, parts, got < total))
+}
+
+/// Where each aggregator's answer lands in a read round: straight in the
+/// user's buffer when it holds exactly the bytes this rank asked for (the
+/// pieces, in order), else in `scratch` (an aggregator that failed sends
+/// nothing: the outcome records it). Pieces whose memory overlaps cannot
+/// all land in place: then everything goes to scratch, as an error.
+fn answer_slots<'a>(buf: &'a mut [u8], agg_ranks: &[usize], row: &[Vec<Segment>], counts: &[usize], scratch: &'a mut Vec<u8>, outcome: &mut Result<()>) -> Vec<Vec<&'a mut [u8]>> {
+    let size = counts.len();
+    let mut in_place = vec![false; size];
+    let mut places: Vec<(usize, usize, usize, usize)> = Vec::new();
+    for (a, &r) in agg_ranks.iter().enumerate() {
+        let want: usize = row[a].iter().map(|p| p.len as usize).sum();
+        if counts[r] == want {
+            in_place[r] = true;
+            places.extend(row[a].iter().enumerate().filter(|(_, p)| p.len > 0).map(|(k, p)| (p.mem, p.len as usize, r, k)));
+        } else if outcome.is_ok() {
+            *outcome = Err(Error::Comm(format!("collective read: aggregator rank {r} answered {} bytes, {want} asked", counts[r])));
+        }
+    }
+    places.sort_unstable();
+    if places.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        in_place = vec![false; size];
+        if outcome.is_ok() {
+            *outcome = Err(Error::Comm("collective read into overlapping memory".into()));
+        }
+    }
+    let elsewhere: usize = (0..size).filter(|&r| !in_place[r]).map(|r| counts[r]).sum();
+    scratch.resize(elsewhere, 0);
+    let mut recv: Vec<Vec<&mut [u8]>> = (0..size).map(|_| Vec::new()).collect();
+    let mut spare: &mut [u8] = scratch;
+    for r in (0..size).filter(|&r| !in_place[r]) {
+        let (head, tail) = std::mem::take(&mut spare).split_at_mut(counts[r]);
+        recv[r].push(head);
+        spare = tail;
+    }
+    // Disjoint pieces of `buf`, front to back, then put in each
+    // aggregator's piece order.
+    let mut slots: Vec<Vec<Option<&mut [u8]>>> = (0..size).map(|_| Vec::new()).collect();
+    for (a, &r) in agg_ranks.iter().enumerate() {
+        if in_place[r] {
+            slots[r] = (0..row[a].len()).map(|_| None).collect();
+        }
+    }
+    let mut rest: &mut [u8] = buf;
+    let mut at = 0;
+    for &(mem, len, r, k) in places.iter().filter(|p| in_place[p.2]) {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(mem - at);
+        let (piece, tail) = tail.split_at_mut(len);
+        slots[r][k] = Some(piece);
+        rest = tail;
+        at = mem + len;
+    }
+    for r in (0..size).filter(|&r| in_place[r]) {
+        recv[r] = std::mem::take(&mut slots[r]).into_iter().flatten().collect();
+    }
+    recv
 }
 
 #[cfg(test)]

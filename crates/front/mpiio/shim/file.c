@@ -83,6 +83,61 @@ out:
     return rcode;
 }
 
+/* One rank's segments as a type over MPI_BOTTOM (absolute addresses), or
+ * none (count 0) when it has no bytes. */
+static int segs_type(const int64_t *segs, int64_t n, MPI_Datatype *t, int *count) {
+    *count = 0;
+    *t = MPI_BYTE;
+    if (n == 0) return MPI_SUCCESS;
+    if (n < 0 || n > INT_MAX) return MPI_ERR_COUNT;
+    int *bl = malloc(sizeof(int) * (size_t)n);
+    MPI_Aint *dp = malloc(sizeof(MPI_Aint) * (size_t)n);
+    int rc = MPI_ERR_NO_MEM;
+    if (!bl || !dp) goto out;
+    rc = MPI_ERR_COUNT;
+    for (int64_t i = 0; i < n; i++) {
+        if (segs[2 * i + 1] < 0 || segs[2 * i + 1] > INT_MAX) goto out;
+        dp[i] = (MPI_Aint)segs[2 * i];
+        bl[i] = (int)segs[2 * i + 1];
+    }
+    rc = PMPI_Type_create_hindexed((int)n, bl, dp, MPI_BYTE, t);
+    if (rc == MPI_SUCCESS) rc = PMPI_Type_commit(t);
+    if (rc == MPI_SUCCESS) *count = 1;
+out:
+    free(bl);
+    free(dp);
+    return rc;
+}
+
+/* The two-phase exchange straight from and into the program's buffers:
+ * one hindexed type per peer and direction, one MPI_Alltoallw. */
+static int cb_alltoallv_iov(void *ctx, const int64_t *send_segs, const int64_t *send_n, const int64_t *recv_segs, const int64_t *recv_n) {
+    struct wfile *f = ctx;
+    int n = f->cc.size, rc = MPI_ERR_NO_MEM;
+    MPI_Datatype *types = calloc(2 * (size_t)n, sizeof(MPI_Datatype));
+    int *counts = calloc(4 * (size_t)n, sizeof(int));
+    if (!types || !counts) goto out;
+    for (int i = 0; i < 2 * n; i++) types[i] = MPI_BYTE;
+    int *sc = counts, *rcnt = counts + n, *sd = counts + 2 * n, *rd = counts + 3 * n;
+    for (int i = 0; i < n; i++) {
+        rc = segs_type(send_segs, send_n[i], &types[i], &sc[i]);
+        if (rc != MPI_SUCCESS) goto out;
+        send_segs += 2 * send_n[i];
+        rc = segs_type(recv_segs, recv_n[i], &types[n + i], &rcnt[i]);
+        if (rc != MPI_SUCCESS) goto out;
+        recv_segs += 2 * recv_n[i];
+        sd[i] = rd[i] = 0;
+    }
+    rc = PMPI_Alltoallw(MPI_BOTTOM, sc, sd, types, MPI_BOTTOM, rcnt, rd, types + n, f->comm);
+out:
+    if (types)
+        for (int i = 0; i < 2 * n; i++)
+            if (types[i] != MPI_BYTE) PMPI_Type_free(&types[i]);
+    free(types);
+    free(counts);
+    return rc;
+}
+
 /* ---- hints ---- */
 
 struct pairs {
@@ -168,6 +223,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->cc.bcast = cb_bcast;
     f->cc.allgather = cb_allgather;
     f->cc.alltoallv = cb_alltoallv;
+    f->cc.alltoallv_iov = cb_alltoallv_iov;
     f->amode = amode;
     f->etype = f->ftype = MPI_BYTE;
     PMPI_File_get_errhandler(MPI_FILE_NULL, &f->eh);

@@ -30,6 +30,10 @@ typedef struct {
     int (*bcast)(void *ctx, void *buf, int64_t len, int root);
     int (*allgather)(void *ctx, const void *send, int64_t len, void *recv);
     int (*alltoallv)(void *ctx, const void *send, const int64_t *send_counts, void *recv, const int64_t *recv_counts);
+    /* Scattered buffers: per rank, send_n[r] (address, length) pairs in
+     * send_segs (all ranks' back to back), sent back to back; likewise
+     * received into recv_segs. */
+    int (*alltoallv_iov)(void *ctx, const int64_t *send_segs, const int64_t *send_n, const int64_t *recv_segs, const int64_t *recv_n);
 } weftio_comm;
 
 const char *weftio_last_error(void);

@@ -18,6 +18,9 @@ pub struct CComm {
     pub allgather: extern "C" fn(ctx: *mut c_void, send: *const c_void, len: i64, recv: *mut c_void) -> c_int,
     /// Counts are per rank, in bytes; `recv` holds their sum.
     pub alltoallv: extern "C" fn(ctx: *mut c_void, send: *const c_void, send_counts: *const i64, recv: *mut c_void, recv_counts: *const i64) -> c_int,
+    /// Per rank `send_n[r]` (address, length) pairs in `send_segs`, sent
+    /// back to back; likewise received into `recv_segs`.
+    pub alltoallv_iov: extern "C" fn(ctx: *mut c_void, send_segs: *const i64, send_n: *const i64, recv_segs: *const i64, recv_n: *const i64) -> c_int,
 }
 
 // SAFETY: `ctx` is the shim's per-file communicator record, which lives
@@ -58,5 +61,19 @@ impl Communicator for CComm {
         let mut all = vec![0u8; recv_counts.iter().sum()];
         check("MPI_Alltoallv", (self.alltoallv)(self.ctx, send.as_ptr().cast(), sc.as_ptr(), all.as_mut_ptr().cast(), rc.as_ptr()))?;
         Ok(all)
+    }
+    /// MPI gathers and scatters the slices itself (`MPI_Alltoallw` over
+    /// hindexed types): no staging copy either way.
+    fn alltoallv_iov(&self, send: &[Vec<&[u8]>], recv: &mut [Vec<&mut [u8]>]) -> Result<()> {
+        let n = self.size();
+        if send.len() != n || recv.len() != n {
+            return Err(Error::Comm("alltoallv_iov lists do not match the communicator".into()));
+        }
+        // Empty slices are left out: MPI gets no zero-length blocks.
+        let send_segs: Vec<i64> = send.iter().flatten().filter(|s| !s.is_empty()).flat_map(|s| [s.as_ptr() as i64, s.len() as i64]).collect();
+        let send_n: Vec<i64> = send.iter().map(|v| v.iter().filter(|s| !s.is_empty()).count() as i64).collect();
+        let recv_segs: Vec<i64> = recv.iter_mut().flatten().filter(|s| !s.is_empty()).flat_map(|s| [s.as_mut_ptr() as i64, s.len() as i64]).collect();
+        let recv_n: Vec<i64> = recv.iter().map(|v| v.iter().filter(|s| !s.is_empty()).count() as i64).collect();
+        check("MPI_Alltoallw", (self.alltoallv_iov)(self.ctx, send_segs.as_ptr(), send_n.as_ptr(), recv_segs.as_ptr(), recv_n.as_ptr()))
     }
 }

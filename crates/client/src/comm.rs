@@ -33,7 +33,10 @@ pub trait Communicator {
     fn alltoallv_iov(&self, send: &[Vec<&[u8]>], recv: &mut [Vec<&mut [u8]>]) -> Result<()> {
         let send_counts: Vec<usize> = send.iter().map(|v| v.iter().map(|s| s.len()).sum()).collect();
         let recv_counts: Vec<usize> = recv.iter().map(|v| v.iter().map(|s| s.len()).sum()).collect();
-        let flat: Vec<u8> = send.iter().flatten().flat_map(|s| s.iter().copied()).collect();
+        let mut flat = Vec::with_capacity(send_counts.iter().sum());
+        for s in send.iter().flatten() {
+            flat.extend_from_slice(s);
+        }
         let got = self.alltoallv(&flat, &send_counts, &recv_counts)?;
         let mut at = 0;
         for s in recv.iter_mut().flatten() {
@@ -154,5 +157,23 @@ impl Communicator for ThreadComm {
             return Err(crate::Error::Comm(format!("alltoallv: rank {r} sent {} bytes, {} expected", got[r].len(), recv_counts[r])));
         }
         Ok(got.concat())
+    }
+    /// One copy into each destination's message and one out of it, as a
+    /// staged MPI exchange would do (the default trait method adds a third).
+    fn alltoallv_iov(&self, send: &[Vec<&[u8]>], recv: &mut [Vec<&mut [u8]>]) -> Result<()> {
+        let to: Vec<Vec<u8>> = send.iter().map(|v| v.concat()).collect();
+        let got = self.step(to);
+        for (r, (from, slots)) in got.iter().zip(recv.iter_mut()).enumerate() {
+            let want: usize = slots.iter().map(|s| s.len()).sum();
+            if from.len() != want {
+                return Err(crate::Error::Comm(format!("alltoallv: rank {r} sent {} bytes, {want} expected", from.len())));
+            }
+            let mut at = 0;
+            for s in slots.iter_mut() {
+                s.copy_from_slice(&from[at..at + s.len()]);
+                at += s.len();
+            }
+        }
+        Ok(())
     }
 }

@@ -8,7 +8,11 @@
 //! object order ([`crate::data::coll_plan`]): few large vectored disk
 //! operations instead of every member's small ones, each member answered as
 //! soon as its last piece is done (a read's bytes go out while the next run
-//! is read). Held requests keep no worker and no turn of their connection.
+//! is read). Double buffering: before reading a run the server asks the
+//! kernel to fetch the next one, so the disk works on run k + 1 while run k
+//! is copied and sent; written runs start their write-back at once (the
+//! data service's write-behind), so the disk writes run k while run k + 1
+//! is copied in. Held requests keep no worker and no turn of their connection.
 //!
 //! Memory: a member's round carries at most `window / participants` bytes
 //! (checked by the decoder), so a round holds at most the collective's
@@ -345,7 +349,12 @@ pub fn perform(data: &DataService, file: FileId, round: Round) -> Result<u64, St
         answer(&mut answered, m);
     }
     let mut moved = 0u64;
-    for (run, done) in runs.iter().zip(&by_run) {
+    for (k, (run, done)) in runs.iter().zip(&by_run).enumerate() {
+        // Double buffering for reads: the disk fetches the next run while
+        // this one is read (from the cache, mostly) and its answers go out.
+        if !write && let Some(next) = runs.get(k + 1) {
+            data.prefetch(file, next.offset, next.len);
+        }
         let r = if write {
             let bufs: Vec<&[u8]> = run.parts.iter().map(|p| &answered[p.member].as_ref().expect("held").buf.bytes[p.at..p.at + p.len]).collect();
             data.write_run(file, run.offset, &bufs)

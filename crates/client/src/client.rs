@@ -134,7 +134,7 @@ impl Client {
         }
     }
 
-    fn meta(&self, op: MetaReq) -> Result<Response> {
+    pub(crate) fn meta(&self, op: MetaReq) -> Result<Response> {
         let addr = self.inner.cluster.meta_server().addr;
         let mut calls = [Call::new(addr, Request::Meta { cred: self.inner.options.cred, op }.encode())];
         self.run(&mut calls);
@@ -154,7 +154,7 @@ impl Client {
     pub fn create(&self, path: &str, opts: CreateOptions) -> Result<File> {
         let hint = LayoutHint { stripe_size: opts.stripe_size, stripe_count: opts.stripe_count };
         let attr = self.meta_attr(MetaReq::Create { path: path.into(), mode: opts.mode, exclusive: opts.exclusive, hint })?;
-        File::new(self.clone(), path, attr, true)
+        File::new(self.clone(), path, attr, true).map(File::registered)
     }
 
     /// Opens an existing file, checking read (and if `write`, write) permission.
@@ -163,7 +163,7 @@ impl Client {
         if attr.layout.is_none() {
             return Err(Error::IsDir(path.into()));
         }
-        File::new(self.clone(), path, attr, write)
+        File::new(self.clone(), path, attr, write).map(File::registered)
     }
 
     /// A file another process of the same job has opened or created
@@ -177,11 +177,17 @@ impl Client {
         self.meta_attr(MetaReq::Mkdir { path: path.into(), mode })
     }
 
-    /// Attributes and, for a file, its size (asked of its data servers);
-    /// a symbolic link's size is its target's length, as lstat(2)'s.
+    /// Attributes and, for a file, its size: from the metadata service when
+    /// it knows it (no writer open), else asked of the data servers; a
+    /// symbolic link's size is its target's length, as lstat(2)'s.
     pub fn stat(&self, path: &str) -> Result<(FileAttr, u64)> {
-        let attr = self.meta_attr(MetaReq::Stat { path: path.into() })?;
+        let addr = self.inner.cluster.meta_server().addr;
+        let (attr, known) = match self.meta(MetaReq::StatSize { path: path.into() })? {
+            Response::Stat { attr, size } => (attr, size),
+            other => return Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
+        };
         let size = match attr.kind {
+            FileKind::File if known.is_some() => known.unwrap_or(0),
             FileKind::File if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), false)?.size()?,
             FileKind::Symlink => self.readlink(path)?.len() as u64,
             _ => 0,

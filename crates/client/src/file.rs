@@ -1,5 +1,7 @@
 //! An open file: striped reads and writes at offsets.
 
+mod transfer;
+
 use crate::client::Client;
 use crate::{Error, Result};
 use std::net::SocketAddr;
@@ -26,6 +28,13 @@ pub struct File {
     /// MPI atomic mode: every access locks the bytes it touches.
     atomic: bool,
     granularity: LockGranularity,
+    /// This handle's write open counts as a writer at the metadata
+    /// service (`create`, `open(.., true)`; not `adopt`): its
+    /// [`File::close`] reports the size, and until then stat asks the data
+    /// servers.
+    writer: bool,
+    /// Bytes written or truncated through this handle.
+    wrote: std::sync::atomic::AtomicBool,
 }
 
 /// One request: a server, the object pieces it covers (in the order the
@@ -56,7 +65,25 @@ impl File {
         let striping = Striping::new(layout.stripe_size, layout.servers.len()).map_err(|e| Error::Protocol { addr: meta, what: format!("bad layout: {e}") })?;
         let servers = layout.servers.iter().map(|&s| client.addr_of(s)).collect::<Result<_>>()?;
         let schedule = client.inner.options.schedule.clone();
-        Ok(File { client, path: path.into(), attr, striping, servers, writable, schedule, atomic: false, granularity: LockGranularity::from_env() })
+        Ok(File {
+            client,
+            path: path.into(),
+            attr,
+            striping,
+            servers,
+            writable,
+            schedule,
+            atomic: false,
+            granularity: LockGranularity::from_env(),
+            writer: false,
+            wrote: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// Marks a write open the metadata service counted (see `writer`).
+    pub(crate) fn registered(mut self) -> Self {
+        self.writer = self.writable;
+        self
     }
 
     pub fn attr(&self) -> &FileAttr {
@@ -352,6 +379,7 @@ impl File {
         let order = self.order(&plan, sched)?;
         let guard = if lock { self.lock_access(segments, true)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
+        self.note_write();
         let bodies = chunks.iter().map(|c| Request::Data(DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode()).collect();
         self.send_chunks(&chunks, bodies, buf, sched.window)?;
         if let Some(g) = guard {
@@ -360,44 +388,9 @@ impl File {
         Ok(segments.iter().map(|s| s.len as usize).sum())
     }
 
-    /// Sends each chunk's bytes from `buf` with its request body, at most
-    /// `window` in flight; every server must acknowledge all of its bytes.
-    pub(crate) fn send_chunks(&self, chunks: &[&Chunk], bodies: Vec<Vec<u8>>, buf: &[u8], window: usize) -> Result<()> {
-        let packs: Vec<Option<Vec<u8>>> = chunks
-            .iter()
-            .map(|c| {
-                c.packed().then(|| {
-                    let mut v = Vec::with_capacity(c.len as usize);
-                    for &(o, l) in &c.mem {
-                        v.extend_from_slice(&buf[o..o + l]);
-                    }
-                    v
-                })
-            })
-            .collect();
-        let mut calls: Vec<Call<'_>> = chunks
-            .iter()
-            .zip(&packs)
-            .zip(bodies)
-            .map(|((c, pack), body)| {
-                let mut call = Call::new(self.servers[c.server], body);
-                call.send = match pack {
-                    Some(p) => vec![&p[..]],
-                    None => c.mem.iter().map(|&(o, l)| &buf[o..o + l]).collect(),
-                };
-                call
-            })
-            .collect();
-        self.client.run_window(&mut calls, window);
-        for (call, chunk) in calls.into_iter().zip(chunks) {
-            match Client::response(call)? {
-                (Response::Written { bytes }, _) if bytes == chunk.len => {}
-                (other, _) => {
-                    return Err(Error::Protocol { addr: self.servers[chunk.server], what: format!("expected Written {{ bytes: {} }}, got {other:?}", chunk.len) });
-                }
-            }
-        }
-        Ok(())
+    /// Remembers that this handle changed the file (its close reports the size).
+    pub(crate) fn note_write(&self) {
+        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
@@ -423,103 +416,6 @@ impl File {
         self.count_before_end(&segments, known_end)
     }
 
-    /// Receives each chunk's bytes into `buf`, at most `window` requests in
-    /// flight; returns the largest end of file the answering objects imply.
-    pub(crate) fn fetch_chunks(&self, chunks: &[&Chunk], bodies: Vec<Vec<u8>>, buf: &mut [u8], window: usize) -> Result<u64> {
-        let mut calls: Vec<Call<'_>> = chunks.iter().zip(bodies).map(|(c, body)| Call::new(self.servers[c.server], body)).collect();
-        // Many tiny memory pieces arrive in one buffer per request and are
-        // scattered afterwards; the rest land in place.
-        let mut packs: Vec<Option<Vec<u8>>> = chunks.iter().map(|c| c.packed().then(|| vec![0u8; c.len as usize])).collect();
-        // Hand each call disjoint pieces of `buf`, walking it front to back,
-        // and put them back in each call's payload order.
-        let mut order: Vec<(usize, usize, usize, usize)> =
-            chunks.iter().enumerate().flat_map(|(i, c)| c.mem.iter().enumerate().map(move |(k, &(o, l))| (o, l, i, k))).collect();
-        order.sort_unstable();
-        let mut slots: Vec<Vec<Option<&mut [u8]>>> = chunks.iter().map(|c| (0..c.mem.len()).map(|_| None).collect()).collect();
-        let mut rest: &mut [u8] = buf;
-        let mut at = 0;
-        for (o, l, i, k) in order {
-            if o < at {
-                return Err(ViewError::MemoryOverlap(o as i64).into());
-            }
-            let (_, tail) = std::mem::take(&mut rest).split_at_mut(o - at);
-            let (piece, tail) = tail.split_at_mut(l);
-            if packs[i].is_none() {
-                slots[i][k] = Some(piece);
-            }
-            rest = tail;
-            at = o + l;
-        }
-        for ((call, s), pack) in calls.iter_mut().zip(slots).zip(packs.iter_mut()) {
-            call.recv = match pack {
-                Some(p) => vec![&mut p[..]],
-                None => s.into_iter().map(|p| p.expect("every range placed")).collect(),
-            };
-        }
-        self.client.run_window(&mut calls, window);
-        // The largest end of file any answering object implies.
-        let mut known_end = 0;
-        for (call, chunk) in calls.into_iter().zip(chunks) {
-            match Client::response(call)? {
-                (Response::Read { object_size }, n) if n as u64 == chunk.len => {
-                    known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
-                }
-                (other, n) => {
-                    return Err(Error::Protocol { addr: self.servers[chunk.server], what: format!("expected {} bytes, got {n} with {other:?}", chunk.len) });
-                }
-            }
-        }
-        for (c, pack) in chunks.iter().zip(&packs) {
-            if let Some(p) = pack {
-                let mut at = 0;
-                for &(o, l) in &c.mem {
-                    buf[o..o + l].copy_from_slice(&p[at..at + l]);
-                    at += l;
-                }
-            }
-        }
-        Ok(known_end)
-    }
-
-    /// Bytes of the access's stream that lie before the end of the file,
-    /// given the end the answering objects implied: if some object ended
-    /// inside the access, only the full size tells a hole (zeros, already
-    /// in the buffer) from the end of the file.
-    pub(crate) fn count_before_end(&self, segments: &[Segment], known_end: u64) -> Result<usize> {
-        let total: u64 = segments.iter().map(|s| s.len).sum();
-        let reach = segments.iter().map(|s| s.file + s.len).max().unwrap_or(0);
-        if known_end >= reach {
-            return Ok(total as usize);
-        }
-        let size = self.size()?;
-        let mut read = 0;
-        for s in segments {
-            if s.file >= size {
-                break;
-            }
-            read += s.len.min(size - s.file);
-            if s.file + s.len > size {
-                break;
-            }
-        }
-        Ok(read as usize)
-    }
-
-    /// Sends each body to the layout's server it names and drops the
-    /// answers (best-effort notices).
-    pub(crate) fn notify_servers(&self, bodies: Vec<(usize, Vec<u8>)>) {
-        let mut calls: Vec<Call<'_>> = bodies.into_iter().map(|(s, b)| Call::new(self.servers[s], b)).collect();
-        self.client.run(&mut calls);
-    }
-
-    /// Sends `op` to every server of the layout at once; returns the responses.
-    fn broadcast(&self, op: DataReq) -> Result<Vec<Response>> {
-        let body = Request::Data(op).encode();
-        let mut calls: Vec<Call<'_>> = self.servers.iter().map(|&a| Call::new(a, body.clone())).collect();
-        self.client.run(&mut calls);
-        calls.into_iter().map(|c| Client::response(c).map(|(r, _)| r)).collect()
-    }
-
     /// The file size: the largest object end over the data servers.
     pub fn size(&self) -> Result<u64> {
         let mut size = 0;
@@ -538,6 +434,7 @@ impl File {
         if !self.writable {
             return Err(Error::BadRequest(format!("{} is open read-only", self.path)));
         }
+        self.note_write();
         let body: Vec<Vec<u8>> = (0..self.servers.len())
             .map(|k| Request::Data(DataReq::Truncate { file: self.attr.id, size: self.striping.object_size_for(k, size) }).encode())
             .collect();
@@ -551,9 +448,27 @@ impl File {
         self.broadcast(DataReq::Fsync { file: self.attr.id }).map(|_| ())
     }
 
-    /// Closes the file. Nothing is buffered on the client, so this only
-    /// releases the handle; use [`File::fsync`] for durability.
+    /// Closes the file. Nothing is buffered on the client; use
+    /// [`File::fsync`] for durability. A handle opened for writing tells
+    /// the metadata service it is closed, with the file's size (asked of
+    /// the data servers) if it wrote, so that stat can answer without
+    /// asking them. A handle dropped without `close` leaves the service
+    /// counting a writer: stat then always asks the data servers (correct,
+    /// slower).
     pub fn close(self) -> Result<()> {
-        Ok(())
+        if !self.writer {
+            return Ok(());
+        }
+        let wrote = self.wrote.load(std::sync::atomic::Ordering::Relaxed);
+        let size = if wrote { self.size()? } else { 0 };
+        self.client.meta(weft_wire::MetaReq::Close { file: self.attr.id, wrote, size }).map(|_| ())
+    }
+
+    /// [`File::close`] for a handle whose writes other processes made (MPI-IO's
+    /// rank 0 closes for the job after a barrier): reports the size as if
+    /// this handle had written.
+    pub fn close_after_writes_elsewhere(self) -> Result<()> {
+        self.note_write();
+        self.close()
     }
 }

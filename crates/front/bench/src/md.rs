@@ -107,7 +107,8 @@ pub fn worker(target: &str, dir: &str, files: u64, phase: &str, threads: usize) 
     let one = |i: u64| -> Result<()> {
         let name = format!("{dir}/f{i}");
         match (&client, phase) {
-            (Some(c), "create") => drop(c.create(&name, weft_client::CreateOptions { exclusive: true, ..Default::default() })?),
+            // As mdtest: open(O_CREAT) then close.
+            (Some(c), "create") => c.create(&name, weft_client::CreateOptions { exclusive: true, ..Default::default() })?.close()?,
             (Some(c), "stat") => drop(c.stat(&name)?),
             (Some(c), _) => c.unlink(&name)?,
             (None, "create") => drop(std::fs::OpenOptions::new().write(true).create_new(true).open(&name)?),

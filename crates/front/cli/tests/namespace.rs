@@ -299,3 +299,55 @@ fn supplementary_groups_grant_group_access() {
     assert!(matches!(carol.readdir("/proj"), Err(Error::Permission(_))));
     assert_eq!(bob.readdir("/proj").unwrap().len(), 1);
 }
+
+/// Requests the data servers served between two status reports, less the
+/// reports themselves.
+fn data_requests(c: &Client) -> u64 {
+    c.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services == 2).map(|s| s.requests).sum()
+}
+
+/// How many requests a stat of `path` sent the data servers, and its size.
+fn stat_cost(c: &Client, path: &str, servers: u64) -> (u64, u64) {
+    let before = data_requests(c);
+    let (_, size) = c.stat(path).unwrap();
+    (data_requests(c) - before - servers, size)
+}
+
+/// Stat answers from the metadata service alone once every writer closed,
+/// and asks the data servers while one is open (or died without closing).
+#[test]
+fn stat_knows_sizes_without_the_data_servers_once_writers_close() {
+    let tc = TestCluster::start("stat-sizes", 4);
+    let c = tc.client();
+    let f = c.create("/s", CreateOptions { stripe_size: 65536, ..Default::default() }).unwrap();
+    f.write_at(0, &vec![1u8; 300_000]).unwrap();
+    assert_eq!(stat_cost(&c, "/s", 4), (4, 300_000), "a writer is open: ask every data server");
+    f.close().unwrap();
+    assert_eq!(stat_cost(&c, "/s", 4), (0, 300_000), "every writer closed: the metadata service knows");
+    // Two writers: the size is known again only when both closed.
+    let g = c.open("/s", true).unwrap();
+    let h = tc.client().open("/s", true).unwrap();
+    g.write_at(400_000, &[2u8; 100_000]).unwrap();
+    assert_eq!(stat_cost(&c, "/s", 4), (4, 500_000));
+    g.close().unwrap();
+    assert_eq!(stat_cost(&c, "/s", 4), (4, 500_000), "one writer still open");
+    h.truncate(10).unwrap();
+    h.close().unwrap();
+    assert_eq!(stat_cost(&c, "/s", 4), (0, 10), "the last close reported the truncated size");
+    // A writer that dies without closing: stats keep asking, and are right.
+    let dead = c.open("/s", true).unwrap();
+    dead.write_at(0, &[3u8; 20]).unwrap();
+    drop(dead);
+    assert_eq!(stat_cost(&c, "/s", 4), (4, 20));
+    // A new file created and closed unwritten is known to be empty; a
+    // read-only open changes nothing.
+    c.create("/empty", CreateOptions::default()).unwrap().close().unwrap();
+    c.open("/empty", false).unwrap().close().unwrap();
+    assert_eq!(stat_cost(&c, "/empty", 4), (0, 0));
+    // A removed and recreated name is a new file.
+    c.unlink("/empty").unwrap();
+    let again = c.create("/empty", CreateOptions::default()).unwrap();
+    again.write_at(0, b"abc").unwrap();
+    again.close().unwrap();
+    assert_eq!(stat_cost(&c, "/empty", 4), (0, 3));
+}

@@ -80,7 +80,7 @@ impl Filesystem for WeftFs {
                         h.wrote.store(true, Ordering::Relaxed);
                     }
                     _ => {
-                        self.client.open(&path, true).and_then(|f| f.truncate(s)).map_err(e)?;
+                        self.client.open(&path, true).and_then(|f| f.truncate(s).and_then(|()| f.close())).map_err(e)?;
                         if mtime.is_none() {
                             self.client.set_mtime(&path, None).map_err(e)?;
                         }
@@ -414,7 +414,20 @@ impl Filesystem for WeftFs {
                 tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed and its handle was closed without a flush");
             }
             self.touch_if_written(&h);
-            self.closed(h.file.attr().id.0);
+            let id = h.file.attr().id.0;
+            // The write open ends at the metadata service, with the size if
+            // it wrote (stat then answers without the data servers). A
+            // handle still borrowed by a request in flight is just dropped:
+            // its file's stats keep asking the data servers.
+            match Arc::try_unwrap(h) {
+                Ok(h) => {
+                    if let Err(e) = h.file.close() {
+                        tracing::warn!(target: "weft::fuse", ino = id, error = %e, "closing a write handle at the metadata service failed");
+                    }
+                }
+                Err(_) => tracing::debug!(target: "weft::fuse", ino = id, "handle released while in use; not reported closed"),
+            }
+            self.closed(id);
         }
         reply.ok();
     }

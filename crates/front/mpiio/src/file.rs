@@ -153,6 +153,9 @@ pub struct OpenFile {
     /// Names this open's shared file pointer in the metadata service.
     token: u64,
     pub hints: Hints,
+    /// Rank 0's write open, counted by the metadata service as the job's
+    /// one writer: closed (with the file's size) after every rank is done.
+    registration: Option<File>,
 }
 
 impl OpenFile {
@@ -178,8 +181,14 @@ impl OpenFile {
         check_amode(mode)?;
         let writable = mode & (amode::WRONLY | amode::RDWR) != 0;
         let mut msg = Vec::new();
+        let mut registration = None;
         if comm.rank() == 0 {
-            msg = encode_opened(&Self::resolve(&client, path, mode, &hints));
+            let resolved = Self::resolve(&client, path, mode, &hints).map(|(f, token, start)| {
+                let attr = f.attr().clone();
+                registration = Some(f);
+                (attr, token, start)
+            });
+            msg = encode_opened(&resolved);
         }
         broadcast_vec(&comm, &mut msg, 0)?;
         let (attr, token, start) = decode_opened(&msg)?;
@@ -196,11 +205,11 @@ impl OpenFile {
         let hosts = allgather_u64(&comm, host_id())?;
         let mut h = Hints::new(hosts);
         h.apply(&mut file, &hints);
-        Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start, token, hints: h })
+        Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start, token, hints: h, registration })
     }
 
     /// Rank 0's part of open: create or open, and start the shared pointer.
-    fn resolve(client: &Client, path: &str, mode: u32, hints: &[(String, String)]) -> Result<(FileAttr, u64, u64)> {
+    fn resolve(client: &Client, path: &str, mode: u32, hints: &[(String, String)]) -> Result<(File, u64, u64)> {
         let writable = mode & (amode::WRONLY | amode::RDWR) != 0;
         let file = if mode & amode::CREATE != 0 {
             let (stripe_size, stripe_count) = Hints::layout(hints);
@@ -212,7 +221,7 @@ impl OpenFile {
         let start = if mode & amode::APPEND != 0 { file.size()? } else { 0 };
         let token = rand::random::<u64>();
         client.shared_pointer(token, PointerOp::Set(start))?;
-        Ok((file.attr().clone(), token, start))
+        Ok((file, token, start))
     }
 
     /// MPI_File_close, collective: after every rank is done, rank 0 forgets
@@ -222,6 +231,9 @@ impl OpenFile {
         let mine = if self.comm.rank() == 0 {
             (|| {
                 let client = client()?;
+                if let Some(f) = self.registration.take() {
+                    f.close_after_writes_elsewhere()?;
+                }
                 let _ = client.shared_pointer(self.token, PointerOp::Release);
                 if self.amode & amode::DELETE_ON_CLOSE != 0 {
                     client.unlink(self.file.path())?;

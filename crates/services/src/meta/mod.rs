@@ -17,6 +17,7 @@ mod group_commit;
 mod path;
 mod shared_pointers;
 mod store;
+mod sizes;
 mod tables;
 
 pub use path::components;
@@ -36,6 +37,8 @@ pub struct MetaService {
     pointers: shared_pointers::SharedPointers,
     /// Mutations waiting for, or in, a shared durable commit.
     commits: group_commit::GroupCommit<(Cred, MetaReq), Result<Response>>,
+    /// Sizes known without asking the data servers (see [`sizes`]).
+    sizes: sizes::KnownSizes,
 }
 
 fn init_root(db: &Database) -> Result<()> {
@@ -74,7 +77,7 @@ impl MetaService {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
         let store = store::Store::open(dir)?;
         init_root(&store.db())?;
-        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default() })
+        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default(), sizes: Default::default() })
     }
 
     /// Is there a file or directory with this id?
@@ -100,8 +103,18 @@ impl MetaService {
                 Err((code, message)) => Response::error(code, message),
             };
         }
+        if let MetaReq::Close { file, wrote, size } = op {
+            self.sizes.closed(file, wrote.then_some(size));
+            return Response::Ok;
+        }
         let r = match op {
-            MetaReq::Stat { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => self.dispatch(&self.store.db(), cred, &op),
+            MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => {
+                let r = self.dispatch(&self.store.db(), cred, &op);
+                if let (MetaReq::Open { write: true, .. }, Ok(Response::Attr(a))) = (&op, &r) {
+                    self.sizes.opened(a.id);
+                }
+                r
+            }
             _ => self.commits.submit((cred, op), |batch| self.commit_batch(batch)),
         };
         if r.is_ok() {
@@ -130,11 +143,12 @@ impl MetaService {
         let db = self.store.db();
         let tx = db.begin_write()?;
         let mut results = Vec::with_capacity(batch.len());
+        let mut created = Vec::new();
         for (cred, op) in batch {
             // Every mutation checks everything before it writes, so one that
             // fails leaves nothing for the others to see (at most an id
             // counter moved on: ids are never reused anyway).
-            let r = self.apply(&tx, *cred, op);
+            let r = self.apply(&tx, *cred, op, &mut created);
             if let Err(e) = &r
                 && e.storage
             {
@@ -143,14 +157,28 @@ impl MetaService {
             results.push(r);
         }
         tx.commit()?;
+        // Durable now: what the size table learns from it.
+        for ((_, op), r) in batch.iter().zip(&results) {
+            match (op, r) {
+                (MetaReq::Create { .. }, Ok(Response::Attr(a))) if created.contains(&a.id) => self.sizes.created(a.id),
+                (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id),
+                (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some(a) })) => self.sizes.forget(a.id),
+                _ => {}
+            }
+        }
         Ok(results)
     }
 
-    fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<Response> {
+    /// One mutation; a create that made a new file adds its id to `created`.
+    fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq, created: &mut Vec<FileId>) -> Result<Response> {
         match op {
-            MetaReq::Create { path, mode, exclusive, hint } => self
-                .insert_new(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint, target: None })
-                .map(Response::Attr),
+            MetaReq::Create { path, mode, exclusive, hint } => {
+                let (a, new) = self.insert_new_file(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint, target: None })?;
+                if new {
+                    created.push(a.id);
+                }
+                Ok(Response::Attr(a))
+            }
             MetaReq::Mkdir { path, mode } => self
                 .insert_new(tx, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default(), target: None })
                 .map(Response::Attr),
@@ -172,6 +200,10 @@ impl MetaService {
     fn dispatch(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Response> {
         match op {
             MetaReq::Stat { path } => stat(db, cred, path).map(Response::Attr),
+            MetaReq::StatSize { path } => stat(db, cred, path).map(|attr| {
+                let size = if attr.kind == FileKind::File { self.sizes.known(attr.id) } else { None };
+                Response::Stat { attr, size }
+            }),
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
             MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max),
             MetaReq::Readlink { path } => readlink(db, cred, path).map(|target| Response::Link { target }),
@@ -259,6 +291,12 @@ impl MetaService {
     }
 
     fn insert_new(&self, tx: &WriteTransaction, cred: Cred, path: &str, new: NewEntry) -> Result<FileAttr> {
+        self.insert_new_file(tx, cred, path, new).map(|(a, _)| a)
+    }
+
+    /// [`MetaService::insert_new`], also saying whether the entry is new
+    /// (a non-exclusive create of an existing file opens it).
+    fn insert_new_file(&self, tx: &WriteTransaction, cred: Cred, path: &str, new: NewEntry) -> Result<(FileAttr, bool)> {
         let NewEntry { kind, mode, exclusive, hint, target } = new;
         let (parent_comps, name) = split_parent(path)?;
         let attr = {
@@ -275,7 +313,7 @@ impl MetaService {
                     FileKind::File => {}
                 }
                 check(cred, &a, W, "write this file")?;
-                return Ok(a);
+                return Ok((a, false));
             }
             let mut counters = tx.open_table(COUNTERS)?;
             let id = counters.get("next_id")?.map(|v| v.value()).unwrap_or(ROOT.0 + 1);
@@ -305,7 +343,7 @@ impl MetaService {
             }
             attr
         };
-        Ok(attr)
+        Ok((attr, true))
     }
 }
 

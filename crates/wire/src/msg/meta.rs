@@ -143,6 +143,13 @@ pub enum MetaReq {
     /// Sets the modification time (utimensat(2)); [`TIME_NOW`] means the
     /// service's clock. Answered with `Attr`.
     SetTimes { path: String, mtime_ns: i64 },
+    /// Like `Stat`, answered with `Stat`: the attributes and the file's size
+    /// when the service knows it (no writer has the file open).
+    StatSize { path: String },
+    /// A handle opened for writing (`Open { write: true }` or `Create`) is
+    /// closed; `wrote`: its writes are done and the file's size is now
+    /// `size` (asked of the data servers after them).
+    Close { file: FileId, wrote: bool, size: u64 },
 }
 
 /// `SetTimes`' "now": the service's clock, allowed to anyone who may write
@@ -262,6 +269,12 @@ impl MetaReq {
             MetaReq::SetTimes { path, mtime_ns } => {
                 e.u8(14).str(path).i64(*mtime_ns);
             }
+            MetaReq::StatSize { path } => {
+                e.u8(15).str(path);
+            }
+            MetaReq::Close { file, wrote, size } => {
+                e.u8(16).u64(file.0).bool(*wrote).u64(*size);
+            }
         }
     }
 
@@ -311,6 +324,14 @@ impl MetaReq {
             }
             13 => MetaReq::Readlink { path: path(d)? },
             14 => MetaReq::SetTimes { path: path(d)?, mtime_ns: d.i64()? },
+            15 => MetaReq::StatSize { path: path(d)? },
+            16 => {
+                let (file, wrote, size) = (FileId(d.u64()?), d.bool()?, d.u64()?);
+                if size > crate::limits::MAX_OBJECT_END {
+                    return Err(DecodeError::Invalid("file size past the largest offset"));
+                }
+                MetaReq::Close { file, wrote, size }
+            }
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

@@ -53,6 +53,8 @@ pub enum Response {
     Pointer { value: u64 },
     /// A symbolic link's target.
     Link { target: String },
+    /// Attributes and, when known without asking the data servers, the size.
+    Stat { attr: FileAttr, size: Option<u64> },
 }
 
 impl Request {
@@ -183,6 +185,14 @@ impl Response {
             Response::Link { target } => {
                 e.u8(12).str(target);
             }
+            Response::Stat { attr, size } => {
+                e.u8(13);
+                attr.encode(&mut e);
+                match size {
+                    Some(s) => e.u8(1).u64(*s),
+                    None => e.u8(0),
+                };
+            }
         }
         e.finish()
     }
@@ -214,6 +224,11 @@ impl Response {
             10 => Response::Locked { lock: d.u64()? },
             11 => Response::Pointer { value: d.u64()? },
             12 => Response::Link { target: d.str("link target", crate::limits::MAX_PATH_LEN)? },
+            13 => {
+                let attr = FileAttr::decode(&mut d)?;
+                let size = if d.bool()? { Some(d.u64()?) } else { None };
+                Response::Stat { attr, size }
+            }
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;
@@ -273,6 +288,8 @@ mod tests {
             (name(), "[ -~]{1,40}").prop_map(|(path, target)| MetaReq::Symlink { path, target }),
             name().prop_map(|path| MetaReq::Readlink { path }),
             (name(), any::<i64>()).prop_map(|(path, mtime_ns)| MetaReq::SetTimes { path, mtime_ns }),
+            name().prop_map(|path| MetaReq::StatSize { path }),
+            (any::<u64>(), any::<bool>(), 0u64..1 << 62).prop_map(|(f, wrote, size)| MetaReq::Close { file: FileId(f), wrote, size }),
         ]
     }
 
@@ -331,6 +348,7 @@ mod tests {
             any::<u64>().prop_map(|lock| Response::Locked { lock }),
             any::<u64>().prop_map(|value| Response::Pointer { value }),
             "[ -~]{1,40}".prop_map(|target| Response::Link { target }),
+            (attr(), proptest::option::of(any::<u64>())).prop_map(|(attr, size)| Response::Stat { attr, size }),
             (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
                 services,
                 requests: n,

@@ -87,6 +87,8 @@ pub fn cp(cluster: Option<&Path>, a: CpArgs) -> Result<()> {
             bar.set_position(off);
         }
         f.fsync()?;
+        // Tells the metadata service the size (stat then answers alone).
+        f.close()?;
     } else {
         if a.stripe_size.is_some() || a.stripe_count.is_some() {
             bail!("--stripe-size and --stripe-count apply only when the destination is weft:");

@@ -2,6 +2,8 @@
 
 mod transfer;
 
+pub(crate) use transfer::bytes_before;
+
 use crate::client::Client;
 use crate::{Error, Result};
 use std::net::SocketAddr;

@@ -527,17 +527,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
         u64::MAX => return Err(size.err().unwrap_or_else(|| Error::Comm("rank 0 could not get the file's size".into()))),
         v => v,
     };
-    let mut read = 0;
-    for s in segments {
-        if s.file >= eof {
-            break;
-        }
-        read += s.len.min(eof - s.file);
-        if s.file + s.len > eof {
-            break;
-        }
-    }
-    Ok(read)
+    Ok(crate::file::bytes_before(segments, eof))
 }
 
 /// An aggregator's round of a read: read the union of the ranks' requests

@@ -118,18 +118,7 @@ impl File {
         if known_end >= reach {
             return Ok(total as usize);
         }
-        let size = self.size()?;
-        let mut read = 0;
-        for s in segments {
-            if s.file >= size {
-                break;
-            }
-            read += s.len.min(size - s.file);
-            if s.file + s.len > size {
-                break;
-            }
-        }
-        Ok(read as usize)
+        Ok(bytes_before(segments, self.size()?) as usize)
     }
 
     /// Sends each body to the layout's server it names and drops the
@@ -146,4 +135,20 @@ impl File {
         self.client.run(&mut calls);
         calls.into_iter().map(|c| Client::response(c).map(|(r, _)| r)).collect()
     }
+}
+
+/// Bytes of an access's stream (its segments in order) that lie before
+/// `eof`: a read at the end of the file counts exactly these.
+pub(crate) fn bytes_before(segments: &[Segment], eof: u64) -> u64 {
+    let mut read = 0;
+    for s in segments {
+        if s.file >= eof {
+            break;
+        }
+        read += s.len.min(eof - s.file);
+        if s.file + s.len > eof {
+            break;
+        }
+    }
+    read
 }

@@ -198,3 +198,43 @@ print("h5py ok")
     fio("randwrite");
     m.unmount();
 }
+
+/// `ls -l` of a directory gets every entry's attributes with the listing
+/// (readdirplus): far fewer metadata requests than a lookup per entry, and
+/// the sizes right, including a file a writer still has open (its size is
+/// not in the listing: the kernel asks for it).
+#[test]
+fn ls_l_gets_attributes_with_the_listing() {
+    let tc = TestCluster::start("fuse-ls", 2);
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let mut want = std::collections::BTreeMap::new();
+    for i in 0..200usize {
+        let f = c.create(&format!("/d/f{i}"), Default::default()).unwrap();
+        f.write_at(0, &vec![7u8; i * 13]).unwrap();
+        f.close().unwrap();
+        want.insert(format!("f{i}"), (i * 13) as u64);
+    }
+    let writing = c.open("/d/f5", true).unwrap();
+    writing.write_at(0, &[1u8; 99_999]).unwrap();
+    want.insert("f5".into(), 99_999);
+    let m = Mount::new(&tc, "m");
+    let meta = || -> u64 { c.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services & 1 != 0).map(|s| s.requests).sum() };
+    let before = meta();
+    let out = Command::new("ls").args(["-l", "--time-style=+"]).arg(m.point.join("d")).output().unwrap();
+    let used = meta() - before - 1;
+    assert!(out.status.success(), "ls -l: {}", String::from_utf8_lossy(&out.stderr));
+    let got: std::collections::BTreeMap<String, u64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('-'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[f.len() - 1].to_string(), f[4].parse().unwrap())
+        })
+        .collect();
+    assert_eq!(got, want, "ls -l sizes");
+    assert!(used < 100, "ls -l of 200 files cost {used} metadata requests (a lookup per entry costs 200 or more)");
+    writing.close().unwrap();
+    m.unmount();
+}

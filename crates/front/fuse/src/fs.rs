@@ -43,7 +43,20 @@ impl Default for MountOptions {
 }
 
 /// A directory's entries as listed: (inode, kind, name).
-type Listing = Vec<(u64, FileType, String)>;
+/// One entry of a directory listing, with what readdirplus gives the
+/// kernel: its attributes, and whether they are exact (a file's size is
+/// known only when no writer has it open; a link's size is its target's
+/// length, not listed). Inexact ones are given with no cache time, so the
+/// kernel asks again before using them.
+pub(crate) struct Listed {
+    pub(crate) ino: u64,
+    pub(crate) kind: FileType,
+    pub(crate) name: String,
+    pub(crate) attr: Option<fuser::FileAttr>,
+    pub(crate) exact: bool,
+}
+
+type Listing = Vec<Listed>;
 
 
 
@@ -155,11 +168,18 @@ impl WeftFs {
     pub(crate) fn list(&self, ino: INodeNo) -> Result<Listing, Errno> {
         let path = self.path_of(ino)?;
         let entries = self.client.readdir(&path).map_err(|e| errno::of(&e))?;
-        let mut all: Listing = vec![(ino.0, FileType::Directory, ".".into()), (ino.0, FileType::Directory, "..".into())];
+        let dot = |name: &str| Listed { ino: ino.0, kind: FileType::Directory, name: name.into(), attr: None, exact: false };
+        let mut all: Listing = vec![dot("."), dot("..")];
         for e in entries.into_iter().filter(|e| !e.name.starts_with(HIDDEN_PREFIX)) {
             let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
             self.remember(e.attr.id.0, &child);
-            all.push((e.attr.id.0, kind_of(&e.attr), e.name));
+            let size = match e.attr.kind {
+                weft_client::FileKind::Dir => Some(0),
+                weft_client::FileKind::File => e.size,
+                weft_client::FileKind::Symlink => None,
+            };
+            let attr = Some(crate::attrs::fuse_attr(&e.attr, size.unwrap_or(0)));
+            all.push(Listed { ino: e.attr.id.0, kind: kind_of(&e.attr), name: e.name, attr, exact: size.is_some() });
         }
         Ok(all)
     }

@@ -193,6 +193,11 @@ impl Filesystem for WeftFs {
         // more) and as much read-ahead as the kernel offers, so a stream
         // costs few round trips.
         let _ = config.set_max_write(1 << 20);
+        // Listings with attributes when the kernel sees lookups follow a
+        // readdir (`ls -l`, `find`, `du`).
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO) {
+            tracing::info!(target: "weft::fuse", ?missing, "the kernel lists directories without attributes");
+        }
         if let Err(most) = config.set_max_readahead(4 << 20) {
             let _ = config.set_max_readahead(most);
         }
@@ -481,8 +486,34 @@ impl Filesystem for WeftFs {
                 Err(e) => return reply.error(e),
             },
         };
-        for (i, (ino, kind, name)) in all.iter().enumerate().skip(offset as usize) {
-            if reply.add(INodeNo(*ino), i as u64 + 1, *kind, name) {
+        for (i, e) in all.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(e.ino), i as u64 + 1, e.kind, &e.name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    /// Entries with their attributes (the kernel asks for this instead of
+    /// readdir when a listing is followed by lookups, as `ls -l` and `find`
+    /// do): one metadata request per page instead of a lookup and a stat
+    /// per entry. Attributes not known exactly come with no cache time.
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: fuser::ReplyDirectoryPlus) {
+        let listing = lock(&self.listings).get(&fh.0).cloned();
+        let all = match listing {
+            Some(l) => l,
+            None => match self.list(ino) {
+                Ok(l) => Arc::new(l),
+                Err(e) => return reply.error(e),
+            },
+        };
+        let none = std::time::Duration::ZERO;
+        for (i, e) in all.iter().enumerate().skip(offset as usize) {
+            // "." and "..": the kernel makes no entry for them; any
+            // attributes do, with no cache time.
+            let attr = e.attr.unwrap_or_else(|| crate::attrs::fuse_attr(&placeholder(e.ino), 0));
+            let ttl = if e.exact { &self.opts.entry_timeout } else { &none };
+            if reply.add(INodeNo(e.ino), i as u64 + 1, &e.name, ttl, &attr, Generation(0)) {
                 break;
             }
         }
@@ -522,3 +553,8 @@ impl Filesystem for WeftFs {
     }
 }
 
+/// Attributes for "." and ".." in a readdirplus page, which the kernel
+/// does not use.
+fn placeholder(ino: u64) -> weft_client::FileAttr {
+    weft_client::FileAttr { id: weft_client::FileId(ino), kind: weft_client::FileKind::Dir, mode: 0o755, uid: 0, gid: 0, mtime_ns: 0, ctime_ns: 0, layout: None }
+}

@@ -205,7 +205,15 @@ impl MetaService {
                 Response::Stat { attr, size }
             }),
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
-            MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max),
+            MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max).map(|r| match r {
+                Response::Entries { mut entries, more } => {
+                    for e in entries.iter_mut().filter(|e| e.attr.kind == FileKind::File) {
+                        e.size = self.sizes.known(e.attr.id);
+                    }
+                    Response::Entries { entries, more }
+                }
+                other => other,
+            }),
             MetaReq::Readlink { path } => readlink(db, cred, path).map(|target| Response::Link { target }),
             _ => Err(err(ErrorCode::Internal, "not a read-only request")),
         }
@@ -261,13 +269,13 @@ fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32) -> Resu
             continue;
         }
         let attr = t.inode(v.value())?;
-        let size = 4 + name.len() + encode_attr(&attr).len();
+        let size = 4 + name.len() + encode_attr(&attr).len() + 9;
         if entries.len() == max as usize || (bytes + size > weft_wire::limits::MAX_BODY_LEN as usize && !entries.is_empty()) {
             more = true;
             break;
         }
         bytes += size;
-        entries.push(DirEntry { name: name.to_owned(), attr });
+        entries.push(DirEntry { name: name.to_owned(), attr, size: None });
     }
     Ok(Response::Entries { entries, more })
 }

@@ -114,6 +114,8 @@ pub struct FileAttr {
 pub struct DirEntry {
     pub name: String,
     pub attr: FileAttr,
+    /// A file's size when the metadata service knows it (as `Stat`'s).
+    pub size: Option<u64>,
 }
 
 /// One namespace operation. Paths are absolute (`/a/b`).

@@ -148,6 +148,10 @@ impl Response {
                 for ent in entries {
                     e.str(&ent.name);
                     ent.attr.encode(&mut e);
+                    match ent.size {
+                        Some(s) => e.u8(1).u64(s),
+                        None => e.u8(0),
+                    };
                 }
                 e.bool(*more);
             }
@@ -212,7 +216,9 @@ impl Response {
                 let mut entries = Vec::with_capacity(n);
                 for _ in 0..n {
                     let name = d.str("name", MAX_NAME_LEN)?;
-                    entries.push(DirEntry { name, attr: FileAttr::decode(&mut d)? });
+                    let attr = FileAttr::decode(&mut d)?;
+                    let size = if d.bool()? { Some(d.u64()?) } else { None };
+                    entries.push(DirEntry { name, attr, size });
                 }
                 Response::Entries { entries, more: d.bool()? }
             }
@@ -338,7 +344,7 @@ mod tests {
             (0usize..ErrorCode::ALL.len(), "[ -~]{0,50}").prop_map(|(i, m)| Response::error(ErrorCode::ALL[i], m)),
             attr().prop_map(Response::Attr),
             (proptest::collection::vec((name(), attr()), 0..5), any::<bool>()).prop_map(|(v, more)| Response::Entries {
-                entries: v.into_iter().map(|(name, attr)| DirEntry { name, attr }).collect(),
+                entries: v.into_iter().map(|(name, attr)| DirEntry { size: attr.mtime_ns.is_positive().then_some(attr.id.0 >> 3), name, attr }).collect(),
                 more
             }),
             proptest::option::of(attr()).prop_map(|replaced| Response::Renamed { replaced }),

@@ -164,6 +164,14 @@ impl WeftFs {
         lock(&self.paths).retain(|&ino, p| ino == 1 || (p != path && !p.starts_with(&below)));
     }
 
+    /// The listing `opendir` made for `fh`, or a fresh one.
+    pub(crate) fn listing(&self, ino: INodeNo, fh: fuser::FileHandle) -> Result<Arc<Listing>, Errno> {
+        if let Some(l) = lock(&self.listings).get(&fh.0).cloned() {
+            return Ok(l);
+        }
+        self.list(ino).map(Arc::new)
+    }
+
     /// A directory's entries, "." and ".." first, remembering each child's path.
     pub(crate) fn list(&self, ino: INodeNo) -> Result<Listing, Errno> {
         let path = self.path_of(ino)?;

@@ -478,13 +478,9 @@ impl Filesystem for WeftFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let listing = lock(&self.listings).get(&fh.0).cloned();
-        let all = match listing {
-            Some(l) => l,
-            None => match self.list(ino) {
-                Ok(l) => Arc::new(l),
-                Err(e) => return reply.error(e),
-            },
+        let all = match self.listing(ino, fh) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
         };
         for (i, e) in all.iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(e.ino), i as u64 + 1, e.kind, &e.name) {
@@ -499,13 +495,9 @@ impl Filesystem for WeftFs {
     /// do): one metadata request per page instead of a lookup and a stat
     /// per entry. Attributes not known exactly come with no cache time.
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: fuser::ReplyDirectoryPlus) {
-        let listing = lock(&self.listings).get(&fh.0).cloned();
-        let all = match listing {
-            Some(l) => l,
-            None => match self.list(ino) {
-                Ok(l) => Arc::new(l),
-                Err(e) => return reply.error(e),
-            },
+        let all = match self.listing(ino, fh) {
+            Ok(l) => l,
+            Err(e) => return reply.error(e),
         };
         let none = std::time::Duration::ZERO;
         for (i, e) in all.iter().enumerate().skip(offset as usize) {

@@ -351,3 +351,27 @@ fn stat_knows_sizes_without_the_data_servers_once_writers_close() {
     again.close().unwrap();
     assert_eq!(stat_cost(&c, "/empty", 4), (0, 3));
 }
+
+/// After a restart the metadata service cannot know writers that opened a
+/// file before it: a writer open across the restart keeps writing while
+/// another opens and closes, and stat still shows the first one's bytes.
+#[test]
+fn stat_after_a_metadata_restart_does_not_trust_earlier_files() {
+    let mut tc = TestCluster::start("stat-restart", 2);
+    let c = tc.client();
+    let f = c.create("/old", CreateOptions::default()).unwrap();
+    f.write_at(0, &[1u8; 1000]).unwrap();
+    f.close().unwrap();
+    let early = c.open("/old", true).unwrap();
+    tc.lc.restart(0).unwrap();
+    let c2 = tc.client();
+    let late = c2.open("/old", true).unwrap();
+    late.write_at(0, &[3u8; 10]).unwrap();
+    late.close().unwrap();
+    early.write_at(0, &[2u8; 5000]).unwrap();
+    assert_eq!(stat_cost(&c2, "/old", 2), (2, 5000), "a writer from before the restart is still open");
+    // Files created since the restart are known again.
+    c2.create("/new", CreateOptions::default()).unwrap().close().unwrap();
+    assert_eq!(stat_cost(&c2, "/new", 2), (0, 0));
+    drop(early);
+}

@@ -77,7 +77,8 @@ impl MetaService {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
         let store = store::Store::open(dir)?;
         init_root(&store.db())?;
-        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default(), sizes: Default::default() })
+        let first = store.db().begin_read()?.open_table(COUNTERS)?.get("next_id")?.map_or(ROOT.0 + 1, |v| v.value());
+        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default(), sizes: sizes::KnownSizes::new(first) })
     }
 
     /// Is there a file or directory with this id?

@@ -8,9 +8,13 @@
 //! `Create`) counts one writer until its `Close`. Clients write to the
 //! data servers directly, so while a writer is open only they know the
 //! size: `StatSize` then answers without one and the client asks the data
-//! servers, as it does for every file after a restart of this service
-//! (nothing here is durable) and for a file whose writer died without
-//! closing (its count never returns to zero).
+//! servers, as it does for a file whose writer died without closing (its
+//! count never returns to zero).
+//!
+//! Nothing here is durable, so after a restart this service cannot know
+//! the writers that opened a file before it: it vouches only for files
+//! created since it started (ids from `first` on), which no earlier
+//! instance ever saw. Older files' stats ask the data servers.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -26,12 +30,18 @@ struct Entry {
     size: Option<u64>,
 }
 
-#[derive(Default)]
 pub struct KnownSizes {
     files: Mutex<HashMap<FileId, Entry>>,
+    /// The first file id this instance of the service gave out.
+    first: u64,
 }
 
 impl KnownSizes {
+    /// Vouches for files with ids from `first` on.
+    pub fn new(first: u64) -> Self {
+        KnownSizes { files: Mutex::new(HashMap::new()), first }
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut HashMap<FileId, Entry>) -> T) -> T {
         let mut m = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         if m.len() >= MAX_TRACKED {
@@ -64,6 +74,9 @@ impl KnownSizes {
 
     /// The size, if known and no writer is open.
     pub fn known(&self, id: FileId) -> Option<u64> {
+        if id.0 < self.first {
+            return None;
+        }
         self.with(|m| m.get(&id).filter(|e| e.writers == 0).and_then(|e| e.size))
     }
 
@@ -79,7 +92,7 @@ mod tests {
 
     #[test]
     fn a_size_is_known_only_while_no_writer_is_open() {
-        let s = KnownSizes::default();
+        let s = KnownSizes::new(5);
         let f = FileId(7);
         assert_eq!(s.known(f), None, "never seen: ask the data servers");
         s.created(f);
@@ -100,5 +113,9 @@ mod tests {
         assert_eq!(s.known(g), None, "opened and closed unwritten, size never learned");
         s.forget(f);
         assert_eq!(s.known(f), None);
+        let older = FileId(4);
+        s.opened(older);
+        s.closed(older, Some(9));
+        assert_eq!(s.known(older), None, "a file from before this instance may have writers it never saw");
     }
 }

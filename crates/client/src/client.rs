@@ -169,6 +169,10 @@ impl Client {
     /// A file another process of the same job has opened or created
     /// (MPI-IO's collective open: one rank asks the metadata service and
     /// passes the attributes on), without asking the metadata service again.
+    /// An adopted handle is not counted as a writer: the process that opened
+    /// the file must keep its own handle open until every adopted handle is
+    /// done writing, then close it with [`File::close_after_writes_elsewhere`]
+    /// (so stat never vouches for a size while they write).
     pub fn adopt(&self, path: &str, attr: FileAttr, write: bool) -> Result<File> {
         File::new(self.clone(), path, attr, write)
     }

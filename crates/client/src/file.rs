@@ -458,12 +458,24 @@ impl File {
     /// counting a writer: stat then always asks the data servers (correct,
     /// slower).
     pub fn close(self) -> Result<()> {
+        use weft_wire::{MetaReq, Response};
         if !self.writer {
             return Ok(());
         }
+        let file = self.attr.id;
         let wrote = self.wrote.load(std::sync::atomic::Ordering::Relaxed);
-        let size = if wrote { self.size()? } else { 0 };
-        self.client.meta(weft_wire::MetaReq::Close { file: self.attr.id, wrote, size }).map(|_| ())
+        let r = match self.client.meta(MetaReq::Close { file, wrote }) {
+            // The last writer is gone: every write is done, so the size
+            // measured now is the file's.
+            Ok(Response::Measure { epoch }) => self.size().and_then(|size| self.client.meta(MetaReq::SetSize { file, epoch, size })).map(|_| ()),
+            other => other.map(|_| ()),
+        };
+        match r {
+            // Removed meanwhile, or no longer ours to write: the data is
+            // unaffected; the file's stats just keep asking the data servers.
+            Err(Error::NotFound(_) | Error::Permission(_)) => Ok(()),
+            other => other,
+        }
     }
 
     /// [`File::close`] for a handle whose writes other processes made (MPI-IO's

@@ -393,6 +393,9 @@ fn admit(segments: &[Segment], buf_len: usize) -> (&[Segment], Result<()>) {
 /// exchange round r + 1 (double buffering); MPI is only called from the
 /// caller's thread.
 pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<u64> {
+    // Whichever rank's handle moves the bytes, each rank's close reports
+    // that its file changed.
+    file.note_write();
     let (segments, refused) = admit(segments, buf.len());
     let Agreed { extents: all, hints, atomic } = agree_first(comm, file, segments, hints)?;
     let hints = &hints;

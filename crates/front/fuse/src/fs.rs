@@ -52,11 +52,17 @@ pub(crate) struct Listed {
     pub(crate) ino: u64,
     pub(crate) kind: FileType,
     pub(crate) name: String,
+    /// The entry's path ("." and ".." have none).
+    pub(crate) path: Option<String>,
     pub(crate) attr: Option<fuser::FileAttr>,
     pub(crate) exact: bool,
 }
 
-type Listing = Vec<Listed>;
+/// A directory's entries as listed at `taken`.
+pub(crate) struct Listing {
+    pub(crate) taken: std::time::Instant,
+    pub(crate) entries: Vec<Listed>,
+}
 
 
 
@@ -164,20 +170,28 @@ impl WeftFs {
         lock(&self.paths).retain(|&ino, p| ino == 1 || (p != path && !p.starts_with(&below)));
     }
 
-    /// The listing `opendir` made for `fh`, or a fresh one.
-    pub(crate) fn listing(&self, ino: INodeNo, fh: fuser::FileHandle) -> Result<Arc<Listing>, Errno> {
-        if let Some(l) = lock(&self.listings).get(&fh.0).cloned() {
+    /// The listing `opendir` made for `fh`, or a fresh one (also when
+    /// `fresh_within` is given and the kept one is older).
+    pub(crate) fn listing(&self, ino: INodeNo, fh: fuser::FileHandle, fresh_within: Option<std::time::Duration>) -> Result<Arc<Listing>, Errno> {
+        if let Some(l) = lock(&self.listings).get(&fh.0).cloned()
+            && fresh_within.is_none_or(|d| l.taken.elapsed() <= d)
+        {
             return Ok(l);
         }
-        self.list(ino).map(Arc::new)
+        let l = Arc::new(self.list(ino)?);
+        if let Some(kept) = lock(&self.listings).get_mut(&fh.0) {
+            *kept = l.clone();
+        }
+        Ok(l)
     }
 
     /// A directory's entries, "." and ".." first, remembering each child's path.
     pub(crate) fn list(&self, ino: INodeNo) -> Result<Listing, Errno> {
         let path = self.path_of(ino)?;
         let entries = self.client.readdir(&path).map_err(|e| errno::of(&e))?;
-        let dot = |name: &str| Listed { ino: ino.0, kind: FileType::Directory, name: name.into(), attr: None, exact: false };
-        let mut all: Listing = vec![dot("."), dot("..")];
+        let taken = std::time::Instant::now();
+        let dot = |name: &str| Listed { ino: ino.0, kind: FileType::Directory, name: name.into(), path: None, attr: None, exact: false };
+        let mut all = vec![dot("."), dot("..")];
         for e in entries.into_iter().filter(|e| !e.name.starts_with(HIDDEN_PREFIX)) {
             let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
             self.remember(e.attr.id.0, &child);
@@ -187,9 +201,9 @@ impl WeftFs {
                 weft_client::FileKind::Symlink => None,
             };
             let attr = Some(crate::attrs::fuse_attr(&e.attr, size.unwrap_or(0)));
-            all.push(Listed { ino: e.attr.id.0, kind: kind_of(&e.attr), name: e.name, attr, exact: size.is_some() });
+            all.push(Listed { ino: e.attr.id.0, kind: kind_of(&e.attr), name: e.name, path: Some(child), attr, exact: size.is_some() });
         }
-        Ok(all)
+        Ok(Listing { taken, entries: all })
     }
 
     pub(crate) fn handle(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {

@@ -13,6 +13,7 @@ use fuser::{
 use std::ffi::OsStr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::SystemTime;
 use weft_client::{CreateOptions, FileKind};
 
@@ -478,11 +479,11 @@ impl Filesystem for WeftFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let all = match self.listing(ino, fh) {
+        let all = match self.listing(ino, fh, None) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
-        for (i, e) in all.iter().enumerate().skip(offset as usize) {
+        for (i, e) in all.entries.iter().enumerate().skip(offset as usize) {
             if reply.add(INodeNo(e.ino), i as u64 + 1, e.kind, &e.name) {
                 break;
             }
@@ -493,19 +494,30 @@ impl Filesystem for WeftFs {
     /// Entries with their attributes (the kernel asks for this instead of
     /// readdir when a listing is followed by lookups, as `ls -l` and `find`
     /// do): one metadata request per page instead of a lookup and a stat
-    /// per entry. Attributes not known exactly come with no cache time.
+    /// per entry. The kernel takes every attribute given here as current
+    /// (an open file's cached size included), so they must be: a pass
+    /// starts from a listing at most `FRESH` old, and an entry whose size
+    /// the listing does not know (a writer has it open, a symbolic link),
+    /// or any entry once the listing is older, is stat'ed on its own.
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: fuser::ReplyDirectoryPlus) {
-        let all = match self.listing(ino, fh) {
+        const FRESH: Duration = Duration::from_millis(100);
+        let all = match self.listing(ino, fh, (offset == 0).then_some(FRESH)) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
-        let none = std::time::Duration::ZERO;
-        for (i, e) in all.iter().enumerate().skip(offset as usize) {
-            // "." and "..": the kernel makes no entry for them; any
-            // attributes do, with no cache time.
-            let attr = e.attr.unwrap_or_else(|| crate::attrs::fuse_attr(&placeholder(e.ino), 0));
-            let ttl = if e.exact { &self.opts.entry_timeout } else { &none };
-            if reply.add(INodeNo(e.ino), i as u64 + 1, &e.name, ttl, &attr, Generation(0)) {
+        let fresh = all.taken.elapsed() <= FRESH;
+        for (i, e) in all.entries.iter().enumerate().skip(offset as usize) {
+            let attr = match (&e.path, e.attr) {
+                (Some(_), Some(a)) if e.exact && fresh => a,
+                (Some(path), _) => match self.stat(path) {
+                    Ok(a) => a,
+                    // Gone since the listing: left out of this page.
+                    Err(_) => continue,
+                },
+                // "." and "..": the kernel makes no entry for them.
+                (None, _) => crate::attrs::fuse_attr(&placeholder(e.ino), 0),
+            };
+            if reply.add(INodeNo(e.ino), i as u64 + 1, &e.name, &self.opts.entry_timeout, &attr, Generation(0)) {
                 break;
             }
         }

@@ -114,6 +114,10 @@ impl WriteBehind {
         let writer = h.clone();
         let job: Job = Box::new(move || {
             let _done = done;
+            // Dropped before `_done` (declared after it): once the write is
+            // seen done, the handle is no longer held, so a release can
+            // close it at the metadata service.
+            let writer = writer;
             if let Err(e) = writer.file.write_at(offset, &data) {
                 tracing::warn!(target: "weft::fuse", ino, offset, error = %e, "a queued write failed; reported at the handle's next write, fsync or close");
                 writer.fail(errno::of(&e));

@@ -231,14 +231,13 @@ impl OpenFile {
         let mine = if self.comm.rank() == 0 {
             (|| {
                 let client = client()?;
-                if let Some(f) = self.registration.take() {
-                    f.close_after_writes_elsewhere()?;
-                }
                 let _ = client.shared_pointer(self.token, PointerOp::Release);
+                // Every rank is done writing: the job's one write open ends.
+                let closed = self.registration.take().map_or(Ok(()), File::close_after_writes_elsewhere);
                 if self.amode & amode::DELETE_ON_CLOSE != 0 {
                     client.unlink(self.file.path())?;
                 }
-                Ok(())
+                closed.map_err(Into::into)
             })()
         } else {
             Ok(())

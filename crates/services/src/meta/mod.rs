@@ -104,15 +104,28 @@ impl MetaService {
                 Err((code, message)) => Response::error(code, message),
             };
         }
-        if let MetaReq::Close { file, wrote, size } = op {
-            self.sizes.closed(file, wrote.then_some(size));
-            return Response::Ok;
+        if let MetaReq::Close { file, .. } | MetaReq::SetSize { file, .. } = op {
+            // Only someone who may write the file speaks for its writers.
+            if let Err(e) = self.may_write(cred, file) {
+                return Response::error(e.code, e.message);
+            }
+            return match op {
+                MetaReq::Close { wrote, .. } => match self.sizes.closed(file, wrote) {
+                    sizes::AfterClose::Nothing => Response::Ok,
+                    sizes::AfterClose::Measure { epoch } => Response::Measure { epoch },
+                },
+                MetaReq::SetSize { epoch, size, .. } => {
+                    self.sizes.measured(file, epoch, size);
+                    Response::Ok
+                }
+                _ => unreachable!("matched above"),
+            };
         }
         let r = match op {
             MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => {
                 let r = self.dispatch(&self.store.db(), cred, &op);
                 if let (MetaReq::Open { write: true, .. }, Ok(Response::Attr(a))) = (&op, &r) {
-                    self.sizes.opened(a.id);
+                    self.sizes.opened(a.id, false);
                 }
                 r
             }
@@ -149,7 +162,11 @@ impl MetaService {
             // Every mutation checks everything before it writes, so one that
             // fails leaves nothing for the others to see (at most an id
             // counter moved on: ids are never reused anyway).
-            let r = self.apply(&tx, *cred, op, &mut created);
+            let r = self.apply(&tx, *cred, op);
+            if let (MetaReq::Create { .. }, Ok((_, true))) = (op, &r) {
+                created.push(results.len());
+            }
+            let r = r.map(|(rsp, _)| rsp);
             if let Err(e) = &r
                 && e.storage
             {
@@ -159,10 +176,9 @@ impl MetaService {
         }
         tx.commit()?;
         // Durable now: what the size table learns from it.
-        for ((_, op), r) in batch.iter().zip(&results) {
+        for (k, ((_, op), r)) in batch.iter().zip(&results).enumerate() {
             match (op, r) {
-                (MetaReq::Create { .. }, Ok(Response::Attr(a))) if created.contains(&a.id) => self.sizes.created(a.id),
-                (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id),
+                (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id, created.contains(&k)),
                 (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some(a) })) => self.sizes.forget(a.id),
                 _ => {}
             }
@@ -170,16 +186,17 @@ impl MetaService {
         Ok(results)
     }
 
-    /// One mutation; a create that made a new file adds its id to `created`.
-    fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq, created: &mut Vec<FileId>) -> Result<Response> {
+    /// One mutation, and whether it made a new file (a create).
+    fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<(Response, bool)> {
+        if let MetaReq::Create { path, mode, exclusive, hint } = op {
+            let (a, new) = self.insert_new_file(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint, target: None })?;
+            return Ok((Response::Attr(a), new));
+        }
+        self.apply_other(tx, cred, op).map(|r| (r, false))
+    }
+
+    fn apply_other(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<Response> {
         match op {
-            MetaReq::Create { path, mode, exclusive, hint } => {
-                let (a, new) = self.insert_new_file(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint, target: None })?;
-                if new {
-                    created.push(a.id);
-                }
-                Ok(Response::Attr(a))
-            }
             MetaReq::Mkdir { path, mode } => self
                 .insert_new(tx, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default(), target: None })
                 .map(Response::Attr),
@@ -195,6 +212,17 @@ impl MetaService {
             MetaReq::Chown { path, uid, gid } => attrs::chown(tx, cred, path, *uid, *gid).map(Response::Attr),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
+    }
+
+    /// Whether `cred` may write file `id` (which must exist).
+    fn may_write(&self, cred: Cred, id: FileId) -> Result<()> {
+        let tx = self.store.db().begin_read()?;
+        let inodes = tx.open_table(INODES)?;
+        let attr = match inodes.get(id.0)? {
+            Some(v) => decode_attr(v.value())?,
+            None => return Err(err(ErrorCode::NotFound, format!("file {} does not exist", id.0))),
+        };
+        check(cred, &attr, W, "write this file")
     }
 
     /// Read-only requests, on a read transaction of their own.

@@ -1,33 +1,51 @@
 //! File sizes the metadata service can answer without asking the data
 //! servers (issue 12's stat fast path), in memory only.
 //!
-//! The rule: a size is known from a writer's close (the client asks the
-//! data servers after its last write and reports the result) or from a
-//! create (a new file is empty), and only while no handle opened for
-//! writing is still open: every write open (`Open { write: true }`,
-//! `Create`) counts one writer until its `Close`. Clients write to the
-//! data servers directly, so while a writer is open only they know the
-//! size: `StatSize` then answers without one and the client asks the data
-//! servers, as it does for a file whose writer died without closing (its
-//! count never returns to zero).
+//! Clients write to the data servers directly, so the service learns a
+//! size only from a client that measured it (asked every data server) at a
+//! moment no write could be under way:
 //!
-//! Nothing here is durable, so after a restart this service cannot know
-//! the writers that opened a file before it: it vouches only for files
-//! created since it started (ids from `first` on), which no earlier
-//! instance ever saw. Older files' stats ask the data servers.
+//! * every write open (`Open { write: true }`, `Create`) counts a writer
+//!   and starts a new epoch; its `Close` says whether it wrote;
+//! * when a close leaves no writer and some writer wrote since the size was
+//!   last known, the service answers `Measure { epoch }`: every writer has
+//!   closed, so all their writes are done; the client measures and sends
+//!   `SetSize { epoch, size }`, taken only if no write open came in between
+//!   (the epoch is unchanged). A new file is known empty;
+//! * `StatSize` answers with the size only while no writer is open and the
+//!   size is known; otherwise the client asks the data servers, as it does
+//!   for a file whose writer died without closing (its count never returns
+//!   to zero) or whose measuring client died (the size stays unknown).
+//!
+//! Nothing here is durable, so after a restart the service cannot know the
+//! writers that opened a file before it: it tracks only files created since
+//! it started (ids from `first` on), which no earlier instance ever saw.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use weft_wire::FileId;
 
-/// Most files tracked; past it, files with no writer are forgotten (their
-/// stats ask the data servers again).
+/// Most files tracked. Past it, files with no writer are forgotten; if all
+/// have writers (leaked by clients that died), new files are not tracked:
+/// their stats ask the data servers.
 const MAX_TRACKED: usize = 1 << 20;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct Entry {
     writers: u32,
+    /// Bumped by every write open.
+    epoch: u64,
     size: Option<u64>,
+    /// Some writer wrote since `size` was last measured.
+    dirty: bool,
+}
+
+/// What a writer's close asks of its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterClose {
+    Nothing,
+    /// Measure the size and send it with this epoch.
+    Measure { epoch: u64 },
 }
 
 pub struct KnownSizes {
@@ -37,47 +55,69 @@ pub struct KnownSizes {
 }
 
 impl KnownSizes {
-    /// Vouches for files with ids from `first` on.
+    /// Tracks files with ids from `first` on.
     pub fn new(first: u64) -> Self {
         KnownSizes { files: Mutex::new(HashMap::new()), first }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut HashMap<FileId, Entry>) -> T) -> T {
-        let mut m = self.files.lock().unwrap_or_else(PoisonError::into_inner);
-        if m.len() >= MAX_TRACKED {
-            m.retain(|_, e| e.writers > 0);
+        f(&mut self.files.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// The entry of a tracked file, made if there is room.
+    fn entry<'a>(&self, m: &'a mut HashMap<FileId, Entry>, id: FileId, new: Entry) -> Option<&'a mut Entry> {
+        if id.0 < self.first {
+            return None;
         }
-        f(&mut m)
+        if !m.contains_key(&id) && m.len() >= MAX_TRACKED {
+            m.retain(|_, e| e.writers > 0);
+            if m.len() >= MAX_TRACKED {
+                return None;
+            }
+        }
+        Some(m.entry(id).or_insert(new))
     }
 
-    /// A new, empty file, opened for writing by its creator.
-    pub fn created(&self, id: FileId) {
-        self.with(|m| m.insert(id, Entry { writers: 1, size: Some(0) }));
-    }
-
-    /// A write open of an existing file.
-    pub fn opened(&self, id: FileId) {
-        self.with(|m| m.entry(id).or_default().writers += 1);
-    }
-
-    /// A write handle closed; `size` is the file's size after its writes.
-    pub fn closed(&self, id: FileId, size: Option<u64>) {
+    /// A write open; `created`: of a file this open made (known empty).
+    pub fn opened(&self, id: FileId, created: bool) {
+        let new = Entry { writers: 0, epoch: 0, size: created.then_some(0), dirty: false };
         self.with(|m| {
-            if let Some(e) = m.get_mut(&id) {
-                e.writers = e.writers.saturating_sub(1);
-                if size.is_some() {
-                    e.size = size;
-                }
+            if let Some(e) = self.entry(m, id, new) {
+                e.writers += 1;
+                e.epoch += 1;
+            }
+        });
+    }
+
+    /// A write handle closed; `wrote`: it changed the file.
+    pub fn closed(&self, id: FileId, wrote: bool) -> AfterClose {
+        self.with(|m| {
+            let Some(e) = m.get_mut(&id) else { return AfterClose::Nothing };
+            e.writers = e.writers.saturating_sub(1);
+            if wrote {
+                e.dirty = true;
+                e.size = None;
+            }
+            if e.writers == 0 && (e.dirty || e.size.is_none()) { AfterClose::Measure { epoch: e.epoch } } else { AfterClose::Nothing }
+        })
+    }
+
+    /// A size measured after a close that left no writer, at `epoch`.
+    pub fn measured(&self, id: FileId, epoch: u64, size: u64) {
+        self.with(|m| {
+            if let Some(e) = m.get_mut(&id)
+                && e.writers == 0
+                && e.epoch == epoch
+            {
+                e.size = Some(size);
+                e.dirty = false;
             }
         });
     }
 
     /// The size, if known and no writer is open.
     pub fn known(&self, id: FileId) -> Option<u64> {
-        if id.0 < self.first {
-            return None;
-        }
-        self.with(|m| m.get(&id).filter(|e| e.writers == 0).and_then(|e| e.size))
+        self.with(|m| m.get(&id).filter(|e| e.writers == 0 && !e.dirty).and_then(|e| e.size))
     }
 
     /// The file is gone.
@@ -91,31 +131,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_size_is_known_only_while_no_writer_is_open() {
+    fn a_size_is_known_only_when_measured_after_the_last_writer() {
         let s = KnownSizes::new(5);
         let f = FileId(7);
         assert_eq!(s.known(f), None, "never seen: ask the data servers");
-        s.created(f);
+        s.opened(f, true);
         assert_eq!(s.known(f), None, "its creator may be writing");
-        s.closed(f, None);
-        assert_eq!(s.known(f), Some(0), "created and closed unwritten");
-        s.opened(f);
-        s.opened(f);
-        s.closed(f, Some(100));
-        assert_eq!(s.known(f), None, "one writer still open");
-        s.closed(f, Some(250));
-        assert_eq!(s.known(f), Some(250), "the last close's report");
-        s.closed(f, Some(1));
-        assert_eq!(s.known(f), Some(1), "a close with no writer open is taken as is: counts never go below zero");
-        let g = FileId(8);
-        s.opened(g);
-        s.closed(g, None);
-        assert_eq!(s.known(g), None, "opened and closed unwritten, size never learned");
+        assert_eq!(s.closed(f, false), AfterClose::Nothing, "created and closed unwritten: known empty");
+        assert_eq!(s.known(f), Some(0));
+        // Two writers; the first measures too early, the second's close
+        // arrives first: only a measure after the last close counts.
+        s.opened(f, false);
+        s.opened(f, false);
+        assert_eq!(s.closed(f, true), AfterClose::Nothing, "a writer is still open");
+        assert_eq!(s.known(f), None);
+        let AfterClose::Measure { epoch } = s.closed(f, true) else { panic!("the last writer measures") };
+        assert_eq!(s.known(f), None, "not measured yet");
+        s.measured(f, epoch, 1100);
+        assert_eq!(s.known(f), Some(1100));
+        // A write open between the last close and its measure voids it.
+        s.opened(f, false);
+        let AfterClose::Measure { epoch } = s.closed(f, true) else { panic!() };
+        s.opened(f, false);
+        s.measured(f, epoch, 5);
+        assert_eq!(s.known(f), None, "a measure from an older epoch is dropped");
+        assert_eq!(s.closed(f, false), AfterClose::Measure { epoch: epoch + 1 }, "still unknown: the last closer measures");
+        s.measured(f, epoch + 1, 9);
+        assert_eq!(s.known(f), Some(9));
+        // Older files and forgotten ones are not vouched for.
+        let older = FileId(4);
+        s.opened(older, false);
+        assert_eq!(s.closed(older, true), AfterClose::Nothing);
+        assert_eq!(s.known(older), None, "a file from before this instance may have writers it never saw");
         s.forget(f);
         assert_eq!(s.known(f), None);
-        let older = FileId(4);
-        s.opened(older);
-        s.closed(older, Some(9));
-        assert_eq!(s.known(older), None, "a file from before this instance may have writers it never saw");
     }
 }

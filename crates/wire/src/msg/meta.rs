@@ -149,9 +149,12 @@ pub enum MetaReq {
     /// when the service knows it (no writer has the file open).
     StatSize { path: String },
     /// A handle opened for writing (`Open { write: true }` or `Create`) is
-    /// closed; `wrote`: its writes are done and the file's size is now
-    /// `size` (asked of the data servers after them).
-    Close { file: FileId, wrote: bool, size: u64 },
+    /// closed; `wrote`: it changed the file. Answered `Ok`, or `Measure`
+    /// when this close left no writer and the size must be measured.
+    Close { file: FileId, wrote: bool },
+    /// The size measured (asked of every data server) after a close that
+    /// was answered `Measure { epoch }`.
+    SetSize { file: FileId, epoch: u64, size: u64 },
 }
 
 /// `SetTimes`' "now": the service's clock, allowed to anyone who may write
@@ -274,8 +277,11 @@ impl MetaReq {
             MetaReq::StatSize { path } => {
                 e.u8(15).str(path);
             }
-            MetaReq::Close { file, wrote, size } => {
-                e.u8(16).u64(file.0).bool(*wrote).u64(*size);
+            MetaReq::Close { file, wrote } => {
+                e.u8(16).u64(file.0).bool(*wrote);
+            }
+            MetaReq::SetSize { file, epoch, size } => {
+                e.u8(17).u64(file.0).u64(*epoch).u64(*size);
             }
         }
     }
@@ -327,13 +333,8 @@ impl MetaReq {
             13 => MetaReq::Readlink { path: path(d)? },
             14 => MetaReq::SetTimes { path: path(d)?, mtime_ns: d.i64()? },
             15 => MetaReq::StatSize { path: path(d)? },
-            16 => {
-                let (file, wrote, size) = (FileId(d.u64()?), d.bool()?, d.u64()?);
-                if size > crate::limits::MAX_OBJECT_END {
-                    return Err(DecodeError::Invalid("file size past the largest offset"));
-                }
-                MetaReq::Close { file, wrote, size }
-            }
+            16 => MetaReq::Close { file: FileId(d.u64()?), wrote: d.bool()? },
+            17 => MetaReq::SetSize { file: FileId(d.u64()?), epoch: d.u64()?, size: d.u64()? },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

@@ -55,6 +55,9 @@ pub enum Response {
     Link { target: String },
     /// Attributes and, when known without asking the data servers, the size.
     Stat { attr: FileAttr, size: Option<u64> },
+    /// A close left no writer: measure the file's size and send it with
+    /// `SetSize` and this epoch.
+    Measure { epoch: u64 },
 }
 
 impl Request {
@@ -189,6 +192,9 @@ impl Response {
             Response::Link { target } => {
                 e.u8(12).str(target);
             }
+            Response::Measure { epoch } => {
+                e.u8(14).u64(*epoch);
+            }
             Response::Stat { attr, size } => {
                 e.u8(13);
                 attr.encode(&mut e);
@@ -235,6 +241,7 @@ impl Response {
                 let size = if d.bool()? { Some(d.u64()?) } else { None };
                 Response::Stat { attr, size }
             }
+            14 => Response::Measure { epoch: d.u64()? },
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;
@@ -295,7 +302,8 @@ mod tests {
             name().prop_map(|path| MetaReq::Readlink { path }),
             (name(), any::<i64>()).prop_map(|(path, mtime_ns)| MetaReq::SetTimes { path, mtime_ns }),
             name().prop_map(|path| MetaReq::StatSize { path }),
-            (any::<u64>(), any::<bool>(), 0u64..1 << 62).prop_map(|(f, wrote, size)| MetaReq::Close { file: FileId(f), wrote, size }),
+            (any::<u64>(), any::<bool>()).prop_map(|(f, wrote)| MetaReq::Close { file: FileId(f), wrote }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(f, epoch, size)| MetaReq::SetSize { file: FileId(f), epoch, size }),
         ]
     }
 
@@ -355,6 +363,7 @@ mod tests {
             any::<u64>().prop_map(|value| Response::Pointer { value }),
             "[ -~]{1,40}".prop_map(|target| Response::Link { target }),
             (attr(), proptest::option::of(any::<u64>())).prop_map(|(attr, size)| Response::Stat { attr, size }),
+            any::<u64>().prop_map(|epoch| Response::Measure { epoch }),
             (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
                 services,
                 requests: n,

@@ -23,6 +23,8 @@ command -v h5pcc.mpich >/dev/null || need_apt+=(libhdf5-mpich-dev)
 command -v git >/dev/null || need_apt+=(git)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
 command -v fio >/dev/null || need_apt+=(fio)
+# The emulated cluster (tests/emulate.rs): ip and tc from iproute2.
+command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import h5py' 2>/dev/null || need_apt+=(python3-h5py)
 # Benchmark plots draw their text with DejaVu.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)

@@ -13,6 +13,8 @@
 //! ```
 #![deny(unsafe_code)]
 
+pub mod emulate;
+
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -53,11 +55,24 @@ pub struct ClusterSpec {
     pub server_env: Vec<(String, String)>,
     /// Serve uid 0 as nobody (`root_squash` in the cluster file).
     pub root_squash: bool,
+    /// Run each server in a network namespace of its own behind a
+    /// rate-capped link (see [`emulate`]); needs root.
+    pub emulate: Option<EmulateSpec>,
 }
+
+/// What an emulated cluster's nodes get.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EmulateSpec {
+    /// Each node's link rate in bits per second, both directions (`None`: uncapped).
+    pub link_bps: Option<u64>,
+}
+
+/// Port every server of an emulated cluster listens on (each has its own address).
+const EMULATED_PORT: u16 = 7100;
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false }
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false, emulate: None }
     }
 }
 
@@ -69,6 +84,8 @@ pub struct LocalCluster {
     children: Vec<Option<Child>>,
     die_with_parent: bool,
     server_env: Vec<(String, String)>,
+    /// The emulated network the servers run in, removed with the cluster.
+    emulation: Option<emulate::Emulation>,
 }
 
 fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
@@ -127,14 +144,27 @@ impl LocalCluster {
         // A port chosen free may be taken before its server binds it (by
         // another cluster starting at the same time, or as a connection's
         // local port): then the whole cluster starts again on new ports.
+        let mut emulation = match spec.emulate {
+            Some(e) => Some(emulate::Emulation::create(cluster.servers.len(), e.link_bps)?),
+            None => None,
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
             // Addresses are (re-)picked; data stays.
             let mut cluster = cluster.clone();
-            let ports = free_ports(cluster.servers.len())?;
-            for (s, p) in cluster.servers.iter_mut().zip(ports) {
-                s.addr = SocketAddr::from(([127, 0, 0, 1], p));
+            match &emulation {
+                Some(emu) => {
+                    for (k, s) in cluster.servers.iter_mut().enumerate() {
+                        s.addr = SocketAddr::from((emu.addr(k), EMULATED_PORT));
+                    }
+                }
+                None => {
+                    let ports = free_ports(cluster.servers.len())?;
+                    for (s, p) in cluster.servers.iter_mut().zip(ports) {
+                        s.addr = SocketAddr::from(([127, 0, 0, 1], p));
+                    }
+                }
             }
             cluster.save(&path).map_err(|e| fail(e.to_string()))?;
             let mut lc = LocalCluster {
@@ -144,10 +174,12 @@ impl LocalCluster {
                 cluster,
                 die_with_parent: spec.die_with_parent,
                 server_env: spec.server_env.clone(),
+                emulation: emulation.take(),
             };
             let started = (0..lc.cluster.servers.len()).try_for_each(|id| lc.spawn(id)).and_then(|()| (0..lc.cluster.servers.len()).try_for_each(|id| lc.wait_ready(id)));
             let Err(e) = started else { return Ok(lc) };
             lc.stop();
+            emulation = lc.emulation.take();
             if attempt < 5 && e.0.contains("in use") {
                 continue;
             }
@@ -183,7 +215,15 @@ impl LocalCluster {
     fn spawn(&mut self, id: usize) -> Result<(), LaunchError> {
         let log = File::options().create(true).append(true).open(self.log_path(id)).map_err(|e| fail(e.to_string()))?;
         let log2 = log.try_clone().map_err(|e| fail(e.to_string()))?;
-        let mut cmd = Command::new(&self.weft_bin);
+        let mut cmd = match &self.emulation {
+            Some(emu) => {
+                let prefix = emu.exec_in(id);
+                let mut c = Command::new(&prefix[0]);
+                c.args(&prefix[1..]).arg(&self.weft_bin);
+                c
+            }
+            None => Command::new(&self.weft_bin),
+        };
         cmd.arg("serve").arg("--cluster").arg(self.cluster_file()).arg("--id").arg(id.to_string());
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
         cmd.envs(self.server_env.iter().map(|(k, v)| (k, v)));
@@ -257,6 +297,9 @@ impl LocalCluster {
     /// Leaves the servers running and records their pids in `DIR/pids` for
     /// [`stop_detached`].
     pub fn detach(mut self) -> Result<PathBuf, LaunchError> {
+        if self.emulation.is_some() {
+            return Err(fail("an emulated cluster runs in the foreground (its network goes with it): leave out --detach"));
+        }
         let pids: String = self.pids().iter().map(|p| format!("{p}\n")).collect();
         std::fs::write(self.dir.join("pids"), pids).map_err(|e| fail(e.to_string()))?;
         for c in &mut self.children {
@@ -292,6 +335,8 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
+        // After the servers: their namespaces go with the emulation.
+        self.emulation.take();
     }
 }
 

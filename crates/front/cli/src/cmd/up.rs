@@ -21,6 +21,18 @@ pub struct UpArgs {
     /// Start the servers in the background and return.
     #[arg(long)]
     detach: bool,
+    /// Emulate a cluster: each server in its own network namespace behind
+    /// a link of its own (root; addresses from 198.18.0.0/15). Ctrl-C
+    /// stops the servers and removes the network.
+    #[arg(long)]
+    emulate: bool,
+    /// With --emulate: each node's link rate, both directions (e.g. 1gbit, 100mbit).
+    #[arg(long, value_parser = parse_link, requires = "emulate")]
+    link: Option<u64>,
+}
+
+fn parse_link(s: &str) -> Result<u64, String> {
+    weft_launch::emulate::parse_rate(s).ok_or_else(|| format!("{s:?} is not a link rate: use e.g. 1gbit, 100mbit, 500kbit (at least 8kbit)"))
 }
 
 #[derive(Args)]
@@ -34,8 +46,12 @@ pub fn up(a: UpArgs) -> Result<()> {
     if a.stripe_size == 0 {
         return Err(anyhow!("--stripe-size must be at least 1 byte"));
     }
+    if a.emulate && a.detach {
+        return Err(anyhow!("an emulated cluster runs in the foreground (Ctrl-C removes its network): leave out --detach"));
+    }
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
-    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, ..ClusterSpec::default() };
+    let emulate = a.emulate.then_some(weft_launch::EmulateSpec { link_bps: a.link });
+    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, emulate, ..ClusterSpec::default() };
     let cluster = LocalCluster::start(&exe, &a.dir, &spec)?;
     let _ = out!("Weft cluster up in {}", cluster.dir().display());
     for s in &cluster.cluster().servers {

@@ -1,0 +1,51 @@
+//! The emulated cluster (issue 13): servers in network namespaces of their
+//! own behind rate-capped links, reached through a bridge; everything it
+//! creates is gone when the cluster stops, and a dead run's leftovers are
+//! removed by the next one. Needs root and iproute2 (CI has both).
+
+mod common;
+
+use common::TestCluster;
+use std::process::Command;
+use std::time::Instant;
+use weft_client::CreateOptions;
+use weft_launch::{ClusterSpec, EmulateSpec};
+
+fn ours(prefix: &str) -> Vec<String> {
+    weft_launch::emulate::namespaces().into_iter().filter(|n| n.starts_with(prefix)).collect()
+}
+
+fn link_exists(name: &str) -> bool {
+    Command::new("ip").args(["link", "show", name]).output().is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
+    // Leftovers of a run that died (an owner pid that cannot exist).
+    let dead = "weft-4194305-n0";
+    assert!(Command::new("ip").args(["netns", "add", dead]).status().unwrap().success());
+    let prefix = format!("weft-{}-", std::process::id());
+    // 80 Mbit/s: 10 MB/s per node, both ways.
+    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: Some(80_000_000) }), ..ClusterSpec::default() };
+    let tc = TestCluster::start_spec("emulate", spec);
+    assert!(!weft_launch::emulate::namespaces().contains(&dead.to_string()), "a dead run's namespace was left");
+    assert_eq!(ours(&prefix).len(), 2, "one namespace per server");
+    for s in &tc.cluster().servers {
+        assert!(s.addr.to_string().starts_with("198.18.0."), "server {} at {}", s.id, s.addr);
+    }
+    let c = tc.client();
+    let f = c.create("/x", CreateOptions::default()).unwrap();
+    let data: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    let t = Instant::now();
+    f.write_at(0, &data).unwrap();
+    let mb_s = data.len() as f64 / t.elapsed().as_secs_f64() / 1e6;
+    // Loopback moves GB/s; a capped link about 10 MB/s (3x margin).
+    assert!(mb_s < 30.0, "4 MiB crossed the 80 Mbit/s link at {mb_s:.0} MB/s: not capped");
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(f.read_at(0, &mut back).unwrap(), data.len());
+    assert!(back == data);
+    drop(c);
+    drop(tc);
+    assert!(ours(&prefix).is_empty(), "namespaces left: {:?}", ours(&prefix));
+    assert!(!link_exists(&format!("wb{}", std::process::id())), "the bridge was left");
+}

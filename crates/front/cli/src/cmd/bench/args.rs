@@ -21,6 +21,26 @@ pub(super) struct Common {
     /// Directory for a temporary cluster (default: the system temp dir).
     #[arg(long)]
     pub(super) dir: Option<PathBuf>,
+    /// Run the temporary cluster emulated: each server in its own network
+    /// namespace behind a capped link (root; see `weft up --emulate`).
+    #[arg(long)]
+    pub(super) emulate: bool,
+    /// With --emulate: each server's link rate, both directions (e.g. 1gbit).
+    #[arg(long, value_parser = parse_link, requires = "emulate")]
+    pub(super) link: Option<u64>,
+}
+
+fn parse_link(s: &str) -> Result<u64, String> {
+    weft_launch::emulate::parse_rate(s).ok_or_else(|| format!("{s:?} is not a link rate: use e.g. 1gbit, 100mbit (at least 8kbit)"))
+}
+
+impl Common {
+    /// The benchmark's cluster: the given one, or a temporary one (emulated
+    /// with --emulate).
+    pub(super) fn cluster(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize) -> anyhow::Result<weft_bench::BenchCluster> {
+        let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link });
+        weft_bench::BenchCluster::get_emulated(exe, given, servers, self.dir.as_deref(), emulate)
+    }
 }
 
 #[derive(Subcommand)]

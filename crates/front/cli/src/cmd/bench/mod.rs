@@ -7,7 +7,7 @@ use args::{Common, Which};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, mpiio_cost, net, noncontig as nc, sched, BenchCluster};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, mpiio_cost, net, noncontig as nc, sched};
 
 /// The CSV file of a benchmark: `--csv`, else `bench-results/<name>.csv`.
 fn csv_path(common: &Common, name: &str) -> PathBuf {
@@ -45,7 +45,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     o => anyhow::bail!("unknown variant {o:?}: use nofsync, fsync"),
                 })
                 .collect::<Result<Vec<_>>>()?;
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let through = mpi.as_ref().map_or(String::new(), |m| format!(" through {m}'s MPI-IO"));
             let rows = cw::run(&exe, &bc, &cw::Params { procs, size, transfer, fsync, repeats, mpi })?;
             let csv = csv_path(&common, "concurrent-write");
@@ -63,7 +63,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Md { common, procs, threads, mount, files, repeats, servers } => {
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let quiet = common.json;
             let rows = md::run(&exe, &bc, &md::Params { procs, threads, mount, files, repeats }, &|what| {
                 if !quiet {
@@ -97,7 +97,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Fuse { common, jobs, size, repeats, servers } => {
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let quiet = common.json;
             let rows = fuse::run(&exe, &bc, &fuse::Params { jobs, size, repeats }, &|what| {
                 if !quiet {
@@ -117,7 +117,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Btio { common, q, cells, strategies, blocks, repeats, aggregators, servers } => {
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let quiet = common.json;
             let p = btio::Params { q, cell_yz: cells, strategies, blocks: blocks.clone(), repeats, aggregators };
             let rows = btio::run(&bc, &p, &|what| {
@@ -189,7 +189,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             if mpi == "mpich" && procs > cores {
                 anyhow::bail!("MPICH busy-polls: use --procs up to the {cores} cores (or --mpi openmpi)");
             }
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let quiet = common.json;
             let p = coll::Params { mpi, procs, sizes, repeats };
             let rows = coll::run(&exe, &bc, &p, &|what| {
@@ -234,7 +234,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::MpiioCost { common, mpi, procs, size, transfer, repeats, servers } => {
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let quiet = common.json;
             let p = mpiio_cost::Params { mpi, procs, size, transfer, repeats };
             let rows = mpiio_cost::run(&exe, &bc, &p, &|what| {
@@ -292,7 +292,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Net { common, pings, stream, message, rounds } => {
-            let bc = BenchCluster::get(&exe, cluster, 1, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, 1)?;
             let row = net::run(&exe, &bc, &net::Params { pings, stream_bytes: stream, message: message as usize, rounds })?;
             let csv = csv_path(&common, "net");
             if emit(&common, &csv, std::slice::from_ref(&row), Default::default())? {
@@ -308,7 +308,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Noncontig { common, patterns, matrix, btio_cells, repeats, stripe_size, servers } => {
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let params = nc::Params { patterns, matrix, btio_cells, repeats, stripe_size };
             let rows = nc::run(&exe, &bc, &params)?;
             let csv = csv_path(&common, "noncontig");
@@ -341,7 +341,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
         }
         Which::Sched { common, procs, size, blocks, strategies, window, stripe_size, repeats, servers } => {
             let window = window.unwrap_or(weft_client::Schedule::default().window);
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let params = sched::Params { procs, size, stripe_size, blocks, strategies: strategies.clone(), window, repeats };
             let (rows, summary) = sched::run(&exe, &bc, &params)?;
             let csv = csv_path(&common, "sched");
@@ -385,7 +385,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Atomic { common, workloads, block3d_procs, block3d_n, flash_procs, flash_blocks, frames, repeats, servers } => {
-            let bc = BenchCluster::get(&exe, cluster, servers, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, servers)?;
             let params = atomic::Params { workloads, block3d_procs, block3d_n, flash_procs, flash_blocks, frames, repeats };
             let rows = atomic::run(&exe, &bc, &params)?;
             let csv = csv_path(&common, "atomic");
@@ -419,7 +419,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Lock { common, clients, ranges, ops } => {
-            let bc = BenchCluster::get(&exe, cluster, 1, common.dir.as_deref())?;
+            let bc = common.cluster(&exe, cluster, 1)?;
             let rows = atomic::run_lock(&exe, &bc, &clients, &ranges, ops)?;
             let csv = csv_path(&common, "lock");
             if emit(&common, &csv, &rows, Default::default())? {

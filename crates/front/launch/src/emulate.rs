@@ -53,6 +53,11 @@ pub fn parse_rate(s: &str) -> Option<u64> {
     num.trim().parse::<u64>().ok().and_then(|n| n.checked_mul(mul)).filter(|&r| r >= 8_000)
 }
 
+/// [`parse_rate`] with the message a command line shows.
+pub fn parse_link_arg(s: &str) -> Result<u64, String> {
+    parse_rate(s).ok_or_else(|| format!("{s:?} is not a link rate: use e.g. 1gbit, 100mbit, 500kbit (at least 8kbit)"))
+}
+
 impl Emulation {
     /// The namespace of node `k`.
     pub fn namespace(&self, k: usize) -> String {

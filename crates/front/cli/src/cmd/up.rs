@@ -27,13 +27,10 @@ pub struct UpArgs {
     #[arg(long)]
     emulate: bool,
     /// With --emulate: each node's link rate, both directions (e.g. 1gbit, 100mbit).
-    #[arg(long, value_parser = parse_link, requires = "emulate")]
+    #[arg(long, value_parser = weft_launch::emulate::parse_link_arg, requires = "emulate")]
     link: Option<u64>,
 }
 
-fn parse_link(s: &str) -> Result<u64, String> {
-    weft_launch::emulate::parse_rate(s).ok_or_else(|| format!("{s:?} is not a link rate: use e.g. 1gbit, 100mbit, 500kbit (at least 8kbit)"))
-}
 
 #[derive(Args)]
 pub struct DownArgs {

@@ -26,13 +26,10 @@ pub(super) struct Common {
     #[arg(long)]
     pub(super) emulate: bool,
     /// With --emulate: each server's link rate, both directions (e.g. 1gbit).
-    #[arg(long, value_parser = parse_link, requires = "emulate")]
+    #[arg(long, value_parser = weft_launch::emulate::parse_link_arg, requires = "emulate")]
     pub(super) link: Option<u64>,
 }
 
-fn parse_link(s: &str) -> Result<u64, String> {
-    weft_launch::emulate::parse_rate(s).ok_or_else(|| format!("{s:?} is not a link rate: use e.g. 1gbit, 100mbit (at least 8kbit)"))
-}
 
 impl Common {
     /// The benchmark's cluster: the given one, or a temporary one (emulated

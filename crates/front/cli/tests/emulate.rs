@@ -12,6 +12,7 @@ use weft_client::CreateOptions;
 use weft_launch::{ClusterSpec, EmulateSpec};
 
 fn ours(prefix: &str) -> Vec<String> {
+    // Names of one emulation: `weft-<pid>s<seq>-n<k>`.
     weft_launch::emulate::namespaces().into_iter().filter(|n| n.starts_with(prefix)).collect()
 }
 
@@ -22,14 +23,16 @@ fn link_exists(name: &str) -> bool {
 #[test]
 fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
     // Leftovers of a run that died (an owner pid that cannot exist).
-    let dead = "weft-4194305-n0";
+    let dead = "weft-4194305s0-n0";
     assert!(Command::new("ip").args(["netns", "add", dead]).status().unwrap().success());
-    let prefix = format!("weft-{}-", std::process::id());
+    let before: Vec<String> = weft_launch::emulate::namespaces();
     // 80 Mbit/s: 10 MB/s per node, both ways.
-    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: Some(80_000_000) }), ..ClusterSpec::default() };
+    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: Some(80_000_000), disk_bps: None }), ..ClusterSpec::default() };
     let tc = TestCluster::start_spec("emulate", spec);
     assert!(!weft_launch::emulate::namespaces().contains(&dead.to_string()), "a dead run's namespace was left");
-    assert_eq!(ours(&prefix).len(), 2, "one namespace per server");
+    let mine: Vec<String> = weft_launch::emulate::namespaces().into_iter().filter(|n| !before.contains(n)).collect();
+    assert_eq!(mine.len(), 2, "one namespace per server: {mine:?}");
+    let prefix = mine[0].rsplit_once("-n").unwrap().0.to_owned() + "-";
     for s in &tc.cluster().servers {
         assert!(s.addr.to_string().starts_with("198.18.0."), "server {} at {}", s.id, s.addr);
     }
@@ -47,5 +50,28 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
     drop(c);
     drop(tc);
     assert!(ours(&prefix).is_empty(), "namespaces left: {:?}", ours(&prefix));
-    assert!(!link_exists(&format!("wb{}", std::process::id())), "the bridge was left");
+    let tag = prefix.trim_start_matches("weft-").trim_end_matches('-');
+    assert!(!link_exists(&format!("wb{tag}")), "the bridge was left");
+}
+
+/// A node's disk cap: fsync'd writes of a server in the emulated cluster
+/// go no faster than the cap (the virtual disk takes GB/s), and its
+/// cgroup goes with the cluster.
+#[test]
+fn an_emulated_disk_caps_fsynced_writes() {
+    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: None, disk_bps: Some(10 << 20) }), ..ClusterSpec::default() };
+    let tc = TestCluster::start_spec("emulate-disk", spec);
+    let c = tc.client();
+    let f = c.create("/d", CreateOptions::default()).unwrap();
+    let data = vec![5u8; 8 << 20];
+    let t = Instant::now();
+    f.write_at(0, &data).unwrap();
+    f.fsync().unwrap();
+    let mb_s = data.len() as f64 / t.elapsed().as_secs_f64() / 1e6;
+    assert!(mb_s < 31.0, "8 MiB written and fsync'd at {mb_s:.0} MB/s under a 10 MiB/s disk cap");
+    let cgroups = || std::fs::read_dir("/sys/fs/cgroup/blkio").unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&format!("weft-{}s", std::process::id()))).count();
+    assert!(cgroups() >= 2, "a disk cgroup per server");
+    drop(c);
+    drop(tc);
+    assert_eq!(cgroups(), 0, "disk cgroups left behind");
 }

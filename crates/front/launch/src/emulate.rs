@@ -7,6 +7,13 @@
 //! 198.18.0.1, so processes of the launching namespace (clients) reach
 //! every node through it.
 //!
+//! A node's disk can be capped too: each server process is put in a blkio
+//! cgroup (v1) of its own whose throttle limits its reads and writes on
+//! the device under the cluster directory. The v1 controller throttles I/O
+//! the process submits itself: direct I/O, fsync'd writes (and the data
+//! service's early write-back), cold reads; not the kernel's own
+//! background write-back.
+//!
 //! Names carry the creating process's pid (`weft-<pid>-n<k>`, bridge
 //! `wb<pid>`): everything is removed by [`Emulation::destroy`] (also on
 //! drop), and leftovers of a process that died are removed by
@@ -15,8 +22,11 @@
 use std::net::Ipv4Addr;
 use std::process::Command;
 
-/// Prefix of every namespace this module creates.
+/// Prefix of every namespace and cgroup this module creates.
 const PREFIX: &str = "weft-";
+
+/// The v1 block I/O controller's hierarchy.
+const BLKIO: &str = "/sys/fs/cgroup/blkio";
 
 use crate::LaunchError as EmulateError;
 
@@ -27,10 +37,15 @@ fn fail(msg: String) -> EmulateError {
 /// One emulated cluster's network.
 #[derive(Debug)]
 pub struct Emulation {
+    /// The creating process.
     owner: u32,
+    /// Which of its emulations (a process may run several at once).
+    seq: u32,
     nodes: usize,
     /// Link rate of every node, in bits per second (`None`: uncapped).
     link_bps: Option<u64>,
+    /// Disk cap of every node: the device (`major:minor`) and bytes per second.
+    disk: Option<(String, u64)>,
     live: bool,
 }
 
@@ -61,7 +76,12 @@ pub fn parse_link_arg(s: &str) -> Result<u64, String> {
 impl Emulation {
     /// The namespace of node `k`.
     pub fn namespace(&self, k: usize) -> String {
-        format!("{PREFIX}{}-n{k}", self.owner)
+        format!("{PREFIX}{}-n{k}", self.tag())
+    }
+
+    /// `<pid>s<seq>`: unique among live emulations.
+    fn tag(&self) -> String {
+        format!("{}s{}", self.owner, self.seq)
     }
 
     /// Node `k`'s address (198.18.0.10 and up).
@@ -71,16 +91,16 @@ impl Emulation {
     }
 
     fn bridge(&self) -> String {
-        format!("wb{}", self.owner)
+        format!("wb{}", self.tag())
     }
 
     fn host_end(&self, k: usize) -> String {
-        format!("wv{}n{k}", self.owner)
+        format!("wv{}n{k}", self.tag())
     }
 
     /// Creates `nodes` namespaces on one bridge, links capped at
     /// `link_bps` (both directions). Leftovers of dead processes go first.
-    pub fn create(nodes: usize, link_bps: Option<u64>) -> Result<Self, EmulateError> {
+    pub fn create(nodes: usize, link_bps: Option<u64>, disk: Option<(String, u64)>) -> Result<Self, EmulateError> {
         if !is_root() {
             return Err(fail("needs root (network namespaces, veth, tc): run as root, or without --emulate".into()));
         }
@@ -88,7 +108,12 @@ impl Emulation {
             return Err(fail(format!("{nodes} nodes: between 1 and 200")));
         }
         clean_stale();
-        let mut emu = Emulation { owner: std::process::id(), nodes, link_bps, live: true };
+        if disk.is_some() && !std::path::Path::new(BLKIO).join("blkio.throttle.read_bps_device").exists() {
+            return Err(fail(format!("disk caps need the cgroup v1 blkio controller at {BLKIO}")));
+        }
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut emu = Emulation { owner: std::process::id(), seq, nodes, link_bps, disk, live: true };
         if let Err(e) = emu.build() {
             emu.destroy();
             return Err(e);
@@ -133,23 +158,35 @@ impl Emulation {
         Ok(())
     }
 
+    fn cgroup(&self, k: usize) -> std::path::PathBuf {
+        std::path::Path::new(BLKIO).join(self.namespace(k))
+    }
+
+    /// Puts process `pid` (node `k`'s server) under the node's disk cap.
+    pub fn confine(&self, k: usize, pid: u32) -> Result<(), EmulateError> {
+        let Some((dev, bps)) = &self.disk else { return Ok(()) };
+        let cg = self.cgroup(k);
+        let write = |file: &str, v: String| std::fs::write(cg.join(file), v).map_err(|e| fail(format!("cannot write {}: {e}", cg.join(file).display())));
+        if !cg.exists() {
+            std::fs::create_dir(&cg).map_err(|e| fail(format!("cannot create {}: {e}", cg.display())))?;
+            write("blkio.throttle.read_bps_device", format!("{dev} {bps}"))?;
+            write("blkio.throttle.write_bps_device", format!("{dev} {bps}"))?;
+        }
+        write("cgroup.procs", pid.to_string())
+    }
+
     /// The command prefix that runs a program inside node `k`.
     pub fn exec_in(&self, k: usize) -> Vec<String> {
         vec!["ip".into(), "netns".into(), "exec".into(), self.namespace(k)]
     }
 
-    /// A name recording this emulation, for [`destroy_owned_by`].
-    pub fn owner(&self) -> u32 {
-        self.owner
-    }
-
-    /// Removes every namespace, link and the bridge (idempotent).
+    /// Removes every namespace, link, cgroup and the bridge (idempotent).
     pub fn destroy(&mut self) {
         if !self.live {
             return;
         }
         self.live = false;
-        destroy_owned_by(self.owner);
+        destroy_tagged(&self.tag());
     }
 }
 
@@ -159,22 +196,53 @@ impl Drop for Emulation {
     }
 }
 
-/// Removes what the emulation of process `owner` created (deleting a
-/// namespace removes its veth pair, and the host ends with it).
-pub fn destroy_owned_by(owner: u32) {
-    for ns in namespaces().into_iter().filter(|n| owner_of(n) == Some(owner)) {
+/// Removes what the emulation tagged `tag` created (deleting a namespace
+/// removes its veth pair, and the host end with it).
+fn destroy_tagged(tag: &str) {
+    let mine = |n: &String| tag_of(n) == Some(tag);
+    for ns in namespaces().into_iter().filter(mine) {
         let _ = run(&["ip", "netns", "del", &ns]);
     }
-    let _ = run(&["ip", "link", "del", &format!("wb{owner}")]);
+    let _ = run(&["ip", "link", "del", &format!("wb{tag}")]);
+    // A cgroup goes once its processes have (the servers are stopped first).
+    for cg in cgroups().into_iter().filter(mine) {
+        let _ = std::fs::remove_dir(std::path::Path::new(BLKIO).join(cg));
+    }
+}
+
+/// Disk cgroups this module may have created.
+fn cgroups() -> Vec<String> {
+    std::fs::read_dir(BLKIO)
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(PREFIX)).collect())
+        .unwrap_or_default()
+}
+
+/// The whole disk (`major:minor`) under `path`: a partition's parent disk,
+/// since the throttle applies to disks.
+pub fn disk_of(path: &std::path::Path) -> Result<String, EmulateError> {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).map_err(|e| fail(format!("{}: {e}", path.display())))?.dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let sys = std::path::PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    if !sys.exists() {
+        return Err(fail(format!("{} is not on a block device ({major}:{minor}): no disk to cap", path.display())));
+    }
+    if sys.join("partition").exists() {
+        let parent = std::fs::read_to_string(sys.join("../dev")).map_err(|e| fail(format!("the disk of {major}:{minor}: {e}")))?;
+        return Ok(parent.trim().to_owned());
+    }
+    Ok(format!("{major}:{minor}"))
 }
 
 /// Removes emulations whose creating process is gone (a crash, a kill).
 pub fn clean_stale() {
-    let mut owners: Vec<u32> = namespaces().iter().filter_map(|n| owner_of(n)).collect();
-    owners.sort_unstable();
-    owners.dedup();
-    for o in owners.into_iter().filter(|&o| !std::path::Path::new(&format!("/proc/{o}")).exists()) {
-        destroy_owned_by(o);
+    let mut tags: Vec<String> = namespaces().iter().chain(cgroups().iter()).filter_map(|n| tag_of(n)).map(str::to_owned).collect();
+    tags.sort_unstable();
+    tags.dedup();
+    for t in tags {
+        if owner_of(&t).is_some_and(|o| !std::path::Path::new(&format!("/proc/{o}")).exists()) {
+            destroy_tagged(&t);
+        }
     }
 }
 
@@ -190,8 +258,15 @@ pub fn namespaces() -> Vec<String> {
     out.lines().filter_map(|l| l.split_whitespace().next()).filter(|n| n.starts_with(PREFIX)).map(str::to_owned).collect()
 }
 
-fn owner_of(ns: &str) -> Option<u32> {
-    ns.strip_prefix(PREFIX)?.split('-').next()?.parse().ok()
+/// `<pid>s<seq>` of a name `weft-<pid>s<seq>-n<k>`.
+fn tag_of(name: &str) -> Option<&str> {
+    name.strip_prefix(PREFIX)?.split('-').next()
+}
+
+/// The creating pid of a tag (or of a name's tag).
+fn owner_of(tag: &str) -> Option<u32> {
+    let tag = tag_of(tag).unwrap_or(tag);
+    tag.split('s').next()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -206,7 +281,8 @@ mod tests {
         assert_eq!(parse_rate("1bit"), None, "below 8 kbit/s is a mistake");
         assert_eq!(parse_rate("fast"), None);
         assert_eq!(parse_rate("99999999999gbit"), None, "overflow");
-        assert_eq!(owner_of("weft-123-n4"), Some(123));
-        assert_eq!(owner_of("other-123-n4"), None);
+        assert_eq!(owner_of("weft-123s2-n4"), Some(123));
+        assert_eq!(tag_of("weft-123s2-n4"), Some("123s2"));
+        assert_eq!(tag_of("other-123s0-n4"), None);
     }
 }

@@ -65,6 +65,9 @@ pub struct ClusterSpec {
 pub struct EmulateSpec {
     /// Each node's link rate in bits per second, both directions (`None`: uncapped).
     pub link_bps: Option<u64>,
+    /// Each server's disk rate in bytes per second, reads and writes
+    /// each (`None`: uncapped).
+    pub disk_bps: Option<u64>,
 }
 
 /// Port every server of an emulated cluster listens on (each has its own address).
@@ -145,7 +148,13 @@ impl LocalCluster {
         // another cluster starting at the same time, or as a connection's
         // local port): then the whole cluster starts again on new ports.
         let mut emulation = match spec.emulate {
-            Some(e) => Some(emulate::Emulation::create(cluster.servers.len(), e.link_bps)?),
+            Some(e) => {
+                let disk = match e.disk_bps {
+                    Some(bps) => Some((emulate::disk_of(&dir)?, bps)),
+                    None => None,
+                };
+                Some(emulate::Emulation::create(cluster.servers.len(), e.link_bps, disk)?)
+            }
             None => None,
         };
         let mut attempt = 0;
@@ -233,7 +242,14 @@ impl LocalCluster {
         if self.die_with_parent {
             set_parent_death_signal(&mut cmd);
         }
-        let child = cmd.spawn().map_err(|e| fail(format!("cannot run {}: {e}", self.weft_bin.display())))?;
+        let mut child = cmd.spawn().map_err(|e| fail(format!("cannot run {}: {e}", self.weft_bin.display())))?;
+        if let Some(emu) = &self.emulation
+            && let Err(e) = emu.confine(id, child.id())
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
         self.children[id] = Some(child);
         Ok(())
     }

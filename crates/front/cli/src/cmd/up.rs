@@ -29,6 +29,11 @@ pub struct UpArgs {
     /// With --emulate: each node's link rate, both directions (e.g. 1gbit, 100mbit).
     #[arg(long, value_parser = weft_launch::emulate::parse_link_arg, requires = "emulate")]
     link: Option<u64>,
+    /// With --emulate: each server's disk rate in bytes per second, reads
+    /// and writes each (e.g. 100m; cgroup v1 blkio: direct, fsync'd and
+    /// cold-read I/O).
+    #[arg(long, value_parser = super::parse_size, requires = "emulate")]
+    disk: Option<u64>,
 }
 
 
@@ -47,7 +52,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         return Err(anyhow!("an emulated cluster runs in the foreground (Ctrl-C removes its network): leave out --detach"));
     }
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
-    let emulate = a.emulate.then_some(weft_launch::EmulateSpec { link_bps: a.link });
+    let emulate = a.emulate.then_some(weft_launch::EmulateSpec { link_bps: a.link, disk_bps: a.disk });
     let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, emulate, ..ClusterSpec::default() };
     let cluster = LocalCluster::start(&exe, &a.dir, &spec)?;
     let _ = out!("Weft cluster up in {}", cluster.dir().display());

@@ -28,6 +28,9 @@ pub(super) struct Common {
     /// With --emulate: each server's link rate, both directions (e.g. 1gbit).
     #[arg(long, value_parser = weft_launch::emulate::parse_link_arg, requires = "emulate")]
     pub(super) link: Option<u64>,
+    /// With --emulate: each server's disk rate in bytes per second (e.g. 100m).
+    #[arg(long, value_parser = parse_size, requires = "emulate")]
+    pub(super) disk: Option<u64>,
 }
 
 
@@ -35,7 +38,7 @@ impl Common {
     /// The benchmark's cluster: the given one, or a temporary one (emulated
     /// with --emulate).
     pub(super) fn cluster(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize) -> anyhow::Result<weft_bench::BenchCluster> {
-        let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link });
+        let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link, disk_bps: self.disk });
         weft_bench::BenchCluster::get_emulated(exe, given, servers, self.dir.as_deref(), emulate)
     }
 }

@@ -190,10 +190,10 @@ impl Client {
             Response::Stat { attr, size } => (attr, size),
             other => return Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
         };
-        let size = match attr.kind {
-            FileKind::File if known.is_some() => known.unwrap_or(0),
-            FileKind::File if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), false)?.size()?,
-            FileKind::Symlink => self.readlink(path)?.len() as u64,
+        let size = match (attr.kind, known) {
+            (FileKind::File, Some(size)) => size,
+            (FileKind::File, None) if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), false)?.size()?,
+            (FileKind::Symlink, _) => self.readlink(path)?.len() as u64,
             _ => 0,
         };
         Ok((attr, size))

@@ -236,9 +236,7 @@ impl MetaService {
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
             MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max).map(|r| match r {
                 Response::Entries { mut entries, more } => {
-                    for e in entries.iter_mut().filter(|e| e.attr.kind == FileKind::File) {
-                        e.size = self.sizes.known(e.attr.id);
-                    }
+                    self.sizes.fill(&mut entries);
                     Response::Entries { entries, more }
                 }
                 other => other,

@@ -117,13 +117,28 @@ impl KnownSizes {
 
     /// The size, if known and no writer is open.
     pub fn known(&self, id: FileId) -> Option<u64> {
-        self.with(|m| m.get(&id).filter(|e| e.writers == 0 && !e.dirty).and_then(|e| e.size))
+        self.with(|m| vouched(m.get(&id)))
+    }
+
+    /// Each file entry of a directory page gets its known size (one lock
+    /// for the page).
+    pub fn fill(&self, entries: &mut [weft_wire::DirEntry]) {
+        self.with(|m| {
+            for e in entries.iter_mut().filter(|e| e.attr.kind == weft_wire::FileKind::File) {
+                e.size = vouched(m.get(&e.attr.id));
+            }
+        });
     }
 
     /// The file is gone.
     pub fn forget(&self, id: FileId) {
         self.with(|m| m.remove(&id));
     }
+}
+
+/// An entry's size, if it is known and no writer is open.
+fn vouched(e: Option<&Entry>) -> Option<u64> {
+    e.filter(|e| e.writers == 0 && !e.dirty).and_then(|e| e.size)
 }
 
 #[cfg(test)]

@@ -25,14 +25,15 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
     // Leftovers of a run that died (an owner pid that cannot exist).
     let dead = "weft-4194305s0-n0";
     assert!(Command::new("ip").args(["netns", "add", dead]).status().unwrap().success());
-    let before: Vec<String> = weft_launch::emulate::namespaces();
     // 80 Mbit/s: 10 MB/s per node, both ways.
     let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: Some(80_000_000), disk_bps: None }), ..ClusterSpec::default() };
     let tc = TestCluster::start_spec("emulate", spec);
     assert!(!weft_launch::emulate::namespaces().contains(&dead.to_string()), "a dead run's namespace was left");
-    let mine: Vec<String> = weft_launch::emulate::namespaces().into_iter().filter(|n| !before.contains(n)).collect();
-    assert_eq!(mine.len(), 2, "one namespace per server: {mine:?}");
-    let prefix = mine[0].rsplit_once("-n").unwrap().0.to_owned() + "-";
+    // Other tests of this process may run emulations of their own at the
+    // same time: count only this cluster's (its tag).
+    let tag = tc.lc.emulation().expect("an emulated cluster").tag();
+    let prefix = format!("weft-{tag}-");
+    assert_eq!(ours(&prefix).len(), 2, "one namespace per server: {:?}", ours(&prefix));
     for s in &tc.cluster().servers {
         assert!(s.addr.to_string().starts_with("198.18.0."), "server {} at {}", s.id, s.addr);
     }
@@ -50,7 +51,6 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
     drop(c);
     drop(tc);
     assert!(ours(&prefix).is_empty(), "namespaces left: {:?}", ours(&prefix));
-    let tag = prefix.trim_start_matches("weft-").trim_end_matches('-');
     assert!(!link_exists(&format!("wb{tag}")), "the bridge was left");
 }
 
@@ -69,7 +69,8 @@ fn an_emulated_disk_caps_fsynced_writes() {
     f.fsync().unwrap();
     let mb_s = data.len() as f64 / t.elapsed().as_secs_f64() / 1e6;
     assert!(mb_s < 31.0, "8 MiB written and fsync'd at {mb_s:.0} MB/s under a 10 MiB/s disk cap");
-    let cgroups = || std::fs::read_dir("/sys/fs/cgroup/blkio").unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&format!("weft-{}s", std::process::id()))).count();
+    let prefix = format!("weft-{}-", tc.lc.emulation().expect("an emulated cluster").tag());
+    let cgroups = || std::fs::read_dir("/sys/fs/cgroup/blkio").unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with(&prefix)).count();
     assert!(cgroups() >= 2, "a disk cgroup per server");
     drop(c);
     drop(tc);

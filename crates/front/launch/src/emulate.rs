@@ -80,7 +80,7 @@ impl Emulation {
     }
 
     /// `<pid>s<seq>`: unique among live emulations.
-    fn tag(&self) -> String {
+    pub fn tag(&self) -> String {
         format!("{}s{}", self.owner, self.seq)
     }
 

@@ -306,6 +306,11 @@ impl LocalCluster {
         self.wait_ready(id)
     }
 
+    /// The emulated network the servers run in, if any.
+    pub fn emulation(&self) -> Option<&emulate::Emulation> {
+        self.emulation.as_ref()
+    }
+
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().flatten().map(Child::id).collect()
     }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, ServerEntry};
-use weft_wire::{Cred, DirEntry, FileAttr, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
+use weft_wire::{Capability, Cred, DirEntry, FileAttr, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
 
 /// Options of a client.
 #[derive(Debug, Clone)]
@@ -150,20 +150,32 @@ impl Client {
         }
     }
 
+    /// Attributes and the capability of a file opened, created or removed.
+    fn meta_granted(&self, op: MetaReq) -> Result<(FileAttr, Capability)> {
+        let addr = self.inner.cluster.meta_server().addr;
+        match self.meta(op)? {
+            Response::Granted { attr, cap } => Ok((attr, cap)),
+            other => Err(Error::Protocol { addr, what: format!("expected attributes and a capability, got {other:?}") }),
+        }
+    }
+
     /// Creates (or, unless exclusive, opens) a regular file for writing.
     pub fn create(&self, path: &str, opts: CreateOptions) -> Result<File> {
         let hint = LayoutHint { stripe_size: opts.stripe_size, stripe_count: opts.stripe_count };
-        let attr = self.meta_attr(MetaReq::Create { path: path.into(), mode: opts.mode, exclusive: opts.exclusive, hint })?;
-        File::new(self.clone(), path, attr, true).map(File::registered)
+        let (attr, cap) = self.meta_granted(MetaReq::Create { path: path.into(), mode: opts.mode, exclusive: opts.exclusive, hint })?;
+        File::new(self.clone(), path, attr, cap, true).map(File::registered)
     }
 
     /// Opens an existing file, checking read (and if `write`, write) permission.
     pub fn open(&self, path: &str, write: bool) -> Result<File> {
-        let attr = self.meta_attr(MetaReq::Open { path: path.into(), write })?;
-        if attr.layout.is_none() {
-            return Err(Error::IsDir(path.into()));
-        }
-        File::new(self.clone(), path, attr, write).map(File::registered)
+        let addr = self.inner.cluster.meta_server().addr;
+        let (attr, cap) = match self.meta(MetaReq::Open { path: path.into(), write })? {
+            Response::Granted { attr, cap } => (attr, cap),
+            // A directory: no data, no capability.
+            Response::Attr(_) => return Err(Error::IsDir(path.into())),
+            other => return Err(Error::Protocol { addr, what: format!("expected attributes and a capability, got {other:?}") }),
+        };
+        File::new(self.clone(), path, attr, cap, write).map(File::registered)
     }
 
     /// A file another process of the same job has opened or created
@@ -173,8 +185,10 @@ impl Client {
     /// the file must keep its own handle open until every adopted handle is
     /// done writing, then close it with [`File::close_after_writes_elsewhere`]
     /// (so stat never vouches for a size while they write).
-    pub fn adopt(&self, path: &str, attr: FileAttr, write: bool) -> Result<File> {
-        File::new(self.clone(), path, attr, write)
+    /// The capability comes with the attributes (rank 0's, renewed by each
+    /// handle on its own when it ages).
+    pub fn adopt(&self, path: &str, attr: FileAttr, cap: Capability, write: bool) -> Result<File> {
+        File::new(self.clone(), path, attr, cap, write)
     }
 
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<FileAttr> {
@@ -186,14 +200,15 @@ impl Client {
     /// symbolic link's size is its target's length, as lstat(2)'s.
     pub fn stat(&self, path: &str) -> Result<(FileAttr, u64)> {
         let addr = self.inner.cluster.meta_server().addr;
-        let (attr, known) = match self.meta(MetaReq::StatSize { path: path.into() })? {
-            Response::Stat { attr, size } => (attr, size),
+        let (attr, known, cap) = match self.meta(MetaReq::StatSize { path: path.into() })? {
+            Response::Stat { attr, size, cap } => (attr, size, cap),
             other => return Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
         };
-        let size = match (attr.kind, known) {
-            (FileKind::File, Some(size)) => size,
-            (FileKind::File, None) if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), false)?.size()?,
-            (FileKind::Symlink, _) => self.readlink(path)?.len() as u64,
+        let size = match (attr.kind, known, cap) {
+            (FileKind::File, Some(size), _) => size,
+            (FileKind::File, None, Some(cap)) if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), cap, false)?.size()?,
+            (FileKind::File, None, None) => return Err(Error::Protocol { addr, what: "a size neither known nor with a capability to ask for it".into() }),
+            (FileKind::Symlink, ..) => self.readlink(path)?.len() as u64,
             _ => 0,
         };
         Ok((attr, size))
@@ -258,8 +273,10 @@ impl Client {
 
     /// Removes a file: its name first (so no one opens it again), then its objects.
     pub fn unlink(&self, path: &str) -> Result<()> {
-        let attr = self.meta_attr(MetaReq::Unlink { path: path.into() })?;
-        self.delete_objects(&attr)
+        match self.meta(MetaReq::Unlink { path: path.into() })? {
+            Response::Granted { attr, cap } => self.delete_objects(&attr, cap),
+            _ => Ok(()),
+        }
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {
@@ -269,14 +286,14 @@ impl Client {
     /// Renames `from` to `to`, replacing a file (or empty directory) at `to`.
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
         match self.meta(MetaReq::Rename { from: from.into(), to: to.into() })? {
-            Response::Renamed { replaced: Some(old) } => self.delete_objects(&old),
+            Response::Renamed { replaced: Some((old, cap)) } => self.delete_objects(&old, cap),
             _ => Ok(()),
         }
     }
 
-    fn delete_objects(&self, attr: &FileAttr) -> Result<()> {
+    fn delete_objects(&self, attr: &FileAttr, cap: Capability) -> Result<()> {
         let Some(layout) = &attr.layout else { return Ok(()) };
-        let body = Request::Data(weft_wire::DataReq::Delete { file: attr.id }).encode();
+        let body = Request::data(cap, weft_wire::DataReq::Delete { file: attr.id }).encode();
         let mut calls = layout.servers.iter().map(|&s| Ok(Call::new(self.addr_of(s)?, body.clone()))).collect::<Result<Vec<_>>>()?;
         self.run(&mut calls);
         calls.into_iter().try_for_each(|c| Client::response(c).map(|_| ()))

@@ -10,7 +10,9 @@ use std::net::SocketAddr;
 use weft_layout::{pair, Datatype, Segment, Striping, View, ViewError};
 use weft_net::Call;
 use weft_wire::limits::MAX_PIECES;
-use weft_wire::{DataReq, FileAttr, Piece, ReadOrder, Request, Response};
+use weft_wire::{Capability, DataReq, FileAttr, Piece, ReadOrder, Request, Response};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use crate::atomic::{LockGranularity, LockGuard};
 use crate::Schedule;
 use weft_sched::{edge_colouring, order, Strategy};
@@ -37,6 +39,24 @@ pub struct File {
     writer: bool,
     /// Bytes written or truncated through this handle.
     wrote: std::sync::atomic::AtomicBool,
+    /// The capability every data request carries, and when to renew it.
+    cap: Mutex<Granted>,
+}
+
+/// A capability and the instant (this process's clock) past which it is
+/// renewed before use: half its lifetime as received, so neither clock
+/// skew nor a slow transfer lets it expire in flight.
+struct Granted {
+    cap: Capability,
+    renew_at: Option<Instant>,
+}
+
+impl Granted {
+    fn new(cap: Capability) -> Self {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let renew_at = (cap.expires != u64::MAX).then(|| Instant::now() + std::time::Duration::from_secs(cap.expires.saturating_sub(now) / 2));
+        Granted { cap, renew_at }
+    }
 }
 
 /// One request: a server, the object pieces it covers (in the order the
@@ -61,7 +81,7 @@ impl Chunk {
 }
 
 impl File {
-    pub(crate) fn new(client: Client, path: &str, attr: FileAttr, writable: bool) -> Result<Self> {
+    pub(crate) fn new(client: Client, path: &str, attr: FileAttr, cap: Capability, writable: bool) -> Result<Self> {
         let meta = client.cluster().meta_server().addr;
         let layout = attr.layout.clone().ok_or_else(|| Error::IsDir(path.into()))?;
         let striping = Striping::new(layout.stripe_size, layout.servers.len()).map_err(|e| Error::Protocol { addr: meta, what: format!("bad layout: {e}") })?;
@@ -79,7 +99,29 @@ impl File {
             granularity: LockGranularity::from_env(),
             writer: false,
             wrote: std::sync::atomic::AtomicBool::new(false),
+            cap: Mutex::new(Granted::new(cap)),
         })
+    }
+
+    /// The capability for this file's data requests, renewed from the
+    /// metadata service (same rights, checked again against the file's
+    /// mode) when half its lifetime has passed.
+    pub fn capability(&self) -> Result<Capability> {
+        let mut g = self.cap.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if g.renew_at.is_some_and(|t| Instant::now() >= t) {
+            let rights = g.cap.rights & (weft_wire::rights::READ | weft_wire::rights::WRITE | weft_wire::rights::SIZE);
+            let meta = self.client.cluster().meta_server().addr;
+            match self.client.meta(weft_wire::MetaReq::Capability { file: self.attr.id, rights })? {
+                Response::Cap(cap) => *g = Granted::new(cap),
+                other => return Err(Error::Protocol { addr: meta, what: format!("expected a capability, got {other:?}") }),
+            }
+        }
+        Ok(g.cap)
+    }
+
+    /// The encoded body of data request `op` on this file, with its capability.
+    pub(crate) fn body(&self, op: DataReq) -> Result<Vec<u8>> {
+        Ok(Request::data(self.capability()?, op).encode())
     }
 
     /// Marks a write open the metadata service counted (see `writer`).
@@ -382,7 +424,8 @@ impl File {
         let guard = if lock { self.lock_access(segments, true)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         self.note_write();
-        let bodies = chunks.iter().map(|c| Request::Data(DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode()).collect();
+        let cap = self.capability()?;
+        let bodies = chunks.iter().map(|c| Request::data(cap, DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode()).collect();
         self.send_chunks(&chunks, bodies, buf, sched.window)?;
         if let Some(g) = guard {
             g.release_soon()?;
@@ -404,11 +447,12 @@ impl File {
         let order = self.order(&plan, sched)?;
         let guard = if lock { self.lock_access(&segments, false)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
+        let cap = self.capability()?;
         let bodies = order
             .iter()
             .map(|&(k, slot)| {
                 let order = ReadOrder { strategy: sched.strategy.code(), rank: sched.rank, group: sched.group, slot };
-                Request::Data(DataReq::Read { file: self.attr.id, pieces: plan[k].pieces.clone(), order }).encode()
+                Request::data(cap, DataReq::Read { file: self.attr.id, pieces: plan[k].pieces.clone(), order }).encode()
             })
             .collect();
         let known_end = self.fetch_chunks(&chunks, bodies, buf, sched.window)?;
@@ -437,8 +481,9 @@ impl File {
             return Err(Error::BadRequest(format!("{} is open read-only", self.path)));
         }
         self.note_write();
+        let cap = self.capability()?;
         let body: Vec<Vec<u8>> = (0..self.servers.len())
-            .map(|k| Request::Data(DataReq::Truncate { file: self.attr.id, size: self.striping.object_size_for(k, size) }).encode())
+            .map(|k| Request::data(cap, DataReq::Truncate { file: self.attr.id, size: self.striping.object_size_for(k, size) }).encode())
             .collect();
         let mut calls: Vec<Call<'_>> = self.servers.iter().zip(body).map(|(&a, b)| Call::new(a, b)).collect();
         self.client.run(&mut calls);

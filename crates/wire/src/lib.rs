@@ -17,6 +17,7 @@ pub mod msg;
 pub use codec::{Decoder, Encoder};
 pub use error::{DecodeError, ErrorCode};
 pub use header::{FrameKind, Header, HEADER_LEN, MAGIC, PROTOCOL_VERSION};
+pub use msg::cap::{rights, CapKey, CapRefusal, Capability};
 pub use msg::coll::{CollTag, Run};
 pub use msg::data::{CpuKind, DataReq, Piece, ReadOrder, ServerStats, CPU_KINDS};
 pub use msg::handshake::{Challenge, Hello, Proof, Secret};

@@ -101,8 +101,9 @@ impl Agreed<'_> {
     }
 
     /// This round's requests: (server, chunk, body).
-    fn round(&self, r: usize, write: bool) -> (Vec<&Chunk>, Vec<Vec<u8>>) {
+    fn round(&self, r: usize, write: bool) -> Result<(Vec<&Chunk>, Vec<Vec<u8>>)> {
         let file = self.file.id();
+        let cap = self.file.capability()?;
         let mut chunks = Vec::new();
         let mut bodies = Vec::new();
         for (s, rounds) in self.rounds.iter().enumerate() {
@@ -110,10 +111,10 @@ impl Agreed<'_> {
                 let (tag, pieces) = (self.tag(s, r, false), c.pieces.clone());
                 let op = if write { DataReq::CollWrite { file, tag, pieces } } else { DataReq::CollRead { file, tag, pieces } };
                 chunks.push(c);
-                bodies.push(Request::Data(op).encode());
+                bodies.push(Request::data(cap, op).encode());
             }
         }
-        (chunks, bodies)
+        Ok((chunks, bodies))
     }
 
     /// Tells every server this rank had round `from_round` or later for
@@ -122,9 +123,11 @@ impl Agreed<'_> {
     /// wait for this rank's later rounds, or be done (then nothing happens).
     fn abandon(&self, from_round: usize) {
         let file = self.file.id();
+        // Without a capability the servers time the collective out instead.
+        let Ok(cap) = self.file.capability() else { return };
         let bodies: Vec<(usize, Vec<u8>)> = (0..self.rounds.len())
             .filter(|&s| self.rounds[s].len() > from_round)
-            .map(|s| (s, Request::Data(DataReq::CollWrite { file, tag: self.tag(s, from_round, true), pieces: Vec::new() }).encode()))
+            .map(|s| (s, Request::data(cap, DataReq::CollWrite { file, tag: self.tag(s, from_round, true), pieces: Vec::new() }).encode()))
             .collect();
         self.file.notify_servers(bodies);
     }
@@ -134,8 +137,7 @@ impl Agreed<'_> {
 pub(super) fn write(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<()> {
     let a = agree(file, comm, segments, hints)?;
     for r in 0..a.rounds() {
-        let (chunks, bodies) = a.round(r, true);
-        if let Err(e) = file.send_chunks(&chunks, bodies, buf, usize::MAX) {
+        if let Err(e) = a.round(r, true).and_then(|(chunks, bodies)| file.send_chunks(&chunks, bodies, buf, usize::MAX)) {
             a.abandon(r);
             return Err(e);
         }
@@ -149,8 +151,7 @@ pub(super) fn read(file: &File, comm: &dyn Communicator, segments: &[Segment], b
     let a = agree(file, comm, segments, hints)?;
     let mut known_end = 0;
     for r in 0..a.rounds() {
-        let (chunks, bodies) = a.round(r, false);
-        match file.fetch_chunks(&chunks, bodies, buf, usize::MAX) {
+        match a.round(r, false).and_then(|(chunks, bodies)| file.fetch_chunks(&chunks, bodies, buf, usize::MAX)) {
             Ok(end) => known_end = known_end.max(end),
             Err(e) => {
                 a.abandon(r);

@@ -7,7 +7,7 @@ use crate::client::Client;
 use crate::{Error, Result};
 use weft_layout::{Segment, ViewError};
 use weft_net::Call;
-use weft_wire::{DataReq, Request, Response};
+use weft_wire::{DataReq, Response};
 
 impl File {
     /// Sends each chunk's bytes from `buf` with its request body, at most
@@ -130,7 +130,7 @@ impl File {
 
     /// Sends `op` to every server of the layout at once; returns the responses.
     pub(super) fn broadcast(&self, op: DataReq) -> Result<Vec<Response>> {
-        let body = Request::Data(op).encode();
+        let body = self.body(op)?;
         let mut calls: Vec<Call<'_>> = self.servers.iter().map(|&a| Call::new(a, body.clone())).collect();
         self.client.run(&mut calls);
         calls.into_iter().map(|c| Client::response(c).map(|(r, _)| r)).collect()

@@ -70,6 +70,10 @@ enum Input {
 
 struct Gen {
     rng: StdRng,
+    /// The servers' capability key: the fuzzer holds the secret (as any
+    /// client in secret mode), so most data requests pass the gate and
+    /// reach the data service; the rest carry forged or mismatched ones.
+    caps: weft_wire::CapKey,
 }
 
 impl Gen {
@@ -120,6 +124,20 @@ impl Gen {
         FileId(if self.rng.gen_bool(0.8) { self.rng.gen_range(0..300) } else { self.rng.r#gen() })
     }
 
+    /// A data request with a capability: usually valid for every right,
+    /// sometimes for another file, too few rights, expired or forged.
+    fn data(&mut self, op: DataReq) -> Request {
+        let f = op.file();
+        let cap = match self.rng.gen_range(0..10) {
+            0 => self.caps.issue(FileId(f.0 ^ 1), weft_wire::rights::ALL, u64::MAX),
+            1 => self.caps.issue(f, self.rng.gen_range(0..16), u64::MAX),
+            2 => self.caps.issue(f, weft_wire::rights::ALL, self.rng.gen_range(0..1_000_000)),
+            3 => weft_wire::Capability { mac: self.rng.r#gen(), ..self.caps.issue(f, weft_wire::rights::ALL, u64::MAX) },
+            _ => self.caps.issue(f, weft_wire::rights::ALL, u64::MAX),
+        };
+        Request::data(cap, op)
+    }
+
     fn pieces(&mut self) -> Vec<Piece> {
         let n = self.count(MAX_PIECES).min(MAX_PIECES + 1);
         (0..n).map(|_| Piece { offset: self.offset(), len: self.len() }).collect()
@@ -155,19 +173,26 @@ impl Gen {
             5 => Request::Meta { cred, op: MetaReq::Readdir { path: self.path(), after: self.path(), max: self.rng.gen_range(0..2000) } },
             6 => Request::Meta { cred, op: MetaReq::Unlink { path: self.path() } },
             7 => Request::Meta { cred, op: MetaReq::Rename { from: self.path(), to: self.path() } },
-            8 => Request::Data(DataReq::Write { file: self.file(), pieces: self.pieces() }),
+            8 => {
+                let op = DataReq::Write { file: self.file(), pieces: self.pieces() };
+                self.data(op)
+            }
             9 => {
                 let order = ReadOrder { strategy: self.rng.gen_range(0..6), rank: self.rng.gen_range(0..8), group: self.rng.gen_range(0..8), slot: self.rng.r#gen() };
-                Request::Data(DataReq::Read { file: self.file(), pieces: self.pieces(), order })
+                let op = DataReq::Read { file: self.file(), pieces: self.pieces(), order };
+                self.data(op)
             }
-            10 => Request::Data(match self.rng.gen_range(0..4) {
+            10 => {
+                let op = match self.rng.gen_range(0..4) {
                 0 => DataReq::Truncate { file: self.file(), size: self.offset() },
                 1 => DataReq::Size { file: self.file() },
                 2 => DataReq::Fsync { file: self.file() },
                 // Deletes only ids no real file has: a delete is final
                 // (tombstoned), and the checks need their files.
                 _ => DataReq::Delete { file: FileId((1 << 40) + self.rng.gen_range(0..1000)) },
-            }),
+                };
+                self.data(op)
+            }
             11 | 12 => {
                 let n = self.count(MAX_LOCK_EXTENTS).min(2_000);
                 let extents = (0..n).map(|_| self.extent()).collect();
@@ -184,7 +209,7 @@ impl Gen {
     /// The payload a request would carry (right length or not).
     fn payload(&mut self, req: &Request) -> Vec<u8> {
         let want = match req {
-            Request::Data(DataReq::Write { pieces, .. }) => pieces.iter().fold(0u64, |a, p| a.saturating_add(p.len)),
+            Request::Data { op: DataReq::Write { pieces, .. }, .. } => pieces.iter().fold(0u64, |a, p| a.saturating_add(p.len)),
             _ => 0,
         };
         let n = if want <= 60_000 && self.rng.gen_bool(0.8) { want } else { self.rng.gen_range(0..2_000) };
@@ -259,8 +284,8 @@ struct Conn {
 
 /// Runs the fuzzer against the servers of `cluster` (meta and data).
 pub fn run(cluster: &ClusterFile, cfg: &FuzzConfig, progress: &dyn Fn(u64)) -> Result<FuzzReport> {
-    let mut g = Gen { rng: StdRng::seed_from_u64(cfg.seed) };
     let secret = cluster.secret();
+    let mut g = Gen { rng: StdRng::seed_from_u64(cfg.seed), caps: weft_wire::CapKey::derive(&secret) };
     let targets: Vec<SocketAddr> = cluster.servers.iter().map(|s| s.addr).collect();
     let mut conns: Vec<Conn> = targets.iter().flat_map(|&addr| (0..cfg.connections).map(move |_| Conn { addr, stream: None })).collect();
     let mut opts = ClientOptions::default();

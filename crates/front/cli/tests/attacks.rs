@@ -68,7 +68,7 @@ fn overflowing_piece_lengths_are_refused_and_the_server_lives() {
         // 2^64, so with the last the total wraps to 3, the payload's length.
         let mut pieces = vec![Piece { offset: 0, len: 1 << 62 }; 4];
         pieces.push(Piece { offset: 0, len: 3 });
-        let req = if k % 2 == 0 { Request::Data(DataReq::Write { file: FileId(5), pieces }) } else { Request::Data(DataReq::Read { file: FileId(5), pieces, order: Default::default() }) };
+        let req = if k % 2 == 0 { common::capped(&cf.secret(), DataReq::Write { file: FileId(5), pieces }) } else { common::capped(&cf.secret(), DataReq::Read { file: FileId(5), pieces, order: Default::default() }) };
         // Encoded by hand: the client library would never build this.
         write_frame(&mut s, FrameKind::Request, MsgId(k), &req.encode(), &[b"abc"]).unwrap();
         let (h, r) = response(&mut s);
@@ -156,7 +156,7 @@ fn announced_rendezvous_that_never_come_cannot_grow_the_server() {
     served(&good, "rdv-before");
     let before = rss(pid);
     let pieces: Vec<Piece> = (0..65_000u64).map(|k| Piece { offset: k * 256, len: 256 }).collect();
-    let body = Request::Data(DataReq::Write { file: FileId(9), pieces }).encode();
+    let body = common::capped(&cf.secret(), DataReq::Write { file: FileId(9), pieces }).encode();
     let mut conns = Vec::new();
     for _ in 0..3 {
         let mut s = handshaken(data, &cf.secret());
@@ -199,7 +199,7 @@ fn a_slow_reader_holds_no_read_turn_and_is_cut_off() {
     let server = cf.servers[1].addr;
     let order = weft_wire::ReadOrder { strategy: weft_sched::Strategy::First.code(), rank: 0, group: 2, slot: 0 };
     let mut slow = handshaken(server, &cf.secret());
-    let req = Request::Data(DataReq::Read { file, pieces: vec![Piece { offset: 0, len: 8 << 20 }], order });
+    let req = common::capped(&cf.secret(), DataReq::Read { file, pieces: vec![Piece { offset: 0, len: 8 << 20 }], order });
     write_frame(&mut slow, FrameKind::Request, MsgId(1), &req.encode(), &[]).unwrap();
     let mut b = [0u8; 1];
     slow.read_exact(&mut b).unwrap();
@@ -207,7 +207,7 @@ fn a_slow_reader_holds_no_read_turn_and_is_cut_off() {
     // reader sits on its 8 MiB response.
     let mut other = handshaken(server, &cf.secret());
     let order2 = weft_wire::ReadOrder { rank: 1, ..order };
-    let req = Request::Data(DataReq::Read { file, pieces: vec![Piece { offset: 0, len: 4096 }], order: order2 });
+    let req = common::capped(&cf.secret(), DataReq::Read { file, pieces: vec![Piece { offset: 0, len: 4096 }], order: order2 });
     write_frame(&mut other, FrameKind::Request, MsgId(2), &req.encode(), &[]).unwrap();
     let h = read_header(&mut other).map_err(|e| format!("{e:?}")).unwrap();
     let _ = read_vec(&mut other, h.body_len as usize).unwrap();

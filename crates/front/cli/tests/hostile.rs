@@ -149,27 +149,27 @@ fn bad_data_requests_get_clear_errors() {
     let data = cf.servers[1].addr;
     let mut s = handshaken(data, &cf.secret());
     // Pieces that add up to more than the payload carries.
-    let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
+    let req = common::capped(&cf.secret(), weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
     write_frame(&mut s, FrameKind::Request, MsgId(1), &req.encode(), &[b"short"]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("payload")));
     // The same for a payload that came by rendezvous.
     let big = vec![3u8; 200_000];
-    let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
+    let req = common::capped(&cf.secret(), weft_wire::DataReq::Write { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 100 }] });
     let r = rendezvous(&mut s, 11, &req, &big);
     assert!(matches!(r, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("payload")), "{r:?}");
     // A valid large write on the same connection lands whole.
     let pieces = vec![weft_wire::Piece { offset: 10, len: 150_000 }, weft_wire::Piece { offset: 500_000, len: 50_000 }];
-    let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(78), pieces: pieces.clone() });
+    let req = common::capped(&cf.secret(), weft_wire::DataReq::Write { file: weft_wire::FileId(78), pieces: pieces.clone() });
     let data = common::pattern(4, 200_000);
     assert_eq!(rendezvous(&mut s, 12, &req, &data), Response::Written { bytes: 200_000 });
-    let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(78), pieces, order: Default::default() });
+    let req = common::capped(&cf.secret(), weft_wire::DataReq::Read { file: weft_wire::FileId(78), pieces, order: Default::default() });
     write_frame(&mut s, FrameKind::Request, MsgId(13), &req.encode(), &[]).unwrap();
     let h = read_header(&mut s).map_err(|e| format!("{e:?}")).unwrap();
     let body = read_vec(&mut s, h.body_len as usize).unwrap();
     assert_eq!(Response::decode(&body).unwrap(), Response::Read { object_size: 550_000 });
     assert!(read_vec(&mut s, h.pay_len as usize).unwrap() == data, "the write landed at the pieces' offsets");
     // A read larger than one payload may carry.
-    let req = Request::Data(weft_wire::DataReq::Read { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 1 << 40 }], order: Default::default() });
+    let req = common::capped(&cf.secret(), weft_wire::DataReq::Read { file: weft_wire::FileId(77), pieces: vec![weft_wire::Piece { offset: 0, len: 1 << 40 }], order: Default::default() });
     write_frame(&mut s, FrameKind::Request, MsgId(2), &req.encode(), &[]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, .. }));
     // A meta request sent to a data server.
@@ -181,7 +181,7 @@ fn bad_data_requests_get_clear_errors() {
     assert_eq!(response(&mut s).1, Response::Ok);
     // An eager frame larger than the eager limit breaks the protocol: an
     // error saying why, then the connection closes.
-    let req = Request::Data(weft_wire::DataReq::Write { file: weft_wire::FileId(79), pieces: vec![weft_wire::Piece { offset: 0, len: 200_000 }] });
+    let req = common::capped(&cf.secret(), weft_wire::DataReq::Write { file: weft_wire::FileId(79), pieces: vec![weft_wire::Piece { offset: 0, len: 200_000 }] });
     let _ = write_frame(&mut s, FrameKind::Request, MsgId(5), &req.encode(), &[&big]);
     assert!(matches!(response(&mut s).1, Response::Error { code: ErrorCode::BadRequest, ref message } if message.contains("eager limit")));
     assert_closed(s);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use weft_client::CreateOptions;
 use weft_launch::ClusterSpec;
 use weft_net::{Call, Endpoint, EndpointConfig};
-use weft_wire::{CollTag, DataReq, ErrorCode, FileId, Piece, Request, Response};
+use weft_wire::{CollTag, DataReq, ErrorCode, Piece, Request, Response};
 
 const TIMEOUT_MS: u64 = 1500;
 
@@ -20,9 +20,9 @@ fn tag(id: u64, participants: u32, member: u32, round: u32) -> CollTag {
     CollTag { id, participants, member, round, window: 1 << 20, last: true, abandon: false }
 }
 
-fn write_call(addr: SocketAddr, file: FileId, tag: CollTag, offset: u64, data: &[u8]) -> Call<'_> {
+fn write_call<'a>(addr: SocketAddr, f: &weft_client::File, tag: CollTag, offset: u64, data: &'a [u8]) -> Call<'a> {
     let pieces = if data.is_empty() { Vec::new() } else { vec![Piece { offset, len: data.len() as u64 }] };
-    let mut c = Call::new(addr, Request::Data(DataReq::CollWrite { file, tag, pieces }).encode());
+    let mut c = Call::new(addr, Request::data(f.capability().unwrap(), DataReq::CollWrite { file: f.id(), tag, pieces }).encode());
     c.send = vec![data];
     c
 }
@@ -47,14 +47,15 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
     let cf = tc.cluster();
     let addr = cf.server(cf.data_servers()[0]).unwrap().addr;
     let client = tc.client();
-    let file = client.create("/coll", CreateOptions::default()).unwrap().attr().id;
+    let f = client.create("/coll", CreateOptions::default()).unwrap();
+    let file = f.id();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
     let idle = memory_used(&tc);
     let data = vec![7u8; 256 * 1024];
 
     // Member 1 of 2 never comes: member 0 hears so after the timeout.
     let started = Instant::now();
-    let mut calls = [write_call(addr, file, tag(1, 2, 0, 0), 0, &data)];
+    let mut calls = [write_call(addr, &f, tag(1, 2, 0, 0), 0, &data)];
     ep.run(&mut calls);
     let [c] = calls;
     let r = answer(c);
@@ -63,7 +64,7 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
     assert!(waited >= Duration::from_millis(TIMEOUT_MS) && waited < Duration::from_millis(TIMEOUT_MS + 3000), "answered after {waited:?}");
     // The straggler arriving later fails at once: the failure is remembered.
     let started = Instant::now();
-    let mut calls = [write_call(addr, file, tag(1, 2, 1, 0), 4096, &data[..10])];
+    let mut calls = [write_call(addr, &f, tag(1, 2, 1, 0), 4096, &data[..10])];
     ep.run(&mut calls);
     let [c] = calls;
     assert!(aborted(&answer(c), "members [1]"));
@@ -71,7 +72,7 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
 
     // A member sending the wrong round fails the collective for both, at once.
     let started = Instant::now();
-    let mut calls = [write_call(addr, file, tag(2, 2, 0, 0), 0, &data), write_call(addr, file, tag(2, 2, 1, 3), 4096, &data[..10])];
+    let mut calls = [write_call(addr, &f, tag(2, 2, 0, 0), 0, &data), write_call(addr, &f, tag(2, 2, 1, 3), 4096, &data[..10])];
     ep.run(&mut calls);
     let [a, b] = calls;
     let (a, b) = (answer(a), answer(b));
@@ -82,7 +83,7 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
     // A member that abandons fails the one waiting.
     let mut give_up = tag(3, 2, 1, 0);
     give_up.abandon = true;
-    let mut calls = [write_call(addr, file, tag(3, 2, 0, 0), 0, &data), write_call(addr, file, give_up, 0, &[])];
+    let mut calls = [write_call(addr, &f, tag(3, 2, 0, 0), 0, &data), write_call(addr, &f, give_up, 0, &[])];
     ep.run(&mut calls);
     let [a, _] = calls;
     let a = answer(a);
@@ -91,21 +92,21 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
     // More than its share of the window (1 MiB / 8 members) is refused
     // before anything is held.
     let big = vec![1u8; (1 << 17) + 1];
-    let mut calls = [write_call(addr, file, tag(4, 8, 0, 0), 0, &big)];
+    let mut calls = [write_call(addr, &f, tag(4, 8, 0, 0), 0, &big)];
     ep.run(&mut calls);
     let [c] = calls;
     let r = answer(c);
     assert!(matches!(&r, Response::Error { code: ErrorCode::BadRequest, message } if message.contains("collective round")), "{r:?}");
 
     // An empty piece is refused: it moves nothing but would be held.
-    let mut c = Call::new(addr, Request::Data(DataReq::CollRead { file, tag: tag(6, 2, 0, 0), pieces: vec![Piece { offset: 0, len: 0 }; 1000] }).encode());
+    let mut c = Call::new(addr, Request::data(f.capability().unwrap(), DataReq::CollRead { file, tag: tag(6, 2, 0, 0), pieces: vec![Piece { offset: 0, len: 0 }; 1000] }).encode());
     ep.run(std::slice::from_mut(&mut c));
     let r = answer(c);
     assert!(matches!(&r, Response::Error { code: ErrorCode::BadRequest, message } if message.contains("empty piece")), "{r:?}");
     // A window past a quarter of the server's memory budget is refused.
     let mut huge = tag(7, 2, 0, 0);
     huge.window = weft_wire::msg::coll::MAX_WINDOW;
-    let mut calls = [write_call(addr, file, huge, 0, &data[..10])];
+    let mut calls = [write_call(addr, &f, huge, 0, &data[..10])];
     ep.run(&mut calls);
     let [c] = calls;
     let r = answer(c);
@@ -117,7 +118,7 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
         let waiter = s.spawn(|| {
             let pieces: Vec<Piece> = (0..2000).map(|i| Piece { offset: 10 * i, len: 1 }).collect();
             let wide = CollTag { window: 1 << 28, ..tag(8, 65536, 0, 0) };
-            let mut c = Call::new(addr, Request::Data(DataReq::CollRead { file, tag: wide, pieces }).encode());
+            let mut c = Call::new(addr, Request::data(f.capability().unwrap(), DataReq::CollRead { file, tag: wide, pieces }).encode());
             ep.run(std::slice::from_mut(&mut c));
             answer(c)
         });
@@ -128,8 +129,7 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
     assert!(held >= idle + 65536 * 16 + 2000 * 16, "held collective charged only {} bytes", held - idle);
 
     // None of it reached the object, and the held memory came back.
-    let f = client.open("/coll", false).unwrap();
-    assert_eq!(f.size().unwrap(), 0, "a failed collective wrote data");
+    assert_eq!(client.open("/coll", false).unwrap().size().unwrap(), 0, "a failed collective wrote data");
     let deadline = Instant::now() + Duration::from_secs(5);
     while memory_used(&tc) > idle && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -143,7 +143,7 @@ fn broken_collectives_fail_every_member_and_free_the_server() {
         let mut calls: Vec<Call<'_>> = (0..3u32)
             .map(|m| {
                 let t = CollTag { id: 5, participants: 3, member: m, round, window: 1 << 20, last: round == 1, abandon: false };
-                write_call(addr, file, t, u64::from(round * 3 + m) * 1000, &parts[m as usize])
+                write_call(addr, &f, t, u64::from(round * 3 + m) * 1000, &parts[m as usize])
             })
             .collect();
         ep.run(&mut calls);

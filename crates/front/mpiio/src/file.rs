@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use weft_client::comm::{allgather_u64, broadcast_vec};
 use weft_client::{collective, Client, Communicator, CreateOptions, Datatype, File, FileAttr, PointerOp, View};
 use weft_net::ClusterFile;
+use weft_wire::Capability;
 
 /// Access modes, as plain bits (the shim translates its MPI's `MPI_MODE_*`).
 pub mod amode {
@@ -87,12 +88,17 @@ pub fn check_amode(mode: u32) -> Result<()> {
 }
 
 /// What rank 0 tells the others after asking the metadata service.
-fn encode_opened(r: &Result<(FileAttr, u64, u64)>) -> Vec<u8> {
+/// Rank 0's open, passed on: the attributes and capability of the file,
+/// the shared pointer's token and start.
+type Opened = (FileAttr, Capability, u64, u64);
+
+fn encode_opened(r: &Result<Opened>) -> Vec<u8> {
     let mut e = weft_wire::Encoder::new();
     match r {
-        Ok((attr, token, start)) => {
+        Ok((attr, cap, token, start)) => {
             e.u8(0).u64(*token).u64(*start);
             attr.encode(&mut e);
+            cap.encode(&mut e);
         }
         Err(f) => {
             e.u8(1).u32(f.class as u32).str(&f.message);
@@ -101,13 +107,13 @@ fn encode_opened(r: &Result<(FileAttr, u64, u64)>) -> Vec<u8> {
     e.finish()
 }
 
-fn decode_opened(b: &[u8]) -> Result<(FileAttr, u64, u64)> {
+fn decode_opened(b: &[u8]) -> Result<Opened> {
     let corrupt = |e: weft_wire::DecodeError| Fail::new(Class::Intern, format!("weft: open result from rank 0 undecodable: {e}"));
     let mut d = weft_wire::Decoder::new(b);
     match d.u8().map_err(corrupt)? {
         0 => {
             let (token, start) = (d.u64().map_err(corrupt)?, d.u64().map_err(corrupt)?);
-            Ok((FileAttr::decode(&mut d).map_err(corrupt)?, token, start))
+            Ok((FileAttr::decode(&mut d).map_err(corrupt)?, Capability::decode(&mut d).map_err(corrupt)?, token, start))
         }
         _ => {
             let class = d.u32().map_err(corrupt)?;
@@ -129,7 +135,7 @@ fn class_of(v: u32) -> Class {
 /// rank returns the same result from a collective call.
 fn agree(comm: &CComm, mine: Result<()>) -> Result<()> {
     let mut msg = if comm.rank() == 0 {
-        let r: Result<(FileAttr, u64, u64)> = mine.map(|()| (placeholder_attr(), 0, 0));
+        let r: Result<Opened> = mine.map(|()| (placeholder_attr(), Capability::none(weft_wire::FileId(0)), 0, 0));
         encode_opened(&r)
     } else {
         Vec::new()
@@ -183,17 +189,17 @@ impl OpenFile {
         let mut msg = Vec::new();
         let mut registration = None;
         if comm.rank() == 0 {
-            let resolved = Self::resolve(&client, path, mode, &hints).map(|(f, token, start)| {
-                let attr = f.attr().clone();
+            let resolved = Self::resolve(&client, path, mode, &hints).and_then(|(f, token, start)| {
+                let (attr, cap) = (f.attr().clone(), f.capability()?);
                 registration = Some(f);
-                (attr, token, start)
+                Ok((attr, cap, token, start))
             });
             msg = encode_opened(&resolved);
         }
         broadcast_vec(&comm, &mut msg, 0)?;
-        let (attr, token, start) = decode_opened(&msg)?;
+        let (attr, cap, token, start) = decode_opened(&msg)?;
         // Every rank must end up with a handle, or none may.
-        let adopted = client.adopt(path, attr, writable);
+        let adopted = client.adopt(path, attr, cap, writable);
         let oks = allgather_u64(&comm, u64::from(adopted.is_ok()))?;
         if let Some(r) = oks.iter().position(|&ok| ok == 0) {
             return Err(match adopted {

@@ -13,6 +13,7 @@
 //! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
 
 mod attrs;
+mod grants;
 mod group_commit;
 mod path;
 mod shared_pointers;
@@ -39,6 +40,8 @@ pub struct MetaService {
     commits: group_commit::GroupCommit<(Cred, MetaReq), Result<Response>>,
     /// Sizes known without asking the data servers (see [`sizes`]).
     sizes: sizes::KnownSizes,
+    /// Capabilities for the data servers (see [`grants`]).
+    grants: grants::Grants,
 }
 
 fn init_root(db: &Database) -> Result<()> {
@@ -73,12 +76,12 @@ struct NewEntry<'a> {
 
 impl MetaService {
     /// Opens (or creates) the database in `dir/meta.redb`.
-    pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64) -> Result<Self> {
+    pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64, caps: weft_wire::CapKey) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
         let store = store::Store::open(dir)?;
         init_root(&store.db())?;
         let first = store.db().begin_read()?.open_table(COUNTERS)?.get("next_id")?.map_or(ROOT.0 + 1, |v| v.value());
-        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default(), sizes: sizes::KnownSizes::new(first) })
+        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default(), sizes: sizes::KnownSizes::new(first), grants: grants::Grants::new(caps) })
     }
 
     /// Is there a file or directory with this id?
@@ -121,6 +124,11 @@ impl MetaService {
                 _ => unreachable!("matched above"),
             };
         }
+        if let MetaReq::Capability { file, rights } = op {
+            return self.grants.renew(&self.store.db(), cred, file, rights).unwrap_or_else(|e| Response::error(e.code, e.message));
+        }
+        // The requests whose answer carries a capability.
+        let granting = matches!(op, MetaReq::Create { .. } | MetaReq::Open { .. } | MetaReq::Unlink { .. } | MetaReq::Rename { .. } | MetaReq::StatSize { .. }).then(|| op.clone());
         let r = match op {
             MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => {
                 let r = self.dispatch(&self.store.db(), cred, &op);
@@ -134,7 +142,10 @@ impl MetaService {
         if r.is_ok() {
             self.store.restore_reserve();
         }
-        r.unwrap_or_else(|e| Response::error(e.code, e.message))
+        match (r, granting) {
+            (Ok(rsp), Some(op)) => self.grants.attach(cred, &op, rsp),
+            (r, _) => r.unwrap_or_else(|e| Response::error(e.code, e.message)),
+        }
     }
 
     /// One group of mutations in one durable commit (see [`group_commit`]).
@@ -179,7 +190,7 @@ impl MetaService {
         for (k, ((_, op), r)) in batch.iter().zip(&results).enumerate() {
             match (op, r) {
                 (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id, created.contains(&k)),
-                (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some(a) })) => self.sizes.forget(a.id),
+                (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some((a, _)) })) => self.sizes.forget(a.id),
                 _ => {}
             }
         }
@@ -206,7 +217,9 @@ impl MetaService {
                 .map(Response::Attr),
             MetaReq::Unlink { path } => remove(tx, cred, path, false).map(Response::Attr),
             MetaReq::Rmdir { path } => remove(tx, cred, path, true).map(|_| Response::Ok),
-            MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced }),
+            // The capability to delete the replaced file's objects is added
+            // once the rename is durable (`grants`).
+            MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
             MetaReq::Chmod { path, mode } => attrs::chmod(tx, cred, path, *mode).map(Response::Attr),
             MetaReq::SetTimes { path, mtime_ns } => attrs::set_times(tx, cred, path, *mtime_ns).map(Response::Attr),
             MetaReq::Chown { path, uid, gid } => attrs::chown(tx, cred, path, *uid, *gid).map(Response::Attr),
@@ -231,7 +244,7 @@ impl MetaService {
             MetaReq::Stat { path } => stat(db, cred, path).map(Response::Attr),
             MetaReq::StatSize { path } => stat(db, cred, path).map(|attr| {
                 let size = if attr.kind == FileKind::File { self.sizes.known(attr.id) } else { None };
-                Response::Stat { attr, size }
+                Response::Stat { attr, size, cap: None }
             }),
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
             MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max).map(|r| match r {

@@ -25,11 +25,12 @@
 //!   stops reading, past the second the peer broke the protocol.
 
 use super::budget::{Account, Charge, MemoryBudget};
+use super::gate::Gate;
 use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Proof, Request, Response, Secret, HEADER_LEN};
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Proof, Request, Response, HEADER_LEN};
 
 /// Where the handshake stands (protocol in `weft_net::handshake`).
 #[derive(Debug, Clone, Copy)]
@@ -263,7 +264,7 @@ impl Conn {
     }
 
     /// `n` bytes arrived in the window [`Conn::rx_window`] gave.
-    pub fn received(&mut self, n: usize, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+    pub fn received(&mut self, n: usize, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
         if n == 0 {
             return;
         }
@@ -283,7 +284,7 @@ impl Conn {
                             return;
                         }
                         self.rx = Rx::Stalled { head };
-                        self.retry(now, secret, events);
+                        self.retry(now, gate, events);
                         return;
                     }
                     Err(e) => self.fail(ErrorCode::BadRequest, format!("bad frame header: {e}"), now),
@@ -301,14 +302,14 @@ impl Conn {
             }
         };
         if complete {
-            self.settle(now, secret, events);
+            self.settle(now, gate, events);
         }
     }
 
     /// Moves body -> payload -> done past every part with nothing left to
     /// read (empty bodies and payloads included); on done, handles the
     /// frame. After it the window is never empty.
-    fn settle(&mut self, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+    fn settle(&mut self, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
         loop {
             match std::mem::replace(&mut self.rx, Rx::Header { buf: [0; HEADER_LEN], filled: 0 }) {
                 Rx::Body { head, body, filled, payload } if filled == body.len() => {
@@ -316,7 +317,7 @@ impl Conn {
                 }
                 Rx::Payload { head, body, payload, filled } if filled == payload.bytes.len() => {
                     self.frame_by = None;
-                    self.frame(head, body, payload, now, secret, events);
+                    self.frame(head, body, payload, now, gate, events);
                     return;
                 }
                 other => {
@@ -364,7 +365,7 @@ impl Conn {
 
     /// Tries to draw the memory a stalled frame needs, and to grant waiting
     /// rendezvous requests. Call when memory was returned.
-    pub fn retry(&mut self, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+    pub fn retry(&mut self, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
         if let Rx::Stalled { head } = self.rx {
             // A Data frame's payload was drawn with its grant; an Rts reads
             // a body only (its payload comes with the Data frame).
@@ -380,19 +381,19 @@ impl Conn {
                 let pay_len = if head.kind == FrameKind::Rts { 0 } else { head.pay_len as usize };
                 let payload = Payload { bytes: super::buffers::take(pay_len), charge: Some(charge) };
                 self.rx = Rx::Body { head, body: super::buffers::take(head.body_len as usize), filled: 0, payload };
-                self.settle(now, secret, events);
+                self.settle(now, gate, events);
             }
         }
         self.grant(now);
     }
 
     /// Handles one whole frame.
-    fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
-        self.frame_decoded(head, &body, payload, now, secret, events);
+    fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
+        self.frame_decoded(head, &body, payload, now, gate, events);
         super::buffers::give(body);
     }
 
-    fn frame_decoded(&mut self, head: Header, body: &[u8], payload: Payload, now: Instant, secret: &Secret, events: &mut Vec<Event>) {
+    fn frame_decoded(&mut self, head: Header, body: &[u8], payload: Payload, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
         match self.phase {
             Phase::AwaitHello => {
                 match Hello::decode(body) {
@@ -407,10 +408,10 @@ impl Conn {
             }
             Phase::AwaitProof { hello, challenge } => {
                 match Proof::decode(body) {
-                    Ok(p) if secret.verify_client_proof(&hello, &challenge, &p) => {
+                    Ok(p) if gate.secret().verify_client_proof(&hello, &challenge, &p) => {
                         self.phase = Phase::Ready;
                         self.handshake_by = None;
-                        self.push(FrameKind::Welcome, MsgId(0), &secret.server_proof(&hello, &challenge).encode(), Payload::default(), now);
+                        self.push(FrameKind::Welcome, MsgId(0), &gate.secret().server_proof(&hello, &challenge).encode(), Payload::default(), now);
                         events.push(Event::Ready);
                     }
                     Ok(_) => self.fail(ErrorCode::Permission, "wrong cluster secret".into(), now),
@@ -422,15 +423,18 @@ impl Conn {
         }
         let id = head.msg_id;
         match head.kind {
-            FrameKind::Request => match Request::decode(body) {
-                Ok(req) => {
+            FrameKind::Request => match Request::decode(body).map(|req| (gate.admit(&req), req)) {
+                Ok((Err(why), _)) => self.deny(id, why, now, events),
+                Ok((Ok(()), req)) => {
                     self.queued += 1;
                     events.push(Event::Request { id, req, payload });
                 }
                 Err(e) => self.refuse(id, e, now, events),
             },
-            FrameKind::Rts => match Request::decode(body) {
-                Ok(req) => {
+            FrameKind::Rts => match Request::decode(body).map(|req| (gate.admit(&req), req)) {
+                // Before `Cts`: a refused write's data is never sent.
+                Ok((Err(why), _)) => self.deny(id, why, now, events),
+                Ok((Ok(()), req)) => {
                     let mut payload = payload;
                     let body_charge = payload.charge.take().expect("drawn in retry");
                     self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None });
@@ -454,6 +458,13 @@ impl Conn {
             }
             _ => unreachable!("admitted"),
         }
+    }
+
+    /// A request the gate refused (no valid capability): answered
+    /// `Permission`, counted as a bad request; the connection stays.
+    fn deny(&mut self, id: MsgId, why: String, now: Instant, events: &mut Vec<Event>) {
+        self.push(FrameKind::Response, id, &Response::error(ErrorCode::Permission, why).encode(), Payload::default(), now);
+        events.push(Event::Refused);
     }
 
     fn refuse(&mut self, id: MsgId, e: DecodeError, now: Instant, events: &mut Vec<Event>) {

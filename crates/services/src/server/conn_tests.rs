@@ -2,10 +2,14 @@
 //! frames and events out, with plain buffers and no sockets.
 
 use super::*;
-use weft_wire::{DataReq, FileId, Piece};
+use weft_wire::{rights, DataReq, FileId, Piece, Secret};
 
 fn secret() -> Secret {
     Secret::new(vec![7u8; 16])
+}
+
+fn gate() -> Gate {
+    Gate::new(secret())
 }
 
 fn conn(limits: ConnLimits, budget: u64) -> Conn {
@@ -21,7 +25,7 @@ fn feed(c: &mut Conn, mut bytes: &[u8], events: &mut Vec<Event>) -> usize {
         let n = w.len().min(bytes.len());
         w[..n].copy_from_slice(&bytes[..n]);
         bytes = &bytes[n..];
-        c.received(n, Instant::now(), &secret(), events);
+        c.received(n, Instant::now(), &gate(), events);
     }
     total - bytes.len()
 }
@@ -81,7 +85,8 @@ fn ready(limits: ConnLimits, budget: u64) -> Conn {
 }
 
 fn write_req(len: u64) -> Vec<u8> {
-    Request::Data(DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: 0, len }] }).encode()
+    let cap = gate().cap_key().issue(FileId(1), rights::WRITE, u64::MAX);
+    Request::data(cap, DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: 0, len }] }).encode()
 }
 
 #[test]
@@ -112,7 +117,7 @@ fn reserved_fields_and_sizes_of_the_handshake_are_checked() {
     let mut ev = Vec::new();
     // Non-zero flags in the hello body.
     let mut flagged = HELLO.encode();
-    flagged[16] = 1;
+    flagged[16] = 2;
     let mut c = conn(ConnLimits::default(), 1 << 20);
     feed(&mut c, &frame(FrameKind::Hello, 0, &flagged, 0, &[]), &mut ev);
     assert!(c.closing().is_some());
@@ -198,7 +203,7 @@ fn a_connection_without_memory_stops_reading_until_some_is_returned() {
     assert_eq!(feed(&mut c, &bytes, &mut ev), HEADER_LEN, "the body waits for memory");
     assert!(c.is_stalled() && c.rx_window().is_none());
     drop(hog);
-    c.retry(Instant::now(), &secret(), &mut ev);
+    c.retry(Instant::now(), &gate(), &mut ev);
     assert_eq!(feed(&mut c, &bytes[HEADER_LEN..], &mut ev), Hello::LEN);
     assert_eq!(drain(&mut c)[0].0, FrameKind::Challenge);
 }
@@ -252,7 +257,7 @@ fn deadlines_are_absolute() {
     for (k, b) in hello[..10].iter().enumerate() {
         let w = c.rx_window().unwrap();
         w[0] = *b;
-        c.received(1, t0 + Duration::from_millis(400 * k as u64), &secret(), &mut ev);
+        c.received(1, t0 + Duration::from_millis(400 * k as u64), &gate(), &mut ev);
     }
     assert!(c.overdue(t0 + limits.handshake_deadline).is_some());
     // A response not taken within the send deadline closes the connection.

@@ -15,6 +15,7 @@ pub mod budget;
 mod buffers;
 mod collectives;
 pub mod conn;
+pub mod gate;
 mod reactor;
 mod read_turns;
 mod workers;
@@ -32,7 +33,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
 use weft_net::{ClusterFile, Service};
-use weft_wire::{CpuKind, Request, Response, Secret, ServerId, ServerStats, CPU_KINDS};
+use weft_wire::{CpuKind, Request, Response, ServerId, ServerStats, CPU_KINDS};
 
 #[derive(Debug, Error)]
 pub enum ServeError {
@@ -65,7 +66,7 @@ pub struct Server {
     data: Option<DataService>,
     lock: Option<Arc<LockService>>,
     services: u8,
-    secret: Secret,
+    gate: gate::Gate,
     counters: Counters,
     started: Instant,
     budget: Arc<MemoryBudget>,
@@ -86,8 +87,9 @@ impl Server {
         let me = cluster.server(id).ok_or(ServeError::UnknownId(id.0))?;
         let has = |s| me.services.contains(&s);
         let dir = me.dir.display().to_string();
+        let gate = gate::Gate::new(cluster.secret());
         let meta = has(Service::Meta)
-            .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size))
+            .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone()))
             .transpose()
             .map_err(|e| ServeError::Open { service: "meta", dir: dir.clone(), reason: e.to_string() })?;
         let data = has(Service::Data)
@@ -109,7 +111,7 @@ impl Server {
             data,
             lock,
             services,
-            secret: cluster.secret(),
+            gate,
             counters: Counters::default(),
             started: Instant::now(),
         })
@@ -203,7 +205,7 @@ impl Server {
                 Some(m) => m.handle(squash(cred, self.root_squash), op),
                 None => Response::error(ErrorCode::WrongService, "this server does not host the meta service"),
             },
-            Request::Data(op) => {
+            Request::Data { op, .. } => {
                 let Some(d) = &self.data else {
                     return Response::error(ErrorCode::WrongService, "this server does not host the data service");
                 };
@@ -269,9 +271,9 @@ fn cpu_kind(req: &Request) -> CpuKind {
     match req {
         Request::Meta { .. } => CpuKind::Meta,
         Request::Lock(_) => CpuKind::Lock,
-        Request::Data(DataReq::Write { .. } | DataReq::CollWrite { .. }) => CpuKind::DataWrite,
-        Request::Data(DataReq::Read { .. } | DataReq::CollRead { .. }) => CpuKind::DataRead,
-        Request::Data(_) => CpuKind::DataOther,
+        Request::Data { op: DataReq::Write { .. } | DataReq::CollWrite { .. }, .. } => CpuKind::DataWrite,
+        Request::Data { op: DataReq::Read { .. } | DataReq::CollRead { .. }, .. } => CpuKind::DataRead,
+        Request::Data { .. } => CpuKind::DataOther,
         _ => CpuKind::Other,
     }
 }

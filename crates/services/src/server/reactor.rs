@@ -236,7 +236,7 @@ impl Reactor {
         let Some(Some(slot)) = self.slots.get_mut(k) else { return false };
         let now = Instant::now();
         let mut events = std::mem::take(&mut self.events);
-        let secret = &self.server.secret;
+        let gate = &self.server.gate;
         let mut paused = true;
         while let Some(window) = slot.conn.rx_window() {
             match slot.stream.read(window) {
@@ -248,7 +248,7 @@ impl Reactor {
                     paused = false;
                     break;
                 }
-                Ok(n) => slot.conn.received(n, now, secret, &mut events),
+                Ok(n) => slot.conn.received(n, now, gate, &mut events),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     paused = false;
                     break;
@@ -331,7 +331,7 @@ impl Reactor {
     fn start(&mut self, k: usize, mut job: Job) {
         let Some(Some(slot)) = self.slots.get_mut(k) else { return };
         slot.in_service += 1;
-        if let Request::Data(DataReq::Read { file, pieces, order }) = &job.req
+        if let Request::Data { op: DataReq::Read { file, pieces, order }, .. } = &job.req
             && order.strategy != 0
         {
             let (file, order, offset) = (*file, *order, pieces.first().map_or(0, |p| p.offset));
@@ -435,7 +435,7 @@ impl Reactor {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let Some(Some(slot)) = self.slots.get_mut(k) else { return };
             let mut events = std::mem::take(&mut self.events);
-            slot.conn.retry(now, &self.server.secret, &mut events);
+            slot.conn.retry(now, &self.server.gate, &mut events);
             self.events = events;
         }));
         if r.is_err() {
@@ -489,7 +489,7 @@ fn runs_inline(req: &Request) -> bool {
 /// Bytes of response payload a request produces (drawn before it runs).
 fn response_len(req: &Request) -> u64 {
     match req {
-        Request::Data(DataReq::Read { pieces, .. } | DataReq::CollRead { pieces, .. }) => pieces.iter().map(|p| p.len).sum(),
+        Request::Data { op: DataReq::Read { pieces, .. } | DataReq::CollRead { pieces, .. }, .. } => pieces.iter().map(|p| p.len).sum(),
         Request::Source { len } => (*len).into(),
         _ => 0,
     }

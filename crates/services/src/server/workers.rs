@@ -128,7 +128,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         };
         // Sized by the memory drawn for it: a read's whole response.
         let mut out = super::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
-        if let Request::Data(op @ (DataReq::CollWrite { .. } | DataReq::CollRead { .. })) = req {
+        if let Request::Data { op: op @ (DataReq::CollWrite { .. } | DataReq::CollRead { .. }), .. } = req {
             // Held until its round is complete: answered through `reply`.
             let r = replier.clone();
             let reply: Reply = Box::new(move |rsp, payload| r.send(Done::Late { conn, id, rsp, payload }));

@@ -34,11 +34,11 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// The client's opening: its nonce and the (reserved) flags.
+/// The client's opening: its nonce and its flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hello {
     pub nonce: [u8; 16],
-    /// Reserved: must be zero.
+    /// [`Hello::MUNGE`] or 0; every other bit is reserved and must be zero.
     pub flags: u32,
 }
 
@@ -58,6 +58,29 @@ pub struct Proof {
 impl Hello {
     /// Exact size of an encoded `Hello`.
     pub const LEN: usize = 20;
+    /// The client proves its uid and gid with a MUNGE credential instead
+    /// of the secret (the cluster's `auth = "munge"`): its `Proof` frame
+    /// carries the credential (of any length up to 4096 bytes), whose
+    /// payload is [`Hello::munge_payload`] for the client; the server's
+    /// `Welcome` carries the server's own.
+    pub const MUNGE: u32 = 1;
+
+    pub fn munge(&self) -> bool {
+        self.flags & Self::MUNGE != 0
+    }
+
+    /// What a MUNGE credential of this handshake carries: who speaks, the
+    /// protocol version, the flags and both nonces, so that a credential
+    /// is worth nothing on another connection or in the other direction.
+    pub fn munge_payload(&self, challenge: &Challenge, from_server: bool) -> Vec<u8> {
+        let mut v = Vec::with_capacity(60);
+        v.extend_from_slice(if from_server { b"weft munge server " } else { b"weft munge client " });
+        v.push(PROTOCOL_VERSION);
+        v.extend_from_slice(&self.flags.to_le_bytes());
+        v.extend_from_slice(&self.nonce);
+        v.extend_from_slice(&challenge.nonce);
+        v
+    }
 
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Encoder::new();
@@ -69,8 +92,8 @@ impl Hello {
         let mut d = Decoder::new(b);
         let h = Hello { nonce: d.fixed()?, flags: d.u32()? };
         d.finish()?;
-        if h.flags != 0 {
-            return Err(DecodeError::Invalid("hello flags are reserved and must be zero"));
+        if h.flags & !Self::MUNGE != 0 {
+            return Err(DecodeError::Invalid("hello flags other than MUNGE are reserved and must be zero"));
         }
         Ok(h)
     }
@@ -109,6 +132,10 @@ impl Proof {
 impl Secret {
     pub fn new(bytes: impl Into<Vec<u8>>) -> Self {
         Secret(bytes.into())
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.0
     }
 
     fn mac(&self, label: &[u8], parts: &[&[u8]]) -> [u8; 32] {
@@ -172,7 +199,7 @@ mod tests {
         assert!(matches!(Hello::decode(&[0; 19]), Err(DecodeError::Truncated { .. })));
         assert!(matches!(Hello::decode(&[0; 21]), Err(DecodeError::Trailing(1))));
         let mut flagged = Hello { nonce: [1; 16], flags: 0 }.encode();
-        flagged[16] = 1;
+        flagged[16] = 2;
         assert!(matches!(Hello::decode(&flagged), Err(DecodeError::Invalid(_))));
         assert!(Challenge::decode(&[0; 17]).is_err() && Proof::decode(&[0; 31]).is_err());
         assert_eq!(Hello { nonce: [0; 16], flags: 0 }.encode().len(), Hello::LEN);

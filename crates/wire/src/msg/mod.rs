@@ -4,6 +4,7 @@
 //! A request body is `tag u8 | fields`; a response body likewise. Tags are
 //! stable; new ones are appended.
 
+pub mod cap;
 pub mod coll;
 pub mod data;
 pub mod handshake;
@@ -11,6 +12,7 @@ pub mod lock;
 pub mod meta;
 
 use crate::limits::{MAX_DIR_PAGE, MAX_ERROR_MSG, MAX_NAME_LEN, MAX_PAYLOAD_LEN};
+use cap::Capability;
 use crate::{DataReq, DecodeError, Decoder, Encoder, ErrorCode, FileAttr, ServerStats};
 use lock::LockReq;
 use meta::{Cred, DirEntry, MetaReq};
@@ -21,7 +23,8 @@ pub enum Request {
     /// Answered with `Ok`; measures the message layer's round trip.
     Ping,
     Meta { cred: Cred, op: MetaReq },
-    Data(DataReq),
+    /// Every data request carries a capability for its file.
+    Data { cap: Capability, op: DataReq },
     /// Answered with `Stats`.
     Status,
     /// The payload is read and dropped: measures streaming without a disk.
@@ -39,8 +42,8 @@ pub enum Response {
     Attr(FileAttr),
     Entries { entries: Vec<DirEntry>, more: bool },
     /// A rename; `replaced` is the file the rename overwrote, whose objects
-    /// the client then deletes.
-    Renamed { replaced: Option<FileAttr> },
+    /// the client then deletes (with the capability to).
+    Renamed { replaced: Option<(FileAttr, Capability)> },
     Written { bytes: u64 },
     /// The payload holds the requested pieces; `object_size` lets the client
     /// find the end of file without another round trip.
@@ -53,14 +56,25 @@ pub enum Response {
     Pointer { value: u64 },
     /// A symbolic link's target.
     Link { target: String },
-    /// Attributes and, when known without asking the data servers, the size.
-    Stat { attr: FileAttr, size: Option<u64> },
+    /// Attributes and, when known without asking the data servers, the
+    /// size; else (a file) a capability to ask them.
+    Stat { attr: FileAttr, size: Option<u64>, cap: Option<Capability> },
     /// A close left no writer: measure the file's size and send it with
     /// `SetSize` and this epoch.
     Measure { epoch: u64 },
+    /// A file opened, created or removed, and the capability its data
+    /// requests carry.
+    Granted { attr: FileAttr, cap: Capability },
+    /// A fresh capability (`MetaReq::Capability`).
+    Cap(Capability),
 }
 
 impl Request {
+    /// A data request carrying `cap`.
+    pub fn data(cap: Capability, op: DataReq) -> Self {
+        Request::Data { cap, op }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Encoder::new();
         match self {
@@ -72,8 +86,9 @@ impl Request {
                 cred.encode(&mut e);
                 op.encode(&mut e);
             }
-            Request::Data(op) => {
+            Request::Data { cap, op } => {
                 e.u8(3);
+                cap.encode(&mut e);
                 op.encode(&mut e);
             }
             Request::Status => {
@@ -101,7 +116,7 @@ impl Request {
                 let cred = Cred::decode(&mut d)?;
                 Request::Meta { cred, op: MetaReq::decode(&mut d)? }
             }
-            3 => Request::Data(DataReq::decode(&mut d)?),
+            3 => Request::Data { cap: Capability::decode(&mut d)?, op: DataReq::decode(&mut d)? },
             4 => Request::Status,
             5 => Request::Sink,
             6 => {
@@ -164,9 +179,10 @@ impl Response {
                     None => {
                         e.u8(0);
                     }
-                    Some(a) => {
+                    Some((a, cap)) => {
                         e.u8(1);
                         a.encode(&mut e);
+                        cap.encode(&mut e);
                     }
                 }
             }
@@ -195,13 +211,31 @@ impl Response {
             Response::Measure { epoch } => {
                 e.u8(14).u64(*epoch);
             }
-            Response::Stat { attr, size } => {
+            Response::Stat { attr, size, cap } => {
                 e.u8(13);
                 attr.encode(&mut e);
                 match size {
                     Some(s) => e.u8(1).u64(*s),
                     None => e.u8(0),
                 };
+                match cap {
+                    Some(c) => {
+                        e.u8(1);
+                        c.encode(&mut e);
+                    }
+                    None => {
+                        e.u8(0);
+                    }
+                }
+            }
+            Response::Granted { attr, cap } => {
+                e.u8(15);
+                attr.encode(&mut e);
+                cap.encode(&mut e);
+            }
+            Response::Cap(cap) => {
+                e.u8(16);
+                cap.encode(&mut e);
             }
         }
         e.finish()
@@ -228,7 +262,7 @@ impl Response {
                 }
                 Response::Entries { entries, more: d.bool()? }
             }
-            5 => Response::Renamed { replaced: if d.bool()? { Some(FileAttr::decode(&mut d)?) } else { None } },
+            5 => Response::Renamed { replaced: if d.bool()? { Some((FileAttr::decode(&mut d)?, Capability::decode(&mut d)?)) } else { None } },
             6 => Response::Written { bytes: d.u64()? },
             7 => Response::Read { object_size: d.u64()? },
             8 => Response::Size { object_size: d.u64()? },
@@ -239,9 +273,12 @@ impl Response {
             13 => {
                 let attr = FileAttr::decode(&mut d)?;
                 let size = if d.bool()? { Some(d.u64()?) } else { None };
-                Response::Stat { attr, size }
+                let cap = if d.bool()? { Some(Capability::decode(&mut d)?) } else { None };
+                Response::Stat { attr, size, cap }
             }
             14 => Response::Measure { epoch: d.u64()? },
+            15 => Response::Granted { attr: FileAttr::decode(&mut d)?, cap: Capability::decode(&mut d)? },
+            16 => Response::Cap(Capability::decode(&mut d)?),
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;
@@ -275,6 +312,10 @@ mod tests {
             })
     }
 
+    fn cap() -> impl Strategy<Value = Capability> {
+        (any::<u64>(), 0..=cap::rights::ALL, any::<u64>(), any::<[u8; 32]>()).prop_map(|(f, rights, expires, mac)| Capability { file: FileId(f), rights, expires, mac })
+    }
+
     fn pieces() -> impl Strategy<Value = Vec<Piece>> {
         // Totals stay within one payload, as the decoder demands.
         proptest::collection::vec((0u64..1 << 50, 0u64..=u64::from(MAX_PAYLOAD_LEN) / 20).prop_map(|(offset, len)| Piece { offset, len }), 0..20)
@@ -304,6 +345,7 @@ mod tests {
             name().prop_map(|path| MetaReq::StatSize { path }),
             (any::<u64>(), any::<bool>()).prop_map(|(f, wrote)| MetaReq::Close { file: FileId(f), wrote }),
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(f, epoch, size)| MetaReq::SetSize { file: FileId(f), epoch, size }),
+            (any::<u64>(), 1..=cap::rights::READ | cap::rights::WRITE | cap::rights::SIZE).prop_map(|(f, rights)| MetaReq::Capability { file: FileId(f), rights }),
         ]
     }
 
@@ -315,21 +357,21 @@ mod tests {
             (0..=MAX_PAYLOAD_LEN).prop_map(|len| Request::Source { len }),
             (any::<u32>(), any::<u32>(), proptest::collection::vec(any::<u32>(), 0..=crate::msg::meta::MAX_GROUPS), meta_req())
                 .prop_map(|(uid, gid, groups, op)| Request::Meta { cred: Cred::with_groups(uid, gid, &groups), op }),
-            (any::<u64>(), pieces()).prop_map(|(f, pieces)| Request::Data(DataReq::Write { file: FileId(f), pieces })),
+            (any::<u64>(), pieces(), cap()).prop_map(|(f, pieces, c)| Request::data(c, DataReq::Write { file: FileId(f), pieces })),
             (any::<u64>(), pieces(), any::<u8>(), 1u32..1000, any::<u32>()).prop_map(|(f, pieces, strategy, group, slot)| {
                 let order = crate::msg::data::ReadOrder { strategy, rank: slot % group, group, slot };
-                Request::Data(DataReq::Read { file: FileId(f), pieces, order })
+                Request::data(Capability::none(FileId(0)), DataReq::Read { file: FileId(f), pieces, order })
             }),
-            any::<u64>().prop_map(|f| Request::Data(DataReq::Size { file: FileId(f) })),
-            (any::<u64>(), 0u64..1 << 62).prop_map(|(f, size)| Request::Data(DataReq::Truncate { file: FileId(f), size })),
-            any::<u64>().prop_map(|f| Request::Data(DataReq::Fsync { file: FileId(f) })),
-            any::<u64>().prop_map(|f| Request::Data(DataReq::Delete { file: FileId(f) })),
+            any::<u64>().prop_map(|f| Request::data(Capability::none(FileId(0)), DataReq::Size { file: FileId(f) })),
+            (any::<u64>(), 0u64..1 << 62).prop_map(|(f, size)| Request::data(Capability::none(FileId(0)), DataReq::Truncate { file: FileId(f), size })),
+            any::<u64>().prop_map(|f| Request::data(Capability::none(FileId(0)), DataReq::Fsync { file: FileId(f) })),
+            any::<u64>().prop_map(|f| Request::data(Capability::none(FileId(0)), DataReq::Delete { file: FileId(f) })),
             (any::<u64>(), pieces(), any::<u64>(), 1u32..5000, any::<u32>(), any::<u32>(), any::<u8>()).prop_map(|(f, pieces, id, participants, member, round, flags)| {
                 let tag = crate::CollTag { id, participants, member: member % participants, round, window: crate::msg::coll::MAX_WINDOW, last: flags & 1 != 0, abandon: flags & 2 != 0 };
                 // Within the member's share, as the decoder demands.
                 let pieces: Vec<_> = if pieces.iter().map(|p| p.len).sum::<u64>() <= tag.member_share() { pieces.into_iter().filter(|p| p.len > 0).collect() } else { Vec::new() };
                 let file = FileId(f);
-                Request::Data(if flags & 4 != 0 { DataReq::CollWrite { file, tag, pieces } } else { DataReq::CollRead { file, tag, pieces } })
+                Request::data(Capability::none(FileId(0)), if flags & 4 != 0 { DataReq::CollWrite { file, tag, pieces } } else { DataReq::CollRead { file, tag, pieces } })
             }),
             (any::<u64>(), any::<u64>(), any::<bool>(), any::<u32>(), proptest::collection::vec((any::<bool>(), any::<u64>(), any::<u64>()), 0..5)).prop_map(
                 |(session, f, exclusive, wait_ms, xs)| {
@@ -355,14 +397,16 @@ mod tests {
                 entries: v.into_iter().map(|(name, attr)| DirEntry { size: attr.mtime_ns.is_positive().then_some(attr.id.0 >> 3), name, attr }).collect(),
                 more
             }),
-            proptest::option::of(attr()).prop_map(|replaced| Response::Renamed { replaced }),
+            proptest::option::of((attr(), cap())).prop_map(|replaced| Response::Renamed { replaced }),
+            (attr(), cap()).prop_map(|(attr, cap)| Response::Granted { attr, cap }),
+            cap().prop_map(Response::Cap),
             any::<u64>().prop_map(|bytes| Response::Written { bytes }),
             any::<u64>().prop_map(|object_size| Response::Read { object_size }),
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),
             any::<u64>().prop_map(|lock| Response::Locked { lock }),
             any::<u64>().prop_map(|value| Response::Pointer { value }),
             "[ -~]{1,40}".prop_map(|target| Response::Link { target }),
-            (attr(), proptest::option::of(any::<u64>())).prop_map(|(attr, size)| Response::Stat { attr, size }),
+            (attr(), proptest::option::of(any::<u64>()), proptest::option::of(cap())).prop_map(|(attr, size, cap)| Response::Stat { attr, size, cap }),
             any::<u64>().prop_map(|epoch| Response::Measure { epoch }),
             (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
                 services,
@@ -420,10 +464,14 @@ mod tests {
     #[test]
     fn huge_piece_count_is_rejected_before_allocating() {
         let mut e = Encoder::new();
-        e.u8(3).u8(1).u64(9).u32(u32::MAX);
+        e.u8(3);
+        Capability::none(FileId(9)).encode(&mut e);
+        e.u8(1).u64(9).u32(u32::MAX);
         assert!(matches!(Request::decode(&e.finish()), Err(DecodeError::TooLong { what: "piece list", .. })));
         let mut e = Encoder::new();
-        e.u8(3).u8(1).u64(9).u32(1000);
+        e.u8(3);
+        Capability::none(FileId(9)).encode(&mut e);
+        e.u8(1).u64(9).u32(1000);
         assert!(matches!(Request::decode(&e.finish()), Err(DecodeError::Truncated { .. })));
     }
 
@@ -434,19 +482,19 @@ mod tests {
         let huge = 1u64 << 61;
         let pieces = vec![Piece { offset: 0, len: huge }, Piece { offset: huge, len: huge }, Piece { offset: 0, len: huge }];
         for r in [
-            Request::Data(DataReq::Write { file: FileId(1), pieces: pieces.clone() }),
-            Request::Data(DataReq::Read { file: FileId(1), pieces, order: Default::default() }),
+            Request::data(Capability::none(FileId(0)), DataReq::Write { file: FileId(1), pieces: pieces.clone() }),
+            Request::data(Capability::none(FileId(0)), DataReq::Read { file: FileId(1), pieces, order: Default::default() }),
         ] {
             assert!(matches!(Request::decode(&r.encode()), Err(DecodeError::TooLong { what: "piece list total", .. })));
         }
         let just_over = vec![Piece { offset: 0, len: u64::from(MAX_PAYLOAD_LEN) }, Piece { offset: 0, len: 1 }];
-        let r = Request::Data(DataReq::Write { file: FileId(1), pieces: just_over });
+        let r = Request::data(Capability::none(FileId(0)), DataReq::Write { file: FileId(1), pieces: just_over });
         assert!(Request::decode(&r.encode()).is_err());
     }
 
     #[test]
     fn overflowing_piece_is_rejected() {
-        let r = Request::Data(DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: u64::MAX - 1, len: 5 }] });
+        let r = Request::data(Capability::none(FileId(0)), DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: u64::MAX - 1, len: 5 }] });
         assert!(matches!(Request::decode(&r.encode()), Err(DecodeError::Invalid(_))));
     }
 }

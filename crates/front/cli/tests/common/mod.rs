@@ -109,3 +109,10 @@ pub fn response(s: &mut std::net::TcpStream) -> (weft_wire::Header, weft_wire::R
     let _payload = weft_net::frame_io::read_vec(s, h.pay_len as usize).unwrap();
     (h, weft_wire::Response::decode(&body).unwrap())
 }
+
+/// A data request with a capability for its file and every right, minted
+/// with the servers' key (which a holder of the secret can derive).
+pub fn capped(secret: &weft_wire::Secret, op: weft_wire::DataReq) -> weft_wire::Request {
+    let cap = weft_wire::CapKey::derive(secret).issue(op.file(), weft_wire::rights::ALL, u64::MAX);
+    weft_wire::Request::data(cap, op)
+}

@@ -1,0 +1,129 @@
+//! Data servers enforce what the metadata service decided (issue 11):
+//! every data request carries a capability, and one without a valid
+//! capability for its file and operation is refused with a typed error,
+//! before any of its data is accepted. Clients renew their capabilities,
+//! so a file open longer than a capability's lifetime keeps working.
+
+mod common;
+
+use common::TestCluster;
+use std::net::SocketAddr;
+use std::time::Duration;
+use weft_client::{CreateOptions, Error};
+use weft_launch::ClusterSpec;
+use weft_net::{Call, Endpoint, EndpointConfig};
+use weft_wire::{rights, Capability, Cred, DataReq, ErrorCode, FileId, Piece, Request, Response};
+
+/// Capabilities live 2 s here: long enough for a request, short enough to
+/// watch one expire.
+const LIFETIME_S: u64 = 2;
+
+fn cluster(name: &str) -> TestCluster {
+    let spec = ClusterSpec { data_servers: 1, server_env: vec![("WEFT_CAP_LIFETIME_S".into(), LIFETIME_S.to_string())], ..ClusterSpec::default() };
+    TestCluster::start_spec(name, spec)
+}
+
+/// Sends one data request (with `payload`) and returns the answer.
+fn send(ep: &Endpoint, addr: SocketAddr, cap: Capability, op: DataReq, payload: &[u8]) -> (Response, Vec<u8>) {
+    let mut back = [0u8; 64];
+    let mut c = Call::new(addr, Request::data(cap, op).encode());
+    c.send = vec![payload];
+    c.recv = vec![&mut back[..]];
+    ep.run(std::slice::from_mut(&mut c));
+    let reply = c.result.expect("ran").expect("the server answers");
+    let n = reply.payload_len;
+    (Response::decode(&reply.body).unwrap(), back[..n].to_vec())
+}
+
+fn refused(r: &Response, why: &str) -> bool {
+    matches!(r, Response::Error { code: ErrorCode::Permission, message } if message.contains(why))
+}
+
+#[test]
+fn data_requests_without_a_valid_capability_are_refused() {
+    let tc = cluster("caps");
+    let cf = tc.cluster();
+    let data = cf.server(cf.data_servers()[0]).unwrap().addr;
+    let alice = tc.client().with_cred(Cred::new(1000, 1000));
+    let secret = alice.create("/secret", CreateOptions { mode: 0o600, ..Default::default() }).unwrap();
+    secret.write_at(0, b"alice's data").unwrap();
+    let shared = alice.create("/shared", CreateOptions { mode: 0o644, ..Default::default() }).unwrap();
+    shared.write_at(0, b"for all to read").unwrap();
+    // Bob may read /shared only; his capability says so.
+    let bob = tc.client().with_cred(Cred::new(1001, 1001));
+    let theirs = bob.open("/shared", false).unwrap();
+    let cap = theirs.capability().unwrap();
+    assert_eq!(cap.rights, rights::READ | rights::SIZE);
+    assert!(matches!(bob.open("/secret", false), Err(Error::Permission(_))));
+
+    // Bob speaks the protocol himself (he holds the cluster file, as any
+    // client in secret mode), with the capabilities he could get.
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let read = |file: FileId| DataReq::Read { file, pieces: vec![Piece { offset: 0, len: 12 }], order: Default::default() };
+    let (ok, bytes) = send(&ep, data, cap, read(theirs.id()), &[]);
+    assert!(matches!(ok, Response::Read { .. }) && bytes == b"for all to r", "{ok:?}");
+    // No capability: the scan of file ids that read every file before.
+    let (r, bytes) = send(&ep, data, Capability::none(secret.id()), read(secret.id()), &[]);
+    assert!(refused(&r, "not issued"), "{r:?}");
+    assert!(bytes.is_empty());
+    // Another file's capability.
+    let (r, _) = send(&ep, data, cap, read(secret.id()), &[]);
+    assert!(refused(&r, "another file"), "{r:?}");
+    // Its own file, too few rights: neither a write nor a delete.
+    let write = DataReq::Write { file: theirs.id(), pieces: vec![Piece { offset: 0, len: 3 }] };
+    let (r, _) = send(&ep, data, cap, write, b"bob");
+    assert!(refused(&r, "needs write"), "{r:?}");
+    let (r, _) = send(&ep, data, cap, DataReq::Delete { file: theirs.id() }, &[]);
+    assert!(refused(&r, "needs delete"), "{r:?}");
+    // A delete of an id no file has yet is refused too (it used to
+    // tombstone the id, so the file created with it later lost its data).
+    let (r, _) = send(&ep, data, cap, DataReq::Delete { file: FileId(theirs.id().0 + 1000) }, &[]);
+    assert!(refused(&r, "another file"), "{r:?}");
+    // Rights raised by hand: the MAC no longer matches.
+    let forged = Capability { rights: rights::READ | rights::WRITE | rights::SIZE, ..cap };
+    let (r, _) = send(&ep, data, forged, DataReq::Truncate { file: theirs.id(), size: 0 }, &[]);
+    assert!(refused(&r, "not issued"), "{r:?}");
+    // Expired (the servers' clock is the judge).
+    std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 + 1100));
+    let (r, _) = send(&ep, data, cap, read(theirs.id()), &[]);
+    assert!(refused(&r, "expired"), "{r:?}");
+
+    // Nothing was changed, and the servers still serve everyone.
+    let mut back = vec![0u8; 15];
+    assert_eq!(alice.open("/shared", false).unwrap().read_at(0, &mut back).unwrap(), 15);
+    assert_eq!(&back, b"for all to read");
+    assert_eq!(alice.stat("/shared").unwrap().1, 15);
+}
+
+/// A handle open longer than a capability lives renews it from the
+/// metadata service on its own; the renewal checks the file's mode again.
+#[test]
+fn open_files_renew_their_capabilities() {
+    let tc = cluster("caps-renew");
+    let c = tc.client().with_cred(Cred::new(1000, 1000));
+    let f = c.create("/long", CreateOptions::default()).unwrap();
+    let first = f.capability().unwrap();
+    f.write_at(0, b"before").unwrap();
+    std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 + 1100));
+    // Past the first capability's expiry: writes, reads and fsync work.
+    f.write_at(6, b" and after").unwrap();
+    f.fsync().unwrap();
+    let mut back = vec![0u8; 16];
+    assert_eq!(f.read_at(0, &mut back).unwrap(), 16);
+    assert_eq!(&back, b"before and after");
+    assert_ne!(f.capability().unwrap(), first, "renewed");
+    f.close().unwrap();
+    // A renewal asks again: another user cannot turn a read capability
+    // into a write one by asking for its renewal.
+    let bob = tc.client().with_cred(Cred::new(1001, 1001));
+    let theirs = bob.open("/long", false).unwrap();
+    std::thread::sleep(Duration::from_millis(LIFETIME_S * 500 + 200));
+    assert!(theirs.capability().is_ok());
+    let cf = tc.cluster();
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let ask = Request::Meta { cred: Cred::new(1001, 1001), op: weft_wire::MetaReq::Capability { file: theirs.id(), rights: rights::WRITE } };
+    let mut c = Call::new(cf.meta_server().addr, ask.encode());
+    ep.run(std::slice::from_mut(&mut c));
+    let r = Response::decode(&c.result.unwrap().unwrap().body).unwrap();
+    assert!(matches!(&r, Response::Error { code: ErrorCode::Permission, .. }), "{r:?}");
+}

@@ -1,0 +1,85 @@
+//! Capabilities the metadata service issues (see `weft_wire::msg::cap`):
+//! with every open, create and removal of a file, with a stat whose size
+//! the data servers must be asked for, and on renewal.
+//!
+//! Rights follow POSIX's open: read if the caller may read the file (or
+//! opened it read-only, which checked that), write if it opened for
+//! writing, size always; delete only for a file just removed from the
+//! namespace, and such a capability never expires (the file's id is never
+//! used again). The rest expire after `WEFT_CAP_LIFETIME_S` (600 s);
+//! clients renew them.
+
+use super::tables::{check, decode_attr, err, may, Result, INODES, R, W};
+use redb::Database;
+use weft_wire::{rights, CapKey, Capability, Cred, FileAttr, FileId, FileKind, MetaReq, Response};
+
+/// Issues capabilities under the servers' key.
+pub(super) struct Grants {
+    key: CapKey,
+    lifetime_s: u64,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Grants {
+    pub(super) fn new(key: CapKey) -> Self {
+        let lifetime_s = std::env::var("WEFT_CAP_LIFETIME_S").ok().and_then(|v| v.parse().ok()).filter(|&s: &u64| s > 0).unwrap_or(600);
+        Grants { key, lifetime_s }
+    }
+
+    fn issue(&self, file: FileId, rights: u8) -> Capability {
+        let expires = if rights == rights::DELETE { u64::MAX } else { unix_now().saturating_add(self.lifetime_s) };
+        self.key.issue(file, rights, expires)
+    }
+
+    /// Adds the capability a successful answer to `op` comes with.
+    pub(super) fn attach(&self, cred: Cred, op: &MetaReq, r: Response) -> Response {
+        let is_file = |a: &FileAttr| a.kind == FileKind::File && a.layout.is_some();
+        match (op, r) {
+            (MetaReq::Create { .. }, Response::Attr(attr)) => {
+                // A create that opened an existing file checked write only.
+                let read = if may(cred, &attr, R) || attr.uid == cred.uid { rights::READ } else { 0 };
+                let cap = self.issue(attr.id, read | rights::WRITE | rights::SIZE);
+                Response::Granted { attr, cap }
+            }
+            (MetaReq::Open { write, .. }, Response::Attr(attr)) if is_file(&attr) => {
+                let read = if !write || may(cred, &attr, R) { rights::READ } else { 0 };
+                let cap = self.issue(attr.id, read | if *write { rights::WRITE } else { 0 } | rights::SIZE);
+                Response::Granted { attr, cap }
+            }
+            (MetaReq::Unlink { .. }, Response::Attr(attr)) if is_file(&attr) => Response::Granted { cap: self.issue(attr.id, rights::DELETE), attr },
+            (MetaReq::Rename { .. }, Response::Renamed { replaced: Some((attr, _)) }) => {
+                let cap = self.issue(attr.id, rights::DELETE);
+                Response::Renamed { replaced: Some((attr, cap)) }
+            }
+            (MetaReq::StatSize { .. }, Response::Stat { attr, size: None, .. }) if is_file(&attr) => {
+                let cap = Some(self.issue(attr.id, rights::SIZE));
+                Response::Stat { attr, size: None, cap }
+            }
+            (_, r) => r,
+        }
+    }
+
+    /// `MetaReq::Capability`: a renewal, each right checked against the
+    /// file's mode now (a chmod since the open takes effect here).
+    pub(super) fn renew(&self, db: &Database, cred: Cred, file: FileId, wanted: u8) -> Result<Response> {
+        let tx = db.begin_read()?;
+        let inodes = tx.open_table(INODES)?;
+        let attr = match inodes.get(file.0)? {
+            Some(v) => decode_attr(v.value())?,
+            None => return Err(err(weft_wire::ErrorCode::NotFound, format!("file {} does not exist (removed while open?)", file.0))),
+        };
+        if attr.kind != FileKind::File {
+            return Err(err(weft_wire::ErrorCode::IsDir, format!("file {} is not a regular file", file.0)));
+        }
+        if wanted & rights::READ != 0 {
+            check(cred, &attr, R, "read this file")?;
+        }
+        if wanted & rights::WRITE != 0 {
+            check(cred, &attr, W, "write this file")?;
+        }
+        Ok(Response::Cap(self.issue(file, wanted)))
+    }
+}

@@ -23,6 +23,10 @@ command -v h5pcc.mpich >/dev/null || need_apt+=(libhdf5-mpich-dev)
 command -v git >/dev/null || need_apt+=(git)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
 command -v fio >/dev/null || need_apt+=(fio)
+# MUNGE mode (tests/munge.rs): munged and libmunge.so.2 (loaded at run
+# time); setpriv runs clients as other users.
+command -v munged >/dev/null || need_apt+=(munge)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 # The emulated cluster (tests/emulate.rs): ip and tc from iproute2.
 command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import h5py' 2>/dev/null || need_apt+=(python3-h5py)

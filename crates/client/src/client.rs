@@ -83,7 +83,9 @@ impl Client {
     }
 
     pub fn with_options(cluster: ClusterFile, options: ClientOptions) -> Result<Self> {
-        let endpoint = Endpoint::new(cluster.secret(), options.endpoint.clone())
+        let addr = cluster.meta_server().addr;
+        let auth = cluster.client_auth().map_err(|e| Error::Net(weft_net::NetError::Handshake { addr, reason: e.to_string() }))?;
+        let endpoint = Endpoint::new(auth, options.endpoint.clone())
             .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
         Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock: Arc::new(Mutex::new(None)) }) })
     }

@@ -1,9 +1,16 @@
 //! The cluster file (`cluster.toml`): every server, its address and
-//! services, and the shared secret. Written by `weft up`, read by servers
-//! and clients (found through `WEFT_CLUSTER` or `--cluster`).
+//! services, and how peers authenticate. Written by `weft up`, read by
+//! servers and clients (found through `WEFT_CLUSTER` or `--cluster`).
+//!
+//! In secret mode (the default) it holds the shared secret and is
+//! readable by its owner only. In MUNGE mode (`auth = "munge"`) it holds
+//! no key and any user may read it: the servers' secret is in `key_file`
+//! (readable by the servers' user only), clients prove who they are with
+//! MUNGE credentials from the `munged` at `munge_socket`, and servers
+//! prove themselves with credentials of `server_uid`.
 //!
 //! ```toml
-//! secret = "5f1c..."            # hex; the file is readable by its owner only
+//! secret = "5f1c..."            # hex; secret mode only
 //! default_stripe_size = 65536
 //! [[server]]
 //! id = 0
@@ -16,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+use crate::ClientAuth;
 use weft_wire::{Secret, ServerId};
 
 /// Environment variable naming the cluster file.
@@ -39,10 +47,33 @@ pub struct ServerEntry {
     pub dir: PathBuf,
 }
 
+/// How clients prove themselves (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    #[default]
+    Secret,
+    Munge,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterFile {
-    /// Hex-encoded shared secret every connection must prove.
+    #[serde(default)]
+    pub auth: AuthMode,
+    /// Hex-encoded shared secret every connection must prove (secret mode).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub secret: String,
+    /// MUNGE mode: the file holding the servers' secret (hex), readable by
+    /// the servers' user only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+    /// MUNGE mode: the `munged` socket (default: the system's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub munge_socket: Option<PathBuf>,
+    /// MUNGE mode: the uid the servers run as; clients accept only servers
+    /// whose credentials carry it.
+    #[serde(default)]
+    pub server_uid: u32,
     /// Stripe size for files created without a hint.
     #[serde(default = "default_stripe_size")]
     pub default_stripe_size: u64,
@@ -95,14 +126,17 @@ impl ClusterFile {
         }
     }
 
-    /// Writes the file readable and writable by its owner only (it holds the secret).
+    /// Writes the file: readable and writable by its owner only in secret
+    /// mode (it holds the secret), readable by all in MUNGE mode.
     pub fn save(&self, path: &Path) -> Result<(), ClusterError> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
         let text = toml::to_string_pretty(self).expect("cluster file serializes");
         let tmp = path.with_extension("toml.tmp");
         let err = |source| ClusterError::Write { path: path.into(), source };
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(err)?;
+        let mode = if self.auth == AuthMode::Munge { 0o644 } else { 0o600 };
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp).map_err(err)?;
         f.write_all(text.as_bytes()).map_err(err)?;
         f.sync_all().map_err(err)?;
         std::fs::rename(&tmp, path).map_err(err)
@@ -112,8 +146,12 @@ impl ClusterFile {
         if self.servers.is_empty() {
             return Err("no servers".into());
         }
-        if self.secret_bytes().is_none() {
-            return Err("secret must be an even number of hex digits, at least 16".into());
+        match self.auth {
+            AuthMode::Secret if self.secret_bytes().is_none() => return Err("secret must be an even number of hex digits, at least 16".into()),
+            // A file every user reads must not hold what lets them forge.
+            AuthMode::Munge if !self.secret.is_empty() => return Err("auth = \"munge\" keeps the servers' secret in key_file, never in the cluster file".into()),
+            AuthMode::Munge if self.key_file.is_none() => return Err("auth = \"munge\" needs key_file (the servers' secret)".into()),
+            _ => {}
         }
         if self.default_stripe_size == 0 {
             return Err("default_stripe_size must be at least 1".into());
@@ -137,15 +175,43 @@ impl ClusterFile {
     }
 
     fn secret_bytes(&self) -> Option<Vec<u8>> {
-        let s = self.secret.as_bytes();
-        if s.len() < 16 || !s.len().is_multiple_of(2) {
-            return None;
-        }
-        s.chunks(2).map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()).collect()
+        hex_bytes(&self.secret)
     }
 
+    /// The servers' secret: the cluster file's in secret mode; in MUNGE
+    /// mode read from `key_file` (only the servers' user can).
+    pub fn server_secret(&self) -> Result<Secret, ClusterError> {
+        let Some(path) = self.key_file.as_ref().filter(|_| self.auth == AuthMode::Munge) else { return Ok(self.secret()) };
+        let text = std::fs::read_to_string(path).map_err(|source| ClusterError::Read { path: path.clone(), source })?;
+        hex_bytes(text.trim()).map(Secret::new).ok_or_else(|| ClusterError::Invalid { path: path.clone(), reason: "the key must be an even number of hex digits, at least 16".into() })
+    }
+
+    /// How a client of this cluster proves itself: the secret, or MUNGE.
+    pub fn client_auth(&self) -> Result<ClientAuth, crate::munge::MungeError> {
+        match self.auth {
+            AuthMode::Secret => Ok(ClientAuth::Secret(self.secret())),
+            AuthMode::Munge => Ok(ClientAuth::Munge { munge: crate::munge::Munge::new(self.munge_socket.as_deref())?, server_uid: self.server_uid }),
+        }
+    }
+}
+
+fn hex_bytes(text: &str) -> Option<Vec<u8>> {
+    let s = text.as_bytes();
+    if s.len() < 16 || !s.len().is_multiple_of(2) {
+        return None;
+    }
+    s.chunks(2).map(|c| u8::from_str_radix(std::str::from_utf8(c).ok()?, 16).ok()).collect()
+}
+
+impl ClusterFile {
+    /// The secret clients and servers prove. In MUNGE mode the servers'
+    /// (from `key_file`) when this process can read it; else a key no
+    /// server takes, so secret handshakes fail with "wrong cluster secret".
     pub fn secret(&self) -> Secret {
-        Secret::new(self.secret_bytes().unwrap_or_else(|| self.secret.as_bytes().to_vec()))
+        match self.auth {
+            AuthMode::Secret => Secret::new(self.secret_bytes().unwrap_or_else(|| self.secret.as_bytes().to_vec())),
+            AuthMode::Munge => self.server_secret().unwrap_or_else(|_| Secret::new(Vec::new())),
+        }
     }
 
     /// A fresh random secret, hex-encoded.
@@ -178,6 +244,10 @@ mod tests {
 
     fn sample() -> ClusterFile {
         ClusterFile {
+            auth: AuthMode::Secret,
+            key_file: None,
+            munge_socket: None,
+            server_uid: 0,
             secret: ClusterFile::random_secret(),
             default_stripe_size: 65536,
             lock_ttl_ms: 10_000,

@@ -9,7 +9,8 @@
 //!   rendezvous (`Rts`/`Cts`/`Data`) so the receiver decides when to take them.
 //! * [`frame_io`]: blocking frame reads and writes, for servers' per-connection
 //!   threads and for handshakes.
-//! * [`handshake`]: protocol version and shared-secret check on every connection.
+//! * [`handshake`]: protocol version and shared-secret (or MUNGE) check on every connection.
+//! * [`munge`]: MUNGE credentials through libmunge, loaded at run time.
 //! * [`cluster`]: the cluster file clients and servers read.
 //!
 //! Uses `wire` only; never the client or the services. See `docs/protocol.md`.
@@ -21,7 +22,9 @@ pub mod endpoint;
 pub mod error;
 pub mod frame_io;
 pub mod handshake;
+pub mod munge;
 
 pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};
 pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Reply};
 pub use error::NetError;
+pub use handshake::ClientAuth;

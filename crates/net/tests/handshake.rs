@@ -50,7 +50,7 @@ fn a_client_refuses_a_server_that_cannot_prove_the_secret() {
         let fake = Secret::new(vec![9; 16]).server_proof(&Hello { nonce: [0; 16], flags: 0 }, &Challenge { nonce: [6; 16] });
         write_frame(&mut s, FrameKind::Welcome, MsgId(0), &fake.encode(), &[]).unwrap();
     });
-    match client_handshake(&mut connect(addr), addr, &Secret::new(vec![1; 16]), [2; 16]) {
+    match client_handshake(&mut connect(addr), addr, Secret::new(vec![1; 16]), [2; 16]) {
         Err(NetError::Handshake { reason, .. }) => assert!(reason.contains("does not know the cluster secret"), "{reason}"),
         other => panic!("an impostor server was accepted: {other:?}"),
     }
@@ -64,7 +64,7 @@ fn a_challenge_of_the_wrong_size_is_a_violation() {
         let _ = read_vec(&mut s, head.body_len as usize).unwrap();
         write_frame(&mut s, FrameKind::Challenge, MsgId(0), &[0; 17], &[]).unwrap();
     });
-    let r = client_handshake(&mut connect(addr), addr, &Secret::new(vec![1; 16]), [2; 16]);
+    let r = client_handshake(&mut connect(addr), addr, Secret::new(vec![1; 16]), [2; 16]);
     assert!(matches!(r, Err(NetError::Violation { .. })), "{r:?}");
     h.join().unwrap();
 }

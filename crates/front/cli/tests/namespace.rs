@@ -194,7 +194,7 @@ fn in_a_sticky_directory_only_owners_remove_or_rename() {
 /// Issue 11: setgid directories pass their group on, and only root changes
 /// owners (clearing setuid and setgid on files, as POSIX asks).
 #[test]
-fn setgid_directories_pass_their_group_and_only_root_chowns() {
+fn setgid_directories_pass_their_group_and_only_root_gives_files_away() {
     let tc = TestCluster::start("setgid", 1);
     let root = tc.client();
     root.mkdir("/proj", 0o2777).unwrap();
@@ -208,8 +208,12 @@ fn setgid_directories_pass_their_group_and_only_root_chowns() {
     // Outside it, the creator's own group.
     root.mkdir("/plain", 0o777).unwrap();
     assert_eq!(alice.create("/plain/x", excl()).unwrap().attr().gid, 1001);
-    // chown: root only; it clears setuid/setgid on a file.
-    assert!(matches!(alice.chown("/proj/data", 1001, 1001), Err(Error::Permission(_))));
+    // chown: another owner, or a group not her own, only by root (the
+    // owner may move her file to a group of hers, as on Linux); it clears
+    // setuid/setgid on a file.
+    assert!(matches!(alice.chown("/proj/data", 1002, 1001), Err(Error::Permission(_))));
+    assert!(matches!(alice.chown("/proj/data", 1001, 1002), Err(Error::Permission(_))));
+    assert_eq!(alice.chown("/proj/data", 1001, 1001).unwrap().gid, 1001);
     root.chmod("/proj/data", 0o6755).unwrap();
     let a = root.chown("/proj/data", 1002, 1002).unwrap();
     assert_eq!((a.uid, a.gid, a.mode), (1002, 1002, 0o755));

@@ -6,20 +6,25 @@
 //! cluster on one machine. The layout of a cluster directory:
 //!
 //! ```text
-//! DIR/cluster.toml     services, addresses, shared secret (mode 0600)
-//! DIR/srvK/            server K's database and objects
+//! DIR/cluster.toml     services, addresses, shared secret (mode 0600; in
+//!                      MUNGE mode no secret, mode 0644)
+//! DIR/servers.key      MUNGE mode: the servers' secret (mode 0600)
+//! DIR/munge/           MUNGE mode: the cluster's own munged, if it runs one
+//! DIR/srvK/            server K's database and objects (mode 0700)
 //! DIR/logs/srvK.log    server K's stdout and stderr
 //! DIR/pids             server pids, when started with --detach
 //! ```
 #![deny(unsafe_code)]
 
 pub mod emulate;
+pub mod munged;
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use weft_net::cluster::AuthMode;
 use weft_net::{ClusterFile, ServerEntry, Service};
 
 /// How long a server may take to start listening.
@@ -58,6 +63,19 @@ pub struct ClusterSpec {
     /// Run each server in a network namespace of its own behind a
     /// rate-capped link (see [`emulate`]); needs root.
     pub emulate: Option<EmulateSpec>,
+    /// How clients prove themselves.
+    pub auth: AuthSpec,
+}
+
+/// A new cluster's authentication (an existing one keeps its own).
+#[derive(Debug, Clone, Default)]
+pub enum AuthSpec {
+    /// One shared secret in the cluster file (one trust domain).
+    #[default]
+    Secret,
+    /// Clients prove uid and gid with MUNGE, through the `munged` at
+    /// `socket`, or one the cluster starts for itself (`None`).
+    Munge { socket: Option<PathBuf> },
 }
 
 /// What an emulated cluster's nodes get.
@@ -75,7 +93,7 @@ const EMULATED_PORT: u16 = 7100;
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false, emulate: None }
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false, emulate: None, auth: AuthSpec::Secret }
     }
 }
 
@@ -89,6 +107,9 @@ pub struct LocalCluster {
     server_env: Vec<(String, String)>,
     /// The emulated network the servers run in, removed with the cluster.
     emulation: Option<emulate::Emulation>,
+    /// The cluster's own `munged` (MUNGE mode without --munge-socket),
+    /// stopped after the servers.
+    munged: Option<munged::Munged>,
 }
 
 fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
@@ -142,8 +163,36 @@ impl LocalCluster {
                     dir: dir.join(format!("srv{i}")),
                 })
                 .collect();
-            ClusterFile { secret: ClusterFile::random_secret(), default_stripe_size: spec.default_stripe_size, lock_ttl_ms: spec.lock_ttl_ms, root_squash: spec.root_squash, servers }
+            let mut c = ClusterFile {
+                auth: AuthMode::Secret,
+                secret: ClusterFile::random_secret(),
+                key_file: None,
+                munge_socket: None,
+                server_uid: 0,
+                default_stripe_size: spec.default_stripe_size,
+                lock_ttl_ms: spec.lock_ttl_ms,
+                root_squash: spec.root_squash,
+                servers,
+            };
+            if let AuthSpec::Munge { socket } = &spec.auth {
+                let key = dir.join("servers.key");
+                write_private(&key, &c.secret)?;
+                c.auth = AuthMode::Munge;
+                c.secret = String::new();
+                c.key_file = Some(key);
+                c.munge_socket = Some(socket.clone().unwrap_or_else(|| munged::socket_path(&dir)));
+                c.server_uid = current_uid();
+            }
+            c
         };
+        let munged = if cluster.auth == AuthMode::Munge && cluster.munge_socket.as_deref() == Some(munged::socket_path(&dir).as_path()) {
+            Some(munged::Munged::start(&dir, spec.die_with_parent)?)
+        } else {
+            None
+        };
+        if cluster.auth == AuthMode::Munge {
+            open_to_all_but_data(&dir, &cluster)?;
+        }
         // A port chosen free may be taken before its server binds it (by
         // another cluster starting at the same time, or as a connection's
         // local port): then the whole cluster starts again on new ports.
@@ -184,9 +233,13 @@ impl LocalCluster {
                 die_with_parent: spec.die_with_parent,
                 server_env: spec.server_env.clone(),
                 emulation: emulation.take(),
+                munged: None,
             };
             let started = (0..lc.cluster.servers.len()).try_for_each(|id| lc.spawn(id)).and_then(|()| (0..lc.cluster.servers.len()).try_for_each(|id| lc.wait_ready(id)));
-            let Err(e) = started else { return Ok(lc) };
+            let Err(e) = started else {
+                lc.munged = munged;
+                return Ok(lc);
+            };
             lc.stop();
             emulation = lc.emulation.take();
             if attempt < 5 && e.0.contains("in use") {
@@ -321,10 +374,15 @@ impl LocalCluster {
         if self.emulation.is_some() {
             return Err(fail("an emulated cluster runs in the foreground (its network goes with it): leave out --detach"));
         }
-        let pids: String = self.pids().iter().map(|p| format!("{p}\n")).collect();
+        let mut pids = self.pids();
+        pids.extend(self.munged.as_ref().and_then(munged::Munged::pid));
+        let pids: String = pids.iter().map(|p| format!("{p}\n")).collect();
         std::fs::write(self.dir.join("pids"), pids).map_err(|e| fail(e.to_string()))?;
         for c in &mut self.children {
             c.take();
+        }
+        if let Some(m) = self.munged.take() {
+            m.forget();
         }
         Ok(self.cluster_file())
     }
@@ -356,8 +414,10 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
-        // After the servers: their namespaces go with the emulation.
+        // After the servers: their namespaces go with the emulation, and
+        // their munged.
         self.emulation.take();
+        self.munged.take();
     }
 }
 
@@ -367,7 +427,8 @@ pub fn stop_detached(dir: &Path) -> Result<usize, LaunchError> {
     let pid_file = dir.join("pids");
     let text = std::fs::read_to_string(&pid_file).map_err(|e| fail(format!("no detached cluster in {}: {e}", dir.display())))?;
     let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
-    let alive = |p: i32| is_weft_server(p);
+    let munged_socket = munged::socket_path(&dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()));
+    let alive = |p: i32| is_weft_server(p) || is_munged_of(p, &munged_socket);
     let mut n = 0;
     for &p in &pids {
         if alive(p) {
@@ -395,6 +456,40 @@ fn is_weft_server(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
     !zombie && cmdline.split(|&b| b == 0).any(|a| a == b"serve")
+}
+
+/// True if `pid` is the `munged` a cluster started on `socket`.
+fn is_munged_of(pid: i32, socket: &Path) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let want = format!("--socket={}", socket.display());
+    cmdline.split(|&b| b == 0).next().is_some_and(|a| a.ends_with(b"munged")) && cmdline.split(|&b| b == 0).any(|a| a == want.as_bytes())
+}
+
+/// Writes `text` to a new file only its owner may read.
+fn write_private(path: &Path, text: &str) -> Result<(), LaunchError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::remove_file(path);
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
+    f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).map_err(|e| fail(format!("cannot write {}: {e}", path.display())))
+}
+
+/// MUNGE mode: every user may read the cluster directory (to find the
+/// cluster file); the servers' data and logs stay the servers' user's.
+fn open_to_all_but_data(dir: &Path, cluster: &ClusterFile) -> Result<(), LaunchError> {
+    use std::os::unix::fs::PermissionsExt;
+    let set = |p: &Path, mode: u32| {
+        std::fs::create_dir_all(p).and_then(|()| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode))).map_err(|e| fail(format!("cannot set the permissions of {}: {e}", p.display())))
+    };
+    set(dir, 0o755)?;
+    set(&dir.join("logs"), 0o700)?;
+    cluster.servers.iter().try_for_each(|s| set(&s.dir, 0o700))
+}
+
+#[allow(unsafe_code)]
+fn current_uid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
 }
 
 #[allow(unsafe_code)]

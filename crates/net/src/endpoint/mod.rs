@@ -34,7 +34,7 @@ mod conn;
 mod engine;
 mod views;
 
-use crate::handshake::client_handshake;
+use crate::handshake::{client_handshake, ClientAuth};
 use crate::NetError;
 use engine::{Engine, Slot};
 use mio::net::TcpStream as MioStream;
@@ -44,7 +44,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 use weft_wire::limits::{MAX_BODY_LEN, MAX_PAYLOAD_LEN};
-use weft_wire::Secret;
 
 /// Tunables of an endpoint.
 #[derive(Debug, Clone)]
@@ -111,7 +110,7 @@ const WAKE: Token = Token(usize::MAX);
 
 /// A client endpoint: its connections, shared by every thread of a client.
 pub struct Endpoint {
-    secret: Secret,
+    auth: ClientAuth,
     config: EndpointConfig,
     engine: Mutex<Engine>,
     /// Signalled whenever calls complete or the driver's turn is free.
@@ -123,12 +122,12 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub fn new(secret: Secret, config: EndpointConfig) -> io::Result<Self> {
+    pub fn new(auth: impl Into<ClientAuth>, config: EndpointConfig) -> io::Result<Self> {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
         let waker = Waker::new(poll.registry(), WAKE)?;
         Ok(Endpoint {
-            secret,
+            auth: auth.into(),
             engine: Mutex::new(Engine::new(config.eager_limit)),
             config,
             turn: Condvar::new(),
@@ -354,7 +353,7 @@ impl Endpoint {
         s.set_nodelay(true).map_err(unreachable)?;
         s.set_read_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;
         s.set_write_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;
-        client_handshake(&mut s, addr, &self.secret, rand::random())?;
+        client_handshake(&mut s, addr, &self.auth, rand::random())?;
         s.set_read_timeout(None).map_err(unreachable)?;
         s.set_write_timeout(None).map_err(unreachable)?;
         s.set_nonblocking(true).map_err(unreachable)?;

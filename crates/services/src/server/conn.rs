@@ -25,7 +25,7 @@
 //!   stops reading, past the second the peer broke the protocol.
 
 use super::budget::{Account, Charge, MemoryBudget};
-use super::gate::Gate;
+use super::gate::{Gate, Identity};
 use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
 use std::sync::Arc;
@@ -176,6 +176,8 @@ pub struct Conn {
     /// Rts ids in arrival order, not yet granted.
     waiting: VecDeque<u64>,
     granted: u64,
+    /// Who the handshake proved (meaningful once ready).
+    identity: Identity,
 }
 
 impl Conn {
@@ -198,6 +200,7 @@ impl Conn {
             queued: 0,
             pending: HashMap::new(),
             waiting: VecDeque::new(),
+            identity: Identity::Trusted,
             granted: 0,
         }
     }
@@ -335,13 +338,15 @@ impl Conn {
             return Err(format!("reserved header flags {:#x} must be zero", head.flags));
         }
         let handshake = match self.phase {
-            Phase::AwaitHello => Some((FrameKind::Hello, Hello::LEN)),
-            Phase::AwaitProof { .. } => Some((FrameKind::Proof, Proof::LEN)),
+            Phase::AwaitHello => Some((FrameKind::Hello, Hello::LEN..=Hello::LEN)),
+            // A MUNGE credential has no fixed size.
+            Phase::AwaitProof { hello, .. } if hello.munge() => Some((FrameKind::Proof, 1..=weft_net::munge::MAX_CRED_LEN)),
+            Phase::AwaitProof { .. } => Some((FrameKind::Proof, Proof::LEN..=Proof::LEN)),
             Phase::Ready => None,
         };
         if let Some((kind, len)) = handshake {
-            if head.kind != kind || head.body_len as usize != len || head.pay_len != 0 || head.msg_id != MsgId(0) {
-                return Err(format!("expected a {kind:?} frame of {len} bytes, got {:?} with {} + {} bytes", head.kind, head.body_len, head.pay_len));
+            if head.kind != kind || !len.contains(&(head.body_len as usize)) || head.pay_len != 0 || head.msg_id != MsgId(0) {
+                return Err(format!("expected a {kind:?} frame of {len:?} bytes, got {:?} with {} + {} bytes", head.kind, head.body_len, head.pay_len));
             }
             return Ok(());
         }
@@ -406,6 +411,19 @@ impl Conn {
                 }
                 return;
             }
+            Phase::AwaitProof { hello, challenge } if hello.munge() => {
+                match gate.munge_proof(&hello, &challenge, body) {
+                    Ok((who, ours)) => {
+                        self.phase = Phase::Ready;
+                        self.handshake_by = None;
+                        self.identity = who;
+                        self.push(FrameKind::Welcome, MsgId(0), &ours, Payload::default(), now);
+                        events.push(Event::Ready);
+                    }
+                    Err((code, why)) => self.fail(code, why, now),
+                }
+                return;
+            }
             Phase::AwaitProof { hello, challenge } => {
                 match Proof::decode(body) {
                     Ok(p) if gate.secret().verify_client_proof(&hello, &challenge, &p) => {
@@ -423,7 +441,7 @@ impl Conn {
         }
         let id = head.msg_id;
         match head.kind {
-            FrameKind::Request => match Request::decode(body).map(|req| (gate.admit(&req), req)) {
+            FrameKind::Request => match Request::decode(body).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {
                     self.queued += 1;
@@ -431,7 +449,7 @@ impl Conn {
                 }
                 Err(e) => self.refuse(id, e, now, events),
             },
-            FrameKind::Rts => match Request::decode(body).map(|req| (gate.admit(&req), req)) {
+            FrameKind::Rts => match Request::decode(body).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
                 // Before `Cts`: a refused write's data is never sent.
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {

@@ -1,15 +1,32 @@
-//! What a server lets in: connections that prove the cluster's secret (the
-//! handshake, run by [`super::conn`]), and data requests whose capability
-//! allows them (checked here, before any payload is accepted or any work
-//! is queued).
+//! What a server lets in: connections that prove the servers' secret or,
+//! in MUNGE mode, a user's uid and gid (the handshake, run by
+//! [`super::conn`]); namespace requests only as the identity the
+//! connection proved; and data requests whose capability allows them
+//! (checked here, before any payload is accepted or any work is queued).
 
 use std::time::{SystemTime, UNIX_EPOCH};
-use weft_wire::{rights, CapKey, DataReq, Request, Secret};
+use weft_net::munge::Munge;
+use weft_wire::{rights, CapKey, Challenge, Cred, DataReq, ErrorCode, Hello, Request, Secret, MAX_GROUPS};
 
 /// The keys a server checks peers and requests with.
 pub struct Gate {
     secret: Secret,
     caps: CapKey,
+    /// MUNGE mode: the `munged` that checks clients' credentials and
+    /// makes the server's own.
+    munge: Option<Munge>,
+}
+
+/// Who a connection proved to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// It proved the servers' secret: a server, or a tool of the servers'
+    /// owner, or (secret mode) any client. Its requests' credentials are
+    /// believed.
+    Trusted,
+    /// It proved this uid and gid with MUNGE; the groups are the uid's
+    /// supplementary groups as this server's system knows them.
+    Verified { uid: u32, gid: u32, groups: Vec<u32> },
 }
 
 /// The right a data operation needs (any one bit of it).
@@ -29,9 +46,43 @@ pub fn unix_now() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
+/// The supplementary groups of `uid` (at most [`MAX_GROUPS`], as NFS's
+/// AUTH_SYS), `gid` first; just `gid` for a uid this system does not know.
+fn groups_of(uid: u32, gid: u32) -> Vec<u32> {
+    use nix::unistd::{getgrouplist, Gid, Uid, User};
+    let mut groups = vec![gid];
+    if let Ok(Some(user)) = User::from_uid(Uid::from_raw(uid))
+        && let Ok(name) = std::ffi::CString::new(user.name)
+        && let Ok(list) = getgrouplist(&name, Gid::from_raw(gid))
+    {
+        groups.extend(list.into_iter().map(Gid::as_raw).filter(|&g| g != gid));
+    }
+    groups.truncate(MAX_GROUPS + 1);
+    groups
+}
+
 impl Gate {
     pub fn new(secret: Secret) -> Self {
-        Gate { caps: CapKey::derive(&secret), secret }
+        Gate { caps: CapKey::derive(&secret), secret, munge: None }
+    }
+
+    /// MUNGE mode: clients' credentials are checked with `munge`.
+    pub fn with_munge(secret: Secret, munge: Munge) -> Self {
+        Gate { munge: Some(munge), ..Gate::new(secret) }
+    }
+
+    /// Checks a client's MUNGE credential for this handshake; returns who
+    /// it proved and the server's own credential for the `Welcome`.
+    pub fn munge_proof(&self, hello: &Hello, challenge: &Challenge, cred: &[u8]) -> Result<(Identity, Vec<u8>), (ErrorCode, String)> {
+        let Some(m) = &self.munge else {
+            return Err((ErrorCode::Permission, "this cluster authenticates with its secret, not MUNGE credentials".into()));
+        };
+        let theirs = m.decode(cred).map_err(|e| (ErrorCode::Permission, format!("credential refused: {e}")))?;
+        if theirs.payload != hello.munge_payload(challenge, false) {
+            return Err((ErrorCode::Permission, "the credential was made for another connection".into()));
+        }
+        let ours = m.encode(&hello.munge_payload(challenge, true)).map_err(|e| (ErrorCode::Internal, format!("the server cannot make its credential: {e}")))?;
+        Ok((Identity::Verified { uid: theirs.uid, gid: theirs.gid, groups: groups_of(theirs.uid, theirs.gid) }, ours.into_bytes()))
     }
 
     /// The secret connections must prove.
@@ -45,10 +96,24 @@ impl Gate {
     }
 
     /// `Err(why)` if `req` may not be served: a data request without a
-    /// valid capability for its file and operation.
-    pub fn admit(&self, req: &Request) -> Result<(), String> {
+    /// valid capability for its file and operation, or a namespace request
+    /// of a MUNGE-verified connection as someone else. A verified user's
+    /// request gets the groups the server knows for the uid; verified root
+    /// may act for any user (a FUSE mount serving its node's users, as an
+    /// NFS client host does).
+    pub fn admit(&self, req: &mut Request, who: &Identity) -> Result<(), String> {
         match req {
             Request::Data { cap, op } => self.caps.check(cap, op.file(), needed(op), unix_now()).map_err(|why| format!("file {}: {why}", op.file().0)),
+            Request::Meta { cred, .. } => match who {
+                Identity::Trusted | Identity::Verified { uid: 0, .. } => Ok(()),
+                Identity::Verified { uid, gid, groups } => {
+                    if cred.uid != *uid || cred.gid != *gid {
+                        return Err(format!("this connection proved uid {uid} gid {gid}; a request as uid {} gid {} is refused", cred.uid, cred.gid));
+                    }
+                    *cred = Cred::with_groups(*uid, *gid, &groups[1..]);
+                    Ok(())
+                }
+            },
             _ => Ok(()),
         }
     }
@@ -64,15 +129,33 @@ mod tests {
         let g = Gate::new(Secret::new(vec![3u8; 32]));
         let f = FileId(5);
         let read = g.cap_key().issue(f, rights::READ, u64::MAX);
+        let admit = |mut r: Request| g.admit(&mut r, &Identity::Trusted);
         let write = Request::data(read, DataReq::Write { file: f, pieces: vec![Piece { offset: 0, len: 1 }] });
-        assert!(g.admit(&write).unwrap_err().contains("needs write"), "a read capability wrote");
-        assert!(g.admit(&Request::data(read, DataReq::Read { file: f, pieces: vec![], order: Default::default() })).is_ok());
-        assert!(g.admit(&Request::data(read, DataReq::Fsync { file: f })).is_ok());
-        assert!(g.admit(&Request::data(read, DataReq::Delete { file: f })).is_err(), "a read capability deleted");
-        assert!(g.admit(&Request::data(read, DataReq::Size { file: f })).is_err());
-        assert!(g.admit(&Request::data(Capability::none(f), DataReq::Size { file: f })).is_err());
+        assert!(admit(write).unwrap_err().contains("needs write"), "a read capability wrote");
+        assert!(admit(Request::data(read, DataReq::Read { file: f, pieces: vec![], order: Default::default() })).is_ok());
+        assert!(admit(Request::data(read, DataReq::Fsync { file: f })).is_ok());
+        assert!(admit(Request::data(read, DataReq::Delete { file: f })).is_err(), "a read capability deleted");
+        assert!(admit(Request::data(read, DataReq::Size { file: f })).is_err());
+        assert!(admit(Request::data(Capability::none(f), DataReq::Size { file: f })).is_err());
         let old = g.cap_key().issue(f, rights::SIZE, unix_now() - 1);
-        assert!(g.admit(&Request::data(old, DataReq::Size { file: f })).unwrap_err().contains("expired"));
-        assert!(g.admit(&Request::Ping).is_ok());
+        assert!(admit(Request::data(old, DataReq::Size { file: f })).unwrap_err().contains("expired"));
+        assert!(admit(Request::Ping).is_ok());
+    }
+
+    #[test]
+    fn a_verified_user_acts_only_as_itself_with_the_servers_groups() {
+        let g = Gate::new(Secret::new(vec![3u8; 32]));
+        let alice = Identity::Verified { uid: 1000, gid: 100, groups: vec![100, 7, 8] };
+        let stat = |uid, gid, groups: &[u32]| Request::Meta { cred: Cred::with_groups(uid, gid, groups), op: weft_wire::MetaReq::Stat { path: "/".into() } };
+        let mut r = stat(1000, 100, &[0, 4242]);
+        assert!(g.admit(&mut r, &alice).is_ok());
+        // The groups she claimed are replaced by those the server knows.
+        assert_eq!(r, stat(1000, 100, &[7, 8]));
+        assert!(g.admit(&mut stat(0, 0, &[]), &alice).unwrap_err().contains("proved uid 1000"));
+        assert!(g.admit(&mut stat(1000, 0, &[]), &alice).is_err(), "another primary group");
+        // Root (a mount serving its node's users) and servers may act for anyone.
+        let root = Identity::Verified { uid: 0, gid: 0, groups: vec![0] };
+        assert!(g.admit(&mut stat(1000, 100, &[]), &root).is_ok());
+        assert!(g.admit(&mut stat(0, 0, &[]), &Identity::Trusted).is_ok());
     }
 }

@@ -87,7 +87,14 @@ impl Server {
         let me = cluster.server(id).ok_or(ServeError::UnknownId(id.0))?;
         let has = |s| me.services.contains(&s);
         let dir = me.dir.display().to_string();
-        let gate = gate::Gate::new(cluster.secret());
+        let secret = cluster.server_secret().map_err(|e| ServeError::Open { service: "auth", dir: dir.clone(), reason: e.to_string() })?;
+        let gate = match cluster.auth {
+            weft_net::cluster::AuthMode::Secret => gate::Gate::new(secret),
+            weft_net::cluster::AuthMode::Munge => {
+                let munge = weft_net::munge::Munge::new(cluster.munge_socket.as_deref()).map_err(|e| ServeError::Open { service: "auth", dir: dir.clone(), reason: e.to_string() })?;
+                gate::Gate::with_munge(secret, munge)
+            }
+        };
         let meta = has(Service::Meta)
             .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone()))
             .transpose()

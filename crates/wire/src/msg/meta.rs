@@ -132,7 +132,8 @@ pub enum MetaReq {
     Rmdir { path: String },
     Rename { from: String, to: String },
     Chmod { path: String, mode: u32 },
-    /// Changes owner and group; only root may (POSIX's `_POSIX_CHOWN_RESTRICTED`).
+    /// Changes owner and group: root, or the owner keeping the owner and
+    /// choosing one of its groups (`_POSIX_CHOWN_RESTRICTED`, as Linux).
     Chown { path: String, uid: u32, gid: u32 },
     /// An MPI-IO shared file pointer, named by a random token its job's
     /// rank 0 drew at open. Answered with `Pointer` (the value before).

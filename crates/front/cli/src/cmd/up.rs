@@ -34,6 +34,25 @@ pub struct UpArgs {
     /// cold-read I/O).
     #[arg(long, value_parser = super::parse_size, requires = "emulate")]
     disk: Option<u64>,
+    /// How clients prove who they are: `secret` (one trust domain: whoever
+    /// reads the cluster file may act as anyone) or `munge` (each client's
+    /// uid and gid proven by MUNGE; the cluster file holds no key and every
+    /// local user may use the cluster). See docs/security.md.
+    #[arg(long, value_enum, default_value = "secret")]
+    auth: Auth,
+    /// With --auth munge: the socket of a running munged (default: the
+    /// cluster starts its own, with its own key, in DIR/munge).
+    #[arg(long, requires = "auth")]
+    munge_socket: Option<PathBuf>,
+    /// Serve requests as uid 0 as `nobody` (NFS's root_squash).
+    #[arg(long)]
+    root_squash: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Auth {
+    Secret,
+    Munge,
 }
 
 
@@ -53,11 +72,23 @@ pub fn up(a: UpArgs) -> Result<()> {
     }
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
     let emulate = a.emulate.then_some(weft_launch::EmulateSpec { link_bps: a.link, disk_bps: a.disk });
-    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, emulate, ..ClusterSpec::default() };
+    if a.munge_socket.is_some() && a.auth != Auth::Munge {
+        return Err(anyhow!("--munge-socket goes with --auth munge"));
+    }
+    let auth = match a.auth {
+        Auth::Secret => weft_launch::AuthSpec::Secret,
+        Auth::Munge => weft_launch::AuthSpec::Munge { socket: a.munge_socket.clone() },
+    };
+    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, emulate, auth, root_squash: a.root_squash, ..ClusterSpec::default() };
     let cluster = LocalCluster::start(&exe, &a.dir, &spec)?;
     let _ = out!("Weft cluster up in {}", cluster.dir().display());
     for s in &cluster.cluster().servers {
         let _ = out!("  server {:>2}  {:<21}  {:?}", s.id, s.addr, s.services);
+    }
+    let cf = cluster.cluster();
+    if cf.auth == weft_net::cluster::AuthMode::Munge {
+        let socket = cf.munge_socket.as_ref().map_or_else(|| "the system's munged".into(), |p| p.display().to_string());
+        let _ = out!("  auth: MUNGE ({socket}); any local user may use the cluster as themselves");
     }
     let _ = out!("\n  export WEFT_CLUSTER={}", cluster.cluster_file().display());
     if a.detach {

@@ -215,31 +215,7 @@ fn a_recorded_handshake_replayed_without_the_secret_is_refused() {
     let cf = tc.cluster();
     let meta = cf.meta_server().addr;
     // A recording proxy between a real client and the meta server.
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let proxy = l.local_addr().unwrap();
-    let recorder = std::thread::spawn(move || {
-        let (mut client, _) = l.accept().unwrap();
-        let mut server = TcpStream::connect(meta).unwrap();
-        let mut back = server.try_clone().unwrap();
-        let mut to_client = client.try_clone().unwrap();
-        let pump = std::thread::spawn(move || {
-            let _ = std::io::copy(&mut back, &mut to_client);
-        });
-        let mut recorded = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            match client.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    recorded.extend_from_slice(&buf[..n]);
-                    server.write_all(&buf[..n]).unwrap();
-                }
-            }
-        }
-        let _ = server.shutdown(std::net::Shutdown::Both);
-        pump.join().unwrap();
-        recorded
-    });
+    let (proxy, recorder) = common::recording_proxy(meta);
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
     let stat = Request::Meta { cred: weft_wire::Cred::new(0, 0), op: weft_wire::MetaReq::Stat { path: "/".into() } };
     assert!(matches!(Response::decode(&ep.call(proxy, stat.encode()).unwrap().body).unwrap(), Response::Attr(_)), "the real client works through the proxy");

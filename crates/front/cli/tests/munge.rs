@@ -244,3 +244,28 @@ fn a_user_cannot_forge_identity_or_capabilities() {
     let (ok, out) = as_user(OTHER, "child_impostor", &[("WEFT_CLUSTER", &tc.lc.cluster_file())]);
     assert!(ok && out.contains("1 passed"), "{out}");
 }
+
+/// A MUNGE handshake recorded through a proxy and replayed on a new
+/// connection is refused: the credential names the first connection's
+/// nonces, and `munged` refuses a credential decoded twice.
+#[test]
+fn a_recorded_munge_handshake_cannot_be_replayed() {
+    use std::io::Write;
+    let tc = munge_cluster("munge-replay");
+    let cf = tc.cluster();
+    let meta = cf.meta_server().addr;
+    let (proxy, recorder) = common::recording_proxy(meta);
+    let ep = Endpoint::new(cf.client_auth().unwrap(), EndpointConfig::default()).unwrap();
+    let stat = Request::Meta { cred: Cred::new(0, 0), op: weft_wire::MetaReq::Stat { path: "/".into() } };
+    assert!(matches!(Response::decode(&ep.call(proxy, stat.encode()).unwrap().body).unwrap(), Response::Attr(_)), "the real client works through the proxy");
+    drop(ep);
+    let recorded = recorder.join().unwrap();
+    let mut s = std::net::TcpStream::connect(meta).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
+    s.write_all(&recorded).unwrap();
+    let h = weft_net::frame_io::read_header(&mut s).map_err(|e| format!("{e:?}")).unwrap();
+    assert_eq!(h.kind, weft_wire::FrameKind::Challenge, "a fresh challenge");
+    weft_net::frame_io::read_vec(&mut s, h.body_len as usize).unwrap();
+    let (_, r) = common::response(&mut s);
+    assert!(matches!(&r, Response::Error { code: ErrorCode::Permission, message } if message.contains("credential")), "{r:?}");
+}

@@ -104,14 +104,13 @@ impl File {
     }
 
     /// The capability for this file's data requests, renewed from the
-    /// metadata service (same rights, checked again against the file's
-    /// mode) when half its lifetime has passed.
+    /// metadata service (in exchange for the old one; rights the file's
+    /// mode no longer gives are dropped) when half its lifetime has passed.
     pub fn capability(&self) -> Result<Capability> {
         let mut g = self.cap.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if g.renew_at.is_some_and(|t| Instant::now() >= t) {
-            let rights = g.cap.rights & (weft_wire::rights::READ | weft_wire::rights::WRITE | weft_wire::rights::SIZE);
             let meta = self.client.cluster().meta_server().addr;
-            match self.client.meta(weft_wire::MetaReq::Capability { file: self.attr.id, rights })? {
+            match self.client.meta(weft_wire::MetaReq::Renew { old: g.cap })? {
                 Response::Cap(cap) => *g = Granted::new(cap),
                 other => return Err(Error::Protocol { addr: meta, what: format!("expected a capability, got {other:?}") }),
             }

@@ -100,9 +100,11 @@ pub fn client_handshake(stream: &mut TcpStream, addr: SocketAddr, auth: impl Int
 }
 
 /// The MUNGE variant: the proof is a credential of this process's uid
-/// and gid over both nonces; the server answers with one of its own, which
-/// must come from `server_uid` (so a process of another user cannot pose
-/// as a server).
+/// and gid over both nonces and the address dialled; the server answers
+/// with one of its own, which must come from `server_uid` (so a process of
+/// another user cannot pose as a server), and takes the client's only if
+/// the address is its own (so a process posing as a server cannot relay
+/// it to a real one).
 fn munge_handshake(stream: &mut TcpStream, addr: SocketAddr, munge: &Munge, server_uid: u32, nonce: [u8; 16]) -> Result<(), NetError> {
     let io_err = |e: std::io::Error| NetError::Unreachable { addr, source: e };
     let refused = |reason: String| NetError::Handshake { addr, reason };
@@ -110,14 +112,15 @@ fn munge_handshake(stream: &mut TcpStream, addr: SocketAddr, munge: &Munge, serv
     write_frame(stream, FrameKind::Hello, MsgId(0), &hello.encode(), &[]).map_err(io_err)?;
     let body = expect_frame(stream, addr, FrameKind::Challenge, Challenge::LEN..=Challenge::LEN)?;
     let challenge = Challenge::decode(&body).map_err(|source| NetError::Protocol { addr, source })?;
-    let cred = munge.encode(&hello.munge_payload(&challenge, false)).map_err(|e| refused(e.to_string()))?;
+    let server = addr.to_string();
+    let cred = munge.encode(&hello.munge_payload(&challenge, false, &server)).map_err(|e| refused(e.to_string()))?;
     write_frame(stream, FrameKind::Proof, MsgId(0), cred.as_bytes(), &[]).map_err(io_err)?;
     let body = expect_frame(stream, addr, FrameKind::Welcome, 1..=MAX_CRED_LEN)?;
     let theirs = munge.decode(&body).map_err(|e| refused(format!("the server's credential: {e}")))?;
     if theirs.uid != server_uid {
         return Err(refused(format!("the server proved uid {}, not the cluster's server uid {server_uid}", theirs.uid)));
     }
-    if theirs.payload != hello.munge_payload(&challenge, true) {
+    if theirs.payload != hello.munge_payload(&challenge, true, &server) {
         return Err(refused("the server's credential is for another connection".into()));
     }
     Ok(())

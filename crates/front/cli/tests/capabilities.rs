@@ -113,17 +113,33 @@ fn open_files_renew_their_capabilities() {
     assert_eq!(&back, b"before and after");
     assert_ne!(f.capability().unwrap(), first, "renewed");
     f.close().unwrap();
-    // A renewal asks again: another user cannot turn a read capability
-    // into a write one by asking for its renewal.
+    // A renewal is an exchange: at most the old rights, less those the
+    // mode no longer gives, and never from a file id alone.
     let bob = tc.client().with_cred(Cred::new(1001, 1001));
     let theirs = bob.open("/long", false).unwrap();
-    std::thread::sleep(Duration::from_millis(LIFETIME_S * 500 + 200));
-    assert!(theirs.capability().is_ok());
     let cf = tc.cluster();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let ask = Request::Meta { cred: Cred::new(1001, 1001), op: weft_wire::MetaReq::Capability { file: theirs.id(), rights: rights::WRITE } };
-    let mut c = Call::new(cf.meta_server().addr, ask.encode());
-    ep.run(std::slice::from_mut(&mut c));
-    let r = Response::decode(&c.result.unwrap().unwrap().body).unwrap();
-    assert!(matches!(&r, Response::Error { code: ErrorCode::Permission, .. }), "{r:?}");
+    let renew = |cred: Cred, old: Capability| {
+        let ask = Request::Meta { cred, op: weft_wire::MetaReq::Renew { old } };
+        let mut c = Call::new(cf.meta_server().addr, ask.encode());
+        ep.run(std::slice::from_mut(&mut c));
+        Response::decode(&c.result.unwrap().unwrap().body).unwrap()
+    };
+    let read = theirs.capability().unwrap();
+    assert!(matches!(renew(Cred::new(1001, 1001), read), Response::Cap(c) if c.rights == rights::READ | rights::SIZE && c.file == read.file));
+    let widened = Capability { rights: rights::READ | rights::WRITE | rights::SIZE, ..read };
+    assert!(matches!(renew(Cred::new(1001, 1001), widened), Response::Error { code: ErrorCode::Permission, .. }), "a widened capability was renewed");
+    // A file in a directory Bob cannot search: no genuine capability, no
+    // renewal (its mode alone would let him read it).
+    c.mkdir("/private", 0o700).unwrap();
+    let hidden = c.create("/private/f", CreateOptions { mode: 0o644, ..Default::default() }).unwrap();
+    assert!(matches!(bob.open("/private/f", false), Err(Error::Permission(_))));
+    let guessed = Capability::none(hidden.id());
+    assert!(matches!(renew(Cred::new(1001, 1001), guessed), Response::Error { code: ErrorCode::Permission, .. }));
+    // A mode change reaches a renewal: Bob's read right goes, the owner's
+    // write right stays (an owner keeps writing a file made read-only).
+    let owner = c.open("/long", true).unwrap();
+    c.chmod("/long", 0o400).unwrap();
+    assert!(matches!(renew(Cred::new(1001, 1001), read), Response::Cap(c) if c.rights == rights::SIZE));
+    assert!(matches!(renew(Cred::new(1000, 1000), owner.capability().unwrap()), Response::Cap(c) if c.rights == rights::READ | rights::WRITE | rights::SIZE));
 }

@@ -213,6 +213,7 @@ fn setgid_directories_pass_their_group_and_only_root_gives_files_away() {
     // setuid/setgid on a file.
     assert!(matches!(alice.chown("/proj/data", 1002, 1001), Err(Error::Permission(_))));
     assert!(matches!(alice.chown("/proj/data", 1001, 1002), Err(Error::Permission(_))));
+    assert_eq!(alice.chown("/proj/data", 1001, 500).unwrap().gid, 500, "keeping a group she is not in");
     assert_eq!(alice.chown("/proj/data", 1001, 1001).unwrap().gid, 1001);
     root.chmod("/proj/data", 0o6755).unwrap();
     let a = root.chown("/proj/data", 1002, 1002).unwrap();

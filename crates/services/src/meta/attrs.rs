@@ -6,7 +6,7 @@ use redb::WriteTransaction;
 use weft_wire::{Cred, ErrorCode, FileAttr, FileKind};
 
 /// Only root gives a file away (`_POSIX_CHOWN_RESTRICTED`); its owner may
-/// change its group to one of the owner's own groups. Changing the owner
+/// change its group to one of the owner's own groups, or leave it. Changing the owner
 /// or group clears a file's setuid and setgid bits, as POSIX asks.
 pub(super) fn chown(tx: &WriteTransaction, cred: Cred, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
     let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
@@ -14,8 +14,9 @@ pub(super) fn chown(tx: &WriteTransaction, cred: Cred, path: &str, uid: u32, gid
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let mut a = t.walk(cred, &comps)?;
         // Linux's rule (_POSIX_CHOWN_RESTRICTED): root changes anything; the
-        // owner may keep the owner and set the group to one of its own.
-        if cred.uid != 0 && (cred.uid != a.uid || uid != a.uid || !cred.in_group(gid)) {
+        // owner may keep the owner and set the group to one of its own (or
+        // keep the group it has).
+        if cred.uid != 0 && (cred.uid != a.uid || uid != a.uid || !(cred.in_group(gid) || gid == a.gid)) {
             return Err(err(ErrorCode::Permission, format!("uid {} may not change the owner or group of {path}: only root, or its owner to a group of its own", cred.uid)));
         }
         if a.kind == FileKind::File && (a.uid != uid || a.gid != gid) {

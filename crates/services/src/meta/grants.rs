@@ -7,9 +7,10 @@
 //! writing, size always; delete only for a file just removed from the
 //! namespace, and such a capability never expires (the file's id is never
 //! used again). The rest expire after `WEFT_CAP_LIFETIME_S` (600 s);
-//! clients renew them.
+//! clients renew them in exchange for the old one, never from a file id
+//! alone (an id says nothing of the path's search permissions).
 
-use super::tables::{check, decode_attr, err, may, Result, INODES, R, W};
+use super::tables::{decode_attr, err, may, Result, INODES, R, W};
 use redb::Database;
 use weft_wire::{rights, CapKey, Capability, Cred, FileAttr, FileId, FileKind, MetaReq, Response};
 
@@ -62,24 +63,23 @@ impl Grants {
         }
     }
 
-    /// `MetaReq::Capability`: a renewal, each right checked against the
-    /// file's mode now (a chmod since the open takes effect here).
-    pub(super) fn renew(&self, db: &Database, cred: Cred, file: FileId, wanted: u8) -> Result<Response> {
+    /// `MetaReq::Renew`: a genuine capability (expired or not) for a
+    /// fresh one with at most its rights: read and write only while the
+    /// file's mode still gives them to the caller, or the caller owns the
+    /// file (as an NFS server lets an owner keep writing a file it made
+    /// read-only); size always; delete never (it does not expire).
+    pub(super) fn renew(&self, db: &Database, cred: Cred, old: &Capability) -> Result<Response> {
+        if self.key.check(old, old.file, rights::ALL, 0).is_err() || old.rights & rights::DELETE != 0 {
+            return Err(err(weft_wire::ErrorCode::Permission, format!("file {}: only a capability this cluster issued for reading or writing can be renewed", old.file.0)));
+        }
         let tx = db.begin_read()?;
         let inodes = tx.open_table(INODES)?;
-        let attr = match inodes.get(file.0)? {
+        let attr = match inodes.get(old.file.0)? {
             Some(v) => decode_attr(v.value())?,
-            None => return Err(err(weft_wire::ErrorCode::NotFound, format!("file {} does not exist (removed while open?)", file.0))),
+            None => return Err(err(weft_wire::ErrorCode::NotFound, format!("file {} does not exist (removed while open?)", old.file.0))),
         };
-        if attr.kind != FileKind::File {
-            return Err(err(weft_wire::ErrorCode::IsDir, format!("file {} is not a regular file", file.0)));
-        }
-        if wanted & rights::READ != 0 {
-            check(cred, &attr, R, "read this file")?;
-        }
-        if wanted & rights::WRITE != 0 {
-            check(cred, &attr, W, "write this file")?;
-        }
-        Ok(Response::Cap(self.issue(file, wanted)))
+        let keeps = |right: u8, bit: u32| old.rights & right != 0 && (attr.uid == cred.uid || may(cred, &attr, bit));
+        let rights = rights::SIZE | if keeps(rights::READ, R) { rights::READ } else { 0 } | if keeps(rights::WRITE, W) { rights::WRITE } else { 0 };
+        Ok(Response::Cap(self.issue(old.file, rights)))
     }
 }

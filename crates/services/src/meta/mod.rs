@@ -124,8 +124,8 @@ impl MetaService {
                 _ => unreachable!("matched above"),
             };
         }
-        if let MetaReq::Capability { file, rights } = op {
-            return self.grants.renew(&self.store.db(), cred, file, rights).unwrap_or_else(|e| Response::error(e.code, e.message));
+        if let MetaReq::Renew { old } = op {
+            return self.grants.renew(&self.store.db(), cred, &old).unwrap_or_else(|e| Response::error(e.code, e.message));
         }
         // The requests whose answer carries a capability.
         let granting = matches!(op, MetaReq::Create { .. } | MetaReq::Open { .. } | MetaReq::Unlink { .. } | MetaReq::Rename { .. } | MetaReq::StatSize { .. }).then(|| op.clone());

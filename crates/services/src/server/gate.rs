@@ -2,7 +2,8 @@
 //! in MUNGE mode, a user's uid and gid (the handshake, run by
 //! [`super::conn`]); namespace requests only as the identity the
 //! connection proved; and data requests whose capability allows them
-//! (checked here, before any payload is accepted or any work is queued).
+//! (checked here, as the request is decoded: before a rendezvous write's
+//! data is granted, and before any work is queued).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 use weft_net::munge::Munge;
@@ -13,8 +14,8 @@ pub struct Gate {
     secret: Secret,
     caps: CapKey,
     /// MUNGE mode: the `munged` that checks clients' credentials and
-    /// makes the server's own.
-    munge: Option<Munge>,
+    /// makes the server's own, and this server's address as clients dial it.
+    munge: Option<(Munge, String)>,
 }
 
 /// Who a connection proved to be.
@@ -66,22 +67,23 @@ impl Gate {
         Gate { caps: CapKey::derive(&secret), secret, munge: None }
     }
 
-    /// MUNGE mode: clients' credentials are checked with `munge`.
-    pub fn with_munge(secret: Secret, munge: Munge) -> Self {
-        Gate { munge: Some(munge), ..Gate::new(secret) }
+    /// MUNGE mode: clients' credentials are checked with `munge`; they
+    /// must name `me`, this server's address in the cluster file.
+    pub fn with_munge(secret: Secret, munge: Munge, me: std::net::SocketAddr) -> Self {
+        Gate { munge: Some((munge, me.to_string())), ..Gate::new(secret) }
     }
 
     /// Checks a client's MUNGE credential for this handshake; returns who
     /// it proved and the server's own credential for the `Welcome`.
     pub fn munge_proof(&self, hello: &Hello, challenge: &Challenge, cred: &[u8]) -> Result<(Identity, Vec<u8>), (ErrorCode, String)> {
-        let Some(m) = &self.munge else {
+        let Some((m, me)) = &self.munge else {
             return Err((ErrorCode::Permission, "this cluster authenticates with its secret, not MUNGE credentials".into()));
         };
         let theirs = m.decode(cred).map_err(|e| (ErrorCode::Permission, format!("credential refused: {e}")))?;
-        if theirs.payload != hello.munge_payload(challenge, false) {
-            return Err((ErrorCode::Permission, "the credential was made for another connection".into()));
+        if theirs.payload != hello.munge_payload(challenge, false, me) {
+            return Err((ErrorCode::Permission, format!("the credential was made for another connection or server than this one ({me})")));
         }
-        let ours = m.encode(&hello.munge_payload(challenge, true)).map_err(|e| (ErrorCode::Internal, format!("the server cannot make its credential: {e}")))?;
+        let ours = m.encode(&hello.munge_payload(challenge, true, me)).map_err(|e| (ErrorCode::Internal, format!("the server cannot make its credential: {e}")))?;
         Ok((Identity::Verified { uid: theirs.uid, gid: theirs.gid, groups: groups_of(theirs.uid, theirs.gid) }, ours.into_bytes()))
     }
 

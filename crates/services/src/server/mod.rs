@@ -92,7 +92,7 @@ impl Server {
             weft_net::cluster::AuthMode::Secret => gate::Gate::new(secret),
             weft_net::cluster::AuthMode::Munge => {
                 let munge = weft_net::munge::Munge::new(cluster.munge_socket.as_deref()).map_err(|e| ServeError::Open { service: "auth", dir: dir.clone(), reason: e.to_string() })?;
-                gate::Gate::with_munge(secret, munge)
+                gate::Gate::with_munge(secret, munge, me.addr)
             }
         };
         let meta = has(Service::Meta)

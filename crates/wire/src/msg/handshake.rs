@@ -70,15 +70,18 @@ impl Hello {
     }
 
     /// What a MUNGE credential of this handshake carries: who speaks, the
-    /// protocol version, the flags and both nonces, so that a credential
-    /// is worth nothing on another connection or in the other direction.
-    pub fn munge_payload(&self, challenge: &Challenge, from_server: bool) -> Vec<u8> {
-        let mut v = Vec::with_capacity(60);
+    /// protocol version, the flags, both nonces and the server's address as
+    /// the cluster file gives it, so that a credential is worth nothing on
+    /// another connection, in the other direction, or relayed to another
+    /// server than the client dialled.
+    pub fn munge_payload(&self, challenge: &Challenge, from_server: bool, server: &str) -> Vec<u8> {
+        let mut v = Vec::with_capacity(80);
         v.extend_from_slice(if from_server { b"weft munge server " } else { b"weft munge client " });
         v.push(PROTOCOL_VERSION);
         v.extend_from_slice(&self.flags.to_le_bytes());
         v.extend_from_slice(&self.nonce);
         v.extend_from_slice(&challenge.nonce);
+        v.extend_from_slice(server.as_bytes());
         v
     }
 

@@ -156,10 +156,11 @@ pub enum MetaReq {
     /// The size measured (asked of every data server) after a close that
     /// was answered `Measure { epoch }`.
     SetSize { file: FileId, epoch: u64, size: u64 },
-    /// A fresh capability for a file already open (the old one is about to
-    /// expire): `rights` of read, write and size, each checked against the
-    /// file's mode as at open. Answered with `Cap`.
-    Capability { file: FileId, rights: u8 },
+    /// A fresh capability for a file already open, in exchange for the
+    /// one it holds (which may have expired, but must be genuine): at most
+    /// the old rights, less those the file's mode no longer gives the
+    /// caller (its owner keeps them). Answered with `Cap`.
+    Renew { old: super::cap::Capability },
 }
 
 /// `SetTimes`' "now": the service's clock, allowed to anyone who may write
@@ -288,8 +289,9 @@ impl MetaReq {
             MetaReq::SetSize { file, epoch, size } => {
                 e.u8(17).u64(file.0).u64(*epoch).u64(*size);
             }
-            MetaReq::Capability { file, rights } => {
-                e.u8(18).u64(file.0).u8(*rights);
+            MetaReq::Renew { old } => {
+                e.u8(18);
+                old.encode(e);
             }
         }
     }
@@ -343,15 +345,7 @@ impl MetaReq {
             15 => MetaReq::StatSize { path: path(d)? },
             16 => MetaReq::Close { file: FileId(d.u64()?), wrote: d.bool()? },
             17 => MetaReq::SetSize { file: FileId(d.u64()?), epoch: d.u64()?, size: d.u64()? },
-            18 => {
-                let file = FileId(d.u64()?);
-                let rights = d.u8()?;
-                use super::cap::rights::{READ, SIZE, WRITE};
-                if rights == 0 || rights & !(READ | WRITE | SIZE) != 0 {
-                    return Err(DecodeError::Invalid("a capability may be asked for read, write and size only"));
-                }
-                MetaReq::Capability { file, rights }
-            }
+            18 => MetaReq::Renew { old: super::cap::Capability::decode(d)? },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

@@ -345,7 +345,7 @@ mod tests {
             name().prop_map(|path| MetaReq::StatSize { path }),
             (any::<u64>(), any::<bool>()).prop_map(|(f, wrote)| MetaReq::Close { file: FileId(f), wrote }),
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(f, epoch, size)| MetaReq::SetSize { file: FileId(f), epoch, size }),
-            (any::<u64>(), 1..=cap::rights::READ | cap::rights::WRITE | cap::rights::SIZE).prop_map(|(f, rights)| MetaReq::Capability { file: FileId(f), rights }),
+            cap().prop_map(|old| MetaReq::Renew { old }),
         ]
     }
 

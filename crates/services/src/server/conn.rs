@@ -37,6 +37,8 @@ use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, Msg
 enum Phase {
     AwaitHello,
     AwaitProof { hello: Hello, challenge: Challenge },
+    /// A MUNGE proof is being checked off the loop ([`Conn::verified`]).
+    Verifying,
     Ready,
 }
 
@@ -114,6 +116,9 @@ pub enum Event {
     Refused,
     /// The handshake succeeded.
     Ready,
+    /// A MUNGE proof to check off the loop; the answer comes back through
+    /// [`Conn::verified`].
+    Verify { hello: Hello, challenge: Challenge, cred: Vec<u8> },
 }
 
 /// Why the connection must close (after its queued frames, if any, drain).
@@ -342,6 +347,8 @@ impl Conn {
             // A MUNGE credential has no fixed size.
             Phase::AwaitProof { hello, .. } if hello.munge() => Some((FrameKind::Proof, 1..=weft_net::munge::MAX_CRED_LEN)),
             Phase::AwaitProof { .. } => Some((FrameKind::Proof, Proof::LEN..=Proof::LEN)),
+            // The client waits for the `Welcome`: nothing may come now.
+            Phase::Verifying => return Err(format!("a {:?} frame before the handshake finished", head.kind)),
             Phase::Ready => None,
         };
         if let Some((kind, len)) = handshake {
@@ -412,18 +419,11 @@ impl Conn {
                 return;
             }
             Phase::AwaitProof { hello, challenge } if hello.munge() => {
-                match gate.munge_proof(&hello, &challenge, body) {
-                    Ok((who, ours)) => {
-                        self.phase = Phase::Ready;
-                        self.handshake_by = None;
-                        self.identity = who;
-                        self.push(FrameKind::Welcome, MsgId(0), &ours, Payload::default(), now);
-                        events.push(Event::Ready);
-                    }
-                    Err((code, why)) => self.fail(code, why, now),
-                }
+                self.phase = Phase::Verifying;
+                events.push(Event::Verify { hello, challenge, cred: body.to_vec() });
                 return;
             }
+            Phase::Verifying => unreachable!("admit lets no frame in while verifying"),
             Phase::AwaitProof { hello, challenge } => {
                 match Proof::decode(body) {
                     Ok(p) if gate.secret().verify_client_proof(&hello, &challenge, &p) => {
@@ -475,6 +475,24 @@ impl Conn {
                 self.grant(now);
             }
             _ => unreachable!("admitted"),
+        }
+    }
+
+    /// The outcome of a MUNGE proof handed out with [`Event::Verify`]: the
+    /// connection opens as the proven user, or is refused and closes.
+    pub fn verified(&mut self, outcome: super::gate::MungeOutcome, now: Instant, events: &mut Vec<Event>) {
+        if !matches!(self.phase, Phase::Verifying) || self.closing.is_some() {
+            return;
+        }
+        match outcome {
+            Ok((who, ours)) => {
+                self.phase = Phase::Ready;
+                self.handshake_by = None;
+                self.identity = who;
+                self.push(FrameKind::Welcome, MsgId(0), &ours, Payload::default(), now);
+                events.push(Event::Ready);
+            }
+            Err((code, why)) => self.fail(code, why, now),
         }
     }
 

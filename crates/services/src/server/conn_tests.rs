@@ -2,7 +2,7 @@
 //! frames and events out, with plain buffers and no sockets.
 
 use super::*;
-use weft_wire::{rights, DataReq, FileId, Piece, Secret};
+use weft_wire::{rights, Capability, DataReq, FileId, Piece, Secret};
 
 fn secret() -> Secret {
     Secret::new(vec![7u8; 16])
@@ -268,4 +268,62 @@ fn deadlines_are_absolute() {
     c.sent(50, now + Duration::from_secs(20));
     assert!(c.overdue(now + Duration::from_secs(29)).is_none());
     assert!(c.overdue(now + limits.send_deadline).is_some(), "partial progress does not extend it");
+}
+
+/// Issue 11: a write refused by the gate (no valid capability) is
+/// answered before any `Cts`, so its data is never sent or held; the
+/// connection goes on.
+#[test]
+fn a_rendezvous_without_a_valid_capability_is_answered_before_its_data() {
+    let mut c = ready(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    let len = 1u64 << 20;
+    let body = Request::data(Capability::none(FileId(1)), DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: 0, len }] }).encode();
+    feed(&mut c, &frame(FrameKind::Rts, 7, &body, len as usize, &[]), &mut ev);
+    let out = drain(&mut c);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!((out[0].0, out[0].1), (FrameKind::Response, 7), "answered, no Cts");
+    assert!(matches!(Response::decode(&out[0].2), Ok(Response::Error { code: ErrorCode::Permission, .. })));
+    assert!(matches!(ev[..], [Event::Refused]));
+    assert!(c.closing().is_none());
+    // The same request with a capability gets its `Cts`.
+    feed(&mut c, &frame(FrameKind::Rts, 8, &write_req(len), len as usize, &[]), &mut ev);
+    assert_eq!(drain(&mut c)[0].0, FrameKind::Cts);
+}
+
+/// A MUNGE proof is handed out to be checked off the loop; the `Welcome`
+/// waits for the outcome, and a frame sent meanwhile closes the connection.
+#[test]
+fn a_munge_proof_is_checked_off_the_loop() {
+    let munge_hello = Hello { nonce: [3; 16], flags: Hello::MUNGE };
+    let open = |ev: &mut Vec<Event>| {
+        let mut c = conn(ConnLimits::default(), 1 << 20);
+        feed(&mut c, &frame(FrameKind::Hello, 0, &munge_hello.encode(), 0, &[]), ev);
+        drain(&mut c);
+        feed(&mut c, &frame(FrameKind::Proof, 0, b"MUNGE:credential", 0, &[]), ev);
+        assert!(drain(&mut c).is_empty(), "nothing before the outcome");
+        c
+    };
+    let mut ev = Vec::new();
+    let mut c = open(&mut ev);
+    assert!(matches!(&ev[..], [Event::Verify { cred, .. }] if cred == b"MUNGE:credential"));
+    ev.clear();
+    let who = Identity::Verified { uid: 1000, gid: 100, groups: vec![100] };
+    c.verified(Ok((who, b"server credential".to_vec())), Instant::now(), &mut ev);
+    let out = drain(&mut c);
+    assert_eq!((out[0].0, &out[0].2[..]), (FrameKind::Welcome, &b"server credential"[..]));
+    assert!(matches!(ev[..], [Event::Ready]));
+    // Refused: an error, then the close.
+    let mut ev = Vec::new();
+    let mut c = open(&mut ev);
+    c.verified(Err((ErrorCode::Permission, "credential refused: replayed".into())), Instant::now(), &mut ev);
+    assert!(matches!(Response::decode(&drain(&mut c)[0].2), Ok(Response::Error { code: ErrorCode::Permission, .. })));
+    assert!(c.closing().is_some());
+    // A request before the `Welcome`: closed, and a late outcome is ignored.
+    let mut ev = Vec::new();
+    let mut c = open(&mut ev);
+    feed(&mut c, &frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]), &mut ev);
+    assert!(c.closing().is_some());
+    c.verified(Ok((Identity::Trusted, Vec::new())), Instant::now(), &mut ev);
+    assert!(!drain(&mut c).iter().any(|f| f.0 == FrameKind::Welcome));
 }

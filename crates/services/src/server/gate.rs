@@ -18,6 +18,10 @@ pub struct Gate {
     munge: Option<(Munge, String)>,
 }
 
+/// A MUNGE proof's result: who, and the server's credential; or the
+/// error to send before closing.
+pub type MungeOutcome = Result<(Identity, Vec<u8>), (ErrorCode, String)>;
+
 /// Who a connection proved to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Identity {
@@ -74,8 +78,9 @@ impl Gate {
     }
 
     /// Checks a client's MUNGE credential for this handshake; returns who
-    /// it proved and the server's own credential for the `Welcome`.
-    pub fn munge_proof(&self, hello: &Hello, challenge: &Challenge, cred: &[u8]) -> Result<(Identity, Vec<u8>), (ErrorCode, String)> {
+    /// it proved and the server's own credential for the `Welcome`. Blocks
+    /// on `munged`: called on the verifier thread (`workers::Verifier`).
+    pub fn munge_proof(&self, hello: &Hello, challenge: &Challenge, cred: &[u8]) -> MungeOutcome {
         let Some((m, me)) = &self.munge else {
             return Err((ErrorCode::Permission, "this cluster authenticates with its secret, not MUNGE credentials".into()));
         };

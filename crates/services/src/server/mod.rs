@@ -66,7 +66,7 @@ pub struct Server {
     data: Option<DataService>,
     lock: Option<Arc<LockService>>,
     services: u8,
-    gate: gate::Gate,
+    pub(crate) gate: gate::Gate,
     counters: Counters,
     started: Instant,
     budget: Arc<MemoryBudget>,

@@ -13,7 +13,7 @@
 use super::budget::MemoryBudget;
 use super::conn::{Conn, ConnLimits, Event, Payload};
 use super::read_turns::ReadTurns;
-use super::workers::{worker_count, ConnRef, Done, Job, Replier, Workers};
+use super::workers::{worker_count, ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
 use super::Server;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -85,6 +85,8 @@ pub struct Reactor {
     limits: Arc<ConnLimits>,
     budget: Arc<MemoryBudget>,
     workers: Workers,
+    /// Checks MUNGE proofs off the loop.
+    verifier: Verifier,
     done: Receiver<Done>,
     turns: ReadTurns<Job>,
     events: Vec<Event>,
@@ -101,6 +103,7 @@ impl Reactor {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (replier, done) = Replier::new(waker);
         let workers = Workers::start(worker_count(), server.clone(), &replier);
+        let verifier = Verifier::start(server.clone(), &replier);
         let budget = server.budget.clone();
         let turns = ReadTurns::new(server.id, super::read_slots());
         let max_connections = max_connections();
@@ -117,6 +120,7 @@ impl Reactor {
             limits: Arc::new(ConnLimits::from_env()),
             budget,
             workers,
+            verifier,
             done,
             turns,
             events: Vec::new(),
@@ -268,6 +272,7 @@ impl Reactor {
                 Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, turn: None }),
                 Event::Refused => self.server.count_bad_request(),
                 Event::Ready => {}
+                Event::Verify { hello, challenge, cred } => self.verifier.submit(VerifyJob { conn, hello, challenge, cred }),
             }
         }
         self.events = events;
@@ -410,6 +415,14 @@ impl Reactor {
                 Done::Late { conn, id, rsp, payload } => {
                     if let Some(slot) = self.slot_of(conn) {
                         slot.conn.respond(id, &rsp, payload, now);
+                        touched.push(conn.slot);
+                    }
+                }
+                Done::Verified { conn, outcome } => {
+                    if let Some(slot) = self.slot_of(conn) {
+                        // Only `Ready` can come of it: nothing to queue.
+                        let mut events = Vec::new();
+                        slot.conn.verified(outcome, now, &mut events);
                         touched.push(conn.slot);
                     }
                 }

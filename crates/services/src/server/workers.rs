@@ -44,6 +44,8 @@ pub enum Done {
     /// The later response of a job that ran earlier (a lock granted after a
     /// wait, a collective's round done), with its payload.
     Late { conn: ConnRef, id: MsgId, rsp: Response, payload: Payload },
+    /// A MUNGE handshake's proof checked (see [`Verifier`]).
+    Verified { conn: ConnRef, outcome: super::gate::MungeOutcome },
 }
 
 /// Sends results to the loop and wakes it.
@@ -89,6 +91,45 @@ impl Workers {
 
     pub fn submit(&self, job: Job) {
         // Workers live as long as the process.
+        let _ = self.tx.send(job);
+    }
+}
+
+/// A MUNGE proof to check: the connection, its hello and challenge, the
+/// credential.
+pub struct VerifyJob {
+    pub conn: ConnRef,
+    pub hello: weft_wire::Hello,
+    pub challenge: weft_wire::Challenge,
+    pub cred: Vec<u8>,
+}
+
+/// One thread that checks MUNGE proofs with `munged` (and looks up the
+/// user's groups), off the event loop: a slow or dead `munged` delays only
+/// handshakes, never other connections' requests. The connection's
+/// handshake deadline still runs; a late result finds it gone.
+pub struct Verifier {
+    tx: Sender<VerifyJob>,
+}
+
+impl Verifier {
+    pub fn start(server: Arc<Server>, replier: &Replier) -> Self {
+        let (tx, rx) = channel::<VerifyJob>();
+        let replier = replier.clone();
+        std::thread::Builder::new()
+            .name("weft-verifier".into())
+            .spawn(move || {
+                for j in rx {
+                    let outcome = catch_unwind(AssertUnwindSafe(|| server.gate.munge_proof(&j.hello, &j.challenge, &j.cred)))
+                        .unwrap_or_else(|_| Err((ErrorCode::Internal, "the server failed while checking the credential".into())));
+                    replier.send(Done::Verified { conn: j.conn, outcome });
+                }
+            })
+            .expect("spawn the verifier thread");
+        Verifier { tx }
+    }
+
+    pub fn submit(&self, job: VerifyJob) {
         let _ = self.tx.send(job);
     }
 }

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use weft_lock::Extent;
 use weft_net::{ClusterFile, Endpoint};
 use weft_wire::limits::MAX_LOCK_EXTENTS;
-use weft_wire::{FileId, LockReq, Request, Response, WireExtent};
+use weft_wire::{Capability, FileId, LockReq, Request, Response, WireExtent};
 
 /// How much of the file an atomic access locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,15 +241,15 @@ impl LockSession {
     /// Blocks until the extents are locked; returns the lock id. Fails with
     /// `LeaseExpired`, before or after asking, if the session's lease
     /// lapsed: the bytes might be locked by another client.
-    pub(crate) fn acquire(&self, file: FileId, exclusive: bool, extents: &[Extent]) -> Result<u64> {
-        self.acquire_within(file, exclusive, extents, self.wait_ms)
+    pub(crate) fn acquire(&self, file: FileId, cap: Capability, exclusive: bool, extents: &[Extent]) -> Result<u64> {
+        self.acquire_within(file, cap, exclusive, extents, self.wait_ms)
     }
 
     /// [`LockSession::acquire`], waiting at most `wait_ms` (0: only if
     /// free now) before the service answers `Busy`.
-    pub(crate) fn acquire_within(&self, file: FileId, exclusive: bool, extents: &[Extent], wait_ms: u32) -> Result<u64> {
+    pub(crate) fn acquire_within(&self, file: FileId, cap: Capability, exclusive: bool, extents: &[Extent], wait_ms: u32) -> Result<u64> {
         self.lease.check(self.session)?;
-        let req = LockReq::Acquire { session: self.session, file, exclusive, wait_ms, extents: extents.iter().map(wire).collect() };
+        let req = LockReq::Acquire { session: self.session, file, cap, exclusive, wait_ms, extents: extents.iter().map(wire).collect() };
         let answer = match self.call(req) {
             // No answer: the service may grant the lock later, to a session
             // that will never release it. Ending the session frees whatever

@@ -318,7 +318,7 @@ impl Client {
     /// (at most `WEFT_LOCK_WAIT_MS`, default 60 s, then `Busy`).
     pub fn lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent]) -> Result<LockGuard> {
         let id = file.attr().id;
-        let lock = self.lock_session()?.acquire(id, exclusive, extents)?;
+        let lock = self.lock_session()?.acquire(id, file.capability()?, exclusive, extents)?;
         Ok(LockGuard::new(self.clone(), id, lock))
     }
 
@@ -327,7 +327,7 @@ impl Client {
     pub fn lock_within(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent], wait: std::time::Duration) -> Result<LockGuard> {
         let id = file.attr().id;
         let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
-        let lock = self.lock_session()?.acquire_within(id, exclusive, extents, wait_ms)?;
+        let lock = self.lock_session()?.acquire_within(id, file.capability()?, exclusive, extents, wait_ms)?;
         Ok(LockGuard::new(self.clone(), id, lock))
     }
 

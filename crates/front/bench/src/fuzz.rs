@@ -124,18 +124,22 @@ impl Gen {
         FileId(if self.rng.gen_bool(0.8) { self.rng.gen_range(0..300) } else { self.rng.r#gen() })
     }
 
-    /// A data request with a capability: usually valid for every right,
-    /// sometimes for another file, too few rights, expired or forged.
+    /// A data request with a capability (see [`Gen::cap`]).
     fn data(&mut self, op: DataReq) -> Request {
-        let f = op.file();
-        let cap = match self.rng.gen_range(0..10) {
+        let cap = self.cap(op.file());
+        Request::data(cap, op)
+    }
+
+    /// A capability for `f`: usually valid for every right, sometimes for
+    /// another file, too few rights, expired or forged.
+    fn cap(&mut self, f: FileId) -> weft_wire::Capability {
+        match self.rng.gen_range(0..10) {
             0 => self.caps.issue(FileId(f.0 ^ 1), weft_wire::rights::ALL, u64::MAX),
             1 => self.caps.issue(f, self.rng.gen_range(0..16), u64::MAX),
             2 => self.caps.issue(f, weft_wire::rights::ALL, self.rng.gen_range(0..1_000_000)),
             3 => weft_wire::Capability { mac: self.rng.r#gen(), ..self.caps.issue(f, weft_wire::rights::ALL, u64::MAX) },
             _ => self.caps.issue(f, weft_wire::rights::ALL, u64::MAX),
-        };
-        Request::data(cap, op)
+        }
     }
 
     fn pieces(&mut self) -> Vec<Piece> {
@@ -196,7 +200,8 @@ impl Gen {
             11 | 12 => {
                 let n = self.count(MAX_LOCK_EXTENTS).min(2_000);
                 let extents = (0..n).map(|_| self.extent()).collect();
-                Request::Lock(LockReq::Acquire { session: self.rng.gen_range(0..50), file: self.file(), exclusive: self.rng.r#gen(), wait_ms: self.rng.gen_range(0..30), extents })
+                let file = self.file();
+                Request::Lock(LockReq::Acquire { session: self.rng.gen_range(0..50), file, cap: self.cap(file), exclusive: self.rng.r#gen(), wait_ms: self.rng.gen_range(0..30), extents })
             }
             _ => Request::Lock(match self.rng.gen_range(0..3) {
                 0 => LockReq::Release { session: self.rng.gen_range(0..50), file: self.file(), lock: self.rng.gen_range(0..10_000) },

@@ -188,8 +188,12 @@ fn bad_lock_requests_are_refused_and_disturb_no_holder() {
     let id = f.attr().id;
     let guard = c.lock(&f, true, &[Extent::range(0, 10).unwrap()]).unwrap();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let acquire = |extents: Vec<WireExtent>, file: FileId| LockReq::Acquire { session: 42, file, exclusive: true, wait_ms: 100, extents };
+    let acquire = |extents: Vec<WireExtent>, file: FileId| LockReq::Acquire { session: 42, file, cap: common::cap_for(&cf.secret(), file), exclusive: true, wait_ms: 100, extents };
     let is_err = |r: &Response, code: ErrorCode, text: &str| matches!(r, Response::Error { code: c, message } if *c == code && message.contains(text));
+    // No one locks a file it could not open: a capability is needed.
+    let uncapped = LockReq::Acquire { session: 42, file: id, cap: weft_wire::Capability::none(id), exclusive: false, wait_ms: 100, extents: vec![WireExtent::Range { start: 20, end: 30 }] };
+    let r = lock_call(&ep, addr, uncapped);
+    assert!(is_err(&r, ErrorCode::Permission, "lock on file"), "{r:?}");
     let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 9, end: 3 }], id));
     assert!(is_err(&r, ErrorCode::BadRequest, "inverted"), "{r:?}");
     let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 0, end: u64::MAX }], id));

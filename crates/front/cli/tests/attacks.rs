@@ -260,7 +260,7 @@ fn crafted_lock_requests_neither_crash_nor_stall_the_lock_service() {
         starts[k as usize] = rank as u64 * 2;
     }
     let extents = starts.iter().map(|&st| WireExtent::Range { start: st, end: st + 1 }).collect();
-    let req = Request::Lock(LockReq::Acquire { session: 77, file, exclusive: true, wait_ms: 100, extents });
+    let req = Request::Lock(LockReq::Acquire { session: 77, file, cap: common::cap_for(&cf.secret(), file), exclusive: true, wait_ms: 100, extents });
     write_frame(&mut s, FrameKind::Request, MsgId(1), &req.encode(), &[]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Locked { .. }));
     // Two interleaved strided runs of 2^32 blocks: they never overlap, so
@@ -268,7 +268,7 @@ fn crafted_lock_requests_neither_crash_nor_stall_the_lock_service() {
     let n = 1u64 << 32;
     for (id, offset) in [(2u64, 1u64 << 40), (3, (1 << 40) + 8)] {
         let extents = vec![WireExtent::Strided { offset, len: 8, stride: 16, count: n }];
-        let req = Request::Lock(LockReq::Acquire { session: 78, file, exclusive: true, wait_ms: 100, extents });
+        let req = Request::Lock(LockReq::Acquire { session: 78, file, cap: common::cap_for(&cf.secret(), file), exclusive: true, wait_ms: 100, extents });
         write_frame(&mut s, FrameKind::Request, MsgId(id), &req.encode(), &[]).unwrap();
         assert!(matches!(response(&mut s).1, Response::Locked { .. }));
     }

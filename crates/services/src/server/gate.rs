@@ -111,6 +111,11 @@ impl Gate {
     pub fn admit(&self, req: &mut Request, who: &Identity) -> Result<(), String> {
         match req {
             Request::Data { cap, op } => self.caps.check(cap, op.file(), needed(op), unix_now()).map_err(|why| format!("file {}: {why}", op.file().0)),
+            // Shared or exclusive alike (flock(2) takes either on any open
+            // file): only someone who may open the file locks it.
+            Request::Lock(weft_wire::LockReq::Acquire { cap, file, .. }) => {
+                self.caps.check(cap, *file, rights::READ | rights::WRITE, unix_now()).map_err(|why| format!("lock on file {}: {why}", file.0))
+            }
             Request::Meta { cred, .. } => match who {
                 Identity::Trusted | Identity::Verified { uid: 0, .. } => Ok(()),
                 Identity::Verified { uid, gid, groups } => {

@@ -7,7 +7,7 @@
 //! checked and stored as one item).
 
 use crate::limits::MAX_LOCK_EXTENTS;
-use crate::{DecodeError, Decoder, Encoder, FileId};
+use crate::{Capability, DecodeError, Decoder, Encoder, FileId};
 
 /// One locked region as it travels: a range or a strided run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,8 +19,9 @@ pub enum WireExtent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockReq {
     /// Waits until all `extents` are granted (or `wait_ms` passes); answered
-    /// with `Locked { lock }`.
-    Acquire { session: u64, file: FileId, exclusive: bool, wait_ms: u32, extents: Vec<WireExtent> },
+    /// with `Locked { lock }`. `cap` must allow reading or writing `file`
+    /// (checked by the server's gate: no one locks a file it cannot open).
+    Acquire { session: u64, file: FileId, cap: Capability, exclusive: bool, wait_ms: u32, extents: Vec<WireExtent> },
     Release { session: u64, file: FileId, lock: u64 },
     /// Keeps the session's locks alive for another time to live.
     Renew { session: u64 },
@@ -37,8 +38,10 @@ impl LockReq {
 
     pub fn encode(&self, e: &mut Encoder) {
         match self {
-            LockReq::Acquire { session, file, exclusive, wait_ms, extents } => {
-                e.u8(1).u64(*session).u64(file.0).bool(*exclusive).u32(*wait_ms).u32(extents.len() as u32);
+            LockReq::Acquire { session, file, cap, exclusive, wait_ms, extents } => {
+                e.u8(1).u64(*session).u64(file.0);
+                cap.encode(e);
+                e.bool(*exclusive).u32(*wait_ms).u32(extents.len() as u32);
                 for x in extents {
                     match *x {
                         WireExtent::Range { start, end } => {
@@ -68,6 +71,7 @@ impl LockReq {
         Ok(match op {
             1 => {
                 let file = FileId(d.u64()?);
+                let cap = Capability::decode(d)?;
                 let exclusive = d.bool()?;
                 let wait_ms = d.u32()?;
                 let n = d.count("lock extent list", MAX_LOCK_EXTENTS, 17)?;
@@ -79,7 +83,7 @@ impl LockReq {
                         t => return Err(DecodeError::BadTag { what: "lock extent", tag: t.into() }),
                     });
                 }
-                LockReq::Acquire { session, file, exclusive, wait_ms, extents }
+                LockReq::Acquire { session, file, cap, exclusive, wait_ms, extents }
             }
             2 => LockReq::Release { session, file: FileId(d.u64()?), lock: d.u64()? },
             3 => LockReq::Renew { session },

@@ -113,8 +113,12 @@ pub fn response(s: &mut std::net::TcpStream) -> (weft_wire::Header, weft_wire::R
 /// A data request with a capability for its file and every right, minted
 /// with the servers' key (which a holder of the secret can derive).
 pub fn capped(secret: &weft_wire::Secret, op: weft_wire::DataReq) -> weft_wire::Request {
-    let cap = weft_wire::CapKey::derive(secret).issue(op.file(), weft_wire::rights::ALL, u64::MAX);
-    weft_wire::Request::data(cap, op)
+    weft_wire::Request::data(cap_for(secret, op.file()), op)
+}
+
+/// A capability for `file` with every right, never expiring.
+pub fn cap_for(secret: &weft_wire::Secret, file: weft_wire::FileId) -> weft_wire::Capability {
+    weft_wire::CapKey::derive(secret).issue(file, weft_wire::rights::ALL, u64::MAX)
 }
 
 /// A proxy to `target` for one connection that records what the client

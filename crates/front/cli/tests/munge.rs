@@ -274,3 +274,37 @@ fn a_munge_handshake_can_be_neither_relayed_nor_replayed() {
     let (_, r) = common::response(&mut s);
     assert!(matches!(&r, Response::Error { code: ErrorCode::Permission, message } if message.contains("credential")), "{r:?}");
 }
+
+/// `weft up --auth munge` as an operator runs it: the cluster and its own
+/// munged in the background, a user of no privilege works through the
+/// cluster file alone, and `weft down` stops the servers and that munged.
+#[test]
+fn weft_up_auth_munge_serves_other_users_and_weft_down_stops_its_munged() {
+    let dir = std::env::temp_dir().join(format!("weft-up-munge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let up = Command::new(common::WEFT).args(["up", "--auth", "munge", "--servers", "1", "--detach", "--dir"]).arg(&dir).output().unwrap();
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    assert!(String::from_utf8_lossy(&up.stdout).contains("auth: MUNGE"));
+    let cluster_file = dir.join("cluster.toml");
+    assert_eq!(std::fs::metadata(&cluster_file).unwrap().permissions().mode() & 0o777, 0o644);
+    let munged: i32 = std::fs::read_to_string(dir.join("munge/munged.pid")).unwrap().trim().parse().unwrap();
+    let user = |args: &[&str]| {
+        Command::new("setpriv")
+            .args([format!("--reuid={}", OTHER.0), format!("--regid={}", OTHER.1), "--clear-groups".into()])
+            .arg(common::WEFT)
+            .args(args)
+            .env("WEFT_CLUSTER", &cluster_file)
+            .output()
+            .unwrap()
+    };
+    let mk = user(&["mkdir", "weft:/mine"]);
+    assert!(mk.status.success(), "{}", String::from_utf8_lossy(&mk.stderr));
+    let ls = user(&["ls", "-l", "weft:/"]);
+    let listing = String::from_utf8_lossy(&ls.stdout).into_owned();
+    assert!(listing.lines().any(|l| l.contains(&OTHER.0.to_string()) && l.ends_with("mine")), "{listing}");
+    let down = Command::new(common::WEFT).args(["down", "--dir"]).arg(&dir).output().unwrap();
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    let alive = std::fs::read_to_string(format!("/proc/{munged}/stat")).is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+    assert!(!alive, "munged {munged} still runs after weft down");
+    let _ = std::fs::remove_dir_all(&dir);
+}

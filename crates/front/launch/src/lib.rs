@@ -453,16 +453,19 @@ pub fn stop_detached(dir: &Path) -> Result<usize, LaunchError> {
 /// recycled pid that now belongs to someone else.
 fn is_weft_server(pid: i32) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    !is_zombie(pid) && cmdline.split(|&b| b == 0).any(|a| a == b"serve")
+}
+
+fn is_zombie(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let zombie = stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'));
-    !zombie && cmdline.split(|&b| b == 0).any(|a| a == b"serve")
+    stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'))
 }
 
 /// True if `pid` is the `munged` a cluster started on `socket`.
 fn is_munged_of(pid: i32, socket: &Path) -> bool {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let want = format!("--socket={}", socket.display());
-    cmdline.split(|&b| b == 0).next().is_some_and(|a| a.ends_with(b"munged")) && cmdline.split(|&b| b == 0).any(|a| a == want.as_bytes())
+    !is_zombie(pid) && cmdline.split(|&b| b == 0).next().is_some_and(|a| a.ends_with(b"munged")) && cmdline.split(|&b| b == 0).any(|a| a == want.as_bytes())
 }
 
 /// Writes `text` to a new file only its owner may read.

@@ -116,6 +116,6 @@ pub fn up(a: UpArgs) -> Result<()> {
 
 pub fn down(a: DownArgs) -> Result<()> {
     let n = weft_launch::stop_detached(&a.dir)?;
-    let _ = out!("stopped {n} servers of {}", a.dir.display());
+    let _ = out!("stopped {n} processes of {}", a.dir.display());
     Ok(())
 }

@@ -13,6 +13,7 @@ pub mod concurrent_write;
 pub mod conns;
 pub mod fuse;
 pub mod fuzz;
+pub mod io500;
 pub mod md;
 pub mod mpi;
 pub mod mpiio_cost;

@@ -154,6 +154,44 @@ pub(super) enum Which {
         #[arg(long, default_value_t = 4)]
         servers: usize,
     },
+    /// IO500-like shapes on the FUSE mount (issue 12): ior-easy, ior-hard, mdtest-easy, mdtest-hard, beside a local directory, scored as IO500 scores. Needs root.
+    Io500 {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, default_value_t = 4)]
+        procs: usize,
+        /// ior-easy bytes per process (1 MiB transfers).
+        #[arg(long, default_value = "64m", value_parser = parse_size)]
+        easy_size: u64,
+        /// ior-hard 47,008-byte segments per process.
+        #[arg(long, default_value_t = 1000)]
+        hard_segments: u64,
+        /// mdtest files per process (easy and hard each).
+        #[arg(long, default_value_t = 1000)]
+        files: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// (internal) one process of `bench io500`.
+    Io500Worker {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        #[arg(long)]
+        phase: String,
+        #[arg(long)]
+        rank: usize,
+        #[arg(long)]
+        procs: usize,
+        #[arg(long)]
+        easy_bytes: u64,
+        #[arg(long)]
+        hard_segments: u64,
+        #[arg(long)]
+        files: u64,
+    },
     /// (internal) one process of `bench md`.
     MdWorker {
         #[arg(long)]

@@ -7,7 +7,7 @@ use args::{Common, Which};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, mpiio_cost, net, noncontig as nc, sched};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, io500, mpiio_cost, net, noncontig as nc, sched};
 
 /// The CSV file of a benchmark: `--csv`, else `bench-results/<name>.csv`.
 fn csv_path(common: &Common, name: &str) -> PathBuf {
@@ -114,6 +114,26 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::Io500 { common, procs, easy_size, hard_segments, files, repeats, servers } => {
+            let bc = common.cluster(&exe, cluster, servers)?;
+            let quiet = common.json;
+            let p = io500::Params { procs, easy_bytes: easy_size, hard_segments, files, repeats };
+            let rows = io500::run(&exe, &bc, &p, &|what| {
+                if !quiet {
+                    eprintln!("bench io500: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "io500");
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> = rows.iter().map(|r| vec![r.phase.to_string(), r.unit.to_string(), format!("{:.3}", r.mount), format!("{:.3}", r.local), format!("{:.2}", r.ratio)]).collect();
+                print_table(
+                    &format!("IO500-like shapes, {procs} processes, median of {repeats} (mount vs a local directory of the same disk; ior writes fsync'd, reads cold)"),
+                    &["phase", "unit", "mount", "local", "mount/local"],
+                    &table,
+                );
+                out!("(IO500's formula: geometric means of the ior phases (GiB/s) and of the mdtest phases (kIOPS), total = sqrt(bw * md))\nCSV: {}", csv.display())?;
             }
         }
         Which::Btio { common, q, cells, strategies, blocks, repeats, aggregators, servers } => {
@@ -447,6 +467,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
         }
         Which::NetPeer => net::peer()?,
         Which::MdWorker { target, dir, files, phase, threads } => md::worker(&target, &dir, files, &phase, threads)?,
+        Which::Io500Worker { dir, phase, rank, procs, easy_bytes, hard_segments, files } => io500::worker(&dir, &phase, rank, procs, easy_bytes, hard_segments, files)?,
     }
     Ok(())
 }

@@ -60,3 +60,38 @@ fn users_share_a_mount_with_their_own_identities() {
     assert_eq!((a.uid, a.gid), (1002, 1002));
     m.unmount();
 }
+
+/// Under root_squash the mount's own identity (root) is `nobody` to the
+/// metadata service, so it must act as each user for everything, not only
+/// creates: users' removals, renames, mode and time changes, listings and
+/// an unlink while open must work as on a local directory. Root's own
+/// requests are squashed (it cannot read a user's private file).
+#[test]
+fn users_work_through_a_mount_under_root_squash() {
+    let spec = weft_launch::ClusterSpec { data_servers: 2, root_squash: true, ..weft_launch::ClusterSpec::default() };
+    let tc = TestCluster::start_spec("fuse-squash", spec);
+    let m = Mount::new(&tc, "mnt");
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    fs::set_permissions(&local, fs::Permissions::from_mode(0o777)).unwrap();
+    let run = |root: &Path| {
+        let step = |uid: u32, groups: &str, script: &str| format!("{uid}: {}", as_user(root, uid, groups, script));
+        vec![
+            step(1001, "", "mkdir -m 700 home && cd home && echo one > f && mkdir d && echo two > d/g && ls && ls -l d | wc -l"),
+            step(1001, "", "cd home && chmod 640 f && stat -c '%a' f && touch -d 2020-01-02 f && stat -c '%Y' f && truncate -s 2 f && cat f"),
+            step(1001, "", "cd home && mv f f2 && mv d d2 && ls && rm d2/g && rmdir d2 && ls"),
+            step(1001, "", "cd home && echo held > h && (exec 3<h; rm h; cat <&3; ls)"),
+            step(1002, "", "ls home || echo denied; cat home/f2 || echo denied"),
+            step(1001, "", "cd home && rm f2 && cd .. && rmdir home && echo clean"),
+        ]
+    };
+    let on_weft = run(&m.point);
+    let on_local = run(&local);
+    assert_eq!(on_weft, on_local);
+    // Root itself is nobody: it cannot read a user's private file, which
+    // root on a local disk could.
+    as_user(&m.point, 1001, "", "echo private > p && chmod 600 p");
+    let r = fs::read(m.point.join("p"));
+    assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::PermissionDenied, "root read a private file despite root_squash");
+    m.unmount();
+}

@@ -24,7 +24,10 @@ pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
 #[derive(Default)]
 pub(crate) struct OpenInode {
     pub(crate) handles: usize,
-    pub(crate) hidden: Option<String>,
+    /// Removed while open: its hidden name, and the client of the user who
+    /// removed it, who removes it at the last close (any other identity
+    /// might not be allowed to: root's is `nobody` under root_squash).
+    pub(crate) hidden: Option<(String, weft_client::Client)>,
 }
 
 /// How long the kernel may trust what the mount told it.
@@ -141,12 +144,14 @@ impl WeftFs {
         lock(&self.paths).insert(ino, path.to_string());
     }
 
-    pub(crate) fn stat(&self, path: &str) -> Result<FileAttr, Errno> {
-        let (mut a, mut size) = self.client.stat(path).map_err(|e| errno::of(&e))?;
+    /// `path`'s attributes, asked as the user behind the request (`c`,
+    /// from [`WeftFs::caller`]).
+    pub(crate) fn stat(&self, c: &weft_client::Client, path: &str) -> Result<FileAttr, Errno> {
+        let (mut a, mut size) = c.stat(path).map_err(|e| errno::of(&e))?;
         // Queued writes may still move the size: wait for them, ask again.
         if self.writes.pending(a.id.0) {
             self.writes.wait(a.id.0);
-            (a, size) = self.client.stat(path).map_err(|e| errno::of(&e))?;
+            (a, size) = c.stat(path).map_err(|e| errno::of(&e))?;
         }
         self.remember(a.id.0, path);
         Ok(fuse_attr(&a, size))
@@ -154,9 +159,9 @@ impl WeftFs {
 
     /// The attributes of inode `ino` by its path, if the path still names
     /// that inode (another mount may have replaced or moved it): else ESTALE.
-    pub(crate) fn stat_ino(&self, ino: INodeNo) -> Result<FileAttr, Errno> {
+    pub(crate) fn stat_ino(&self, c: &weft_client::Client, ino: INodeNo) -> Result<FileAttr, Errno> {
         let path = self.path_of(ino)?;
-        let a = self.stat(&path)?;
+        let a = self.stat(c, &path)?;
         if a.ino != ino && ino.0 != 1 {
             lock(&self.paths).remove(&ino.0);
             return Err(Errno::ESTALE);
@@ -172,13 +177,13 @@ impl WeftFs {
 
     /// The listing `opendir` made for `fh`, or a fresh one (also when
     /// `fresh_within` is given and the kept one is older).
-    pub(crate) fn listing(&self, ino: INodeNo, fh: fuser::FileHandle, fresh_within: Option<std::time::Duration>) -> Result<Arc<Listing>, Errno> {
+    pub(crate) fn listing(&self, c: &weft_client::Client, ino: INodeNo, fh: fuser::FileHandle, fresh_within: Option<std::time::Duration>) -> Result<Arc<Listing>, Errno> {
         if let Some(l) = lock(&self.listings).get(&fh.0).cloned()
             && fresh_within.is_none_or(|d| l.taken.elapsed() <= d)
         {
             return Ok(l);
         }
-        let l = Arc::new(self.list(ino)?);
+        let l = Arc::new(self.list(c, ino)?);
         if let Some(kept) = lock(&self.listings).get_mut(&fh.0) {
             *kept = l.clone();
         }
@@ -186,9 +191,9 @@ impl WeftFs {
     }
 
     /// A directory's entries, "." and ".." first, remembering each child's path.
-    pub(crate) fn list(&self, ino: INodeNo) -> Result<Listing, Errno> {
+    pub(crate) fn list(&self, c: &weft_client::Client, ino: INodeNo) -> Result<Listing, Errno> {
         let path = self.path_of(ino)?;
-        let entries = self.client.readdir(&path).map_err(|e| errno::of(&e))?;
+        let entries = c.readdir(&path).map_err(|e| errno::of(&e))?;
         let taken = std::time::Instant::now();
         let dot = |name: &str| Listed { ino: ino.0, kind: FileType::Directory, name: name.into(), path: None, attr: None, exact: false };
         let mut all = vec![dot("."), dot("..")];

@@ -1,5 +1,9 @@
-//! Whom the mount acts as: the user behind each request that creates a
-//! file, directory or link.
+//! Whom the mount acts as: the user behind each request, for every
+//! request that names a path (lookups, listings, opens, creates, changes,
+//! removals), so new files are the user's, the metadata service checks
+//! the user's rights (again, after the kernel), capabilities carry them,
+//! and a cluster with root_squash (where the mount's own root is `nobody`)
+//! works for its users.
 
 use crate::fs::WeftFs;
 use crate::handle::lock;
@@ -7,10 +11,10 @@ use fuser::Request;
 use weft_client::Client;
 
 impl WeftFs {
-    /// The client to create files with for the process behind `req`: its
-    /// uid, gid and supplementary groups (from /proc), so new files are
-    /// the user's. The kernel has already checked the permissions
-    /// (`default_permissions`); the metadata service checks them again.
+    /// The client acting as the process behind `req`: its uid, gid and
+    /// supplementary groups (from /proc). The kernel has already checked
+    /// the permissions (`default_permissions`); the metadata service
+    /// checks them again.
     pub(crate) fn caller(&self, req: &Request) -> Client {
         let (uid, gid) = (req.uid(), req.gid());
         if uid == 0 {

@@ -35,22 +35,23 @@ impl WeftFs {
     /// Removes `path` (a file): at once, or, if this mount has it open, by
     /// renaming it to a hidden name that its last close removes, so open
     /// handles keep reading and writing it (POSIX unlink-while-open).
-    pub(crate) fn remove_file(&self, path: &str) -> Result<(), Errno> {
+    /// Removed as the user behind the request (`c`).
+    pub(crate) fn remove_file(&self, c: &weft_client::Client, path: &str) -> Result<(), Errno> {
         let ino = lock(&self.paths).iter().find(|(_, p)| *p == path).map(|(&i, _)| i);
         let mut open = lock(&self.open_inodes);
         match ino.and_then(|i| open.get_mut(&i).map(|o| (i, o))) {
             Some((ino, o)) if o.handles > 0 && o.hidden.is_none() => {
                 let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
                 let hidden = format!("{dir}/{HIDDEN_PREFIX}{ino:x}");
-                self.client.rename(path, &hidden).map_err(|e| errno::of(&e))?;
-                o.hidden = Some(hidden.clone());
+                c.rename(path, &hidden).map_err(|e| errno::of(&e))?;
+                o.hidden = Some((hidden.clone(), c.clone()));
                 drop(open);
                 self.forget_path(path);
                 self.remember(ino, &hidden);
             }
             _ => {
                 drop(open);
-                self.client.unlink(path).map_err(|e| errno::of(&e))?;
+                c.unlink(path).map_err(|e| errno::of(&e))?;
                 self.forget_path(path);
             }
         }
@@ -61,11 +62,11 @@ impl WeftFs {
     /// failed), so it keeps `path`.
     pub(crate) fn unhide(&self, ino: u64, path: &str) {
         let mut open = lock(&self.open_inodes);
-        let Some(hidden) = open.get_mut(&ino).and_then(|o| o.hidden.take()) else { return };
-        if let Err(e) = self.client.rename(&hidden, path) {
+        let Some((hidden, by)) = open.get_mut(&ino).and_then(|o| o.hidden.take()) else { return };
+        if let Err(e) = by.rename(&hidden, path) {
             tracing::warn!(target: "weft::fuse", %hidden, error = %e, "could not restore a file set aside for a failed rename");
             if let Some(o) = open.get_mut(&ino) {
-                o.hidden = Some(hidden);
+                o.hidden = Some((hidden, by));
             }
             return;
         }
@@ -75,12 +76,13 @@ impl WeftFs {
 
     /// Sets the mtime of a file written through `h` since its last close
     /// (or explicit time); data servers do not tell the metadata service.
-    pub(crate) fn touch_if_written(&self, h: &Handle) {
+    /// Asked as `c`, the user closing it (a writer, so allowed "now").
+    pub(crate) fn touch_if_written(&self, c: &weft_client::Client, h: &Handle) {
         if !h.wrote.swap(false, Ordering::Relaxed) {
             return;
         }
         if let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0))
-            && let Err(e) = self.client.set_mtime(&path, None)
+            && let Err(e) = c.set_mtime(&path, None)
         {
             tracing::warn!(target: "weft::fuse", %path, error = %e, "could not set the mtime of a written file");
         }
@@ -97,11 +99,11 @@ impl WeftFs {
                 return;
             }
             // Where it is now: its directory may have been renamed since.
-            open.remove(&ino).and_then(|o| o.hidden).map(|h| lock(&self.paths).get(&ino).cloned().unwrap_or(h))
+            open.remove(&ino).and_then(|o| o.hidden).map(|(h, by)| (lock(&self.paths).get(&ino).cloned().unwrap_or(h), by))
         };
         self.locks.release_inode(ino);
-        if let Some(h) = hidden {
-            if let Err(e) = self.client.unlink(&h) {
+        if let Some((h, by)) = hidden {
+            if let Err(e) = by.unlink(&h) {
                 tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
             }
             lock(&self.paths).remove(&ino);

@@ -18,17 +18,17 @@ use std::time::SystemTime;
 use weft_client::{CreateOptions, FileKind};
 
 impl Filesystem for WeftFs {
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.child(parent, name).and_then(|p| self.stat(&p)) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.child(parent, name).and_then(|p| self.stat(&self.caller(req), &p)) {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         // Fresh attributes by path; an open file whose name is gone keeps
         // the attributes it was opened with (and its current size).
-        let r = match (self.stat_ino(ino), fh.map(|fh| self.handle(fh))) {
+        let r = match (self.stat_ino(&self.caller(req), ino), fh.map(|fh| self.handle(fh))) {
             (Ok(a), _) => Ok(a),
             (Err(_), Some(Ok(h))) => {
                 self.writes.wait(ino.0);
@@ -44,7 +44,7 @@ impl Filesystem for WeftFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -60,17 +60,18 @@ impl Filesystem for WeftFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let c = self.caller(req);
         let r = (|| -> Result<FileAttr, Errno> {
             let path = self.path_of(ino)?;
             let e = |e: weft_client::Error| errno::of(&e);
             // Changing mode or owner without the right is EPERM (chmod(2)).
             let owner_err = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
             if let Some(m) = mode {
-                self.client.chmod(&path, m & 0o7777).map_err(owner_err)?;
+                c.chmod(&path, m & 0o7777).map_err(owner_err)?;
             }
             if uid.is_some() || gid.is_some() {
-                let (cur, _) = self.client.stat(&path).map_err(e)?;
-                self.client.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(owner_err)?;
+                let (cur, _) = c.stat(&path).map_err(e)?;
+                c.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(owner_err)?;
             }
             if let Some(s) = size {
                 // After the writes queued before it.
@@ -81,9 +82,9 @@ impl Filesystem for WeftFs {
                         h.wrote.store(true, Ordering::Relaxed);
                     }
                     _ => {
-                        self.client.open(&path, true).and_then(|f| f.truncate(s).and_then(|()| f.close())).map_err(e)?;
+                        c.open(&path, true).and_then(|f| f.truncate(s).and_then(|()| f.close())).map_err(e)?;
                         if mtime.is_none() {
-                            self.client.set_mtime(&path, None).map_err(e)?;
+                            c.set_mtime(&path, None).map_err(e)?;
                         }
                     }
                 }
@@ -92,17 +93,17 @@ impl Filesystem for WeftFs {
             // reported equal to it); setting atime alone changes nothing.
             match mtime {
                 Some(TimeOrNow::SpecificTime(t)) => {
-                    self.client.set_mtime(&path, Some(nanos(t))).map_err(owner_err)?;
+                    c.set_mtime(&path, Some(nanos(t))).map_err(owner_err)?;
                     // A time set on purpose (cp -p, tar) stands: earlier
                     // writes through open handles no longer touch it.
                     for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
                         h.wrote.store(false, Ordering::Relaxed);
                     }
                 }
-                Some(TimeOrNow::Now) => drop(self.client.set_mtime(&path, None).map_err(e)?),
+                Some(TimeOrNow::Now) => drop(c.set_mtime(&path, None).map_err(e)?),
                 None => {}
             }
-            self.stat_ino(ino)
+            self.stat_ino(&c, ino)
         })();
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
@@ -122,27 +123,28 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.remove_file(&p)) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.child(parent, name).and_then(|p| self.remove_file(&self.caller(req), &p)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.client.rmdir(&p).map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        match self.child(parent, name).and_then(|p| self.caller(req).rmdir(&p).map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }
 
-    fn rename(&self, _req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+    fn rename(&self, req: &Request, parent: INodeNo, name: &OsStr, newparent: INodeNo, newname: &OsStr, flags: RenameFlags, reply: ReplyEmpty) {
+        let c = self.caller(req);
         let r = (|| -> Result<(), Errno> {
             let (from, to) = (self.child(parent, name)?, self.child(newparent, newname)?);
             if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 return Err(Errno::EINVAL);
             }
-            let target = self.client.stat(&to).ok();
+            let target = c.stat(&to).ok();
             if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
                 return Err(Errno::EEXIST);
             }
@@ -150,12 +152,12 @@ impl Filesystem for WeftFs {
             let hidden = match &target {
                 Some((a, _)) if a.kind != FileKind::Dir && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.handles > 0) => {
                     self.remember(a.id.0, &to);
-                    self.remove_file(&to)?;
+                    self.remove_file(&c, &to)?;
                     Some(a.id.0)
                 }
                 _ => None,
             };
-            if let Err(e) = self.client.rename(&from, &to) {
+            if let Err(e) = c.rename(&from, &to) {
                 // The target was set aside for nothing: put it back.
                 if let Some(ino) = hidden {
                     self.unhide(ino, &to);
@@ -285,19 +287,20 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.path_of(ino).and_then(|p| self.client.readlink(&p).map_err(|e| errno::of(&e))) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.path_of(ino).and_then(|p| self.caller(req).readlink(&p).map_err(|e| errno::of(&e))) {
             Ok(t) => reply.data(t.as_bytes()),
             Err(e) => reply.error(e),
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.reserve(ino.0);
         let r = (|| -> Result<FileHandle, Errno> {
             let path = self.path_of(ino)?;
             let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
-            let file = self.client.open(&path, write).map_err(|e| errno::of(&e))?;
+            // As the user: its capability carries that user's rights.
+            let file = self.caller(req).open(&path, write).map_err(|e| errno::of(&e))?;
             if file.attr().id.0 != ino.0 {
                 // The name now names another file (another mount renamed).
                 return Err(Errno::ESTALE);
@@ -385,7 +388,7 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // close(2) waits for this (release comes later): the file's queued
         // writes are done, and their failure reported, before it returns,
         // and so is the mtime (close-to-open).
@@ -401,7 +404,7 @@ impl Filesystem for WeftFs {
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
         if let Ok(h) = h {
-            self.touch_if_written(&h);
+            self.touch_if_written(&self.caller(req), &h);
         }
         match written {
             Ok(()) => reply.ok(),
@@ -409,7 +412,7 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(&self, req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
         self.writes.wait(ino.0);
         if let Some(o) = lock_owner {
             self.locks.release_owner(ino.0, o.0);
@@ -419,7 +422,7 @@ impl Filesystem for WeftFs {
             if let Err(e) = h.take_error() {
                 tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed and its handle was closed without a flush");
             }
-            self.touch_if_written(&h);
+            self.touch_if_written(&self.caller(req), &h);
             let id = h.file.attr().id.0;
             // The write open ends at the metadata service, with the size if
             // it wrote (stat then answers without the data servers). A
@@ -467,8 +470,8 @@ impl Filesystem for WeftFs {
         reply.statfs(total / BLOCK, free / BLOCK, free / BLOCK, files, u64::MAX / 2, BLOCK as u32, 255, BLOCK as u32);
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.list(ino) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.list(&self.caller(req), ino) {
             Ok(all) => {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
                 lock(&self.listings).insert(fh, Arc::new(all));
@@ -478,8 +481,8 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let all = match self.listing(ino, fh, None) {
+    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let all = match self.listing(&self.caller(req), ino, fh, None) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
@@ -499,9 +502,10 @@ impl Filesystem for WeftFs {
     /// starts from a listing at most `FRESH` old, and an entry whose size
     /// the listing does not know (a writer has it open, a symbolic link),
     /// or any entry once the listing is older, is stat'ed on its own.
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: fuser::ReplyDirectoryPlus) {
+    fn readdirplus(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: fuser::ReplyDirectoryPlus) {
         const FRESH: Duration = Duration::from_millis(100);
-        let all = match self.listing(ino, fh, (offset == 0).then_some(FRESH)) {
+        let c = self.caller(req);
+        let all = match self.listing(&c, ino, fh, (offset == 0).then_some(FRESH)) {
             Ok(l) => l,
             Err(e) => return reply.error(e),
         };
@@ -509,7 +513,7 @@ impl Filesystem for WeftFs {
         for (i, e) in all.entries.iter().enumerate().skip(offset as usize) {
             let attr = match (&e.path, e.attr) {
                 (Some(_), Some(a)) if e.exact && fresh => a,
-                (Some(path), _) => match self.stat(path) {
+                (Some(path), _) => match self.stat(&c, path) {
                     Ok(a) => a,
                     // Gone since the listing: left out of this page.
                     Err(_) => continue,

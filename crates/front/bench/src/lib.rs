@@ -20,6 +20,7 @@ pub mod mpiio_cost;
 pub mod net;
 pub mod noncontig;
 pub mod plot;
+pub mod probe;
 pub mod report;
 pub mod sched;
 pub mod workers;

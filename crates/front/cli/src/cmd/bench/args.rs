@@ -175,6 +175,36 @@ pub(super) enum Which {
         #[arg(long, default_value_t = 4)]
         servers: usize,
     },
+    /// Paper 001's question (issue 13): the share of the I/O nodes' CPU left to a compute probe while they serve paper 001's easy and hard patterns; data servers pinned to half the CPUs.
+    Probe {
+        #[command(flatten)]
+        common: Common,
+        /// Length of each probe run.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Easy pattern (hpf1d-8k): that many 8 KiB records.
+        #[arg(long, default_value_t = 2048)]
+        easy_matrix: u64,
+        /// Hard pattern (hpf2d-8): edge^2 8-byte records.
+        #[arg(long, default_value_t = 512)]
+        hard_matrix: u64,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of the temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
+    /// (internal) one compute probe of `bench probe`.
+    ProbeWorker {
+        #[arg(long)]
+        cpu: usize,
+        #[arg(long)]
+        seconds: f64,
+        #[arg(long)]
+        units_per_sync: u64,
+        #[arg(long)]
+        barrier: Option<std::path::PathBuf>,
+    },
     /// (internal) one process of `bench io500`.
     Io500Worker {
         #[arg(long)]

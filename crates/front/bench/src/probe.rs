@@ -1,0 +1,237 @@
+//! Paper 001's question, asked of Weft: how much of an I/O node's CPU is
+//! left for computation while it serves I/O? (issue 13, "compute probe")
+//!
+//! The machine is split as a cluster would be: the data servers (the I/O
+//! nodes) are pinned to the upper half of the CPUs, everything else (the
+//! metadata server, the writers, this process) to the lower half. One probe
+//! process per I/O CPU, pinned to it, does a fixed amount of arithmetic per
+//! unit and counts units, for a fixed time: first with no I/O (the idle
+//! rate), then while the writers write paper 001's patterns through list
+//! I/O (`noncontig`'s `hpf1d-8k`, its easy case, and `hpf2d-8`, its hard
+//! one: 2-D BLOCK-CYCLIC 8-byte records). The share of CPU available is the
+//! probe's rate under I/O over its idle rate. In the `5ms` variant the
+//! probes meet at a barrier after each 5 ms of (idle-calibrated) work, as
+//! paper 001's second application does, so an interruption of any one
+//! delays all. The data servers' own CPU time per MB moved (thread CPU
+//! clocks, `weft status`) is reported beside it.
+
+use crate::workers::run_workers;
+use crate::{median, BenchCluster};
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// How long each probe run lasts.
+    pub seconds: f64,
+    /// Matrix edge of the easy pattern (hpf1d-8k: that many 8 KiB records).
+    pub easy_matrix: u64,
+    /// Matrix edge of the hard pattern (hpf2d-8: edge^2 8-byte records).
+    pub hard_matrix: u64,
+    pub repeats: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `hpf1d-8k` or `hpf2d-8`.
+    pub pattern: &'static str,
+    /// `none` or `5ms` (a barrier among the probes every 5 ms of work).
+    pub sync: &'static str,
+    pub idle_units_s: f64,
+    pub io_units_s: f64,
+    /// Share of the I/O CPUs left to the probes: io / idle.
+    pub share: f64,
+    /// What the writers moved meanwhile.
+    pub mb_s: f64,
+    /// Data servers' CPU seconds per MB moved.
+    pub server_cpu_s_per_mb: f64,
+}
+
+/// One unit of the probe's arithmetic (a few microseconds).
+fn unit(x: &mut u64) {
+    for _ in 0..2000 {
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+    }
+}
+
+/// Pins every thread of process `pid` (0: this one) to `cpus`.
+pub fn pin(pid: u32, cpus: &[usize]) -> Result<()> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c)?;
+    }
+    let pid = if pid == 0 { std::process::id() } else { pid };
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).with_context(|| format!("threads of process {pid}"))?;
+    for t in tasks.flatten() {
+        if let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
+            sched_setaffinity(nix::unistd::Pid::from_raw(tid), &set).with_context(|| format!("pin thread {tid} to CPUs {cpus:?}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The probe process: pinned to `cpu`, works for `seconds`, meeting the
+/// others at `barrier` (a socket) after every `units_per_sync` units (0:
+/// never); prints `units N elapsed_ns T`.
+pub fn worker(cpu: usize, seconds: f64, units_per_sync: u64, barrier: Option<&Path>) -> Result<()> {
+    pin(0, &[cpu])?;
+    let mut sock = barrier.map(UnixStream::connect).transpose().context("the probes' barrier")?;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ cpu as u64;
+    let (start, until) = (Instant::now(), Duration::from_secs_f64(seconds));
+    let mut units = 0u64;
+    while start.elapsed() < until {
+        for _ in 0..units_per_sync.max(16) {
+            unit(&mut x);
+            units += 1;
+        }
+        if let Some(s) = sock.as_mut().filter(|_| units_per_sync > 0) {
+            // Arrive, then wait until every probe has. The barrier ends
+            // when the coordinator goes: then the work goes on alone.
+            let mut go = [0u8; 1];
+            if s.write_all(&[1]).and_then(|()| s.read_exact(&mut go)).is_err() {
+                sock = None;
+            }
+        }
+    }
+    println!("units {units} elapsed_ns {} check {}", start.elapsed().as_nanos(), x & 1);
+    Ok(())
+}
+
+/// Runs the barrier for `n` probes: each round waits for every probe
+/// still there, then lets them all go; a probe that is done (hung up)
+/// leaves it. Detached: a probe that never comes leaves the thread
+/// waiting, not the benchmark.
+fn barrier(listener: UnixListener, n: usize) {
+    std::thread::spawn(move || {
+        let mut peers: Vec<UnixStream> = listener.incoming().take(n).flatten().collect();
+        let mut b = [0u8; 1];
+        while !peers.is_empty() {
+            peers.retain_mut(|p| p.read_exact(&mut b).is_ok());
+            peers.retain_mut(|p| p.write_all(&[1]).is_ok());
+        }
+    });
+}
+
+/// Runs one probe per I/O CPU for `seconds`, with `load` running rounds of
+/// writes meanwhile (if any); returns the probes' mean rate (units/s) and
+/// the bytes the load moved per second.
+fn probes(weft_bin: &Path, scratch: &Path, io_cpus: &[usize], seconds: f64, units_per_sync: u64, load: Option<&dyn Fn() -> Result<u64>>) -> Result<(f64, f64)> {
+    let sock = scratch.join("probe-barrier.sock");
+    let _ = std::fs::remove_file(&sock);
+    if units_per_sync > 0 {
+        barrier(UnixListener::bind(&sock)?, io_cpus.len());
+    }
+    let mut kids = Vec::new();
+    for &cpu in io_cpus {
+        let mut cmd = Command::new(weft_bin);
+        cmd.args(["bench", "probe-worker", "--cpu", &cpu.to_string(), "--seconds", &seconds.to_string(), "--units-per-sync", &units_per_sync.to_string()]);
+        if units_per_sync > 0 {
+            cmd.arg("--barrier").arg(&sock);
+        }
+        kids.push(cmd.stdout(Stdio::piped()).spawn().context("cannot start a probe")?);
+    }
+    let start = Instant::now();
+    let mut moved = 0u64;
+    if let Some(load) = load {
+        while kids.iter_mut().any(|k| matches!(k.try_wait(), Ok(None))) {
+            moved += load()?;
+        }
+    }
+    let load_s = start.elapsed().as_secs_f64();
+    let mut rates = Vec::new();
+    for mut k in kids {
+        let mut line = String::new();
+        BufReader::new(k.stdout.take().expect("piped")).read_line(&mut line)?;
+        if !k.wait()?.success() {
+            bail!("a probe failed: {line:?}");
+        }
+        let field = |name: &str| line.split_whitespace().skip_while(|w| *w != name).nth(1).and_then(|v| v.parse::<f64>().ok());
+        let (units, ns) = (field("units").context("probe output")?, field("elapsed_ns").context("probe output")?);
+        rates.push(units / (ns / 1e9));
+    }
+    let _ = std::fs::remove_file(&sock);
+    Ok((rates.iter().sum::<f64>() / rates.len() as f64, moved as f64 / load_s))
+}
+
+/// The data servers' CPU seconds so far (thread CPU clocks, all kinds).
+fn server_cpu_s(client: &weft_client::Client) -> f64 {
+    client.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services & 2 != 0).map(|s| (s.cpu_ns.iter().sum::<u64>() + s.cpu_loop_ns) as f64 / 1e9).sum()
+}
+
+pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    if p.seconds <= 0.0 || p.repeats == 0 || p.easy_matrix == 0 || p.hard_matrix == 0 {
+        bail!("seconds, repeats and matrix edges must be positive");
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpus < 2 {
+        bail!("the probe splits the CPUs into I/O nodes and compute nodes: it needs at least 2");
+    }
+    let (compute, io): (Vec<usize>, Vec<usize>) = ((0..cpus / 2).collect(), (cpus / 2..cpus).collect());
+    let pids = bc.server_pids();
+    if pids.is_empty() {
+        bail!("the probe pins the servers to CPUs: it needs a temporary cluster (leave out --cluster)");
+    }
+    let cf = weft_net::ClusterFile::load(&bc.cluster_file)?;
+    for (k, s) in cf.servers.iter().enumerate() {
+        let pid = *pids.get(k).context("a server is not running")?;
+        if s.services.contains(&weft_net::Service::Data) {
+            pin(pid, &[io[k % io.len()]])?;
+        } else {
+            pin(pid, &compute)?;
+        }
+    }
+    // This process and the writers it starts: the compute nodes.
+    pin(0, &compute)?;
+    let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let _ = client.mkdir("/probe", 0o777);
+    let patterns: [(&'static str, u64); 2] = [("hpf1d-8k", p.easy_matrix), ("hpf2d-8", p.hard_matrix)];
+    let mut samples: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); 4];
+    for rep in 0..p.repeats {
+        for (si, sync) in ["none", "5ms"].into_iter().enumerate() {
+            progress(&format!("round {}/{} sync {sync}: idle", rep + 1, p.repeats));
+            // Units in 5 ms of idle work, from an unsynchronized idle run.
+            let (free_rate, _) = probes(weft_bin, &bc.scratch, &io, p.seconds.min(1.0), 0, None)?;
+            let per_sync = if sync == "5ms" { ((free_rate * 0.005) as u64).max(1) } else { 0 };
+            let (idle, _) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, None)?;
+            for (pi, &(pattern, matrix)) in patterns.iter().enumerate() {
+                progress(&format!("round {}/{} sync {sync}: {pattern}", rep + 1, p.repeats));
+                let path = format!("/probe/{pattern}");
+                client.create(&path, weft_client::CreateOptions::default())?.close()?;
+                let params = crate::noncontig::Params { patterns: vec![], matrix, btio_cells: 1, repeats: 1, stripe_size: 0 };
+                let bytes = crate::noncontig::pattern(pattern, &params)?.file_size();
+                let args: Vec<Vec<String>> = (0..crate::noncontig::PROCS)
+                    .map(|r| {
+                        ["noncontig-worker", "--pattern", pattern, "--matrix", &matrix.to_string(), "--btio-cells", "1", "--rank", &r.to_string(), "--mode", "listio", "--op", "write", "--path", &path]
+                            .map(String::from)
+                            .to_vec()
+                    })
+                    .collect();
+                let load = || run_workers(weft_bin, &bc.cluster_file, &args, &[]).map(|_| bytes);
+                let cpu0 = server_cpu_s(&client);
+                let (io_rate, bytes_s) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, Some(&load))?;
+                let cpu = server_cpu_s(&client) - cpu0;
+                let mb = bytes_s * p.seconds / 1e6;
+                samples[si * 2 + pi].push((idle, io_rate, bytes_s / 1e6, if mb > 0.0 { cpu / mb } else { 0.0 }));
+                client.unlink(&path)?;
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    for (si, sync) in ["none", "5ms"].into_iter().enumerate() {
+        for (pi, &(pattern, _)) in patterns.iter().enumerate() {
+            let s = &samples[si * 2 + pi];
+            let col = |f: fn(&(f64, f64, f64, f64)) -> f64| median(s.iter().map(f).collect());
+            let (idle, io_rate) = (col(|x| x.0), col(|x| x.1));
+            rows.push(Row { pattern, sync, idle_units_s: idle, io_units_s: io_rate, share: io_rate / idle, mb_s: col(|x| x.2), server_cpu_s_per_mb: col(|x| x.3) });
+        }
+    }
+    Ok(rows)
+}

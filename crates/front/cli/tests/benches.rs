@@ -1,0 +1,53 @@
+//! Benchmarks that check something while they measure, run at a tiny
+//! size (the numbers are not looked at: timing is not a test).
+
+use std::process::Command;
+
+/// Runs `weft bench ARGS --json` in a directory of its own; its rows.
+fn bench_rows(name: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let dir = std::env::temp_dir().join(format!("weft-bench-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_weft")).arg("bench").args(args).args(["--json", "--csv"]).arg(dir.join("out.csv")).current_dir(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    v["rows"].as_array().unwrap().clone()
+}
+
+/// `weft bench io500` (issue 12): every IO500 phase runs on a real mount
+/// and on a local directory, each read checks the bytes it gets
+/// (interleaved 47,008-byte segments of several processes in one file,
+/// 3,901-byte files in one shared directory), and the scores come out. A
+/// mount that loses or mixes bytes fails it. Needs root and /dev/fuse.
+#[test]
+fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
+    let rows = bench_rows("io500", &["io500", "--procs", "3", "--easy-size", "1m", "--hard-segments", "40", "--files", "30", "--repeats", "1", "--servers", "2"]);
+    let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases.len(), 14, "{phases:?}");
+    for p in ["ior-easy-write", "ior-hard-read", "mdtest-easy-stat", "mdtest-hard-read", "mdtest-hard-delete", "score-bandwidth", "score-metadata", "score"] {
+        assert!(phases.contains(&p), "{p} missing: {phases:?}");
+    }
+    for r in rows {
+        for side in ["mount", "local"] {
+            let x = r[side].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{r}");
+        }
+    }
+}
+
+/// `weft bench probe` (issue 13): the probes run beside the data servers
+/// (pinned to the same CPUs), the writers move paper 001's patterns
+/// meanwhile (list I/O; each worker checks it moved every byte), and the
+/// data servers' CPU per MB is counted: every figure is there and positive.
+#[test]
+fn the_compute_probe_runs_beside_pinned_servers_under_both_patterns() {
+    let rows = bench_rows("probe", &["probe", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"]);
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for r in &rows {
+        for k in ["idle_units_s", "io_units_s", "share", "mb_s", "server_cpu_s_per_mb"] {
+            let x = r[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{k} in {r}");
+        }
+    }
+}

@@ -127,7 +127,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
                         v.map(String::from).to_vec()
                     })
                     .collect();
-                let secs = run_workers(weft_bin, &bc.cluster_file, &args, &[])?;
+                let secs = run_workers(weft_bin, bc, &args, &[])?;
                 let moved = if w == "tile" { (0..procs).map(|r| pat.filetype(procs, r).map(|t| t.size())).sum::<Result<u64, _>>()? * frames } else { size };
                 rates[(k + rep) % MODES.len()].push(moved as f64 / secs / 1e6);
                 bar.inc(1);
@@ -208,7 +208,7 @@ pub fn run_lock(weft_bin: &Path, bc: &BenchCluster, clients: &[u64], ranges: &[u
                 (0..n).map(|k| ["lock-worker", "--path", &path, "--rank", &k.to_string(), "--ranges", &r.to_string(), "--ops", &ops.to_string()].map(String::from).to_vec()).collect();
             let dir = bc.scratch.join("lock-latencies");
             std::fs::create_dir_all(&dir)?;
-            let secs = run_workers(weft_bin, &bc.cluster_file, &args, &[("WEFT_LATENCY_DIR", dir.to_str().unwrap_or("."))])?;
+            let secs = run_workers(weft_bin, bc, &args, &[("WEFT_LATENCY_DIR", dir.to_str().unwrap_or("."))])?;
             let mut lat: Vec<f64> = Vec::new();
             for k in 0..n {
                 let text = std::fs::read_to_string(dir.join(format!("{k}.txt")))?;

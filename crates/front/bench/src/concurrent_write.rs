@@ -104,7 +104,7 @@ fn run_once(weft_bin: &Path, bc: &BenchCluster, client: &weft_client::Client, t:
             a
         })
         .collect();
-    let slowest = run_workers(weft_bin, &bc.cluster_file, &args, &[])?;
+    let slowest = run_workers(weft_bin, bc, &args, &[])?;
     for rank in 0..procs {
         match t {
             Target::Weft => client.unlink(&path_of(rank))?,

@@ -138,7 +138,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                         v.to_vec()
                     })
                     .collect();
-                let secs = run_workers(weft_bin, &bc.cluster_file, &args, &[]).with_context(|| format!("{phase} on the {}", ["mount", "local directory"][side]))?;
+                let secs = run_workers(weft_bin, bc, &args, &[]).with_context(|| format!("{phase} on the {}", ["mount", "local directory"][side]))?;
                 let amount = match *phase {
                     "ior-easy-write" | "ior-easy-read" => p.easy_bytes as f64,
                     "ior-hard-write" | "ior-hard-read" => (p.hard_segments * HARD_TRANSFER) as f64,

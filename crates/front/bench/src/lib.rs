@@ -72,6 +72,12 @@ impl BenchCluster {
     pub fn server_pids(&self) -> Vec<u32> {
         self.temp.as_ref().map(|(lc, _)| lc.pids()).unwrap_or_default()
     }
+
+    /// The prefix that runs a worker of rank `rank` on its client node
+    /// (`LocalCluster::client_node`); empty: here.
+    pub fn client_node(&self, rank: usize) -> Vec<String> {
+        self.temp.as_ref().map(|(lc, _)| lc.client_node(rank)).unwrap_or_default()
+    }
 }
 
 impl Drop for BenchCluster {

@@ -75,7 +75,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                             ["md-worker", "--target", target, "--dir", &dir_of(r), "--files", &files, "--phase", phase, "--threads", &threads].map(String::from).to_vec()
                         })
                         .collect();
-                    let secs = run_workers(weft_bin, &bc.cluster_file, &args, &[])?;
+                    let secs = run_workers(weft_bin, bc, &args, &[])?;
                     let column = sides.iter().position(|s| *s == side).expect("a side");
                     rates[k][column].push((procs as u64 * p.files) as f64 / secs);
                 }

@@ -64,7 +64,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                                 a
                             })
                             .collect();
-                        run_workers(weft_bin, &bc.cluster_file, &per_rank, &[])?
+                        run_workers(weft_bin, bc, &per_rank, &[])?
                     };
                     let rate = bytes / secs / 1e6;
                     if side { mpiio[k].push(rate) } else { rust[k].push(rate) }

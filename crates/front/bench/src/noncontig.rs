@@ -124,7 +124,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
                         .collect();
                     // Both Weft modes get the same generous window, so the
                     // comparison is of one request per piece against lists.
-                    let secs = run_workers(weft_bin, &bc.cluster_file, &args, &[("WEFT_SCHED_WINDOW", WINDOW)])?;
+                    let secs = run_workers(weft_bin, bc, &args, &[("WEFT_SCHED_WINDOW", WINDOW)])?;
                     times[k][mode as usize].push(secs);
                 }
                 bar.inc(1);

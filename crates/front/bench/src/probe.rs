@@ -214,7 +214,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                             .to_vec()
                     })
                     .collect();
-                let load = || run_workers(weft_bin, &bc.cluster_file, &args, &[]).map(|_| bytes);
+                let load = || run_workers(weft_bin, bc, &args, &[]).map(|_| bytes);
                 let cpu0 = server_cpu_s(&client);
                 let (io_rate, bytes_s) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, Some(&load))?;
                 let cpu = server_cpu_s(&client) - cpu0;

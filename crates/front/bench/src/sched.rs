@@ -87,7 +87,7 @@ fn run_once(weft_bin: &Path, bc: &BenchCluster, path: &str, p: &Params, s: Strat
             v.map(String::from).to_vec()
         })
         .collect();
-    run_workers(weft_bin, &bc.cluster_file, &args, &[])
+    run_workers(weft_bin, bc, &args, &[])
 }
 
 /// Pairs per candidate in the paired re-runs of the best settings.

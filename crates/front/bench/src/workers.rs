@@ -5,17 +5,27 @@
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufRead, BufReader, Write};
+use crate::BenchCluster;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// Runs one worker per argument list (each after `weft bench`), all at once;
-/// returns the slowest worker's time in seconds.
-pub fn run_workers(weft_bin: &Path, cluster_file: &Path, per_rank: &[Vec<String>], env: &[(&str, &str)]) -> Result<f64> {
+/// Runs one worker per argument list (each after `weft bench`), all at once,
+/// rank k on the cluster's client node k (an emulated cluster's, in turn;
+/// else here); returns the slowest worker's time in seconds.
+pub fn run_workers(weft_bin: &Path, bc: &BenchCluster, per_rank: &[Vec<String>], env: &[(&str, &str)]) -> Result<f64> {
     let mut children = Vec::new();
-    for args in per_rank {
-        let mut cmd = Command::new(weft_bin);
-        cmd.arg("bench").args(args).env("WEFT_CLUSTER", cluster_file);
+    for (rank, args) in per_rank.iter().enumerate() {
+        let node = bc.client_node(rank);
+        let mut cmd = match node.split_first() {
+            Some((prog, rest)) => {
+                let mut c = Command::new(prog);
+                c.args(rest).arg(weft_bin);
+                c
+            }
+            None => Command::new(weft_bin),
+        };
+        cmd.arg("bench").args(args).env("WEFT_CLUSTER", &bc.cluster_file);
         cmd.envs(env.iter().copied());
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit());
         children.push(cmd.spawn().context("cannot start a benchmark worker")?);

@@ -26,7 +26,7 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
     let dead = "weft-4194305s0-n0";
     assert!(Command::new("ip").args(["netns", "add", dead]).status().unwrap().success());
     // 80 Mbit/s: 10 MB/s per node, both ways.
-    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: Some(80_000_000), disk_bps: None }), ..ClusterSpec::default() };
+    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: Some(80_000_000), disk_bps: None, client_nodes: 0 }), ..ClusterSpec::default() };
     let tc = TestCluster::start_spec("emulate", spec);
     assert!(!weft_launch::emulate::namespaces().contains(&dead.to_string()), "a dead run's namespace was left");
     // Other tests of this process may run emulations of their own at the
@@ -59,7 +59,7 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
 /// cgroup goes with the cluster.
 #[test]
 fn an_emulated_disk_caps_fsynced_writes() {
-    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: None, disk_bps: Some(10 << 20) }), ..ClusterSpec::default() };
+    let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: None, disk_bps: Some(10 << 20), client_nodes: 0 }), ..ClusterSpec::default() };
     let tc = TestCluster::start_spec("emulate-disk", spec);
     let c = tc.client();
     let f = c.create("/d", CreateOptions::default()).unwrap();
@@ -75,4 +75,38 @@ fn an_emulated_disk_caps_fsynced_writes() {
     drop(c);
     drop(tc);
     assert_eq!(cgroups(), 0, "disk cgroups left behind");
+}
+
+/// Client nodes: a client process run on one (`ip netns exec`) reaches the
+/// servers through its own capped link, so a file striped over two servers
+/// (each behind 10 MB/s) reaches it at no more than its node's 10 MB/s,
+/// as on a cluster's compute node; the node goes with the cluster.
+#[test]
+fn a_client_node_has_its_own_capped_link() {
+    let spec = ClusterSpec { data_servers: 2, emulate: Some(EmulateSpec { link_bps: Some(80_000_000), disk_bps: None, client_nodes: 1 }), ..ClusterSpec::default() };
+    let tc = TestCluster::start_spec("emulate-client", spec);
+    assert_eq!(tc.lc.client_nodes(), 1);
+    let node = tc.lc.client_node(0);
+    assert_eq!(node[..3], ["ip", "netns", "exec"]);
+    let ns = node[3].clone();
+    let qdisc = Command::new("ip").args(["netns", "exec", &ns, "tc", "qdisc", "show", "dev", "eth0"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&qdisc.stdout).contains("tbf"), "the client node's link is not capped");
+    let src = tc.scratch("client-src");
+    std::fs::write(&src, vec![7u8; 8 << 20]).unwrap();
+    let t = Instant::now();
+    let out = Command::new(&node[0])
+        .args(&node[1..])
+        .arg(common::WEFT)
+        .args(["cp", "--stripe-count", "2"])
+        .arg(&src)
+        .arg("weft:/from-node")
+        .env("WEFT_CLUSTER", tc.lc.cluster_file())
+        .output()
+        .unwrap();
+    let mb_s = (8 << 20) as f64 / t.elapsed().as_secs_f64() / 1e6;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(mb_s < 15.0, "8 MiB left the 10 MB/s client node at {mb_s:.1} MB/s: its link is not the bound");
+    assert_eq!(tc.client().stat("/from-node").unwrap().1, 8 << 20);
+    drop(tc);
+    assert!(!weft_launch::emulate::namespaces().contains(&ns), "the client node was left");
 }

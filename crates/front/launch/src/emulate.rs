@@ -4,8 +4,10 @@
 //! loopback's memory copy, bound what crosses them, as on the papers'
 //! machines. Addresses come from the benchmarking range 198.18.0.0/15 and
 //! exist only inside namespaces this module creates; the bridge holds
-//! 198.18.0.1, so processes of the launching namespace (clients) reach
-//! every node through it.
+//! 198.18.0.1, so processes of the launching namespace reach every node
+//! through it. Client nodes (namespaces after the servers', behind the same
+//! links) let client processes run as on a cluster's compute nodes, each
+//! node's traffic through its own capped link.
 //!
 //! A node's disk can be capped too: each server process is put in a blkio
 //! cgroup (v1) of its own whose throttle limits its reads and writes on
@@ -82,6 +84,11 @@ impl Emulation {
     /// `<pid>s<seq>`: unique among live emulations.
     pub fn tag(&self) -> String {
         format!("{}s{}", self.owner, self.seq)
+    }
+
+    /// How many nodes (namespaces) it has.
+    pub fn nodes(&self) -> usize {
+        self.nodes
     }
 
     /// Node `k`'s address (198.18.0.10 and up).

@@ -86,6 +86,9 @@ pub struct EmulateSpec {
     /// Each server's disk rate in bytes per second, reads and writes
     /// each (`None`: uncapped).
     pub disk_bps: Option<u64>,
+    /// Client nodes: namespaces of their own behind links like the
+    /// servers', for client processes (see [`LocalCluster::client_node`]).
+    pub client_nodes: usize,
 }
 
 /// Port every server of an emulated cluster listens on (each has its own address).
@@ -202,7 +205,7 @@ impl LocalCluster {
                     Some(bps) => Some((emulate::disk_of(&dir)?, bps)),
                     None => None,
                 };
-                Some(emulate::Emulation::create(cluster.servers.len(), e.link_bps, disk)?)
+                Some(emulate::Emulation::create(cluster.servers.len() + e.client_nodes, e.link_bps, disk)?)
             }
             None => None,
         };
@@ -362,6 +365,22 @@ impl LocalCluster {
     /// The emulated network the servers run in, if any.
     pub fn emulation(&self) -> Option<&emulate::Emulation> {
         self.emulation.as_ref()
+    }
+
+    /// Client nodes of the emulated network (`EmulateSpec::client_nodes`).
+    pub fn client_nodes(&self) -> usize {
+        self.emulation.as_ref().map_or(0, |e| e.nodes().saturating_sub(self.cluster.servers.len()))
+    }
+
+    /// The command prefix that runs a program on client node `k` (taken
+    /// modulo the client nodes), e.g. `ip netns exec <node>`; empty when
+    /// the cluster has no client nodes (clients then run here, reaching
+    /// the servers over the bridge uncapped on their side).
+    pub fn client_node(&self, k: usize) -> Vec<String> {
+        match (&self.emulation, self.client_nodes()) {
+            (Some(e), n) if n > 0 => e.exec_in(self.cluster.servers.len() + k % n),
+            _ => Vec::new(),
+        }
     }
 
     pub fn pids(&self) -> Vec<u32> {

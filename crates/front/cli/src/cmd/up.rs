@@ -34,6 +34,10 @@ pub struct UpArgs {
     /// cold-read I/O).
     #[arg(long, value_parser = super::parse_size, requires = "emulate")]
     disk: Option<u64>,
+    /// With --emulate: client nodes to run clients on (`ip netns exec
+    /// <node> ...`, printed at start), each behind a link like a server's.
+    #[arg(long, default_value_t = 0, requires = "emulate")]
+    nodes: usize,
     /// How clients prove who they are: `secret` (one trust domain: whoever
     /// reads the cluster file may act as anyone) or `munge` (each client's
     /// uid and gid proven by MUNGE; the cluster file holds no key and every
@@ -71,7 +75,7 @@ pub fn up(a: UpArgs) -> Result<()> {
         return Err(anyhow!("an emulated cluster runs in the foreground (Ctrl-C removes its network): leave out --detach"));
     }
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
-    let emulate = a.emulate.then_some(weft_launch::EmulateSpec { link_bps: a.link, disk_bps: a.disk });
+    let emulate = a.emulate.then_some(weft_launch::EmulateSpec { link_bps: a.link, disk_bps: a.disk, client_nodes: a.nodes });
     if a.munge_socket.is_some() && a.auth != Auth::Munge {
         return Err(anyhow!("--munge-socket goes with --auth munge"));
     }
@@ -89,6 +93,9 @@ pub fn up(a: UpArgs) -> Result<()> {
     if cf.auth == weft_net::cluster::AuthMode::Munge {
         let socket = cf.munge_socket.as_ref().map_or_else(|| "the system's munged".into(), |p| p.display().to_string());
         let _ = out!("  auth: MUNGE ({socket}); any local user may use the cluster as themselves");
+    }
+    for k in 0..cluster.client_nodes() {
+        let _ = out!("  client node {k}: {} weft ...", cluster.client_node(k).join(" "));
     }
     let _ = out!("\n  export WEFT_CLUSTER={}", cluster.cluster_file().display());
     if a.detach {

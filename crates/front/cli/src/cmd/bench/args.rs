@@ -31,6 +31,11 @@ pub(super) struct Common {
     /// With --emulate: each server's disk rate in bytes per second (e.g. 100m).
     #[arg(long, value_parser = parse_size, requires = "emulate")]
     pub(super) disk: Option<u64>,
+    /// With --emulate: client nodes, each a namespace behind a link like
+    /// the servers'; the benchmark's worker processes run on them in turn
+    /// (0: workers run in this namespace, their side of the link uncapped).
+    #[arg(long, default_value_t = 4, requires = "emulate")]
+    pub(super) client_nodes: usize,
 }
 
 
@@ -38,7 +43,7 @@ impl Common {
     /// The benchmark's cluster: the given one, or a temporary one (emulated
     /// with --emulate).
     pub(super) fn cluster(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize) -> anyhow::Result<weft_bench::BenchCluster> {
-        let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link, disk_bps: self.disk });
+        let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link, disk_bps: self.disk, client_nodes: self.client_nodes });
         weft_bench::BenchCluster::get_emulated(exe, given, servers, self.dir.as_deref(), emulate)
     }
 }

@@ -5,6 +5,7 @@
 //! Reads past an object's end return zeros; the response carries the object's
 //! size so the client can tell a hole from the end of the file.
 
+mod block_cache;
 pub mod coll_plan;
 mod sieve;
 mod tombstones;
@@ -48,10 +49,20 @@ pub struct DataService {
     write_behind: bool,
     /// Files deleted here: their objects are never created again.
     deleted: Mutex<tombstones::Tombstones>,
+    /// Paper 001's traditional caching mode (`WEFT_DATA_CACHE`), if on.
+    cache: Option<block_cache::BlockCache>,
+    /// When the cache's dirty blocks were last all written back.
+    flushed: Mutex<std::time::Instant>,
 }
 
 impl DataService {
     pub fn open(dir: &Path) -> io::Result<Self> {
+        Self::open_with(dir, block_cache::BlockCache::from_env())
+    }
+
+    /// [`DataService::open`] with the caching mode given, not read from the
+    /// environment.
+    fn open_with(dir: &Path, cache: Option<block_cache::BlockCache>) -> io::Result<Self> {
         let objects = dir.join("objects");
         std::fs::create_dir_all(&objects)?;
         let write_behind = std::env::var("WEFT_WRITE_BEHIND").map_or(true, |v| v != "0");
@@ -59,7 +70,43 @@ impl DataService {
         // their directory entries synced, and nothing remembers that across
         // the restart, so the first fsync syncs the directory too.
         let deleted = Mutex::new(tombstones::Tombstones::open(&dir.join("deleted.log"))?);
-        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind, deleted })
+        if let Some(c) = &cache {
+            tracing::info!(target: "weft::server", block = c.block(), "data service in traditional caching mode");
+        }
+        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind, deleted, cache, flushed: Mutex::new(std::time::Instant::now()) })
+    }
+
+    /// Is the data service in caching mode?
+    pub fn caching(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    /// An object by id for the cache's write-backs.
+    fn existing(&self, file: FileId) -> io::Result<Option<Arc<Object>>> {
+        self.object(file, false)
+    }
+
+    /// Write-behind: the next request after [`block_cache::FLUSH_EVERY`]
+    /// writes every dirty block back.
+    fn flush_if_due(&self, c: &block_cache::BlockCache) {
+        let mut last = lock(&self.flushed);
+        if last.elapsed() >= block_cache::FLUSH_EVERY {
+            *last = std::time::Instant::now();
+            drop(last);
+            c.flush_all(&|id| self.existing(id));
+        }
+    }
+
+    /// Before direct I/O on `file` (a collective's runs, a truncate): its
+    /// cached writes go to disk and its blocks are forgotten.
+    fn bypass_cache(&self, file: FileId) -> io::Result<()> {
+        if let Some(c) = &self.cache {
+            if let Some(o) = self.object(file, false)? {
+                c.flush_file(file, &o.file)?;
+            }
+            c.forget(file);
+        }
+        Ok(())
     }
 
     fn path(&self, file: FileId) -> PathBuf {
@@ -108,6 +155,15 @@ impl DataService {
     /// [`sieve`]): one read and one write of the extent that covers them.
     pub fn write(&self, file: FileId, pieces: &[Piece], payload: &[u8]) -> io::Result<u64> {
         let o = self.object(file, true)?.expect("created");
+        if let Some(c) = &self.cache {
+            let mut pos = 0usize;
+            for p in pieces {
+                c.write(file, &o.file, p.offset, &payload[pos..pos + p.len as usize], &|id| self.existing(id))?;
+                pos += p.len as usize;
+            }
+            self.flush_if_due(c);
+            return Ok(payload.len() as u64);
+        }
         if let Some(extent) = sieve_extent(pieces) {
             let _alone = alone(&o.rmw);
             sieve::write(&o.file, extent, pieces, payload)?;
@@ -139,6 +195,19 @@ impl DataService {
         out.resize(total as usize, 0);
         let Some(o) = self.object(file, false)? else { return Ok(0) };
         let f = &o.file;
+        if let Some(c) = &self.cache {
+            let mut pos = 0usize;
+            let mut size = 0;
+            for p in pieces {
+                size = c.read(file, Some(f), p.offset, &mut out[pos..pos + p.len as usize], &|id| self.existing(id))?;
+                pos += p.len as usize;
+            }
+            if pieces.is_empty() {
+                size = c.size(file, Some(f))?;
+            }
+            self.flush_if_due(c);
+            return Ok(size);
+        }
         let size = f.metadata()?.len();
         if let Some(extent) = sieve_extent(pieces) {
             sieve::read(f, size, extent, pieces, out)?;
@@ -163,6 +232,7 @@ impl DataService {
     /// Writes `bufs` back to back from object offset `offset`, with as few
     /// vectored writes as the kernel allows (a collective's run).
     pub fn write_run(&self, file: FileId, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        self.bypass_cache(file)?;
         let o = self.object(file, true)?.expect("created");
         let _shared = shared(&o.rmw);
         let mut slices: Vec<io::IoSlice<'_>> = bufs.iter().map(|b| io::IoSlice::new(b)).collect();
@@ -198,6 +268,7 @@ impl DataService {
     /// few vectored reads as the kernel allows; bytes past the object's end
     /// are left as they are (the caller zeroes them). `None`: no object.
     pub fn read_run(&self, file: FileId, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<Option<()>> {
+        self.bypass_cache(file)?;
         let Some(o) = self.object(file, false)? else { return Ok(None) };
         let mut slices: Vec<io::IoSliceMut<'_>> = bufs.iter_mut().map(|b| io::IoSliceMut::new(b)).collect();
         let mut rest = &mut slices[..];
@@ -217,6 +288,12 @@ impl DataService {
     }
 
     pub fn size(&self, file: FileId) -> io::Result<u64> {
+        if let Some(c) = &self.cache {
+            return match self.object(file, false)? {
+                Some(o) => c.size(file, Some(&o.file)),
+                None => Ok(0),
+            };
+        }
         match std::fs::metadata(self.path(file)) {
             Ok(m) => Ok(m.len()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
@@ -225,6 +302,7 @@ impl DataService {
     }
 
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
+        self.bypass_cache(file)?;
         match self.object(file, size > 0)? {
             Some(o) => {
                 let _alone = alone(&o.rmw);
@@ -237,6 +315,9 @@ impl DataService {
     /// Makes the object's data, and its existence, durable.
     pub fn fsync(&self, file: FileId) -> io::Result<()> {
         if let Some(o) = self.object(file, false)? {
+            if let Some(c) = &self.cache {
+                c.flush_file(file, &o.file)?;
+            }
             o.file.sync_data()?;
         }
         if self.dir_dirty.swap(false, Ordering::AcqRel)
@@ -250,6 +331,9 @@ impl DataService {
     pub fn delete(&self, file: FileId) -> io::Result<()> {
         // First the tombstone, so no write after this can recreate the object.
         lock(&self.deleted).insert(file);
+        if let Some(c) = &self.cache {
+            c.forget(file);
+        }
         lock(&self.open).remove(&file);
         match std::fs::remove_file(self.path(file)) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
@@ -344,5 +428,74 @@ mod tests {
         assert_eq!(d.read(f, &[Piece { offset: 0, len: 4 }], &mut out).unwrap(), 0);
         assert_eq!(out, vec![0; 4]);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The caching mode against a plain model of the bytes: any sequence of
+    /// writes, reads, truncates and fsyncs through a cache of three
+    /// 512-byte blocks (so blocks are evicted and written back all the
+    /// time) reads back what the model holds, sizes included; and after an
+    /// fsync the object file itself holds it (read without the cache).
+    mod caching {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Write(u64, Vec<u8>),
+            Read(u64, u64),
+            Truncate(u64),
+            Fsync,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => (0u64..4000, proptest::collection::vec(any::<u8>(), 1..1500)).prop_map(|(at, d)| Op::Write(at, d)),
+                3 => (0u64..5000, 1u64..2000).prop_map(|(at, n)| Op::Read(at, n)),
+                1 => (0u64..5000).prop_map(Op::Truncate),
+                1 => Just(Op::Fsync),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+            #[test]
+            fn the_cache_reads_back_what_was_written(ops in proptest::collection::vec(op(), 1..40)) {
+                static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                let dir = std::env::temp_dir().join(format!("weft-cache-unit-{}-{}", std::process::id(), RUN.fetch_add(1, Ordering::Relaxed)));
+                let d = DataService::open_with(&dir, Some(block_cache::BlockCache::new(3 * 512, 512))).unwrap();
+                let f = FileId(3);
+                let mut model: Vec<u8> = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Write(at, data) => {
+                            d.write(f, &[Piece { offset: at, len: data.len() as u64 }], &data).unwrap();
+                            let end = at as usize + data.len();
+                            if model.len() < end {
+                                model.resize(end, 0);
+                            }
+                            model[at as usize..end].copy_from_slice(&data);
+                        }
+                        Op::Read(at, n) => {
+                            let mut out = Vec::new();
+                            let size = d.read(f, &[Piece { offset: at, len: n }], &mut out).unwrap();
+                            let want: Vec<u8> = (at..at + n).map(|i| model.get(i as usize).copied().unwrap_or(0)).collect();
+                            prop_assert_eq!(size, model.len() as u64);
+                            prop_assert!(out == want, "read {} at {} differs", n, at);
+                        }
+                        Op::Truncate(size) => {
+                            d.truncate(f, size).unwrap();
+                            model.resize(size as usize, 0);
+                        }
+                        Op::Fsync => {
+                            d.fsync(f).unwrap();
+                            let on_disk = std::fs::read(d.path(f)).unwrap_or_default();
+                            prop_assert!(on_disk == model, "the object file after fsync differs from what was written");
+                        }
+                    }
+                    prop_assert_eq!(d.size(f).unwrap(), model.len() as u64);
+                }
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
     }
 }

@@ -1,0 +1,254 @@
+//! Paper 001's "traditional caching" data service (issue 13), for
+//! comparison with Weft's own paths: a block cache per server in front of
+//! the objects, LRU replacement, the next block read ahead on a miss, and
+//! write-behind (dirty blocks go to disk when evicted, on fsync, and from a
+//! flusher every [`FLUSH_EVERY`]). Selected per server with
+//! `WEFT_DATA_CACHE=<bytes>` (block size `WEFT_CACHE_BLOCK`, default 64
+//! KiB); clients then send one request per piece (`WEFT_LIST_IO=0`), as a
+//! traditional file system's clients send one per block.
+//!
+//! As with any write-behind cache, data written and not yet fsync'd is
+//! lost if the server dies; fsync'd data is not.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+use weft_wire::FileId;
+
+/// How often the flusher writes dirty blocks back.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// One cached block.
+struct Slot {
+    data: Box<[u8]>,
+    dirty: bool,
+    /// Its place in the LRU order.
+    tick: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    blocks: HashMap<(FileId, u64), Slot>,
+    lru: BTreeMap<u64, (FileId, u64)>,
+    tick: u64,
+    /// Each object's size as the cache knows it (written bytes included).
+    sizes: HashMap<FileId, u64>,
+}
+
+/// The cache of one server. Every access to a cached object goes through
+/// it (the server is its objects' only writer).
+pub struct BlockCache {
+    block: u64,
+    capacity: usize,
+    inner: Mutex<Inner>,
+}
+
+/// Reads up to `buf.len()` bytes at `at`, short only at the end of file.
+fn read_full(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match f.read_at(&mut buf[done..], at + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+impl BlockCache {
+    /// A cache of `bytes` in blocks of `block` bytes (at least 2 blocks).
+    pub fn new(bytes: u64, block: u64) -> Self {
+        let block = block.clamp(512, 16 << 20);
+        BlockCache { block, capacity: (bytes / block).max(2) as usize, inner: Mutex::new(Inner::default()) }
+    }
+
+    /// From `WEFT_DATA_CACHE` and `WEFT_CACHE_BLOCK` (sizes like `64m`);
+    /// `None` when caching is off.
+    pub fn from_env() -> Option<Self> {
+        let size = |v: &str| -> Option<u64> {
+            let v = v.trim().to_ascii_lowercase();
+            let (num, mul) = match v.chars().last()? {
+                'k' => (&v[..v.len() - 1], 1u64 << 10),
+                'm' => (&v[..v.len() - 1], 1 << 20),
+                'g' => (&v[..v.len() - 1], 1 << 30),
+                _ => (&v[..], 1),
+            };
+            num.parse::<u64>().ok()?.checked_mul(mul)
+        };
+        let bytes = std::env::var("WEFT_DATA_CACHE").ok().and_then(|v| size(&v)).filter(|&b| b > 0)?;
+        let block = std::env::var("WEFT_CACHE_BLOCK").ok().and_then(|v| size(&v)).unwrap_or(64 << 10);
+        Some(BlockCache::new(bytes, block))
+    }
+
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The object's size: the cache's knowledge, else the file's.
+    fn size_of(&self, g: &mut Inner, file: FileId, f: Option<&File>) -> io::Result<u64> {
+        if let Some(&s) = g.sizes.get(&file) {
+            return Ok(s);
+        }
+        let s = match f {
+            Some(f) => f.metadata()?.len(),
+            None => 0,
+        };
+        g.sizes.insert(file, s);
+        Ok(s)
+    }
+
+    /// Writes a dirty block back: only the bytes below the object's size
+    /// (a block past the end must not grow the file).
+    fn write_back(g: &Inner, f: &File, file: FileId, b: u64, block: u64, slot: &Slot) -> io::Result<()> {
+        let size = g.sizes.get(&file).copied().unwrap_or(0);
+        let start = b * block;
+        let n = size.saturating_sub(start).min(block) as usize;
+        if n > 0 {
+            f.write_all_at(&slot.data[..n], start)?;
+        }
+        Ok(())
+    }
+
+    /// Makes room for one more block: the least recently used goes,
+    /// written back first if dirty (through `open`, which gives a block's
+    /// object file).
+    fn evict(&self, g: &mut Inner, open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) -> io::Result<()> {
+        while g.blocks.len() >= self.capacity {
+            let Some((&tick, &(file, b))) = g.lru.iter().next() else { break };
+            g.lru.remove(&tick);
+            let slot = g.blocks.remove(&(file, b)).expect("in the LRU order");
+            if slot.dirty
+                && let Some(o) = open(file)?
+            {
+                Self::write_back(g, &o.file, file, b, self.block, &slot)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The block `b` of `file`, loaded from `f` (zeros past its end) if not
+    /// cached; marks it used now.
+    fn slot<'g>(&self, g: &'g mut Inner, file: FileId, b: u64, f: Option<&File>, open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) -> io::Result<&'g mut Slot> {
+        g.tick += 1;
+        let tick = g.tick;
+        if let Some(s) = g.blocks.get_mut(&(file, b)) {
+            let old = std::mem::replace(&mut s.tick, tick);
+            g.lru.remove(&old);
+            g.lru.insert(tick, (file, b));
+            return Ok(g.blocks.get_mut(&(file, b)).expect("present"));
+        }
+        self.evict(g, open)?;
+        let mut data = vec![0u8; self.block as usize].into_boxed_slice();
+        if let Some(f) = f {
+            read_full(f, &mut data, b * self.block)?;
+        }
+        g.lru.insert(tick, (file, b));
+        Ok(g.blocks.entry((file, b)).or_insert(Slot { data, dirty: false, tick }))
+    }
+
+    /// Writes `data` at object offset `at` into cached blocks (write-behind).
+    pub fn write(&self, file: FileId, f: &File, at: u64, data: &[u8], open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) -> io::Result<()> {
+        let mut g = self.lock();
+        // The new size first: a block of this write evicted before the
+        // write ends is written back up to it.
+        let size = self.size_of(&mut g, file, Some(f))?;
+        g.sizes.insert(file, size.max(at + data.len() as u64));
+        let mut done = 0usize;
+        while done < data.len() {
+            let pos = at + done as u64;
+            let (b, off) = (pos / self.block, (pos % self.block) as usize);
+            let n = (self.block as usize - off).min(data.len() - done);
+            // A block written whole need not be read first.
+            let whole = off == 0 && n == self.block as usize;
+            let slot = self.slot(&mut g, file, b, (!whole).then_some(f), open)?;
+            slot.data[off..off + n].copy_from_slice(&data[done..done + n]);
+            slot.dirty = true;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Reads `out.len()` bytes at `at` (zeros past the end); returns the
+    /// object's size. A miss also reads the next block ahead.
+    pub fn read(&self, file: FileId, f: Option<&File>, at: u64, out: &mut [u8], open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) -> io::Result<u64> {
+        let mut g = self.lock();
+        let size = self.size_of(&mut g, file, f)?;
+        let mut done = 0usize;
+        while done < out.len() {
+            let pos = at + done as u64;
+            let (b, off) = (pos / self.block, (pos % self.block) as usize);
+            let n = (self.block as usize - off).min(out.len() - done);
+            if pos >= size {
+                out[done..].fill(0);
+                break;
+            }
+            let missed = !g.blocks.contains_key(&(file, b));
+            let slot = self.slot(&mut g, file, b, f, open)?;
+            out[done..done + n].copy_from_slice(&slot.data[off..off + n]);
+            if missed && (b + 1) * self.block < size && !g.blocks.contains_key(&(file, b + 1)) {
+                self.slot(&mut g, file, b + 1, f, open)?;
+            }
+            done += n;
+        }
+        // Bytes past the size read as zeros even if a block holds others.
+        if at + (out.len() as u64) > size {
+            let keep = (size.saturating_sub(at) as usize).min(out.len());
+            out[keep..].fill(0);
+        }
+        Ok(size)
+    }
+
+    /// The object's size as the cache knows it.
+    pub fn size(&self, file: FileId, f: Option<&File>) -> io::Result<u64> {
+        let mut g = self.lock();
+        self.size_of(&mut g, file, f)
+    }
+
+    /// Writes the file's dirty blocks back (before an fsync, a truncate, a
+    /// collective's direct I/O).
+    pub fn flush_file(&self, file: FileId, f: &File) -> io::Result<()> {
+        let mut g = self.lock();
+        let keys: Vec<u64> = g.blocks.iter().filter(|((id, _), s)| *id == file && s.dirty).map(|((_, b), _)| *b).collect();
+        for b in keys {
+            let slot = g.blocks.get(&(file, b)).expect("listed");
+            Self::write_back(&g, f, file, b, self.block, slot)?;
+            g.blocks.get_mut(&(file, b)).expect("listed").dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Forgets the file's blocks and size (after a flush, or a delete).
+    pub fn forget(&self, file: FileId) {
+        let mut g = self.lock();
+        let keys: Vec<(FileId, u64)> = g.blocks.keys().filter(|(id, _)| *id == file).copied().collect();
+        for k in keys {
+            if let Some(s) = g.blocks.remove(&k) {
+                g.lru.remove(&s.tick);
+            }
+        }
+        g.sizes.remove(&file);
+    }
+
+    /// Every dirty block, written back (the flusher); errors are left for
+    /// the next fsync to meet.
+    pub fn flush_all(&self, open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) {
+        let mut g = self.lock();
+        let keys: Vec<(FileId, u64)> = g.blocks.iter().filter(|(_, s)| s.dirty).map(|(k, _)| *k).collect();
+        for (file, b) in keys {
+            let Ok(Some(o)) = open(file) else { continue };
+            let slot = g.blocks.get(&(file, b)).expect("listed");
+            if Self::write_back(&g, &o.file, file, b, self.block, slot).is_ok() {
+                g.blocks.get_mut(&(file, b)).expect("listed").dirty = false;
+            }
+        }
+    }
+}

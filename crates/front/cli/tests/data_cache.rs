@@ -20,7 +20,7 @@ fn the_caching_mode_keeps_every_byte_and_fsync_makes_it_durable() {
     let opts = CreateOptions { stripe_size: 16 << 10, ..Default::default() };
     for list_io in [true, false] {
         let c = Client::with_options(tc.cluster(), ClientOptions { list_io, ..ClientOptions::default() }).unwrap();
-        let f = c.create("/cached", opts.clone()).unwrap();
+        let f = c.create("/cached", opts).unwrap();
         // Records of 8 B and 3 KiB strided over 600 KiB, then an overwrite
         // across stripe and block edges, then a hole and a tail.
         for (k, (record, stride)) in [(8u64, 1000u64), (3000, 7000)].into_iter().enumerate() {

@@ -41,13 +41,14 @@ impl BenchCluster {
     /// Uses `given` if any, else starts `data_servers` servers in a fresh
     /// directory under `base` (the system temp dir by default).
     pub fn get(weft_bin: &Path, given: Option<&Path>, data_servers: usize, base: Option<&Path>) -> Result<Self> {
-        Self::get_emulated(weft_bin, given, data_servers, base, None)
+        Self::get_emulated(weft_bin, given, data_servers, base, None, Vec::new())
     }
 
     /// [`BenchCluster::get`]; a temporary cluster is emulated (each server
     /// in a network namespace behind a capped link, see
-    /// `weft_launch::emulate`) when `emulate` is given.
-    pub fn get_emulated(weft_bin: &Path, given: Option<&Path>, data_servers: usize, base: Option<&Path>, emulate: Option<weft_launch::EmulateSpec>) -> Result<Self> {
+    /// `weft_launch::emulate`) when `emulate` is given; its servers get
+    /// `server_env` on top of this process's environment.
+    pub fn get_emulated(weft_bin: &Path, given: Option<&Path>, data_servers: usize, base: Option<&Path>, emulate: Option<weft_launch::EmulateSpec>, server_env: Vec<(String, String)>) -> Result<Self> {
         let base = base.map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
         if let Some(cf) = given {
             let loaded = weft_net::ClusterFile::load(cf)?;
@@ -59,7 +60,7 @@ impl BenchCluster {
         if emulate.is_some() && given.is_some() {
             anyhow::bail!("--emulate starts a temporary cluster: leave out --cluster");
         }
-        let spec = ClusterSpec { data_servers, emulate, ..ClusterSpec::default() };
+        let spec = ClusterSpec { data_servers, emulate, server_env, ..ClusterSpec::default() };
         let lc = LocalCluster::start(weft_bin, &dir, &spec).context("cannot start a temporary cluster")?;
         let scratch = lc.dir().join("local");
         std::fs::create_dir_all(&scratch)?;

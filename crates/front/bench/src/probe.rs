@@ -33,11 +33,16 @@ pub struct Params {
     pub easy_matrix: u64,
     /// Matrix edge of the hard pattern (hpf2d-8: edge^2 8-byte records).
     pub hard_matrix: u64,
+    /// Paper 001's traditional caching mode: the servers cache blocks (the
+    /// caller starts them so) and the writers send one request per piece.
+    pub traditional: bool,
     pub repeats: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// `weft` (list I/O) or `traditional` (block cache, a request per piece).
+    pub mode: &'static str,
     /// `hpf1d-8k` or `hpf2d-8`.
     pub pattern: &'static str,
     /// `none` or `5ms` (a barrier among the probes every 5 ms of work).
@@ -207,9 +212,11 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                 client.create(&path, weft_client::CreateOptions::default())?.close()?;
                 let params = crate::noncontig::Params { patterns: vec![], matrix, btio_cells: 1, repeats: 1, stripe_size: 0 };
                 let bytes = crate::noncontig::pattern(pattern, &params)?.file_size();
+                // Traditional: one request per piece, as its clients send.
+                let mode = if p.traditional { "perpiece" } else { "listio" };
                 let args: Vec<Vec<String>> = (0..crate::noncontig::PROCS)
                     .map(|r| {
-                        ["noncontig-worker", "--pattern", pattern, "--matrix", &matrix.to_string(), "--btio-cells", "1", "--rank", &r.to_string(), "--mode", "listio", "--op", "write", "--path", &path]
+                        ["noncontig-worker", "--pattern", pattern, "--matrix", &matrix.to_string(), "--btio-cells", "1", "--rank", &r.to_string(), "--mode", mode, "--op", "write", "--path", &path]
                             .map(String::from)
                             .to_vec()
                     })
@@ -230,7 +237,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
             let s = &samples[si * 2 + pi];
             let col = |f: fn(&(f64, f64, f64, f64)) -> f64| median(s.iter().map(f).collect());
             let (idle, io_rate) = (col(|x| x.0), col(|x| x.1));
-            rows.push(Row { pattern, sync, idle_units_s: idle, io_units_s: io_rate, share: io_rate / idle, mb_s: col(|x| x.2), server_cpu_s_per_mb: col(|x| x.3) });
+            rows.push(Row { mode: if p.traditional { "traditional" } else { "weft" }, pattern, sync, idle_units_s: idle, io_units_s: io_rate, share: io_rate / idle, mb_s: col(|x| x.2), server_cpu_s_per_mb: col(|x| x.3) });
         }
     }
     Ok(rows)

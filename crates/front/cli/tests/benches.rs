@@ -42,12 +42,17 @@ fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
 /// data servers' CPU per MB is counted: every figure is there and positive.
 #[test]
 fn the_compute_probe_runs_beside_pinned_servers_under_both_patterns() {
-    let rows = bench_rows("probe", &["probe", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"]);
-    assert_eq!(rows.len(), 4, "{rows:?}");
-    for r in &rows {
-        for k in ["idle_units_s", "io_units_s", "share", "mb_s", "server_cpu_s_per_mb"] {
-            let x = r[k].as_f64().unwrap();
-            assert!(x.is_finite() && x > 0.0, "{k} in {r}");
+    for (mode, extra) in [("weft", None), ("traditional", Some("--traditional"))] {
+        let mut args = vec!["probe", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"];
+        args.extend(extra);
+        let rows = bench_rows(mode, &args);
+        assert_eq!(rows.len(), 4, "{rows:?}");
+        for r in &rows {
+            assert_eq!(r["mode"], mode);
+            for k in ["idle_units_s", "io_units_s", "share", "mb_s", "server_cpu_s_per_mb"] {
+                let x = r[k].as_f64().unwrap();
+                assert!(x.is_finite() && x > 0.0, "{k} in {r}");
+            }
         }
     }
 }

@@ -43,8 +43,13 @@ impl Common {
     /// The benchmark's cluster: the given one, or a temporary one (emulated
     /// with --emulate).
     pub(super) fn cluster(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize) -> anyhow::Result<weft_bench::BenchCluster> {
+        self.cluster_with_env(exe, given, servers, Vec::new())
+    }
+
+    /// [`Common::cluster`], the servers of a temporary one with `env` set.
+    pub(super) fn cluster_with_env(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize, env: Vec<(String, String)>) -> anyhow::Result<weft_bench::BenchCluster> {
         let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link, disk_bps: self.disk, client_nodes: self.client_nodes });
-        weft_bench::BenchCluster::get_emulated(exe, given, servers, self.dir.as_deref(), emulate)
+        weft_bench::BenchCluster::get_emulated(exe, given, servers, self.dir.as_deref(), emulate, env)
     }
 }
 
@@ -193,6 +198,11 @@ pub(super) enum Which {
         /// Hard pattern (hpf2d-8): edge^2 8-byte records.
         #[arg(long, default_value_t = 512)]
         hard_matrix: u64,
+        /// Paper 001's traditional caching file system instead of Weft's
+        /// paths: the data servers cache blocks (`WEFT_DATA_CACHE`, 64 MiB
+        /// of 8 KiB blocks) and the writers send one request per piece.
+        #[arg(long)]
+        traditional: bool,
         #[arg(long, default_value_t = 3)]
         repeats: usize,
         /// Data servers of the temporary cluster.

@@ -116,10 +116,11 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)\nCSV: {}", csv.display())?;
             }
         }
-        Which::Probe { common, seconds, easy_matrix, hard_matrix, repeats, servers } => {
-            let bc = common.cluster(&exe, cluster, servers)?;
+        Which::Probe { common, seconds, easy_matrix, hard_matrix, traditional, repeats, servers } => {
+            let env = if traditional { vec![("WEFT_DATA_CACHE".to_string(), "64m".to_string()), ("WEFT_CACHE_BLOCK".to_string(), "8k".to_string())] } else { Vec::new() };
+            let bc = common.cluster_with_env(&exe, cluster, servers, env)?;
             let quiet = common.json;
-            let rows = probe::run(&exe, &bc, &probe::Params { seconds, easy_matrix, hard_matrix, repeats }, &|what| {
+            let rows = probe::run(&exe, &bc, &probe::Params { seconds, easy_matrix, hard_matrix, traditional, repeats }, &|what| {
                 if !quiet {
                     eprintln!("bench probe: {what}");
                 }
@@ -131,7 +132,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     .map(|r| vec![r.pattern.to_string(), r.sync.to_string(), f1(r.idle_units_s), f1(r.io_units_s), format!("{:.2}", r.share), f1(r.mb_s), format!("{:.4}", r.server_cpu_s_per_mb)])
                     .collect();
                 print_table(
-                    &format!("CPU left on the I/O nodes (paper 001): a probe per I/O CPU, {seconds} s runs, median of {repeats}"),
+                    &format!("CPU left on the I/O nodes (paper 001), {}: a probe per I/O CPU, {seconds} s runs, median of {repeats}", if traditional { "traditional caching" } else { "Weft's list I/O" }),
                     &["pattern", "sync", "idle units/s", "under I/O", "share", "MB/s moved", "server CPU s/MB"],
                     &table,
                 );

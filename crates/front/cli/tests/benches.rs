@@ -36,23 +36,25 @@ fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
     }
 }
 
-/// `weft bench probe` (issue 13): the probes run beside the data servers
-/// (pinned to the same CPUs), the writers move paper 001's patterns
-/// meanwhile (list I/O; each worker checks it moved every byte), and the
+/// `weft bench ionode` (issue 13): the probes run beside the data servers
+/// (pinned to the same CPUs) while clients write and read paper 001's
+/// cases, in both modes (list I/O; the traditional caching servers with a
+/// request per piece), each worker checking it moved every byte, and the
 /// data servers' CPU per MB is counted: every figure is there and positive.
 #[test]
-fn the_compute_probe_runs_beside_pinned_servers_under_both_patterns() {
-    for (mode, extra) in [("weft", None), ("traditional", Some("--traditional"))] {
-        let mut args = vec!["probe", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"];
-        args.extend(extra);
-        let rows = bench_rows(mode, &args);
-        assert_eq!(rows.len(), 4, "{rows:?}");
-        for r in &rows {
-            assert_eq!(r["mode"], mode);
-            for k in ["idle_units_s", "io_units_s", "share", "mb_s", "server_cpu_s_per_mb"] {
-                let x = r[k].as_f64().unwrap();
-                assert!(x.is_finite() && x > 0.0, "{k} in {r}");
-            }
+fn the_io_node_experiment_runs_both_modes_and_both_ops() {
+    let rows = bench_rows("ionode", &["ionode", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"]);
+    // 2 modes x 2 barriers x (easy, hard) x (write, read).
+    assert_eq!(rows.len(), 16, "{rows:?}");
+    for mode in ["listio", "caching"] {
+        for case in ["easy-write", "easy-read", "hard-write", "hard-read"] {
+            assert!(rows.iter().any(|r| r["mode"] == mode && r["pattern"] == case), "{mode} {case} missing");
+        }
+    }
+    for r in &rows {
+        for k in ["cpu_available_pct", "mb_s", "idle_units_s", "io_units_s", "server_cpu_s_per_mb"] {
+            let x = r[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{k} in {r}");
         }
     }
 }

@@ -185,32 +185,33 @@ pub(super) enum Which {
         #[arg(long, default_value_t = 4)]
         servers: usize,
     },
-    /// Paper 001's question (issue 13): the share of the I/O nodes' CPU left to a compute probe while they serve paper 001's easy and hard patterns; data servers pinned to half the CPUs.
-    Probe {
+    /// Paper 001's I/O-node experiment (issue 13): the share of the I/O nodes' CPU left to a compute probe while they serve its easy and hard patterns, by list I/O and by a traditional caching file system; data servers pinned to half the CPUs.
+    Ionode {
         #[command(flatten)]
         common: Common,
         /// Length of each probe run.
         #[arg(long, default_value_t = 3.0)]
         seconds: f64,
-        /// Easy pattern (hpf1d-8k): that many 8 KiB records.
+        /// Easy pattern (1-D CYCLIC, hpf1d-8k): that many 8 KiB records.
         #[arg(long, default_value_t = 2048)]
         easy_matrix: u64,
-        /// Hard pattern (hpf2d-8): edge^2 8-byte records.
-        #[arg(long, default_value_t = 512)]
+        /// Hard pattern (2-D BLOCK-CYCLIC, hpf2d-8): edge^2 8-byte records.
+        #[arg(long, default_value_t = 256)]
         hard_matrix: u64,
-        /// Paper 001's traditional caching file system instead of Weft's
-        /// paths: the data servers cache blocks (`WEFT_DATA_CACHE`, 64 MiB
-        /// of 8 KiB blocks) and the writers send one request per piece.
-        #[arg(long)]
-        traditional: bool,
+        /// How the I/O nodes serve: listio (Weft), caching (paper 001's
+        /// traditional caching file system); each mode gets its own cluster.
+        #[arg(long, value_delimiter = ',', default_value = "listio,caching", value_parser = ["listio", "caching"])]
+        modes: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "write,read", value_parser = ["write", "read"])]
+        ops: Vec<String>,
         #[arg(long, default_value_t = 3)]
         repeats: usize,
-        /// Data servers of the temporary cluster.
+        /// Data servers of each temporary cluster.
         #[arg(long, default_value_t = 4)]
         servers: usize,
     },
-    /// (internal) one compute probe of `bench probe`.
-    ProbeWorker {
+    /// (internal) one compute probe of `bench ionode`.
+    IonodeProbe {
         #[arg(long)]
         cpu: usize,
         #[arg(long)]

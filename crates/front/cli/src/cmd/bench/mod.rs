@@ -7,7 +7,7 @@ use args::{Common, Which};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, io500, mpiio_cost, net, noncontig as nc, probe, sched};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, io500, ionode, mpiio_cost, net, noncontig as nc, sched};
 
 /// The CSV file of a benchmark: `--csv`, else `bench-results/<name>.csv`.
 fn csv_path(common: &Common, name: &str) -> PathBuf {
@@ -116,27 +116,27 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)\nCSV: {}", csv.display())?;
             }
         }
-        Which::Probe { common, seconds, easy_matrix, hard_matrix, traditional, repeats, servers } => {
-            let env = if traditional { vec![("WEFT_DATA_CACHE".to_string(), "64m".to_string()), ("WEFT_CACHE_BLOCK".to_string(), "8k".to_string())] } else { Vec::new() };
-            let bc = common.cluster_with_env(&exe, cluster, servers, env)?;
+        Which::Ionode { common, seconds, easy_matrix, hard_matrix, modes, ops, repeats, servers } => {
+            let modes: Vec<ionode::Mode> = modes.iter().map(|m| if m == "caching" { ionode::Mode::Caching } else { ionode::Mode::ListIo }).collect();
             let quiet = common.json;
-            let rows = probe::run(&exe, &bc, &probe::Params { seconds, easy_matrix, hard_matrix, traditional, repeats }, &|what| {
+            let p = ionode::Params { seconds, easy_matrix, hard_matrix, modes, ops, repeats };
+            let rows = ionode::run(&exe, &|mode| common.cluster_with_env(&exe, cluster, servers, mode.server_env()), &p, &|what| {
                 if !quiet {
-                    eprintln!("bench probe: {what}");
+                    eprintln!("bench ionode: {what}");
                 }
             })?;
-            let csv = csv_path(&common, "probe");
+            let csv = csv_path(&common, "ionode");
             if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
                     .iter()
-                    .map(|r| vec![r.pattern.to_string(), r.sync.to_string(), f1(r.idle_units_s), f1(r.io_units_s), format!("{:.2}", r.share), f1(r.mb_s), format!("{:.4}", r.server_cpu_s_per_mb)])
+                    .map(|r| vec![r.pattern.clone(), r.mode.to_string(), if r.barrier { "5 ms".into() } else { "-".into() }, format!("{:.0}%", r.cpu_available_pct), f1(r.mb_s), format!("{:.4}", r.server_cpu_s_per_mb)])
                     .collect();
                 print_table(
-                    &format!("CPU left on the I/O nodes (paper 001), {}: a probe per I/O CPU, {seconds} s runs, median of {repeats}", if traditional { "traditional caching" } else { "Weft's list I/O" }),
-                    &["pattern", "sync", "idle units/s", "under I/O", "share", "MB/s moved", "server CPU s/MB"],
+                    &format!("CPU available on the I/O nodes (paper 001, tables 2 and 3): a probe per I/O CPU, {seconds} s runs, median of {repeats}"),
+                    &["case", "mode", "barrier", "CPU available", "MB/s", "server CPU s/MB"],
                     &table,
                 );
-                out!("(paper 001, tables 2 and 3: 90-95% left for easy patterns, as little as 3.4% for 8-byte records; a 5 ms barrier suffers more)\nCSV: {}", csv.display())?;
+                out!("(paper 001: 90-95% available for easy patterns, as little as 3.4% for hard ones; the 5 ms barrier costs more)\nCSV: {}", csv.display())?;
             }
         }
         Which::Io500 { common, procs, easy_size, hard_segments, files, repeats, servers } => {
@@ -490,7 +490,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
         }
         Which::NetPeer => net::peer()?,
         Which::MdWorker { target, dir, files, phase, threads } => md::worker(&target, &dir, files, &phase, threads)?,
-        Which::ProbeWorker { cpu, seconds, units_per_sync, barrier } => probe::worker(cpu, seconds, units_per_sync, barrier.as_deref())?,
+        Which::IonodeProbe { cpu, seconds, units_per_sync, barrier } => ionode::worker(cpu, seconds, units_per_sync, barrier.as_deref())?,
         Which::Io500Worker { dir, phase, rank, procs, easy_bytes, hard_segments, files } => io500::worker(&dir, &phase, rank, procs, easy_bytes, hard_segments, files)?,
     }
     Ok(())

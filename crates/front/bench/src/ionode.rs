@@ -1,15 +1,19 @@
-//! Paper 001's question, asked of Weft: how much of an I/O node's CPU is
-//! left for computation while it serves I/O? (issue 13, "compute probe")
+//! `weft bench ionode`: paper 001's question, asked of Weft: how much of an
+//! I/O node's CPU is left for computation while it serves I/O? (issue 13)
 //!
 //! The machine is split as a cluster would be: the data servers (the I/O
 //! nodes) are pinned to the upper half of the CPUs, everything else (the
 //! metadata server, the writers, this process) to the lower half. One probe
-//! process per I/O CPU, pinned to it, does a fixed amount of arithmetic per
-//! unit and counts units, for a fixed time: first with no I/O (the idle
-//! rate), then while the writers write paper 001's patterns through list
-//! I/O (`noncontig`'s `hpf1d-8k`, its easy case, and `hpf2d-8`, its hard
-//! one: 2-D BLOCK-CYCLIC 8-byte records). The share of CPU available is the
-//! probe's rate under I/O over its idle rate. In the `5ms` variant the
+//! process per I/O CPU, pinned to it (the compute probe), does a fixed
+//! amount of arithmetic per unit and counts units, for a fixed time: first
+//! with no I/O (the idle rate), then while four clients write or read
+//! paper 001's representative cases (`noncontig`'s `hpf1d-8k`, easy:
+//! 1-D CYCLIC of 8 KiB records; `hpf2d-8`, hard: 2-D BLOCK-CYCLIC of 8-byte
+//! records). The share of CPU available is the probe's rate under I/O over
+//! its idle rate. Each mode gets a cluster of its own, one after the
+//! other in the same run: `listio` (Weft's list I/O) and `caching` (paper
+//! 001's traditional caching file system: the servers' block cache,
+//! `WEFT_DATA_CACHE`, and one request per piece). In the `5ms` variant the
 //! probes meet at a barrier after each 5 ms of (idle-calibrated) work, as
 //! paper 001's second application does, so an interruption of any one
 //! delays all. The data servers' own CPU time per MB moved (thread CPU
@@ -25,6 +29,32 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// How the I/O nodes serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Weft's list I/O: a client's pieces for a server in one request.
+    ListIo,
+    /// Paper 001's traditional caching file system.
+    Caching,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::ListIo => "listio",
+            Mode::Caching => "caching",
+        }
+    }
+
+    /// The data servers' environment for this mode.
+    pub fn server_env(self) -> Vec<(String, String)> {
+        match self {
+            Mode::ListIo => Vec::new(),
+            Mode::Caching => vec![("WEFT_DATA_CACHE".into(), "64m".into()), ("WEFT_CACHE_BLOCK".into(), "8k".into())],
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Params {
     /// How long each probe run lasts.
@@ -33,26 +63,28 @@ pub struct Params {
     pub easy_matrix: u64,
     /// Matrix edge of the hard pattern (hpf2d-8: edge^2 8-byte records).
     pub hard_matrix: u64,
-    /// Paper 001's traditional caching mode: the servers cache blocks (the
-    /// caller starts them so) and the writers send one request per piece.
-    pub traditional: bool,
+    pub modes: Vec<Mode>,
+    /// `write` and/or `read`.
+    pub ops: Vec<String>,
     pub repeats: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// `weft` (list I/O) or `traditional` (block cache, a request per piece).
+    /// `easy-write`, `hard-read`, ...
+    pub pattern: String,
+    pub record_bytes: u64,
+    pub op: String,
+    /// `listio` or `caching`.
     pub mode: &'static str,
-    /// `hpf1d-8k` or `hpf2d-8`.
-    pub pattern: &'static str,
-    /// `none` or `5ms` (a barrier among the probes every 5 ms of work).
-    pub sync: &'static str,
+    /// With a barrier among the probes every 5 ms of work.
+    pub barrier: bool,
+    /// Share of the I/O CPUs left to the probes, in percent (io / idle).
+    pub cpu_available_pct: f64,
+    /// What the clients moved meanwhile.
+    pub mb_s: f64,
     pub idle_units_s: f64,
     pub io_units_s: f64,
-    /// Share of the I/O CPUs left to the probes: io / idle.
-    pub share: f64,
-    /// What the writers moved meanwhile.
-    pub mb_s: f64,
     /// Data servers' CPU seconds per MB moved.
     pub server_cpu_s_per_mb: f64,
 }
@@ -137,7 +169,7 @@ fn probes(weft_bin: &Path, scratch: &Path, io_cpus: &[usize], seconds: f64, unit
     let mut kids = Vec::new();
     for &cpu in io_cpus {
         let mut cmd = Command::new(weft_bin);
-        cmd.args(["bench", "probe-worker", "--cpu", &cpu.to_string(), "--seconds", &seconds.to_string(), "--units-per-sync", &units_per_sync.to_string()]);
+        cmd.args(["bench", "ionode-probe", "--cpu", &cpu.to_string(), "--seconds", &seconds.to_string(), "--units-per-sync", &units_per_sync.to_string()]);
         if units_per_sync > 0 {
             cmd.arg("--barrier").arg(&sock);
         }
@@ -171,14 +203,28 @@ fn server_cpu_s(client: &weft_client::Client) -> f64 {
     client.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services & 2 != 0).map(|s| (s.cpu_ns.iter().sum::<u64>() + s.cpu_loop_ns) as f64 / 1e9).sum()
 }
 
-pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
-    if p.seconds <= 0.0 || p.repeats == 0 || p.easy_matrix == 0 || p.hard_matrix == 0 {
-        bail!("seconds, repeats and matrix edges must be positive");
+/// Every mode, each on the cluster `cluster(mode)` makes (a temporary one:
+/// its servers are pinned).
+pub fn run(weft_bin: &Path, cluster: &dyn Fn(Mode) -> Result<BenchCluster>, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    if p.seconds <= 0.0 || p.repeats == 0 || p.easy_matrix == 0 || p.hard_matrix == 0 || p.modes.is_empty() || p.ops.is_empty() {
+        bail!("seconds, repeats and matrix edges must be positive, and some mode and op given");
+    }
+    if let Some(o) = p.ops.iter().find(|o| *o != "write" && *o != "read") {
+        bail!("unknown op {o:?}: write or read");
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        bail!("the probe splits the CPUs into I/O nodes and compute nodes: it needs at least 2");
+        bail!("the I/O-node experiment splits the CPUs into I/O nodes and compute nodes: it needs at least 2");
     }
+    let mut rows = Vec::new();
+    for &mode in &p.modes {
+        let bc = cluster(mode)?;
+        rows.extend(run_mode(weft_bin, &bc, mode, cpus, p, progress)?);
+    }
+    Ok(rows)
+}
+
+fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: usize, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
     let (compute, io): (Vec<usize>, Vec<usize>) = ((0..cpus / 2).collect(), (cpus / 2..cpus).collect());
     let pids = bc.server_pids();
     if pids.is_empty() {
@@ -193,51 +239,73 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
             pin(pid, &compute)?;
         }
     }
-    // This process and the writers it starts: the compute nodes.
+    // This process and the clients it starts: the compute nodes.
     pin(0, &compute)?;
     let client = weft_client::Client::connect(&bc.cluster_file)?;
-    let _ = client.mkdir("/probe", 0o777);
-    let patterns: [(&'static str, u64); 2] = [("hpf1d-8k", p.easy_matrix), ("hpf2d-8", p.hard_matrix)];
-    let mut samples: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); 4];
+    let _ = client.mkdir("/ionode", 0o777);
+    // Paper 001's representative cases.
+    let cases: Vec<(String, &'static str, u64, u64, String)> = [("easy", "hpf1d-8k", p.easy_matrix, 8192u64), ("hard", "hpf2d-8", p.hard_matrix, 8)]
+        .into_iter()
+        .flat_map(|(k, pat, m, rec)| p.ops.iter().map(move |op| (format!("{k}-{op}"), pat, m, rec, op.clone())))
+        .collect();
+    // Traditional clients send one request per piece.
+    let worker_mode = if mode == Mode::Caching { "perpiece" } else { "listio" };
+    let mut samples: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); cases.len() * 2];
     for rep in 0..p.repeats {
-        for (si, sync) in ["none", "5ms"].into_iter().enumerate() {
-            progress(&format!("round {}/{} sync {sync}: idle", rep + 1, p.repeats));
+        for (bi, barrier) in [false, true].into_iter().enumerate() {
+            progress(&format!("{} round {}/{} barrier {barrier}: idle", mode.name(), rep + 1, p.repeats));
             // Units in 5 ms of idle work, from an unsynchronized idle run.
             let (free_rate, _) = probes(weft_bin, &bc.scratch, &io, p.seconds.min(1.0), 0, None)?;
-            let per_sync = if sync == "5ms" { ((free_rate * 0.005) as u64).max(1) } else { 0 };
+            let per_sync = if barrier { ((free_rate * 0.005) as u64).max(1) } else { 0 };
             let (idle, _) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, None)?;
-            for (pi, &(pattern, matrix)) in patterns.iter().enumerate() {
-                progress(&format!("round {}/{} sync {sync}: {pattern}", rep + 1, p.repeats));
-                let path = format!("/probe/{pattern}");
+            for (ci, (name, pattern, matrix, _, op)) in cases.iter().enumerate() {
+                progress(&format!("{} round {}/{} barrier {barrier}: {name}", mode.name(), rep + 1, p.repeats));
+                let path = format!("/ionode/{name}");
                 client.create(&path, weft_client::CreateOptions::default())?.close()?;
-                let params = crate::noncontig::Params { patterns: vec![], matrix, btio_cells: 1, repeats: 1, stripe_size: 0 };
+                let params = crate::noncontig::Params { patterns: vec![], matrix: *matrix, btio_cells: 1, repeats: 1, stripe_size: 0 };
                 let bytes = crate::noncontig::pattern(pattern, &params)?.file_size();
-                // Traditional: one request per piece, as its clients send.
-                let mode = if p.traditional { "perpiece" } else { "listio" };
-                let args: Vec<Vec<String>> = (0..crate::noncontig::PROCS)
-                    .map(|r| {
-                        ["noncontig-worker", "--pattern", pattern, "--matrix", &matrix.to_string(), "--btio-cells", "1", "--rank", &r.to_string(), "--mode", mode, "--op", "write", "--path", &path]
-                            .map(String::from)
-                            .to_vec()
-                    })
-                    .collect();
-                let load = || run_workers(weft_bin, bc, &args, &[]).map(|_| bytes);
+                let args = |op: &str| -> Vec<Vec<String>> {
+                    (0..crate::noncontig::PROCS)
+                        .map(|r| {
+                            ["noncontig-worker", "--pattern", pattern, "--matrix", &matrix.to_string(), "--btio-cells", "1", "--rank", &r.to_string(), "--mode", worker_mode, "--op", op, "--path", &path]
+                                .map(String::from)
+                                .to_vec()
+                        })
+                        .collect()
+                };
+                if op == "read" {
+                    // Something to read (not measured).
+                    run_workers(weft_bin, bc, &args("write"), &[])?;
+                }
+                let job = args(op);
+                let load = || run_workers(weft_bin, bc, &job, &[]).map(|_| bytes);
                 let cpu0 = server_cpu_s(&client);
                 let (io_rate, bytes_s) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, Some(&load))?;
                 let cpu = server_cpu_s(&client) - cpu0;
                 let mb = bytes_s * p.seconds / 1e6;
-                samples[si * 2 + pi].push((idle, io_rate, bytes_s / 1e6, if mb > 0.0 { cpu / mb } else { 0.0 }));
+                samples[bi * cases.len() + ci].push((idle, io_rate, bytes_s / 1e6, if mb > 0.0 { cpu / mb } else { 0.0 }));
                 client.unlink(&path)?;
             }
         }
     }
     let mut rows = Vec::new();
-    for (si, sync) in ["none", "5ms"].into_iter().enumerate() {
-        for (pi, &(pattern, _)) in patterns.iter().enumerate() {
-            let s = &samples[si * 2 + pi];
+    for (bi, barrier) in [false, true].into_iter().enumerate() {
+        for (ci, (name, _, _, record, op)) in cases.iter().enumerate() {
+            let s = &samples[bi * cases.len() + ci];
             let col = |f: fn(&(f64, f64, f64, f64)) -> f64| median(s.iter().map(f).collect());
             let (idle, io_rate) = (col(|x| x.0), col(|x| x.1));
-            rows.push(Row { mode: if p.traditional { "traditional" } else { "weft" }, pattern, sync, idle_units_s: idle, io_units_s: io_rate, share: io_rate / idle, mb_s: col(|x| x.2), server_cpu_s_per_mb: col(|x| x.3) });
+            rows.push(Row {
+                pattern: name.clone(),
+                record_bytes: *record,
+                op: op.clone(),
+                mode: mode.name(),
+                barrier,
+                cpu_available_pct: 100.0 * io_rate / idle,
+                mb_s: col(|x| x.2),
+                idle_units_s: idle,
+                io_units_s: io_rate,
+                server_cpu_s_per_mb: col(|x| x.3),
+            });
         }
     }
     Ok(rows)

@@ -36,6 +36,9 @@ pub enum Mode {
     ListIo,
     /// Paper 001's traditional caching file system.
     Caching,
+    /// Paper 001's disk-directed I/O: Weft's server-directed collective
+    /// calls (the four clients as threads of one process, `weft_coll=server`).
+    Server,
 }
 
 impl Mode {
@@ -43,13 +46,14 @@ impl Mode {
         match self {
             Mode::ListIo => "listio",
             Mode::Caching => "caching",
+            Mode::Server => "server",
         }
     }
 
     /// The data servers' environment for this mode.
     pub fn server_env(self) -> Vec<(String, String)> {
         match self {
-            Mode::ListIo => Vec::new(),
+            Mode::ListIo | Mode::Server => Vec::new(),
             Mode::Caching => vec![("WEFT_DATA_CACHE".into(), "64m".into()), ("WEFT_CACHE_BLOCK".into(), "8k".into())],
         }
     }
@@ -273,11 +277,17 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: usize, p: &Par
                         })
                         .collect()
                 };
+                // Server-directed: one process whose threads are the ranks
+                // of one collective call.
+                let coll = |op: &str| -> Vec<Vec<String>> {
+                    vec![["ionode-coll", "--pattern", pattern, "--matrix", &matrix.to_string(), "--op", op, "--path", &path].map(String::from).to_vec()]
+                };
+                let job_for = |op: &str| if mode == Mode::Server { coll(op) } else { args(op) };
                 if op == "read" {
                     // Something to read (not measured).
-                    run_workers(weft_bin, bc, &args("write"), &[])?;
+                    run_workers(weft_bin, bc, &job_for("write"), &[])?;
                 }
-                let job = args(op);
+                let job = job_for(op);
                 let load = || run_workers(weft_bin, bc, &job, &[]).map(|_| bytes);
                 let cpu0 = server_cpu_s(&client);
                 let (io_rate, bytes_s) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, Some(&load))?;
@@ -309,4 +319,46 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: usize, p: &Par
         }
     }
     Ok(rows)
+}
+
+/// One server-directed collective write or read of `pattern` by
+/// [`crate::noncontig::PROCS`] ranks (threads sharing a `ThreadComm`),
+/// timed as one worker; each rank checks it moved all its bytes.
+pub fn coll_worker(pattern: &str, matrix: u64, op: &str, path: &str) -> Result<()> {
+    use weft_client::collective::{read_all, write_all, CollMethod, CollectiveHints};
+    use weft_client::comm::ThreadComm;
+    use weft_client::{Datatype, View};
+    let params = crate::noncontig::Params { patterns: vec![], matrix, btio_cells: 1, repeats: 1, stripe_size: 0 };
+    let pat = crate::noncontig::pattern(pattern, &params)?;
+    let procs = crate::noncontig::PROCS;
+    let client = weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?;
+    let write = op == "write";
+    let files = (0..procs).map(|_| client.open(path, write)).collect::<Result<Vec<_>, _>>()?;
+    let views = (0..procs).map(|r| Ok(View::new(0, Datatype::byte(), pat.filetype(procs, r)?)?)).collect::<Result<Vec<View>>>()?;
+    let hints = CollectiveHints { method: CollMethod::Server, ..Default::default() };
+    crate::workers::timed(|| {
+        let comms = ThreadComm::group(procs as usize);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = comms
+                .iter()
+                .zip(&files)
+                .zip(&views)
+                .enumerate()
+                .map(|(r, ((comm, f), view))| {
+                    let hints = &hints;
+                    s.spawn(move || -> Result<()> {
+                        let len = view.filetype().size() as usize;
+                        let mut buf: Vec<u8> = (0..len).map(|i| (i % 253) as u8 ^ r as u8).collect();
+                        let segs = f.view_segments(view, 0, len, &Datatype::byte(), len as u64)?;
+                        let n = if write { write_all(f, comm, &segs, &buf, hints)? } else { read_all(f, comm, &segs, &mut buf, hints)? };
+                        if n != len as u64 {
+                            bail!("rank {r} moved {n} of {len} bytes");
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            hs.into_iter().try_for_each(|h| h.join().map_err(|_| anyhow::anyhow!("a rank panicked"))?)
+        })
+    })
 }

@@ -38,15 +38,16 @@ fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
 
 /// `weft bench ionode` (issue 13): the probes run beside the data servers
 /// (pinned to the same CPUs) while clients write and read paper 001's
-/// cases, in both modes (list I/O; the traditional caching servers with a
-/// request per piece), each worker checking it moved every byte, and the
+/// cases, in every mode (list I/O; the traditional caching servers with a
+/// request per piece; server-directed collective calls), each worker
+/// checking it moved every byte, and the
 /// data servers' CPU per MB is counted: every figure is there and positive.
 #[test]
-fn the_io_node_experiment_runs_both_modes_and_both_ops() {
+fn the_io_node_experiment_runs_every_mode_and_both_ops() {
     let rows = bench_rows("ionode", &["ionode", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"]);
-    // 2 modes x 2 barriers x (easy, hard) x (write, read).
-    assert_eq!(rows.len(), 16, "{rows:?}");
-    for mode in ["listio", "caching"] {
+    // 3 modes x 2 barriers x (easy, hard) x (write, read).
+    assert_eq!(rows.len(), 24, "{rows:?}");
+    for mode in ["listio", "caching", "server"] {
         for case in ["easy-write", "easy-read", "hard-write", "hard-read"] {
             assert!(rows.iter().any(|r| r["mode"] == mode && r["pattern"] == case), "{mode} {case} missing");
         }

@@ -199,8 +199,10 @@ pub(super) enum Which {
         #[arg(long, default_value_t = 256)]
         hard_matrix: u64,
         /// How the I/O nodes serve: listio (Weft), caching (paper 001's
-        /// traditional caching file system); each mode gets its own cluster.
-        #[arg(long, value_delimiter = ',', default_value = "listio,caching", value_parser = ["listio", "caching"])]
+        /// traditional caching file system), server (server-directed
+        /// collective calls: paper 001's disk-directed I/O); each mode gets
+        /// its own cluster.
+        #[arg(long, value_delimiter = ',', default_value = "listio,caching,server", value_parser = ["listio", "caching", "server"])]
         modes: Vec<String>,
         #[arg(long, value_delimiter = ',', default_value = "write,read", value_parser = ["write", "read"])]
         ops: Vec<String>,
@@ -209,6 +211,17 @@ pub(super) enum Which {
         /// Data servers of each temporary cluster.
         #[arg(long, default_value_t = 4)]
         servers: usize,
+    },
+    /// (internal) the clients of `bench ionode`'s server-directed mode.
+    IonodeColl {
+        #[arg(long)]
+        pattern: String,
+        #[arg(long)]
+        matrix: u64,
+        #[arg(long)]
+        op: String,
+        #[arg(long)]
+        path: String,
     },
     /// (internal) one compute probe of `bench ionode`.
     IonodeProbe {

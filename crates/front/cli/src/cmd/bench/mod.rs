@@ -117,7 +117,14 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Ionode { common, seconds, easy_matrix, hard_matrix, modes, ops, repeats, servers } => {
-            let modes: Vec<ionode::Mode> = modes.iter().map(|m| if m == "caching" { ionode::Mode::Caching } else { ionode::Mode::ListIo }).collect();
+            let modes: Vec<ionode::Mode> = modes
+                .iter()
+                .map(|m| match m.as_str() {
+                    "caching" => ionode::Mode::Caching,
+                    "server" => ionode::Mode::Server,
+                    _ => ionode::Mode::ListIo,
+                })
+                .collect();
             let quiet = common.json;
             let p = ionode::Params { seconds, easy_matrix, hard_matrix, modes, ops, repeats };
             let rows = ionode::run(&exe, &|mode| common.cluster_with_env(&exe, cluster, servers, mode.server_env()), &p, &|what| {
@@ -490,6 +497,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
         }
         Which::NetPeer => net::peer()?,
         Which::MdWorker { target, dir, files, phase, threads } => md::worker(&target, &dir, files, &phase, threads)?,
+        Which::IonodeColl { pattern, matrix, op, path } => ionode::coll_worker(&pattern, matrix, &op, &path)?,
         Which::IonodeProbe { cpu, seconds, units_per_sync, barrier } => ionode::worker(cpu, seconds, units_per_sync, barrier.as_deref())?,
         Which::Io500Worker { dir, phase, rank, procs, easy_bytes, hard_segments, files } => io500::worker(&dir, &phase, rank, procs, easy_bytes, hard_segments, files)?,
     }

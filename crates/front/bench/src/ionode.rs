@@ -79,7 +79,7 @@ pub struct Row {
     pub pattern: String,
     pub record_bytes: u64,
     pub op: String,
-    /// `listio` or `caching`.
+    /// `listio`, `caching` or `server`.
     pub mode: &'static str,
     /// With a barrier among the probes every 5 ms of work.
     pub barrier: bool,
@@ -125,6 +125,11 @@ pub fn pin(pid: u32, cpus: &[usize]) -> Result<()> {
 pub fn worker(cpu: usize, seconds: f64, units_per_sync: u64, barrier: Option<&Path>) -> Result<()> {
     pin(0, &[cpu])?;
     let mut sock = barrier.map(UnixStream::connect).transpose().context("the probes' barrier")?;
+    if let Some(s) = &sock {
+        // A barrier that never opens (another probe died) ends the
+        // synchronization, not the run.
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    }
     let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ cpu as u64;
     let (start, until) = (Instant::now(), Duration::from_secs_f64(seconds));
     let mut units = 0u64;
@@ -152,7 +157,19 @@ pub fn worker(cpu: usize, seconds: f64, units_per_sync: u64, barrier: Option<&Pa
 /// waiting, not the benchmark.
 fn barrier(listener: UnixListener, n: usize) {
     std::thread::spawn(move || {
-        let mut peers: Vec<UnixStream> = listener.incoming().take(n).flatten().collect();
+        // Those that come within 10 s (a probe that died never does).
+        let _ = listener.set_nonblocking(true);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut peers: Vec<UnixStream> = Vec::new();
+        while peers.len() < n && Instant::now() < deadline {
+            match listener.accept() {
+                Ok((s, _)) => {
+                    let _ = s.set_nonblocking(false);
+                    peers.push(s);
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
         let mut b = [0u8; 1];
         while !peers.is_empty() {
             peers.retain_mut(|p| p.read_exact(&mut b).is_ok());
@@ -162,9 +179,9 @@ fn barrier(listener: UnixListener, n: usize) {
 }
 
 /// Runs one probe per I/O CPU for `seconds`, with `load` running rounds of
-/// writes meanwhile (if any); returns the probes' mean rate (units/s) and
-/// the bytes the load moved per second.
-fn probes(weft_bin: &Path, scratch: &Path, io_cpus: &[usize], seconds: f64, units_per_sync: u64, load: Option<&dyn Fn() -> Result<u64>>) -> Result<(f64, f64)> {
+/// I/O meanwhile (if any); returns the probes' mean rate (units/s), the
+/// bytes the load moved, and over how many seconds.
+fn probes(weft_bin: &Path, scratch: &Path, io_cpus: &[usize], seconds: f64, units_per_sync: u64, load: Option<&dyn Fn() -> Result<u64>>) -> Result<(f64, u64, f64)> {
     let sock = scratch.join("probe-barrier.sock");
     let _ = std::fs::remove_file(&sock);
     if units_per_sync > 0 {
@@ -183,7 +200,16 @@ fn probes(weft_bin: &Path, scratch: &Path, io_cpus: &[usize], seconds: f64, unit
     let mut moved = 0u64;
     if let Some(load) = load {
         while kids.iter_mut().any(|k| matches!(k.try_wait(), Ok(None))) {
-            moved += load()?;
+            match load() {
+                Ok(n) => moved += n,
+                Err(e) => {
+                    for k in &mut kids {
+                        let _ = k.kill();
+                        let _ = k.wait();
+                    }
+                    return Err(e);
+                }
+            }
         }
     }
     let load_s = start.elapsed().as_secs_f64();
@@ -199,7 +225,7 @@ fn probes(weft_bin: &Path, scratch: &Path, io_cpus: &[usize], seconds: f64, unit
         rates.push(units / (ns / 1e9));
     }
     let _ = std::fs::remove_file(&sock);
-    Ok((rates.iter().sum::<f64>() / rates.len() as f64, moved as f64 / load_s))
+    Ok((rates.iter().sum::<f64>() / rates.len() as f64, moved, load_s))
 }
 
 /// The data servers' CPU seconds so far (thread CPU clocks, all kinds).
@@ -216,20 +242,23 @@ pub fn run(weft_bin: &Path, cluster: &dyn Fn(Mode) -> Result<BenchCluster>, p: &
     if let Some(o) = p.ops.iter().find(|o| *o != "write" && *o != "read") {
         bail!("unknown op {o:?}: write or read");
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cpus < 2 {
-        bail!("the I/O-node experiment splits the CPUs into I/O nodes and compute nodes: it needs at least 2");
+    // The CPUs this process may use (a cpuset or taskset may allow fewer
+    // than the machine has, and not from 0).
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))?;
+    let cpus: Vec<usize> = (0..nix::sched::CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).collect();
+    if cpus.len() < 2 {
+        bail!("the I/O-node experiment splits the CPUs into I/O nodes and compute nodes: it needs at least 2 (this process may use {cpus:?})");
     }
     let mut rows = Vec::new();
     for &mode in &p.modes {
         let bc = cluster(mode)?;
-        rows.extend(run_mode(weft_bin, &bc, mode, cpus, p, progress)?);
+        rows.extend(run_mode(weft_bin, &bc, mode, &cpus, p, progress)?);
     }
     Ok(rows)
 }
 
-fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: usize, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
-    let (compute, io): (Vec<usize>, Vec<usize>) = ((0..cpus / 2).collect(), (cpus / 2..cpus).collect());
+fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: &[usize], p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    let (compute, io) = (cpus[..cpus.len() / 2].to_vec(), cpus[cpus.len() / 2..].to_vec());
     let pids = bc.server_pids();
     if pids.is_empty() {
         bail!("the probe pins the servers to CPUs: it needs a temporary cluster (leave out --cluster)");
@@ -259,9 +288,9 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: usize, p: &Par
         for (bi, barrier) in [false, true].into_iter().enumerate() {
             progress(&format!("{} round {}/{} barrier {barrier}: idle", mode.name(), rep + 1, p.repeats));
             // Units in 5 ms of idle work, from an unsynchronized idle run.
-            let (free_rate, _) = probes(weft_bin, &bc.scratch, &io, p.seconds.min(1.0), 0, None)?;
+            let (free_rate, ..) = probes(weft_bin, &bc.scratch, &io, p.seconds.min(1.0), 0, None)?;
             let per_sync = if barrier { ((free_rate * 0.005) as u64).max(1) } else { 0 };
-            let (idle, _) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, None)?;
+            let (idle, ..) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, None)?;
             for (ci, (name, pattern, matrix, _, op)) in cases.iter().enumerate() {
                 progress(&format!("{} round {}/{} barrier {barrier}: {name}", mode.name(), rep + 1, p.repeats));
                 let path = format!("/ionode/{name}");
@@ -290,10 +319,12 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: usize, p: &Par
                 let job = job_for(op);
                 let load = || run_workers(weft_bin, bc, &job, &[]).map(|_| bytes);
                 let cpu0 = server_cpu_s(&client);
-                let (io_rate, bytes_s) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, Some(&load))?;
+                let (io_rate, moved, load_s) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, Some(&load))?;
+                // The servers' CPU over the whole load (its last round may
+                // outlast the probes), per MB it moved.
                 let cpu = server_cpu_s(&client) - cpu0;
-                let mb = bytes_s * p.seconds / 1e6;
-                samples[bi * cases.len() + ci].push((idle, io_rate, bytes_s / 1e6, if mb > 0.0 { cpu / mb } else { 0.0 }));
+                let mb = moved as f64 / 1e6;
+                samples[bi * cases.len() + ci].push((idle, io_rate, mb / load_s, if mb > 0.0 { cpu / mb } else { 0.0 }));
                 client.unlink(&path)?;
             }
         }

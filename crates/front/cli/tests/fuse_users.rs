@@ -81,6 +81,8 @@ fn users_work_through_a_mount_under_root_squash() {
             step(1001, "", "cd home && chmod 640 f && stat -c '%a' f && touch -d 2020-01-02 f && stat -c '%Y' f && truncate -s 2 f && cat f"),
             step(1001, "", "cd home && mv f f2 && mv d d2 && ls && rm d2/g && rmdir d2 && ls"),
             step(1001, "", "cd home && echo held > h && (exec 3<h; rm h; cat <&3; ls)"),
+            // A write's close moves the mtime (done as the opener, not root).
+            step(1001, "", "cd home && echo a > t && touch -d 2020-01-01 t && echo b >> t && [ $(stat -c %Y t) -gt 1700000000 ] && echo moved && rm t"),
             step(1002, "", "ls home || echo denied; cat home/f2 || echo denied"),
             step(1001, "", "cd home && rm f2 && cd .. && rmdir home && echo clean"),
         ]

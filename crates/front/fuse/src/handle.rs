@@ -20,12 +20,16 @@ pub(crate) struct Handle {
     /// The first failure of a queued write through this handle, not yet
     /// reported.
     failed: Mutex<Option<Errno>>,
+    /// The user who opened it: its close sets the mtime as that user (the
+    /// kernel's release carries no identity, and under root_squash the
+    /// mount's own is `nobody`).
+    pub(crate) opener: weft_client::Client,
 }
 
 impl Handle {
-    pub(crate) fn new(file: File, flags: i32) -> Self {
+    pub(crate) fn new(file: File, flags: i32, opener: weft_client::Client) -> Self {
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
-        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None) }
+        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
     }
 
     /// Records a queued write's failure for this handle's next write,

@@ -76,13 +76,13 @@ impl WeftFs {
 
     /// Sets the mtime of a file written through `h` since its last close
     /// (or explicit time); data servers do not tell the metadata service.
-    /// Asked as `c`, the user closing it (a writer, so allowed "now").
-    pub(crate) fn touch_if_written(&self, c: &weft_client::Client, h: &Handle) {
+    /// Asked as the user who opened it (a writer, so allowed "now").
+    pub(crate) fn touch_if_written(&self, h: &Handle) {
         if !h.wrote.swap(false, Ordering::Relaxed) {
             return;
         }
         if let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0))
-            && let Err(e) = c.set_mtime(&path, None)
+            && let Err(e) = h.opener.set_mtime(&path, None)
         {
             tracing::warn!(target: "weft::fuse", %path, error = %e, "could not set the mtime of a written file");
         }

@@ -300,7 +300,8 @@ impl Filesystem for WeftFs {
             let path = self.path_of(ino)?;
             let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
             // As the user: its capability carries that user's rights.
-            let file = self.caller(req).open(&path, write).map_err(|e| errno::of(&e))?;
+            let opener = self.caller(req);
+            let file = opener.open(&path, write).map_err(|e| errno::of(&e))?;
             if file.attr().id.0 != ino.0 {
                 // The name now names another file (another mount renamed).
                 return Err(Errno::ESTALE);
@@ -309,7 +310,7 @@ impl Filesystem for WeftFs {
             if truncated {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
             }
-            let h = Handle::new(file, flags.0);
+            let h = Handle::new(file, flags.0, opener);
             h.wrote.store(truncated, Ordering::Relaxed);
             Ok(self.keep_reserved(h))
         })();
@@ -326,7 +327,8 @@ impl Filesystem for WeftFs {
         let r = (|| -> Result<(FileAttr, FileHandle), Errno> {
             let path = self.child(parent, name)?;
             let opts = CreateOptions { mode: mode & !umask & 0o7777, exclusive: flags & libc::O_EXCL != 0, ..Default::default() };
-            let file = self.caller(req).create(&path, opts).map_err(|e| errno::of(&e))?;
+            let opener = self.caller(req);
+            let file = opener.create(&path, opts).map_err(|e| errno::of(&e))?;
             if flags & libc::O_TRUNC != 0 {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
             }
@@ -335,7 +337,7 @@ impl Filesystem for WeftFs {
             let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
             let attr = fuse_attr(file.attr(), size);
             self.remember(attr.ino.0, &path);
-            Ok((attr, self.keep(Handle::new(file, flags))))
+            Ok((attr, self.keep(Handle::new(file, flags, opener))))
         })();
         match r {
             Ok((a, fh)) => reply.created(&self.opts.entry_timeout, &a, Generation(0), fh, Self::fopen_flags(flags)),
@@ -388,7 +390,7 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // close(2) waits for this (release comes later): the file's queued
         // writes are done, and their failure reported, before it returns,
         // and so is the mtime (close-to-open).
@@ -404,7 +406,7 @@ impl Filesystem for WeftFs {
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
         if let Ok(h) = h {
-            self.touch_if_written(&self.caller(req), &h);
+            self.touch_if_written(&h);
         }
         match written {
             Ok(()) => reply.ok(),
@@ -412,7 +414,7 @@ impl Filesystem for WeftFs {
         }
     }
 
-    fn release(&self, req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
+    fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
         self.writes.wait(ino.0);
         if let Some(o) = lock_owner {
             self.locks.release_owner(ino.0, o.0);
@@ -422,7 +424,7 @@ impl Filesystem for WeftFs {
             if let Err(e) = h.take_error() {
                 tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed and its handle was closed without a flush");
             }
-            self.touch_if_written(&self.caller(req), &h);
+            self.touch_if_written(&h);
             let id = h.file.attr().id.0;
             // The write open ends at the metadata service, with the size if
             // it wrote (stat then answers without the data servers). A

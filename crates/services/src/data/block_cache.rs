@@ -124,13 +124,17 @@ impl BlockCache {
     fn evict(&self, g: &mut Inner, open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) -> io::Result<()> {
         while g.blocks.len() >= self.capacity {
             let Some((&tick, &(file, b))) = g.lru.iter().next() else { break };
-            g.lru.remove(&tick);
-            let slot = g.blocks.remove(&(file, b)).expect("in the LRU order");
+            // Written back before it goes: a failed write-back leaves it
+            // cached and dirty (the error reaches this request; the data
+            // stays for a later flush).
+            let slot = g.blocks.get(&(file, b)).expect("in the LRU order");
             if slot.dirty
                 && let Some(o) = open(file)?
             {
-                Self::write_back(g, &o.file, file, b, self.block, &slot)?;
+                Self::write_back(g, &o.file, file, b, self.block, slot)?;
             }
+            g.lru.remove(&tick);
+            g.blocks.remove(&(file, b));
         }
         Ok(())
     }
@@ -157,6 +161,9 @@ impl BlockCache {
 
     /// Writes `data` at object offset `at` into cached blocks (write-behind).
     pub fn write(&self, file: FileId, f: &File, at: u64, data: &[u8], open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) -> io::Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
         let mut g = self.lock();
         // The new size first: a block of this write evicted before the
         // write ends is written back up to it.
@@ -226,9 +233,31 @@ impl BlockCache {
         Ok(())
     }
 
-    /// Forgets the file's blocks and size (after a flush, or a delete).
+    /// Runs `op`, direct I/O on `file` (a truncate, a collective's runs),
+    /// with the file's cached writes on disk first and its blocks and size
+    /// forgotten, all under the cache's lock: no cached access to any file
+    /// runs meanwhile, so none can slip in between.
+    pub fn bypass<R>(&self, file: FileId, f: Option<&File>, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        let mut g = self.lock();
+        if let Some(f) = f {
+            let keys: Vec<u64> = g.blocks.iter().filter(|((id, _), s)| *id == file && s.dirty).map(|((_, b), _)| *b).collect();
+            for b in keys {
+                let slot = g.blocks.get(&(file, b)).expect("listed");
+                Self::write_back(&g, f, file, b, self.block, slot)?;
+                g.blocks.get_mut(&(file, b)).expect("listed").dirty = false;
+            }
+        }
+        Self::forget_locked(&mut g, file);
+        op()
+    }
+
+    /// Forgets the file's blocks and size (a delete).
     pub fn forget(&self, file: FileId) {
         let mut g = self.lock();
+        Self::forget_locked(&mut g, file);
+    }
+
+    fn forget_locked(g: &mut Inner, file: FileId) {
         let keys: Vec<(FileId, u64)> = g.blocks.keys().filter(|(id, _)| *id == file).copied().collect();
         for k in keys {
             if let Some(s) = g.blocks.remove(&k) {

@@ -97,16 +97,17 @@ impl DataService {
         }
     }
 
-    /// Before direct I/O on `file` (a collective's runs, a truncate): its
-    /// cached writes go to disk and its blocks are forgotten.
-    fn bypass_cache(&self, file: FileId) -> io::Result<()> {
-        if let Some(c) = &self.cache {
-            if let Some(o) = self.object(file, false)? {
-                c.flush_file(file, &o.file)?;
+    /// Runs `op`, direct I/O on `file` (a collective's runs, a truncate),
+    /// past the cache: its cached writes go to disk first and its blocks
+    /// are forgotten, with no cached access running meanwhile.
+    fn direct<R>(&self, file: FileId, op: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+        match &self.cache {
+            Some(c) => {
+                let o = self.object(file, false)?;
+                c.bypass(file, o.as_ref().map(|o| &o.file), op)
             }
-            c.forget(file);
+            None => op(),
         }
-        Ok(())
     }
 
     fn path(&self, file: FileId) -> PathBuf {
@@ -232,7 +233,10 @@ impl DataService {
     /// Writes `bufs` back to back from object offset `offset`, with as few
     /// vectored writes as the kernel allows (a collective's run).
     pub fn write_run(&self, file: FileId, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
-        self.bypass_cache(file)?;
+        self.direct(file, || self.write_run_direct(file, offset, bufs))
+    }
+
+    fn write_run_direct(&self, file: FileId, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
         let o = self.object(file, true)?.expect("created");
         let _shared = shared(&o.rmw);
         let mut slices: Vec<io::IoSlice<'_>> = bufs.iter().map(|b| io::IoSlice::new(b)).collect();
@@ -268,7 +272,10 @@ impl DataService {
     /// few vectored reads as the kernel allows; bytes past the object's end
     /// are left as they are (the caller zeroes them). `None`: no object.
     pub fn read_run(&self, file: FileId, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<Option<()>> {
-        self.bypass_cache(file)?;
+        self.direct(file, || self.read_run_direct(file, offset, bufs))
+    }
+
+    fn read_run_direct(&self, file: FileId, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<Option<()>> {
         let Some(o) = self.object(file, false)? else { return Ok(None) };
         let mut slices: Vec<io::IoSliceMut<'_>> = bufs.iter_mut().map(|b| io::IoSliceMut::new(b)).collect();
         let mut rest = &mut slices[..];
@@ -302,14 +309,13 @@ impl DataService {
     }
 
     pub fn truncate(&self, file: FileId, size: u64) -> io::Result<()> {
-        self.bypass_cache(file)?;
-        match self.object(file, size > 0)? {
+        self.direct(file, || match self.object(file, size > 0)? {
             Some(o) => {
                 let _alone = alone(&o.rmw);
                 o.file.set_len(size)
             }
             None => Ok(()),
-        }
+        })
     }
 
     /// Makes the object's data, and its existence, durable.
@@ -445,6 +451,9 @@ mod tests {
             Read(u64, u64),
             Truncate(u64),
             Fsync,
+            /// A collective's direct run, past the cache.
+            WriteRun(u64, Vec<u8>),
+            ReadRun(u64, u64),
         }
 
         fn op() -> impl Strategy<Value = Op> {
@@ -453,6 +462,8 @@ mod tests {
                 3 => (0u64..5000, 1u64..2000).prop_map(|(at, n)| Op::Read(at, n)),
                 1 => (0u64..5000).prop_map(Op::Truncate),
                 1 => Just(Op::Fsync),
+                1 => (0u64..4000, proptest::collection::vec(any::<u8>(), 1..1500)).prop_map(|(at, d)| Op::WriteRun(at, d)),
+                1 => (0u64..5000, 1u64..2000).prop_map(|(at, n)| Op::ReadRun(at, n)),
             ]
         }
 
@@ -467,6 +478,20 @@ mod tests {
                 let mut model: Vec<u8> = Vec::new();
                 for op in ops {
                     match op {
+                        Op::WriteRun(at, data) => {
+                            d.write_run(f, at, &[&data]).unwrap();
+                            let end = at as usize + data.len();
+                            if model.len() < end {
+                                model.resize(end, 0);
+                            }
+                            model[at as usize..end].copy_from_slice(&data);
+                        }
+                        Op::ReadRun(at, n) => {
+                            let mut buf = vec![0u8; n as usize];
+                            d.read_run(f, at, &mut [&mut buf[..]]).unwrap();
+                            let want: Vec<u8> = (at..at + n).map(|i| model.get(i as usize).copied().unwrap_or(0)).collect();
+                            prop_assert!(buf == want, "direct read {} at {} differs", n, at);
+                        }
                         Op::Write(at, data) => {
                             d.write(f, &[Piece { offset: at, len: data.len() as u64 }], &data).unwrap();
                             let end = at as usize + data.len();

@@ -147,6 +147,9 @@ impl Reactor {
                 }
             }
             self.completions();
+            // Current to this pass (one clock read), so a status report
+            // never misses the loop's latest work.
+            self.server.note_loop_cpu();
             let now = Instant::now();
             if now >= next_sweep {
                 self.sweep(now);

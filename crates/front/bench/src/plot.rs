@@ -107,3 +107,59 @@ pub fn write(base: &Path, panels: &[Panel]) -> Result<Vec<PathBuf>> {
     draw(SVGBackend::new(&svg, size).into_drawing_area(), panels)?;
     Ok(vec![png, svg])
 }
+
+/// One point per case of each series, x linear from 0 to 100 (a share in
+/// percent), y on a log scale (rates that span orders of magnitude), as
+/// paper 001's figures 2 and 3 plot throughput against CPU available.
+fn draw_scatter<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, p: &Panel) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+    let ys = p.series.iter().flat_map(|s| s.points.iter().map(|q| q.1)).filter(|y| *y > 0.0);
+    let (y0, y1) = ys.fold((f64::MAX, f64::MIN), |(a, b), y| (a.min(y), b.max(y)));
+    if y0 > y1 {
+        return Ok(());
+    }
+    let mut chart = ChartBuilder::on(&root)
+        .caption(&p.title, ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..100.0, (y0 / 2.0..y1 * 2.0).log_scale())
+        .map_err(|e| anyhow!("{e}"))?;
+    chart.configure_mesh().x_desc(&p.x_label).y_desc(&p.y_label).draw().map_err(|e| anyhow!("{e}"))?;
+    for (i, s) in p.series.iter().enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(s.points.iter().filter(|q| q.1 > 0.0).map(|&(x, y)| Circle::new((x, y), 5, colour.filled())))
+            .map_err(|e| anyhow!("{e}"))?
+            .label(&s.name)
+            .legend(move |(x, y)| Circle::new((x + 10, y), 5, colour.filled()));
+    }
+    // Lower right: a busy I/O node moving little is where no case lands.
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// [`write`] for one scatter panel (see [`draw_scatter`]): `base`.png and
+/// `base`.svg; none when no font is found.
+pub fn write_scatter(base: &Path, panel: &Panel) -> Result<Vec<PathBuf>> {
+    if !font_ready() {
+        return Ok(Vec::new());
+    }
+    if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let png = base.with_extension("png");
+    draw_scatter(BitMapBackend::new(&png, (800, 560)).into_drawing_area(), panel)?;
+    let svg = base.with_extension("svg");
+    draw_scatter(SVGBackend::new(&svg, (800, 560)).into_drawing_area(), panel)?;
+    Ok(vec![png, svg])
+}

@@ -3,16 +3,18 @@
 
 use std::process::Command;
 
-/// Runs `weft bench ARGS --json` in a directory of its own; its rows.
-fn bench_rows(name: &str, args: &[&str]) -> Vec<serde_json::Value> {
+/// Runs `weft bench ARGS --json` in a directory of its own; its rows, and
+/// the names of the files it left beside its CSV (`out.*`).
+fn bench_rows(name: &str, args: &[&str]) -> (Vec<serde_json::Value>, Vec<String>) {
     let dir = std::env::temp_dir().join(format!("weft-bench-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_weft")).arg("bench").args(args).args(["--json", "--csv"]).arg(dir.join("out.csv")).current_dir(&dir).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     let _ = std::fs::remove_dir_all(&dir);
-    v["rows"].as_array().unwrap().clone()
+    (v["rows"].as_array().unwrap().clone(), files)
 }
 
 /// `weft bench io500` (issue 12): every IO500 phase runs on a real mount
@@ -22,7 +24,7 @@ fn bench_rows(name: &str, args: &[&str]) -> Vec<serde_json::Value> {
 /// mount that loses or mixes bytes fails it. Needs root and /dev/fuse.
 #[test]
 fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
-    let rows = bench_rows("io500", &["io500", "--procs", "3", "--easy-size", "1m", "--hard-segments", "40", "--files", "30", "--repeats", "1", "--servers", "2"]);
+    let (rows, _) = bench_rows("io500", &["io500", "--procs", "3", "--easy-size", "1m", "--hard-segments", "40", "--files", "30", "--repeats", "1", "--servers", "2"]);
     let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str().unwrap()).collect();
     assert_eq!(phases.len(), 14, "{phases:?}");
     for p in ["ior-easy-write", "ior-hard-read", "mdtest-easy-stat", "mdtest-hard-read", "mdtest-hard-delete", "score-bandwidth", "score-metadata", "score"] {
@@ -44,7 +46,9 @@ fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
 /// data servers' CPU per MB is counted: every figure is there and positive.
 #[test]
 fn the_io_node_experiment_runs_every_mode_and_both_ops() {
-    let rows = bench_rows("ionode", &["ionode", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"]);
+    let (rows, files) = bench_rows("ionode", &["ionode", "--seconds", "0.3", "--repeats", "1", "--easy-matrix", "64", "--hard-matrix", "32", "--servers", "2"]);
+    // Paper 001's figures: throughput against CPU available.
+    assert!(files.iter().any(|f| f == "out.png") && files.iter().any(|f| f == "out.svg"), "{files:?}");
     // 3 modes x 2 barriers x (easy, hard) x (write, read).
     assert_eq!(rows.len(), 24, "{rows:?}");
     for mode in ["listio", "caching", "server"] {

@@ -133,6 +133,18 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 }
             })?;
             let csv = csv_path(&common, "ionode");
+            // Paper 001's figures 2 and 3: throughput against CPU available,
+            // a point per case, a series per mode and barrier.
+            let mut series: Vec<weft_bench::plot::Series> = Vec::new();
+            for r in &rows {
+                let name = format!("{}{}", r.mode, if r.barrier { ", 5 ms barrier" } else { "" });
+                match series.iter_mut().find(|s| s.name == name) {
+                    Some(s) => s.points.push((r.cpu_available_pct, r.mb_s)),
+                    None => series.push(weft_bench::plot::Series { name, points: vec![(r.cpu_available_pct, r.mb_s)] }),
+                }
+            }
+            let panel = weft_bench::plot::Panel { title: "I/O throughput vs CPU available on the I/O nodes".into(), x_label: "CPU available to the probe (%)".into(), y_label: "MB/s moved".into(), series };
+            let plots = weft_bench::plot::write_scatter(&csv.with_extension(""), &panel)?;
             if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
                     .iter()
@@ -144,6 +156,9 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(paper 001: 90-95% available for easy patterns, as little as 3.4% for hard ones; the 5 ms barrier costs more)\nCSV: {}", csv.display())?;
+                for p in &plots {
+                    out!("plot: {}", p.display())?;
+                }
             }
         }
         Which::Io500 { common, procs, easy_size, hard_segments, files, repeats, servers } => {

@@ -9,7 +9,7 @@
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 type Ctx = *mut c_void;
@@ -109,10 +109,6 @@ impl Munge {
             .map(|p| CString::new(p.as_os_str().as_encoded_bytes()).map_err(|_| MungeError::Unavailable(format!("socket path {} contains a NUL byte", p.display()))))
             .transpose()?;
         Ok(Munge { socket })
-    }
-
-    pub fn socket(&self) -> Option<PathBuf> {
-        self.socket.as_ref().map(|s| PathBuf::from(s.to_string_lossy().into_owned()))
     }
 
     fn context(&self) -> Result<Context<'static>, MungeError> {

@@ -98,6 +98,11 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
     if p.procs == 0 || p.repeats == 0 || p.files == 0 || p.hard_segments == 0 || p.easy_bytes < (1 << 20) {
         bail!("processes, repeats, files and segments must be at least 1, and ior-easy's size at least 1 MiB");
     }
+    // The shared file's end, and every offset a worker computes, below it.
+    let hard_end = p.hard_segments.checked_mul(p.procs as u64).and_then(|n| n.checked_mul(HARD_TRANSFER));
+    if hard_end.is_none_or(|e| e > 1 << 50) || p.easy_bytes.checked_mul(p.procs as u64).is_none_or(|e| e > 1 << 50) || p.procs > 4096 || p.files > 1 << 24 {
+        bail!("sizes too large: the shared file and the easy files must stay under 1 PiB, at most 4096 processes and 2^24 files each");
+    }
     let mount = crate::fuse::Mounted::new(weft_bin, bc)?;
     let mut rates: Vec<[Vec<f64>; 2]> = PHASES.iter().map(|_| Default::default()).collect();
     for rep in 0..p.repeats {
@@ -175,6 +180,9 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
 pub fn worker(dir: &Path, phase: &str, rank: usize, procs: usize, easy_bytes: u64, hard_segments: u64, files: u64) -> Result<()> {
     if !PHASES.contains(&phase) || rank >= procs {
         bail!("unknown phase {phase} or rank {rank} of {procs}");
+    }
+    if hard_segments.checked_mul(procs as u64).and_then(|n| n.checked_mul(HARD_TRANSFER)).is_none_or(|e| e > 1 << 50) {
+        bail!("{hard_segments} ior-hard segments of {procs} processes pass 1 PiB");
     }
     let easy = dir.join(format!("easy/{rank}"));
     let hard = dir.join("ior-hard");

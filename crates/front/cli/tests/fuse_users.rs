@@ -27,6 +27,11 @@ fn as_user(dir: &Path, uid: u32, groups: &str, script: &str) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+/// `as_user`'s output for one step, labelled with the uid.
+fn step(root: &Path, uid: u32, groups: &str, script: &str) -> String {
+    format!("{uid}: {}", as_user(root, uid, groups, script))
+}
+
 /// Root sets up a sticky shared directory and a project directory of
 /// group 2000; then users 1001, 1002 (in group 2000) and 1003 act.
 fn exercise(root: &Path) -> Vec<String> {
@@ -35,7 +40,7 @@ fn exercise(root: &Path) -> Vec<String> {
     fs::create_dir(root.join("proj")).unwrap();
     std::os::unix::fs::chown(root.join("proj"), Some(0), Some(2000)).unwrap();
     fs::set_permissions(root.join("proj"), fs::Permissions::from_mode(0o770)).unwrap();
-    let step = |uid: u32, groups: &str, script: &str| format!("{uid}: {}", as_user(root, uid, groups, script));
+    let step = |uid: u32, groups: &str, script: &str| step(root, uid, groups, script);
     vec![
         step(1001, "", "echo secret > shared/a && chmod 600 shared/a && stat -c '%u:%g %a' shared/a; mkdir shared/d1001 && stat -c '%u:%g' shared/d1001; ln -s a shared/l && stat -c '%u:%g' -L shared/l; touch proj/x || echo denied"),
         step(1002, "2000", "cat shared/a || echo no read; rm -f shared/a || echo no unlink; echo mine > proj/b && stat -c '%u:%g' proj/b; ls proj"),
@@ -75,7 +80,7 @@ fn users_work_through_a_mount_under_root_squash() {
     fs::create_dir_all(&local).unwrap();
     fs::set_permissions(&local, fs::Permissions::from_mode(0o777)).unwrap();
     let run = |root: &Path| {
-        let step = |uid: u32, groups: &str, script: &str| format!("{uid}: {}", as_user(root, uid, groups, script));
+        let step = |uid: u32, groups: &str, script: &str| step(root, uid, groups, script);
         vec![
             step(1001, "", "mkdir -m 700 home && cd home && echo one > f && mkdir d && echo two > d/g && ls && ls -l d | wc -l"),
             step(1001, "", "cd home && chmod 640 f && stat -c '%a' f && touch -d 2020-01-02 f && stat -c '%Y' f && truncate -s 2 f && cat f"),

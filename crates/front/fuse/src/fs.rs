@@ -89,6 +89,9 @@ pub struct WeftFs {
     pub(crate) writes: WriteBehind,
     /// Clients acting as the users who create files here (by identity).
     pub(crate) callers: Mutex<HashMap<weft_client::Cred, Client>>,
+    /// Supplementary groups read from /proc, by pid, with their uid, gid
+    /// and when read (see [`WeftFs::caller`]).
+    pub(crate) groups_of_pid: Mutex<HashMap<u32, crate::identity::SeenGroups>>,
     /// Tells the kernel to drop cached pages (set once the session runs).
     pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     pub(crate) next_fh: AtomicU64,
@@ -113,6 +116,7 @@ impl WeftFs {
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),
             callers: Mutex::new(HashMap::new()),
+            groups_of_pid: Mutex::new(HashMap::new()),
             writes: WriteBehind::new(),
             next_fh: AtomicU64::new(1),
         }

@@ -76,11 +76,6 @@ impl DataService {
         Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind, deleted, cache, flushed: Mutex::new(std::time::Instant::now()) })
     }
 
-    /// Is the data service in caching mode?
-    pub fn caching(&self) -> bool {
-        self.cache.is_some()
-    }
-
     /// An object by id for the cache's write-backs.
     fn existing(&self, file: FileId) -> io::Result<Option<Arc<Object>>> {
         self.object(file, false)

@@ -168,18 +168,20 @@ impl Server {
         use weft_wire::ErrorCode;
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         out.clear();
-        let kind = cpu_kind(&req);
-        let start = thread_cpu_ns();
-        let r = if let Request::Lock(op) = req {
+        if let Request::Lock(op) = req {
             match &self.lock {
                 Some(l) => l.handle(op, self.meta.as_ref(), later),
                 None => Some(Response::error(ErrorCode::WrongService, "this server does not host the lock service")),
             }
         } else {
             Some(self.handle_now(req, payload, out))
-        };
-        self.counters.cpu_ns[kind as usize].fetch_add(thread_cpu_ns().saturating_sub(start), Ordering::Relaxed);
-        r
+        }
+    }
+
+    /// Adds `ns` of a worker thread's CPU time to `kind` (the workers
+    /// account all of their time: see [`workers`]).
+    pub(crate) fn count_cpu(&self, kind: CpuKind, ns: u64) {
+        self.counters.cpu_ns[kind as usize].fetch_add(ns, Ordering::Relaxed);
     }
 
     /// Bytes in all and free on the file system under the data directory.
@@ -269,11 +271,11 @@ fn squash(cred: weft_wire::Cred, on: bool) -> weft_wire::Cred {
 }
 
 /// This thread's CPU time so far, in nanoseconds.
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(0, |t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64)
 }
 
-fn cpu_kind(req: &Request) -> CpuKind {
+pub(crate) fn cpu_kind(req: &Request) -> CpuKind {
     use weft_wire::DataReq;
     match req {
         Request::Meta { .. } => CpuKind::Meta,
@@ -311,7 +313,6 @@ impl Server {
             self.count_bad_request();
             return reply(Response::error(ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {}", buf.bytes.len())), Payload::default());
         }
-        let start = thread_cpu_ns();
         let Some(pieces_charge) = self.budget.try_charge((pieces.len() as u64 + 1) * collectives::BYTES_PER_PIECE) else {
             let why = format!("collective {:#x}: server memory budget exhausted", tag.id);
             self.collectives.fail((file, tag.id), &why);
@@ -330,8 +331,6 @@ impl Server {
                 Err(why) => self.collectives.fail(key, &why),
             }
         }
-        let kind = if write { CpuKind::DataWrite } else { CpuKind::DataRead };
-        self.counters.cpu_ns[kind as usize].fetch_add(thread_cpu_ns().saturating_sub(start), Ordering::Relaxed);
     }
 
     /// Fails the collectives whose round ran out of time (the event loop's sweep).

@@ -15,7 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use super::collectives::Reply;
-use weft_wire::{DataReq, ErrorCode, FileId, MsgId, Request, Response};
+use weft_wire::{CpuKind, DataReq, ErrorCode, FileId, MsgId, Request, Response};
 
 /// A connection as the loop knows it: its slot and the slot's generation
 /// (a slot reused by a later connection has a new one).
@@ -119,10 +119,14 @@ impl Verifier {
         std::thread::Builder::new()
             .name("weft-verifier".into())
             .spawn(move || {
+                let mut counted = super::thread_cpu_ns();
                 for j in rx {
                     let outcome = catch_unwind(AssertUnwindSafe(|| server.gate.munge_proof(&j.hello, &j.challenge, &j.cred)))
                         .unwrap_or_else(|_| Err((ErrorCode::Internal, "the server failed while checking the credential".into())));
                     replier.send(Done::Verified { conn: j.conn, outcome });
+                    let now = super::thread_cpu_ns();
+                    server.count_cpu(CpuKind::Other, now.saturating_sub(counted));
+                    counted = now;
                 }
             })
             .expect("spawn the verifier thread");
@@ -149,7 +153,17 @@ pub fn per_connection() -> usize {
     std::env::var("WEFT_CONN_PARALLEL").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or((worker_count() / 2).max(1))
 }
 
+/// A worker's loop. All of the thread's CPU time is counted, by the kind
+/// of the request it served: each job's share runs from the end of the
+/// previous one (taking the job from the queue included), so the kinds of
+/// every thread add up to the process's CPU time (`weft status`).
 fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
+    let mut counted = super::thread_cpu_ns();
+    let mut count = |kind: CpuKind| {
+        let now = super::thread_cpu_ns();
+        server.count_cpu(kind, now.saturating_sub(counted));
+        counted = now;
+    };
     loop {
         let job = {
             let rx = rx.lock().unwrap_or_else(PoisonError::into_inner);
@@ -159,6 +173,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             }
         };
         let Job { conn, id, req, mut payload, out_charge, turn } = job;
+        let kind = super::cpu_kind(&req);
         // A status report should not count its own request (1 byte).
         if matches!(req, Request::Status) {
             drop(payload.charge.take());
@@ -179,6 +194,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 tracing::error!(target: "weft::server", msg_id = id.0, "a collective round panicked; its members were not answered");
             }
             replier.send(Done::Job { conn, id, answer: None, turn });
+            count(kind);
             continue;
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later)));
@@ -194,5 +210,6 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             }
         };
         replier.send(Done::Job { conn, id, answer, turn });
+        count(kind);
     }
 }

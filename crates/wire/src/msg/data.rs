@@ -98,8 +98,8 @@ pub enum CpuKind {
     /// Size, truncate, fsync, delete.
     DataOther = 3,
     Lock = 4,
-    /// Ping, sink, source (served on the event loop, whose total
-    /// `cpu_loop_ns` also includes them) and status.
+    /// Status, and MUNGE handshakes' checks. (Ping, sink and source are
+    /// served on the event loop: counted in `cpu_loop_ns` only.)
     Other = 5,
 }
 

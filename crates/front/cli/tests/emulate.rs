@@ -35,7 +35,9 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
     let prefix = format!("weft-{tag}-");
     assert_eq!(ours(&prefix).len(), 2, "one namespace per server: {:?}", ours(&prefix));
     for s in &tc.cluster().servers {
-        assert!(s.addr.to_string().starts_with("198.18.0."), "server {} at {}", s.id, s.addr);
+        // The benchmarking range 198.18.0.0/15, nothing else.
+        let std::net::IpAddr::V4(ip) = s.addr.ip() else { panic!("server {} at {}", s.id, s.addr) };
+        assert!(ip.octets()[0] == 198 && ip.octets()[1] & 0xfe == 18, "server {} at {}", s.id, s.addr);
     }
     let c = tc.client();
     let f = c.create("/x", CreateOptions::default()).unwrap();
@@ -109,4 +111,96 @@ fn a_client_node_has_its_own_capped_link() {
     assert_eq!(tc.client().stat("/from-node").unwrap().1, 8 << 20);
     drop(tc);
     assert!(!weft_launch::emulate::namespaces().contains(&ns), "the client node was left");
+}
+
+/// Cgroups (either hierarchy) named for an emulation with this prefix.
+fn cgroups_with(prefix: &str) -> Vec<String> {
+    ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup"]
+        .iter()
+        .flat_map(|root| std::fs::read_dir(root).into_iter().flatten().flatten())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+/// `weft up --emulate` in the foreground, in `dir`; returns once it
+/// recorded itself (its servers are up).
+fn weft_up_emulated(dir: &std::path::Path, extra: &[&str]) -> std::process::Child {
+    let mut child = Command::new(common::WEFT)
+        .args(["up", "--emulate", "--servers", "1", "--link", "100mbit", "--dir"])
+        .arg(dir)
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !dir.join("up.pid").exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+            panic!("weft up --emulate exited ({status}): {err}");
+        }
+        assert!(start.elapsed().as_secs() < 60, "weft up --emulate did not come up");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child
+}
+
+/// What `weft up --emulate` creates is removed by `weft down`, and after
+/// a SIGKILL (which leaves it all behind: nothing runs to clean up) by the
+/// next `weft up --emulate`.
+#[test]
+fn weft_down_and_the_next_weft_up_remove_an_emulated_cluster() {
+    let scratch = std::env::temp_dir().join(format!("weft-emulate-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (a, b) = (scratch.join("a"), scratch.join("b"));
+    let mut first = weft_up_emulated(&a, &[]);
+    let first_prefix = format!("weft-{}s0-", first.id());
+    assert_eq!(ours(&first_prefix).len(), 2, "a namespace per server: {:?}", ours(&first_prefix));
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(ours(&first_prefix).len(), 2, "a SIGKILL runs no clean-up: the namespaces stay until the next run");
+    let mut second = weft_up_emulated(&b, &[]);
+    assert!(ours(&first_prefix).is_empty(), "the killed run's namespaces were left: {:?}", ours(&first_prefix));
+    assert!(!link_exists(&format!("wb{}s0", first.id())), "the killed run's bridge was left");
+    let second_prefix = format!("weft-{}s0-", second.id());
+    assert_eq!(ours(&second_prefix).len(), 2);
+    // `weft down` stops a foreground cluster as Ctrl-C does.
+    let down = Command::new(common::WEFT).args(["down", "--dir"]).arg(&b).output().unwrap();
+    assert!(down.status.success(), "weft down: {}", String::from_utf8_lossy(&down.stderr));
+    let status = second.wait().unwrap();
+    assert!(status.success(), "weft up ended with {status}");
+    assert!(ours(&second_prefix).is_empty(), "weft down left namespaces: {:?}", ours(&second_prefix));
+    assert!(!link_exists(&format!("wb{}s0", second.id())), "weft down left the bridge");
+    assert!(!b.join("up.pid").exists());
+    let _ = std::fs::remove_dir_all(&scratch);
+}
+
+/// A start that fails after the network was made (a server cannot open
+/// its directory) removes the network and the disk cgroups it made.
+#[test]
+fn a_failed_emulated_start_leaves_nothing_behind() {
+    let dir = std::env::temp_dir().join(format!("weft-emulate-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Data server 1's directory is a file.
+    std::fs::write(dir.join("srv1"), b"in the way").unwrap();
+    let child = Command::new(common::WEFT)
+        .args(["up", "--emulate", "--servers", "1", "--disk", "50m", "--dir"])
+        .arg(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success(), "weft up should fail");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("server 1"), "the error should name the server that failed: {err}");
+    let prefix = format!("weft-{pid}s");
+    assert!(ours(&prefix).is_empty(), "namespaces left: {:?}", ours(&prefix));
+    assert!(cgroups_with(&prefix).is_empty(), "cgroups left: {:?}", cgroups_with(&prefix));
+    assert!(!link_exists(&format!("wb{pid}s0")), "the bridge was left");
+    let _ = std::fs::remove_dir_all(&dir);
 }

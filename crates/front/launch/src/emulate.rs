@@ -3,18 +3,21 @@
 //! veth pair whose two ends are rate-capped with `tc tbf`, so links, not
 //! loopback's memory copy, bound what crosses them, as on the papers'
 //! machines. Addresses come from the benchmarking range 198.18.0.0/15 and
-//! exist only inside namespaces this module creates; the bridge holds
-//! 198.18.0.1, so processes of the launching namespace reach every node
+//! exist only inside namespaces this module creates: each emulation takes
+//! a /24 of its own (198.18.S.0, S the first not held by another live
+//! emulation's bridge), whose .1 its bridge holds, so processes of the launching namespace reach every node
 //! through it. Client nodes (namespaces after the servers', behind the same
 //! links) let client processes run as on a cluster's compute nodes, each
 //! node's traffic through its own capped link.
 //!
-//! A node's disk can be capped too: each server process is put in a blkio
-//! cgroup (v1) of its own whose throttle limits its reads and writes on
-//! the device under the cluster directory. The v1 controller throttles I/O
-//! the process submits itself: direct I/O, fsync'd writes (and the data
-//! service's early write-back), cold reads; not the kernel's own
-//! background write-back.
+//! A node's disk can be capped too: each server process is put in a
+//! cgroup of its own whose throttle limits its reads and writes on the
+//! device under the cluster directory: the v1 blkio controller's
+//! `blkio.throttle.*_bps_device` where it is mounted, else cgroup v2's
+//! `io.max`. The v1 controller throttles I/O the process submits itself:
+//! direct I/O, fsync'd writes (and the data service's early write-back),
+//! cold reads; not the kernel's own background write-back (v2 also
+//! throttles that).
 //!
 //! Names carry the creating process's pid (`weft-<pid>-n<k>`, bridge
 //! `wb<pid>`): everything is removed by [`Emulation::destroy`] (also on
@@ -30,6 +33,46 @@ const PREFIX: &str = "weft-";
 /// The v1 block I/O controller's hierarchy.
 const BLKIO: &str = "/sys/fs/cgroup/blkio";
 
+/// The v2 unified hierarchy.
+const UNIFIED: &str = "/sys/fs/cgroup";
+
+/// Which block I/O controller caps the disks here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DiskController {
+    /// cgroup v1 `blkio` at [`BLKIO`].
+    V1,
+    /// cgroup v2 `io` at [`UNIFIED`].
+    V2,
+}
+
+impl DiskController {
+    /// The one this machine has, v1 first (where both are, v1's `blkio`
+    /// holds the disk controller).
+    fn detect() -> Option<Self> {
+        let root = std::path::Path::new(BLKIO);
+        if root.join("blkio.throttle.read_bps_device").exists() {
+            return Some(DiskController::V1);
+        }
+        let controllers = std::fs::read_to_string(std::path::Path::new(UNIFIED).join("cgroup.controllers")).unwrap_or_default();
+        controllers.split_whitespace().any(|c| c == "io").then_some(DiskController::V2)
+    }
+
+    fn root(self) -> &'static str {
+        match self {
+            DiskController::V1 => BLKIO,
+            DiskController::V2 => UNIFIED,
+        }
+    }
+
+    /// The files and lines that cap `dev` at `bps` bytes/s each way.
+    fn limits(self, dev: &str, bps: u64) -> Vec<(&'static str, String)> {
+        match self {
+            DiskController::V1 => vec![("blkio.throttle.read_bps_device", format!("{dev} {bps}")), ("blkio.throttle.write_bps_device", format!("{dev} {bps}"))],
+            DiskController::V2 => vec![("io.max", format!("{dev} rbps={bps} wbps={bps}"))],
+        }
+    }
+}
+
 use crate::LaunchError as EmulateError;
 
 fn fail(msg: String) -> EmulateError {
@@ -44,10 +87,13 @@ pub struct Emulation {
     /// Which of its emulations (a process may run several at once).
     seq: u32,
     nodes: usize,
+    /// Its /24: 198.18.`subnet`.0.
+    subnet: u8,
     /// Link rate of every node, in bits per second (`None`: uncapped).
     link_bps: Option<u64>,
     /// Disk cap of every node: the device (`major:minor`) and bytes per second.
     disk: Option<(String, u64)>,
+    controller: DiskController,
     live: bool,
 }
 
@@ -91,10 +137,15 @@ impl Emulation {
         self.nodes
     }
 
-    /// Node `k`'s address (198.18.0.10 and up).
+    /// Node `k`'s address (198.18.S.10 and up).
     pub fn addr(&self, k: usize) -> Ipv4Addr {
-        // At most 200 nodes: 198.18.0.10 to 198.18.0.209.
-        Ipv4Addr::new(198, 18, 0, (10 + k) as u8)
+        // At most 200 nodes: 198.18.S.10 to 198.18.S.209.
+        Ipv4Addr::new(198, 18, self.subnet, (10 + k) as u8)
+    }
+
+    /// The bridge's address, the nodes' gateway.
+    fn gateway(&self) -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, self.subnet, 1)
     }
 
     fn bridge(&self) -> String {
@@ -115,12 +166,23 @@ impl Emulation {
             return Err(fail(format!("{nodes} nodes: between 1 and 200")));
         }
         clean_stale();
-        if disk.is_some() && !std::path::Path::new(BLKIO).join("blkio.throttle.read_bps_device").exists() {
-            return Err(fail(format!("disk caps need the cgroup v1 blkio controller at {BLKIO}")));
+        let controller = DiskController::detect();
+        if disk.is_some() && controller.is_none() {
+            return Err(fail(format!("disk caps need a block I/O controller: cgroup v1 blkio at {BLKIO} or v2 io at {UNIFIED}")));
+        }
+        if let (Some(DiskController::V2), Some(_)) = (controller, &disk) {
+            // Children of the root get the io controller only if asked.
+            let control = std::path::Path::new(UNIFIED).join("cgroup.subtree_control");
+            std::fs::write(&control, "+io").map_err(|e| fail(format!("cannot enable the io controller in {}: {e}", control.display())))?;
         }
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut emu = Emulation { owner: std::process::id(), seq, nodes, link_bps, disk, live: true };
+        // Picking a subnet and taking it (the bridge's address) is one
+        // step among this process's emulations.
+        static PICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _picking = PICK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let subnet = free_subnet()?;
+        let mut emu = Emulation { owner: std::process::id(), seq, nodes, subnet, link_bps, disk, controller: controller.unwrap_or(DiskController::V1), live: true };
         if let Err(e) = emu.build() {
             emu.destroy();
             return Err(e);
@@ -131,7 +193,7 @@ impl Emulation {
     fn build(&mut self) -> Result<(), EmulateError> {
         let br = self.bridge();
         run(&["ip", "link", "add", &br, "type", "bridge"])?;
-        run(&["ip", "addr", "add", "198.18.0.1/24", "dev", &br])?;
+        run(&["ip", "addr", "add", &format!("{}/24", self.gateway()), "dev", &br])?;
         run(&["ip", "link", "set", &br, "up"])?;
         for k in 0..self.nodes {
             let ns = self.namespace(k);
@@ -143,7 +205,7 @@ impl Emulation {
             run(&["ip", "-n", &ns, "addr", "add", &addr, "dev", "eth0"])?;
             run(&["ip", "-n", &ns, "link", "set", "eth0", "up"])?;
             run(&["ip", "-n", &ns, "link", "set", "lo", "up"])?;
-            run(&["ip", "-n", &ns, "route", "add", "default", "via", "198.18.0.1"])?;
+            run(&["ip", "-n", &ns, "route", "add", "default", "via", &self.gateway().to_string()])?;
             if let Some(bps) = self.link_bps {
                 let rate = format!("{bps}bit");
                 // A burst of ~4 ms at the rate (at least 64 KiB): enough for
@@ -166,7 +228,7 @@ impl Emulation {
     }
 
     fn cgroup(&self, k: usize) -> std::path::PathBuf {
-        std::path::Path::new(BLKIO).join(self.namespace(k))
+        std::path::Path::new(self.controller.root()).join(self.namespace(k))
     }
 
     /// Puts process `pid` (node `k`'s server) under the node's disk cap.
@@ -176,8 +238,9 @@ impl Emulation {
         let write = |file: &str, v: String| std::fs::write(cg.join(file), v).map_err(|e| fail(format!("cannot write {}: {e}", cg.join(file).display())));
         if !cg.exists() {
             std::fs::create_dir(&cg).map_err(|e| fail(format!("cannot create {}: {e}", cg.display())))?;
-            write("blkio.throttle.read_bps_device", format!("{dev} {bps}"))?;
-            write("blkio.throttle.write_bps_device", format!("{dev} {bps}"))?;
+            for (file, line) in self.controller.limits(dev, *bps) {
+                write(file, line)?;
+            }
         }
         write("cgroup.procs", pid.to_string())
     }
@@ -212,16 +275,21 @@ fn destroy_tagged(tag: &str) {
     }
     let _ = run(&["ip", "link", "del", &format!("wb{tag}")]);
     // A cgroup goes once its processes have (the servers are stopped first).
-    for cg in cgroups().into_iter().filter(mine) {
-        let _ = std::fs::remove_dir(std::path::Path::new(BLKIO).join(cg));
+    for (root, cg) in cgroups().into_iter().filter(|(_, n)| mine(n)) {
+        let _ = std::fs::remove_dir(std::path::Path::new(root).join(cg));
     }
 }
 
-/// Disk cgroups this module may have created.
-fn cgroups() -> Vec<String> {
-    std::fs::read_dir(BLKIO)
-        .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(PREFIX)).collect())
-        .unwrap_or_default()
+/// Disk cgroups this module may have created, under either hierarchy.
+fn cgroups() -> Vec<(&'static str, String)> {
+    [BLKIO, UNIFIED]
+        .into_iter()
+        .flat_map(|root| {
+            std::fs::read_dir(root)
+                .map(|rd| rd.flatten().filter_map(|e| e.file_name().into_string().ok()).filter(|n| n.starts_with(PREFIX)).map(|n| (root, n)).collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// The whole disk (`major:minor`) under `path`: a partition's parent disk,
@@ -241,9 +309,23 @@ pub fn disk_of(path: &std::path::Path) -> Result<String, EmulateError> {
     Ok(format!("{major}:{minor}"))
 }
 
+/// The first 198.18.S.0/24 no interface of this namespace has an address
+/// in (another emulation's bridge, or anything else using the range).
+fn free_subnet() -> Result<u8, EmulateError> {
+    let out = Command::new("ip").args(["-4", "-o", "addr", "show"]).output().map_err(|e| fail(format!("cannot run ip: {e} (install iproute2)")))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let taken: Vec<u8> = text
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("198.18."))
+        .filter_map(|rest| rest.split('.').next()?.parse().ok())
+        .collect();
+    (0..=255u8).find(|s| !taken.contains(s)).ok_or_else(|| fail("every /24 of 198.18.0.0/16 is in use".into()))
+}
+
 /// Removes emulations whose creating process is gone (a crash, a kill).
 pub fn clean_stale() {
-    let mut tags: Vec<String> = namespaces().iter().chain(cgroups().iter()).filter_map(|n| tag_of(n)).map(str::to_owned).collect();
+    let cgs: Vec<String> = cgroups().into_iter().map(|(_, n)| n).collect();
+    let mut tags: Vec<String> = namespaces().iter().chain(cgs.iter()).filter_map(|n| tag_of(n)).map(str::to_owned).collect();
     tags.sort_unstable();
     tags.dedup();
     for t in tags {
@@ -291,5 +373,14 @@ mod tests {
         assert_eq!(owner_of("weft-123s2-n4"), Some(123));
         assert_eq!(tag_of("weft-123s2-n4"), Some("123s2"));
         assert_eq!(tag_of("other-123s0-n4"), None);
+    }
+
+    #[test]
+    fn disk_caps_are_written_in_each_controllers_format() {
+        assert_eq!(
+            DiskController::V1.limits("8:0", 1000),
+            vec![("blkio.throttle.read_bps_device", "8:0 1000".to_string()), ("blkio.throttle.write_bps_device", "8:0 1000".to_string())]
+        );
+        assert_eq!(DiskController::V2.limits("259:0", 5), vec![("io.max", "259:0 rbps=5 wbps=5".to_string())]);
     }
 }

@@ -440,11 +440,62 @@ impl Drop for LocalCluster {
     }
 }
 
-/// Stops a cluster started with `--detach`: the pids in `DIR/pids`.
-/// Returns how many processes were signalled.
+/// Where a foreground `weft up` records its pid, so `weft down` can stop
+/// it (and it, its servers and emulated network).
+fn foreground_file(dir: &Path) -> PathBuf {
+    dir.join("up.pid")
+}
+
+/// Records this process as the foreground `weft up` of `dir`; the record
+/// goes when the returned guard drops.
+pub fn record_foreground(dir: &Path) -> Result<ForegroundRecord, LaunchError> {
+    let path = foreground_file(dir);
+    std::fs::write(&path, format!("{}\n", std::process::id())).map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
+    Ok(ForegroundRecord(path))
+}
+
+/// See [`record_foreground`].
+pub struct ForegroundRecord(PathBuf);
+
+impl Drop for ForegroundRecord {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// True if `pid` is a running `weft up` (not a recycled pid).
+fn is_weft_up(pid: i32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    !is_zombie(pid) && cmdline.split(|&b| b == 0).any(|a| a == b"up")
+}
+
+/// Stops a foreground `weft up` of `dir` as Ctrl-C would (SIGTERM): it
+/// stops its servers and removes what it created. `None` if there is none.
+fn stop_foreground(dir: &Path) -> Option<usize> {
+    let path = foreground_file(dir);
+    let pid: i32 = std::fs::read_to_string(&path).ok()?.trim().parse().ok()?;
+    if !is_weft_up(pid) {
+        let _ = std::fs::remove_file(&path);
+        return None;
+    }
+    signal(pid as u32, libc::SIGTERM);
+    // It stops its servers (each within STOP_GRACE) and its network.
+    let start = Instant::now();
+    while is_weft_up(pid) && start.elapsed() < STOP_GRACE * 3 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(1)
+}
+
+/// Stops a cluster started with `--detach` (the pids in `DIR/pids`), or
+/// one running in the foreground in `DIR` (its `weft up`). Returns how
+/// many processes were signalled.
 pub fn stop_detached(dir: &Path) -> Result<usize, LaunchError> {
+    if let Some(n) = stop_foreground(dir) {
+        return Ok(n);
+    }
     let pid_file = dir.join("pids");
-    let text = std::fs::read_to_string(&pid_file).map_err(|e| fail(format!("no detached cluster in {}: {e}", dir.display())))?;
+    let text = std::fs::read_to_string(&pid_file).map_err(|e| fail(format!("no cluster to stop in {}: {e}", dir.display())))?;
     let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
     let munged_socket = munged::socket_path(&dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()));
     let alive = |p: i32| is_weft_server(p) || is_munged_of(p, &munged_socket);

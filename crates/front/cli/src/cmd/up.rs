@@ -104,12 +104,14 @@ pub fn up(a: UpArgs) -> Result<()> {
         let _ = out!("  stop it with: weft down --dir {}", dir.display());
         return Ok(());
     }
-    let _ = out!("\nPress Ctrl-C to stop.");
     let (tx, rx) = mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = tx.send(());
     })
     .context("cannot install the Ctrl-C handler")?;
+    // `weft down --dir DIR` stops this process as Ctrl-C does (SIGTERM).
+    let _record = weft_launch::record_foreground(cluster.dir())?;
+    let _ = out!("\nPress Ctrl-C (or run weft down --dir {}) to stop.", cluster.dir().display());
     let mut cluster = cluster;
     loop {
         if rx.recv_timeout(Duration::from_millis(500)).is_ok() {

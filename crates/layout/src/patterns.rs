@@ -62,6 +62,56 @@ impl Pattern {
         Pattern::Btio { q, cell_x: 81, cell_yz }
     }
 
+    /// One of paper 001's HPF distributions over 4 processes (its figure
+    /// 1), named by a letter per dimension, rows first: `n` NONE, `b`
+    /// BLOCK, `c` CYCLIC. One dimension: `edge` records (NONE: process 0
+    /// holds them all); two: an `edge` x `edge` matrix over a process grid
+    /// of 2 x 2, or 1 x 4 / 4 x 1 when a dimension is NONE (not
+    /// distributed). `nn` is `n`.
+    pub fn hpf(dims: &str, record: u64, edge: u64) -> Result<Self> {
+        let dist = |c: u8| match c {
+            b'n' => Some(Distrib::None),
+            b'b' => Some(Distrib::Block(None)),
+            b'c' => Some(Distrib::Cyclic(1)),
+            _ => None,
+        };
+        let bad = || invalid(format!("{dims:?} is not an HPF distribution: one or two of n (NONE), b (BLOCK), c (CYCLIC), e.g. c, bc, nb"));
+        if record == 0 || edge == 0 {
+            return Err(invalid("an HPF pattern needs records and a matrix edge of at least 1".into()));
+        }
+        match dims.as_bytes() {
+            [b'n'] | [b'n', b'n'] => Ok(Pattern::Hpf1d { records: edge, record, dist: Distrib::Block(Some(edge)) }),
+            &[d] => Ok(Pattern::Hpf1d { records: edge, record, dist: dist(d).ok_or_else(bad)? }),
+            &[r, c] => {
+                let (dr, dc) = (dist(r).ok_or_else(bad)?, dist(c).ok_or_else(bad)?);
+                let grid = match (dr, dc) {
+                    (Distrib::None, _) => [1, 4],
+                    (_, Distrib::None) => [4, 1],
+                    _ => [2, 2],
+                };
+                Ok(Pattern::Hpf2d { rows: edge, cols: edge, record, dist: [dr, dc], grid })
+            }
+            _ => Err(bad()),
+        }
+    }
+
+    /// Paper 001's name of an HPF distribution (`bc`: `BLOCK/CYCLIC`).
+    pub fn hpf_name(dims: &str) -> String {
+        dims.chars()
+            .map(|c| match c {
+                'n' => "NONE",
+                'b' => "BLOCK",
+                'c' => "CYCLIC",
+                _ => "?",
+            })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// Every distinct HPF distribution of [`Pattern::hpf`]: NONE, BLOCK and
+    /// CYCLIC in one dimension, their eight other pairs in two.
+    pub const HPF_ALL: [&'static str; 11] = ["n", "b", "c", "nb", "nc", "bn", "bb", "bc", "cn", "cb", "cc"];
+
     /// Paper 004's FLASH I/O checkpoint: 24 variables, 80 blocks of 8^3 per
     /// process, 4 guard cells.
     pub fn flash() -> Self {
@@ -244,6 +294,32 @@ mod tests {
         check_partition(&Pattern::Block3d { n: 10, elem: 4 }, 8);
         check_partition(&Pattern::tile_reader(), 6);
         check_partition(&Pattern::Flash { vars: 3, blocks: 2, nxb: 2, guard: 1 }, 3);
+        for dims in Pattern::HPF_ALL {
+            for (record, edge) in [(8, 10), (8192, 6), (8, 1)] {
+                check_partition(&Pattern::hpf(dims, record, edge).unwrap(), 4);
+            }
+        }
+    }
+
+    #[test]
+    fn hpf_patterns_follow_paper_001s_figure_1() {
+        // Rank r's records of a 1x8 vector (1-D) or an 8x8 matrix (2-D), in
+        // row-major element numbers.
+        let owned = |dims: &str, rank: u64| -> Vec<i64> { Pattern::hpf(dims, 1, 8).unwrap().filetype(4, rank).unwrap().regions(0).flat_map(|(o, l)| o..o + l as i64).collect() };
+        assert_eq!(owned("n", 0), (0..8).collect::<Vec<_>>(), "NONE: one process has it all");
+        assert!(owned("n", 3).is_empty());
+        assert_eq!(owned("b", 1), vec![2, 3]);
+        assert_eq!(owned("c", 1), vec![1, 5]);
+        // NONE/BLOCK: column blocks of 2, every row.
+        assert_eq!(owned("nb", 2), (0..8).flat_map(|r| [r * 8 + 4, r * 8 + 5]).collect::<Vec<_>>());
+        // BLOCK/NONE: row blocks of 2.
+        assert_eq!(owned("bn", 3), (48..64).collect::<Vec<_>>());
+        // CYCLIC/CYCLIC on a 2x2 grid: rank 1 = grid row 0, column 1.
+        assert_eq!(owned("cc", 1), (0..8).step_by(2).flat_map(|r| (1..8).step_by(2).map(move |c| r * 8 + c)).collect::<Vec<_>>());
+        // BLOCK/CYCLIC: rank 2 = grid row 1 (rows 4-7), even columns.
+        assert_eq!(owned("bc", 2), (4..8).flat_map(|r| (0..8).step_by(2).map(move |c| r * 8 + c)).collect::<Vec<_>>());
+        assert!(Pattern::hpf("x", 8, 8).is_err() && Pattern::hpf("bcb", 8, 8).is_err() && Pattern::hpf("b", 0, 8).is_err());
+        assert_eq!(Pattern::hpf_name("bc"), "BLOCK/CYCLIC");
     }
 
     #[test]

@@ -68,14 +68,58 @@ pub struct Params {
     /// Matrix edge of the hard pattern (hpf2d-8: edge^2 8-byte records).
     pub hard_matrix: u64,
     pub modes: Vec<Mode>,
+    /// Paper 001's full set of HPF patterns (figures 2 and 3) instead of
+    /// its four representative cases (tables 2 and 3).
+    pub all_patterns: bool,
     /// `write` and/or `read`.
     pub ops: Vec<String>,
     pub repeats: usize,
 }
 
+/// One pattern the clients move: its row name, its `noncontig` name and
+/// matrix (record count or edge), record size and operation.
+#[derive(Debug, Clone)]
+struct Case {
+    name: String,
+    pattern: String,
+    matrix: u64,
+    record: u64,
+    op: String,
+}
+
+/// The cases of a run: paper 001's four representative ones (`easy-write`:
+/// 1-D CYCLIC of 8 KiB records; `hard-write`: 2-D BLOCK/CYCLIC of 8-byte
+/// records), or every HPF distribution (`Pattern::HPF_ALL`) with 8-byte
+/// and 8 KiB records, named as the paper does (`BLOCK/CYCLIC`). 8-byte
+/// patterns have `hard_matrix`^2 records, 8 KiB ones `easy_matrix`
+/// (2-D: the nearest square).
+fn cases(p: &Params) -> Vec<Case> {
+    let mut out = Vec::new();
+    for op in &p.ops {
+        if p.all_patterns {
+            for dims in weft_client::Pattern::HPF_ALL {
+                for (record, tag) in [(8u64, "8"), (8192, "8k")] {
+                    let two_d = dims.len() == 2;
+                    let matrix = match (record, two_d) {
+                        (8, false) => p.hard_matrix * p.hard_matrix,
+                        (8, true) => p.hard_matrix,
+                        (_, false) => p.easy_matrix,
+                        (_, true) => ((p.easy_matrix as f64).sqrt().round() as u64).max(2),
+                    };
+                    out.push(Case { name: weft_client::Pattern::hpf_name(dims), pattern: format!("hpf-{dims}-{tag}"), matrix, record, op: op.clone() });
+                }
+            }
+        } else {
+            out.push(Case { name: format!("easy-{op}"), pattern: "hpf1d-8k".into(), matrix: p.easy_matrix, record: 8192, op: op.clone() });
+            out.push(Case { name: format!("hard-{op}"), pattern: "hpf2d-8".into(), matrix: p.hard_matrix, record: 8, op: op.clone() });
+        }
+    }
+    out
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    /// `easy-write`, `hard-read`, ...
+    /// `easy-write`, `hard-read`, ... or the HPF name (`BLOCK/CYCLIC`).
     pub pattern: String,
     pub record_bytes: u64,
     pub op: String,
@@ -276,11 +320,7 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: &[usize], p: &
     pin(0, &compute)?;
     let client = weft_client::Client::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/ionode", 0o777);
-    // Paper 001's representative cases.
-    let cases: Vec<(String, &'static str, u64, u64, String)> = [("easy", "hpf1d-8k", p.easy_matrix, 8192u64), ("hard", "hpf2d-8", p.hard_matrix, 8)]
-        .into_iter()
-        .flat_map(|(k, pat, m, rec)| p.ops.iter().map(move |op| (format!("{k}-{op}"), pat, m, rec, op.clone())))
-        .collect();
+    let cases = cases(p);
     // Traditional clients send one request per piece.
     let worker_mode = if mode == Mode::Caching { "perpiece" } else { "listio" };
     let mut samples: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); cases.len() * 2];
@@ -291,9 +331,9 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: &[usize], p: &
             let (free_rate, ..) = probes(weft_bin, &bc.scratch, &io, p.seconds.min(1.0), 0, None)?;
             let per_sync = if barrier { ((free_rate * 0.005) as u64).max(1) } else { 0 };
             let (idle, ..) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, None)?;
-            for (ci, (name, pattern, matrix, _, op)) in cases.iter().enumerate() {
-                progress(&format!("{} round {}/{} barrier {barrier}: {name}", mode.name(), rep + 1, p.repeats));
-                let path = format!("/ionode/{name}");
+            for (ci, Case { name, pattern, matrix, record, op }) in cases.iter().enumerate() {
+                progress(&format!("{} round {}/{} barrier {barrier}: {name} {record} B {op} ({}/{})", mode.name(), rep + 1, p.repeats, ci + 1, cases.len()));
+                let path = format!("/ionode/case-{ci}");
                 client.create(&path, weft_client::CreateOptions::default())?.close()?;
                 let params = crate::noncontig::Params { patterns: vec![], matrix: *matrix, btio_cells: 1, repeats: 1, stripe_size: 0 };
                 let bytes = crate::noncontig::pattern(pattern, &params)?.file_size();
@@ -331,7 +371,7 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: &[usize], p: &
     }
     let mut rows = Vec::new();
     for (bi, barrier) in [false, true].into_iter().enumerate() {
-        for (ci, (name, _, _, record, op)) in cases.iter().enumerate() {
+        for (ci, Case { name, record, op, .. }) in cases.iter().enumerate() {
             let s = &samples[bi * cases.len() + ci];
             let col = |f: fn(&(f64, f64, f64, f64)) -> f64| median(s.iter().map(f).collect());
             let (idle, io_rate) = (col(|x| x.0), col(|x| x.1));
@@ -392,4 +432,91 @@ pub fn coll_worker(pattern: &str, matrix: u64, op: &str, path: &str) -> Result<(
             hs.into_iter().try_for_each(|h| h.join().map_err(|_| anyhow::anyhow!("a rank panicked"))?)
         })
     })
+}
+
+/// Paper 001's tables 2 and 3: case, file system (`caching`: traditional
+/// caching; `server`: disk-directed I/O), percent of CPU available without
+/// and with the 5 ms barrier, and I/O MB/s.
+pub const PAPER: [(&str, Mode, f64, f64, f64); 8] = [
+    ("easy-read", Mode::Caching, 95.0, 92.0, 32.2),
+    ("easy-write", Mode::Caching, 90.0, 87.0, 32.4),
+    ("hard-read", Mode::Caching, 60.0, 11.0, 2.2),
+    ("hard-write", Mode::Caching, 87.0, 7.1, 0.7),
+    ("easy-read", Mode::Server, 95.0, 93.0, 33.5),
+    ("easy-write", Mode::Server, 95.0, 93.0, 32.2),
+    ("hard-read", Mode::Server, 3.4, 2.4, 16.2),
+    ("hard-write", Mode::Server, 5.1, 3.4, 14.2),
+];
+
+/// One line of the comparison with paper 001's tables: Weft's figures for
+/// a representative case and mode, the paper's where it measured the mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Beside {
+    pub case: String,
+    pub mode: &'static str,
+    /// (paper, Weft) percent of CPU available, without the barrier.
+    pub cpu: (Option<f64>, f64),
+    /// The same with the 5 ms barrier (Weft's `None` if not run).
+    pub cpu_barrier: (Option<f64>, Option<f64>),
+    pub mb_s: (Option<f64>, f64),
+}
+
+/// The representative case a row is (`easy-read`, ...), if it is one: by
+/// name, or as the HPF pattern it stands for (easy: CYCLIC of 8 KiB
+/// records; hard: BLOCK/CYCLIC of 8-byte records).
+fn representative(r: &Row) -> Option<String> {
+    match (r.pattern.as_str(), r.record_bytes) {
+        (p, _) if p.starts_with("easy-") || p.starts_with("hard-") => Some(p.to_owned()),
+        ("CYCLIC", 8192) => Some(format!("easy-{}", r.op)),
+        ("BLOCK/CYCLIC", 8) => Some(format!("hard-{}", r.op)),
+        _ => None,
+    }
+}
+
+/// Weft's rows of the representative cases beside paper 001's tables 2
+/// and 3, in the paper's order, then list I/O (which the paper lacks).
+pub fn beside_paper(rows: &[Row]) -> Vec<Beside> {
+    let mut out = Vec::new();
+    for mode in [Mode::Caching, Mode::Server, Mode::ListIo] {
+        for case in ["easy-read", "easy-write", "hard-read", "hard-write"] {
+            let find = |barrier: bool| rows.iter().find(|r| r.mode == mode.name() && r.barrier == barrier && representative(r).as_deref() == Some(case));
+            let Some(plain) = find(false) else { continue };
+            let paper = PAPER.iter().find(|(c, m, ..)| *c == case && *m == mode);
+            out.push(Beside {
+                case: case.to_owned(),
+                mode: mode.name(),
+                cpu: (paper.map(|p| p.2), plain.cpu_available_pct),
+                cpu_barrier: (paper.map(|p| p.3), find(true).map(|r| r.cpu_available_pct)),
+                mb_s: (paper.map(|p| p.4), plain.mb_s),
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pattern: &str, record: u64, op: &str, mode: Mode, barrier: bool, cpu: f64) -> Row {
+        Row { pattern: pattern.into(), record_bytes: record, op: op.into(), mode: mode.name(), barrier, cpu_available_pct: cpu, mb_s: cpu / 10.0, idle_units_s: 1.0, io_units_s: 1.0, server_cpu_s_per_mb: 0.0 }
+    }
+
+    #[test]
+    fn representative_rows_go_beside_the_papers_figures() {
+        let rows = vec![
+            row("hard-read", 8, "read", Mode::Server, false, 70.0),
+            row("hard-read", 8, "read", Mode::Server, true, 60.0),
+            // The full set: BLOCK/CYCLIC of 8-byte records is the hard case,
+            // of 8 KiB records it is not.
+            row("BLOCK/CYCLIC", 8, "write", Mode::Caching, false, 20.0),
+            row("BLOCK/CYCLIC", 8192, "write", Mode::Caching, false, 99.0),
+            row("CYCLIC", 8192, "read", Mode::ListIo, false, 80.0),
+        ];
+        let b = beside_paper(&rows);
+        assert_eq!(b.len(), 3, "{b:?}");
+        assert_eq!(b[0], Beside { case: "hard-write".into(), mode: "caching", cpu: (Some(87.0), 20.0), cpu_barrier: (Some(7.1), None), mb_s: (Some(0.7), 2.0) });
+        assert_eq!(b[1], Beside { case: "hard-read".into(), mode: "server", cpu: (Some(3.4), 70.0), cpu_barrier: (Some(2.4), Some(60.0)), mb_s: (Some(16.2), 7.0) });
+        assert_eq!(b[2], Beside { case: "easy-read".into(), mode: "listio", cpu: (None, 80.0), cpu_barrier: (None, None), mb_s: (None, 8.0) });
+    }
 }

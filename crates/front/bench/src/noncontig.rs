@@ -65,7 +65,13 @@ pub fn pattern(name: &str, p: &Params) -> Result<Pattern> {
         "hpf1d-8k" => Pattern::Hpf1d { records: p.matrix, record: 8192, dist: Distrib::Cyclic(1) },
         // Paper 000's BTIO, 3240-byte pieces, 4 processes (q = 2).
         "btio" => Pattern::btio(2, p.btio_cells),
-        o => bail!("unknown pattern {o:?}: use hpf2d-8, hpf1d-8k, btio"),
+        // Any of paper 001's HPF distributions: `hpf-<dims>-<8|8k>`, e.g.
+        // hpf-bc-8 (= hpf2d-8), hpf-c-8k (= hpf1d-8k); `matrix` is the
+        // 1-D record count or the 2-D edge.
+        o => match o.strip_prefix("hpf-").and_then(|r| r.split_once('-')) {
+            Some((dims, rec @ ("8" | "8k"))) => Pattern::hpf(dims, if rec == "8" { 8 } else { 8192 }, p.matrix)?,
+            _ => bail!("unknown pattern {o:?}: use hpf2d-8, hpf1d-8k, btio, or hpf-<dims>-<8|8k> (dims: n, b, c, nb, ..., cc)"),
+        },
     })
 }
 

@@ -38,6 +38,23 @@ fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
     }
 }
 
+/// `weft bench ionode --patterns all`: every HPF distribution of paper
+/// 001's figure 1 (NONE, BLOCK, CYCLIC in one and two dimensions, a NONE
+/// giving ranks no data), with 8-byte and 8 KiB records, moves all of its
+/// bytes (each worker checks) and gets a row under its HPF name.
+#[test]
+fn the_io_node_experiment_runs_every_hpf_pattern() {
+    let (rows, _) = bench_rows("ionode-all", &["ionode", "--patterns", "all", "--modes", "server", "--ops", "read", "--seconds", "0.2", "--repeats", "1", "--easy-matrix", "16", "--hard-matrix", "16", "--servers", "2"]);
+    let names = ["NONE", "BLOCK", "CYCLIC", "NONE/BLOCK", "NONE/CYCLIC", "BLOCK/NONE", "BLOCK/BLOCK", "BLOCK/CYCLIC", "CYCLIC/NONE", "CYCLIC/BLOCK", "CYCLIC/CYCLIC"];
+    assert_eq!(rows.len(), names.len() * 2 * 2, "11 patterns x 2 record sizes x 2 barriers: {rows:?}");
+    for name in names {
+        for record in [8, 8192] {
+            assert!(rows.iter().any(|r| r["pattern"] == name && r["record_bytes"] == record), "{name} {record} missing");
+        }
+    }
+    assert!(rows.iter().all(|r| r["mb_s"].as_f64().unwrap() > 0.0 && r["op"] == "read"));
+}
+
 /// `weft bench ionode` (issue 13): the probes run beside the data servers
 /// (pinned to the same CPUs) while clients write and read paper 001's
 /// cases, in every mode (list I/O; the traditional caching servers with a

@@ -206,6 +206,11 @@ pub(super) enum Which {
         modes: Vec<String>,
         #[arg(long, value_delimiter = ',', default_value = "write,read", value_parser = ["write", "read"])]
         ops: Vec<String>,
+        /// `representative`: paper 001's four cases (tables 2 and 3);
+        /// `all`: every HPF distribution (NONE, BLOCK, CYCLIC in one and two
+        /// dimensions) with 8-byte and 8 KiB records (figures 2 and 3).
+        #[arg(long, default_value = "representative", value_parser = ["representative", "all"])]
+        patterns: String,
         #[arg(long, default_value_t = 3)]
         repeats: usize,
         /// Data servers of each temporary cluster.

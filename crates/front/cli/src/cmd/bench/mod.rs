@@ -116,7 +116,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)\nCSV: {}", csv.display())?;
             }
         }
-        Which::Ionode { common, seconds, easy_matrix, hard_matrix, modes, ops, repeats, servers } => {
+        Which::Ionode { common, seconds, easy_matrix, hard_matrix, modes, ops, patterns, repeats, servers } => {
             let modes: Vec<ionode::Mode> = modes
                 .iter()
                 .map(|m| match m.as_str() {
@@ -126,7 +126,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 })
                 .collect();
             let quiet = common.json;
-            let p = ionode::Params { seconds, easy_matrix, hard_matrix, modes, ops, repeats };
+            let p = ionode::Params { seconds, easy_matrix, hard_matrix, modes, all_patterns: patterns == "all", ops, repeats };
             let rows = ionode::run(&exe, &|mode| common.cluster_with_env(&exe, cluster, servers, mode.server_env()), &p, &|what| {
                 if !quiet {
                     eprintln!("bench ionode: {what}");
@@ -148,13 +148,27 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
                     .iter()
-                    .map(|r| vec![r.pattern.clone(), r.mode.to_string(), if r.barrier { "5 ms".into() } else { "-".into() }, format!("{:.0}%", r.cpu_available_pct), f1(r.mb_s), format!("{:.4}", r.server_cpu_s_per_mb)])
+                    .map(|r| vec![r.pattern.clone(), r.record_bytes.to_string(), r.op.clone(), r.mode.to_string(), if r.barrier { "5 ms".into() } else { "-".into() }, format!("{:.0}%", r.cpu_available_pct), f1(r.mb_s), format!("{:.4}", r.server_cpu_s_per_mb)])
                     .collect();
                 print_table(
-                    &format!("CPU available on the I/O nodes (paper 001, tables 2 and 3): a probe per I/O CPU, {seconds} s runs, median of {repeats}"),
-                    &["case", "mode", "barrier", "CPU available", "MB/s", "server CPU s/MB"],
+                    &format!("CPU available on the I/O nodes (paper 001): a probe per I/O CPU, {seconds} s runs, median of {repeats}"),
+                    &["pattern", "record B", "op", "mode", "barrier", "CPU available", "MB/s", "server CPU s/MB"],
                     &table,
                 );
+                // Paper 001's tables 2 and 3, its figures beside Weft's.
+                let pct = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}%"));
+                let mbs = |v: Option<f64>| v.map_or("-".into(), f1);
+                let beside: Vec<Vec<String>> = ionode::beside_paper(&rows)
+                    .into_iter()
+                    .map(|b| vec![b.case, b.mode.to_string(), pct(b.cpu.0), pct(Some(b.cpu.1)), pct(b.cpu_barrier.0), pct(b.cpu_barrier.1), mbs(b.mb_s.0), mbs(Some(b.mb_s.1))])
+                    .collect();
+                if !beside.is_empty() {
+                    print_table(
+                        "Paper 001's tables 2 and 3 beside Weft (caching = traditional caching, server = disk-directed I/O; the paper has no list I/O)",
+                        &["case", "mode", "CPU paper", "CPU Weft", "5 ms barrier: paper", "Weft", "MB/s paper", "MB/s Weft"],
+                        &beside,
+                    );
+                }
                 out!("(paper 001: 90-95% available for easy patterns, as little as 3.4% for hard ones; the 5 ms barrier costs more)\nCSV: {}", csv.display())?;
                 for p in &plots {
                     out!("plot: {}", p.display())?;

@@ -383,15 +383,16 @@ impl File {
         self.write_segments(segments, buf, &self.schedule)
     }
 
-    /// [`File::write_pieces`] without atomic mode's lock: for collective
-    /// I/O, whose one lock covers the union of every rank's regions.
-    pub(crate) fn write_pieces_unlocked(&self, segments: &[Segment], buf: &[u8]) -> Result<usize> {
-        self.write_segments_locked(segments, buf, &self.schedule, false)
+    /// [`File::write_pieces`] without atomic mode's lock, ordered by
+    /// `sched`: for collective I/O, whose one lock covers the union of
+    /// every rank's regions, and whose senders' ranks the collective knows.
+    pub(crate) fn write_pieces_unlocked(&self, segments: &[Segment], buf: &[u8], sched: &Schedule) -> Result<usize> {
+        self.write_segments_locked(segments, buf, sched, false)
     }
 
     /// [`File::read_pieces`] without atomic mode's lock (see above).
-    pub(crate) fn read_pieces_unlocked(&self, segments: Vec<Segment>, buf: &mut [u8]) -> Result<usize> {
-        self.read_segments_locked(segments, buf, &self.schedule, false)
+    pub(crate) fn read_pieces_unlocked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
+        self.read_segments_locked(segments, buf, sched, false)
     }
 
     /// Locks `regions` (file offset, length) as this file's granularity

@@ -22,7 +22,7 @@ pub mod plan;
 mod server;
 
 use crate::comm::{allgather_u64, exchange, exchange_counts, Communicator};
-use crate::{Error, File, LockGuard, Result};
+use crate::{Error, File, LockGuard, Result, Schedule};
 use plan::{interleaved, Domains};
 use weft_layout::Segment;
 
@@ -388,6 +388,25 @@ fn admit(segments: &[Segment], buf_len: usize) -> (&[Segment], Result<()>) {
     }
 }
 
+/// The schedule (paper 000's heuristics) of a rank doing its own I/O in a
+/// collective call: the file's strategy and block, with the rank and size
+/// of the communicator (not the job's world rank from the environment,
+/// wrong for sub-communicators and for threads as ranks), and every
+/// rank's access range for the colour strategy.
+fn every_rank_schedule(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)]) -> Schedule {
+    let accesses: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi.saturating_sub(lo))).collect();
+    Schedule { rank: comm.rank() as u32, group: comm.size().max(1) as u32, group_accesses: Some(std::sync::Arc::new(accesses)), ..file.schedule().clone() }
+}
+
+/// The schedule of an aggregator (two-phase): its index among the
+/// aggregators, who are the ones sending to the servers at once. (Colour
+/// needs every sender's access; an aggregator's changes every round, so
+/// colour orders like hash here.)
+fn aggregator_schedule(file: &File, agg_ranks: &[usize], me: usize) -> Schedule {
+    let index = agg_ranks.iter().position(|&r| r == me).unwrap_or(0);
+    Schedule { rank: index as u32, group: agg_ranks.len().max(1) as u32, group_accesses: None, ..file.schedule().clone() }
+}
+
 /// Collective write of this rank's `segments` from `buf`; returns its bytes.
 /// An aggregator writes round r in a helper thread while the ranks
 /// exchange round r + 1 (double buffering); MPI is only called from the
@@ -407,13 +426,14 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
         return Ok(mine);
     }
     let Some(d) = plan(file, comm, &all, hints) else {
-        let own = file.write_pieces_unlocked(segments, buf).map(|_| ());
+        let own = file.write_pieces_unlocked(segments, buf, &every_rank_schedule(file, comm, &all)).map(|_| ());
         union_unlock(comm, guard, atomic, refused.and(own))?;
         return Ok(mine);
     };
     let (size, me) = (comm.size(), comm.rank());
     let agg_ranks = aggregator_ranks(hints, size);
     let my_agg = agg_ranks.contains(&me);
+    let sched = &aggregator_schedule(file, &agg_ranks, me);
     let cells = d.split(segments);
     let outcome = std::thread::scope(|s| -> Result<Result<()>> {
         let mut outcome = Ok(());
@@ -427,7 +447,7 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
                 outcome = outcome.and(h.join().unwrap_or_else(|_| Err(Error::Comm("collective writer panicked".into()))));
             }
             if my_agg && outcome.is_ok() {
-                writing = Some(s.spawn(move || aggregate_write(file, &got, &got_counts)));
+                writing = Some(s.spawn(move || aggregate_write(file, &got, &got_counts, sched)));
             }
         }
         if let Some(h) = writing.take() {
@@ -441,7 +461,7 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
 
 /// An aggregator's round of a write: every rank's pieces, written as list
 /// I/O straight from the received buffer (no assembly copy).
-fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
+fn aggregate_write(file: &File, got: &[u8], counts: &[usize], sched: &Schedule) -> Result<()> {
     let mut segs: Vec<Segment> = Vec::new();
     for r in split_by(counts).into_iter().filter(|r| !r.is_empty()) {
         let (pieces, data) = decode_pieces(&got[r.clone()])?;
@@ -461,7 +481,7 @@ fn aggregate_write(file: &File, got: &[u8], counts: &[usize]) -> Result<()> {
     // overlap unless the program wrote a byte twice (undefined in MPI).
     segs.sort_unstable_by_key(|s| s.file);
     if !segs.is_empty() {
-        file.write_pieces_unlocked(&segs, got)?;
+        file.write_pieces_unlocked(&segs, got, sched)?;
     }
     Ok(())
 }
@@ -480,7 +500,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
         return Ok(n);
     }
     let Some(d) = plan(file, comm, &all, hints) else {
-        let own = file.read_pieces_unlocked(segments.to_vec(), buf);
+        let own = file.read_pieces_unlocked(segments.to_vec(), buf, &every_rank_schedule(file, comm, &all));
         let n = own.as_ref().map_or(0, |&n| n as u64);
         union_unlock(comm, guard, atomic, refused.and(own.map(|_| ())))?;
         return Ok(n);
@@ -488,6 +508,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
     let (size, me) = (comm.size(), comm.rank());
     let agg_ranks = aggregator_ranks(hints, size);
     let my_agg = agg_ranks.contains(&me);
+    let sched = aggregator_schedule(file, &agg_ranks, me);
     let cells = d.split(segments);
     let mut outcome = Ok(());
     let mut short = false;
@@ -498,7 +519,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
         let mut asm = Vec::new();
         let mut parts: Vec<Vec<(usize, usize)>> = vec![Vec::new(); size];
         if my_agg && outcome.is_ok() {
-            match aggregate_read(file, &requests, d.round_bytes()) {
+            match aggregate_read(file, &requests, d.round_bytes(), &sched) {
                 Ok((a, p, s)) => {
                     (asm, parts) = (a, p);
                     short |= s;
@@ -537,7 +558,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
 /// as list I/O; returns the assembled bytes, each rank's answer as (position,
 /// length) parts of them, and whether the file ended inside the union.
 #[allow(clippy::type_complexity)]
-fn aggregate_read(file: &File, requests: &[&[u8]], max_round_bytes: u64) -> Result<(Vec<u8>, Vec<Vec<(usize, usize)>>, bool)> {
+fn aggregate_read(file: &File, requests: &[&[u8]], max_round_bytes: u64, sched: &Schedule) -> Result<(Vec<u8>, Vec<Vec<(usize, usize)>>, bool)> {
     let mut all: Vec<(u64, u64)> = Vec::new();
     let mut per_rank = Vec::with_capacity(requests.len());
     for m in requests {
@@ -557,7 +578,7 @@ fn aggregate_read(file: &File, requests: &[&[u8]], max_round_bytes: u64) -> Resu
         return Err(Error::Comm(format!("collective read requests of {total} bytes exceed the round's {max_round_bytes}")));
     }
     let mut asm = vec![0u8; total];
-    let got = if runs.is_empty() { 0 } else { file.read_pieces_unlocked(runs.clone(), &mut asm)? };
+    let got = if runs.is_empty() { 0 } else { file.read_pieces_unlocked(runs.clone(), &mut asm, sched)? };
     let parts = per_rank.iter().map(|pieces| pieces.iter().filter(|p| p.1 > 0).map(|&(off, len)| (position(&runs, off), len as usize)).collect()).collect();
     Ok((asm, parts, got < total))
 }

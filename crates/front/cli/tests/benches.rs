@@ -38,6 +38,29 @@ fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
     }
 }
 
+/// `weft bench btio` (paper 000 figures 4-5): BTIO's nested-strided views
+/// move collectively under two-phase, independent and server-directed
+/// I/O, each configuration a row with the fields, and the plot
+/// comes out. A collective that fails or hangs fails it.
+#[test]
+fn btio_runs_every_implementation_strategy_and_block() {
+    let (rows, files) = bench_rows("btio", &["btio", "--q", "2", "--cells", "4", "--strategies", "first,random,hash", "--blocks", "4k,64k", "--repeats", "1", "--aggregators", "2", "--servers", "2"]);
+    assert!(files.iter().any(|f| f == "out.png"), "{files:?}");
+    // (two-phase, independent) x 3 strategies x 2 blocks + server, x 2 ops.
+    assert_eq!(rows.len(), (2 * 3 * 2 + 1) * 2, "{rows:?}");
+    for imp in ["weft-two-phase", "weft-independent", "weft-server"] {
+        for op in ["write", "read"] {
+            assert!(rows.iter().any(|r| r["impl"] == imp && r["op"] == op), "{imp} {op} missing");
+        }
+    }
+    for r in &rows {
+        assert_eq!(r["workload"], "btio");
+        assert_eq!(r["procs"], 4);
+        assert!(r["strategy"].is_string() && r["block_bytes"].is_u64(), "{r}");
+        assert!(r["mb_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}
+
 /// `weft bench ionode --patterns all`: every HPF distribution of paper
 /// 001's figure 1 (NONE, BLOCK, CYCLIC in one and two dimensions, a NONE
 /// giving ranks no data), with 8-byte and 8 KiB records, moves all of its

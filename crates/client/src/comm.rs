@@ -45,6 +45,50 @@ pub trait Communicator {
         }
         Ok(())
     }
+
+    /// Every rank's `mine`, of any length, in rank order (`MPI_Allgatherv`:
+    /// the lengths first, then the bytes).
+    fn allgatherv(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let lens = self.allgather(&(mine.len() as u64).to_le_bytes())?;
+        let n = self.size();
+        let recv_counts: Vec<usize> = lens.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
+        let send: Vec<u8> = (0..n).flat_map(|_| mine.iter().copied()).collect();
+        let all = self.alltoallv(&send, &vec![mine.len(); n], &recv_counts)?;
+        let mut at = 0;
+        Ok(recv_counts
+            .iter()
+            .map(|&c| {
+                let v = all[at..at + c].to_vec();
+                at += c;
+                v
+            })
+            .collect())
+    }
+
+    /// Combines every rank's `mine` (all of one length) element by element
+    /// with `op`; `root` gets the result, the others `None` (`MPI_Reduce`).
+    fn reduce_u64(&self, mine: &[u64], op: ReduceOp, root: usize) -> Result<Option<Vec<u64>>> {
+        let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let all = self.allgather(&bytes)?;
+        if self.rank() != root {
+            return Ok(None);
+        }
+        let rows: Vec<Vec<u64>> = all.chunks_exact(bytes.len().max(1)).map(|c| c.chunks_exact(8).map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))).collect()).collect();
+        let combine = |a: u64, b: u64| match op {
+            ReduceOp::Sum => a.wrapping_add(b),
+            ReduceOp::Max => a.max(b),
+            ReduceOp::Min => a.min(b),
+        };
+        Ok(Some((0..mine.len()).map(|i| rows.iter().map(|r| r[i]).reduce(combine).unwrap_or(0)).collect()))
+    }
+}
+
+/// How [`Communicator::reduce_u64`] combines the ranks' values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
 }
 
 /// Broadcasts a message whose length only `root` knows: the length first.
@@ -175,5 +219,36 @@ impl Communicator for ThreadComm {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `f` on `n` thread ranks; their results in rank order.
+    fn on_threads<T: Send>(n: usize, f: impl Fn(&ThreadComm) -> T + Sync) -> Vec<T> {
+        let comms = ThreadComm::group(n);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = comms.iter().map(|c| { let f = &f; s.spawn(move || f(c)) }).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn allgatherv_gathers_messages_of_every_length() {
+        let got = on_threads(4, |c| c.allgatherv(&vec![c.rank() as u8; c.rank() * 3]).unwrap());
+        let want: Vec<Vec<u8>> = (0..4).map(|r| vec![r as u8; r * 3]).collect();
+        assert!(got.iter().all(|g| *g == want), "{got:?}");
+    }
+
+    #[test]
+    fn reduce_combines_at_the_root_only() {
+        let got = on_threads(3, |c| {
+            let r = c.rank() as u64;
+            [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min].map(|op| c.reduce_u64(&[r, 10 - r], op, 1).unwrap())
+        });
+        assert_eq!(got[1], [Some(vec![3, 27]), Some(vec![2, 10]), Some(vec![0, 8])]);
+        assert!(got[0].iter().chain(&got[2]).all(Option::is_none));
     }
 }

@@ -193,6 +193,16 @@ fn random_views_match_the_mpi_librarys_under_every_algorithm_mpich() {
     }
 }
 
+/// BTIO's nested-strided views (`btio.c`, paper 000) with 9 ranks under
+/// two-phase and server-directed I/O, many rounds: what each rank reads
+/// back and the file's bytes are ROMIO's on a local file.
+#[test]
+fn btio_views_match_the_mpi_librarys_under_both_collective_algorithms_openmpi() {
+    for coll in ["two_phase", "server"] {
+        same_as_local_mpiio_with(&OPENMPI, "btio.c", 9, Some(coll));
+    }
+}
+
 /// A rank stopped and then killed (SIGKILL) while the others wait at the
 /// data servers for its part of a server-directed collective: the servers
 /// fail the collective after their timeout, the job ends with an error

@@ -5,7 +5,8 @@
  * indexed type over its blocks, resized to the frame, and sometimes nested
  * once more (two frames as one tile); the view's displacement is random.
  * Its memory type is contiguous bytes, every other byte (a resized byte),
- * or an indexed pair with a gap. Each trial writes with write_at_all, reads
+ * or one of five two-byte types with gaps: an indexed pair, a vector of
+ * contiguous (nested), a 2-D subarray, a darray and a struct. Each trial writes with write_at_all, reads
  * back with read_at_all (same types) and with an independent contiguous
  * read_at, and then every rank reads the whole region, the same bytes as
  * every other rank, with read_at_all. Small collective buffers force many
@@ -113,32 +114,53 @@ int main(int argc, char **argv) {
         long bytes = (long)bytes_per_frame * count;
 
         /* The memory type: where each of this rank's stream bytes sits. */
-        int mem_kind = (int)(next(&own) % 3);
-        if (mem_kind == 2 && bytes % 2) mem_kind = 1;
-        MPI_Datatype memtype;
-        long mcount, span;
+        int mem_kind = (int)(next(&own) % 7);
+        if (mem_kind >= 2 && bytes % 2) mem_kind = 1;
+        /* Kinds 2-6 hold two bytes per element, at first[k] and second[k]
+         * of an extent of ext[k]. */
+        static const int ext[7] = {1, 2, 5, 7, 12, 6, 9}, first[7] = {0, 0, 0, 0, 6, 1, 2}, second[7] = {0, 0, 3, 4, 10, 4, 7};
+        MPI_Datatype memtype, part;
+        long mcount = mem_kind >= 2 ? bytes / 2 : bytes, span = ext[mem_kind] * mcount;
         if (mem_kind == 0) {
             MPI_Type_contiguous(1, MPI_BYTE, &memtype);
-            mcount = bytes;
-            span = bytes;
         } else if (mem_kind == 1) {
             MPI_Type_create_resized(MPI_BYTE, 0, 2, &memtype);
-            mcount = bytes;
-            span = 2 * bytes;
-        } else {
+        } else if (mem_kind == 2) {
             int bl[2] = {1, 1}, dp[2] = {0, 3};
-            MPI_Datatype pair;
-            MPI_Type_indexed(2, bl, dp, MPI_BYTE, &pair);
-            MPI_Type_create_resized(pair, 0, 5, &memtype);
-            MPI_Type_free(&pair);
-            mcount = bytes / 2;
-            span = 5 * (bytes / 2);
+            MPI_Type_indexed(2, bl, dp, MPI_BYTE, &part);
+        } else if (mem_kind == 3) {
+            /* A vector of a contiguous type: bytes 0 and 4. */
+            MPI_Datatype one;
+            MPI_Type_contiguous(1, MPI_BYTE, &one);
+            MPI_Type_create_hvector(2, 1, 4, one, &part);
+            MPI_Type_free(&one);
+        } else if (mem_kind == 4) {
+            /* Column 2 of rows 1-2 of a 3 x 4 array: bytes 6 and 10. */
+            int sizes[2] = {3, 4}, sub[2] = {2, 1}, starts[2] = {1, 2};
+            MPI_Type_create_subarray(2, sizes, sub, starts, MPI_ORDER_C, MPI_BYTE, &part);
+        } else if (mem_kind == 5) {
+            /* Process 1 of 3's share of 6 bytes dealt cyclically: 1 and 4. */
+            int g[1] = {6}, d[1] = {MPI_DISTRIBUTE_CYCLIC}, da[1] = {1}, ps[1] = {3};
+            MPI_Type_create_darray(3, 1, 1, g, d, da, ps, MPI_ORDER_C, MPI_BYTE, &part);
+        } else {
+            /* A struct of a byte and a one-byte contiguous: bytes 2 and 7. */
+            MPI_Datatype one;
+            MPI_Type_contiguous(1, MPI_BYTE, &one);
+            int bl[2] = {1, 1};
+            MPI_Aint dp[2] = {2, 7};
+            MPI_Datatype ty[2] = {MPI_BYTE, one};
+            MPI_Type_create_struct(2, bl, dp, ty, &part);
+            MPI_Type_free(&one);
+        }
+        if (mem_kind >= 2) {
+            MPI_Type_create_resized(part, 0, ext[mem_kind], &memtype);
+            MPI_Type_free(&part);
         }
         MPI_Type_commit(&memtype);
         unsigned char *buf = calloc(span + 1, 1), *back = calloc(span + 1, 1), *stream = malloc(bytes + 1);
         long *where = malloc(sizeof(long) * (bytes + 1));
         for (long i = 0; i < bytes; i++) {
-            where[i] = mem_kind == 0 ? i : mem_kind == 1 ? 2 * i : 5 * (i / 2) + 3 * (i % 2);
+            where[i] = mem_kind < 2 ? ext[mem_kind] * i : ext[mem_kind] * (i / 2) + (i % 2 ? second[mem_kind] : first[mem_kind]);
             stream[i] = (unsigned char)(rank * 31 + i * 7 + t);
             buf[where[i]] = stream[i];
         }

@@ -73,6 +73,26 @@ impl CollMethod {
     const ALL: [CollMethod; 4] = [CollMethod::TwoPhase, CollMethod::Server, CollMethod::Independent, CollMethod::Auto];
 }
 
+/// Collective calls this process made, by the path they took: two-phase,
+/// server-directed, each rank its own I/O (see [`calls_taken`]).
+static TAKEN: [std::sync::atomic::AtomicU64; 3] = [const { std::sync::atomic::AtomicU64::new(0) }; 3];
+
+fn took(path: CollMethod) {
+    let k = match path {
+        CollMethod::TwoPhase => 0,
+        CollMethod::Server => 1,
+        _ => 2,
+    };
+    TAKEN[k].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// How many of this process's collective reads and writes went two-phase,
+/// server-directed and independent, so far (the MPI-IO library prints it
+/// at close under `WEFT_COLL_REPORT`).
+pub fn calls_taken() -> [u64; 3] {
+    TAKEN.each_ref().map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// Default memory a server may hold for one server-directed collective.
 pub const DEFAULT_SERVER_WINDOW: u64 = 64 << 20;
 
@@ -311,15 +331,18 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
     let guard = union_lock(file, comm, segments, true, atomic)?;
     let mine: u64 = all[comm.rank()].2;
     if server_directed(hints, &all) {
+        took(CollMethod::Server);
         let own = server::write(file, comm, segments, buf, hints);
         union_unlock(comm, guard, atomic, refused.and(own))?;
         return Ok(mine);
     }
     let Some(d) = plan(file, comm, &all, hints) else {
+        took(CollMethod::Independent);
         let own = file.write_pieces_unlocked(segments, buf, &every_rank_schedule(file, comm, &all)).map(|_| ());
         union_unlock(comm, guard, atomic, refused.and(own))?;
         return Ok(mine);
     };
+    took(CollMethod::TwoPhase);
     let outcome = two_phase::write(file, comm, &d, segments, buf, hints)?;
     union_unlock(comm, guard, atomic, refused.and(outcome))?;
     Ok(mine)
@@ -333,18 +356,21 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
     let hints = &hints;
     let guard = union_lock(file, comm, segments, false, atomic)?;
     if server_directed(hints, &all) {
+        took(CollMethod::Server);
         let own = server::read(file, comm, segments, buf, hints);
         let n = own.as_ref().map_or(0, |&n| n);
         union_unlock(comm, guard, atomic, refused.and(own.map(|_| ())))?;
         return Ok(n);
     }
     let Some(d) = plan(file, comm, &all, hints) else {
+        took(CollMethod::Independent);
         let own = file.read_pieces_unlocked(segments.to_vec(), buf, &every_rank_schedule(file, comm, &all));
         let n = own.as_ref().map_or(0, |&n| n as u64);
         union_unlock(comm, guard, atomic, refused.and(own.map(|_| ())))?;
         return Ok(n);
     };
     let me = comm.rank();
+    took(CollMethod::TwoPhase);
     let (outcome, short) = two_phase::read(file, comm, &d, segments, buf, hints)?;
     union_unlock(comm, guard, atomic, refused.and(outcome))?;
     // Somewhere the file ended inside the access: count this rank's bytes

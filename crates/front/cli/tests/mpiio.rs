@@ -114,20 +114,57 @@ fn same_as_local_mpiio(mpi: &Mpi, source: &str, ranks: u32) {
 /// the bytes must still be the MPI library's, and the servers must really
 /// have performed collective rounds.
 fn same_as_local_mpiio_server_directed(mpi: &Mpi, source: &str, ranks: u32) {
-    let tc = same_as_local_mpiio_with(mpi, source, ranks, Some("server"));
+    let (tc, report) = same_as_local_mpiio_with(mpi, source, ranks, Some("server"));
     let rounds: u64 = tc.client().status().into_iter().filter_map(|s| s.stats.ok()).map(|s| s.coll_rounds).sum();
     assert!(rounds > 0, "{source}: no server-directed collective round ran with WEFT_COLL=server");
+    assert!(report.server > 0 && report.two_phase == 0, "{source}: {report:?}");
 }
 
-fn same_as_local_mpiio_with(mpi: &Mpi, source: &str, ranks: u32, coll: Option<&str>) -> TestCluster {
+/// What the MPI-IO library's ranks say at close under `WEFT_COLL_REPORT`:
+/// the most collective calls any rank made on each path.
+#[derive(Debug, Default)]
+struct CollReport {
+    two_phase: u64,
+    server: u64,
+    independent: u64,
+}
+
+fn coll_report(stderr: &str) -> CollReport {
+    let mut r = CollReport::default();
+    for l in stderr.lines().filter_map(|l| l.split("collective calls so far: ").nth(1)) {
+        for part in l.split(", ") {
+            // Ranks' lines may interleave: take what parses.
+            let Some((name, n)) = part.rsplit_once(' ') else { continue };
+            let digits: String = n.chars().take_while(char::is_ascii_digit).collect();
+            let Ok(n) = digits.parse::<u64>() else { continue };
+            let slot = match name {
+                "two-phase" => &mut r.two_phase,
+                "server-directed" => &mut r.server,
+                _ => &mut r.independent,
+            };
+            *slot = (*slot).max(n);
+        }
+    }
+    r
+}
+
+/// The program run on a local file through the MPI library's own MPI-IO
+/// (ROMIO) and on `weft:` (collective calls by `coll` if given): same
+/// output, same bytes. Returns the cluster, and which paths the weft run's
+/// collective calls took.
+fn same_as_local_mpiio_with(mpi: &Mpi, source: &str, ranks: u32, coll: Option<&str>) -> (TestCluster, CollReport) {
     let tag = coll.map_or(String::new(), |c| format!("-{c}"));
     let tc = TestCluster::start(&format!("mpiio-{}-{}{tag}", mpi.name, source.replace('.', "-")), 4);
     let exe = compile(&tc, mpi, source);
     let local = tc.scratch("local.dat");
     let reference = ok(&mpirun(&tc, mpi, ranks, &exe, &[local.to_str().unwrap()], reference_flags(mpi)), "reference run");
-    let coll_env = coll.map(|c| if mpi.name == "openmpi" { vec!["-x".to_string(), format!("WEFT_COLL={c}")] } else { vec!["-genv".into(), "WEFT_COLL".into(), c.to_string()] }).unwrap_or_default();
+    let env = |k: &str, v: &str| if mpi.name == "openmpi" { vec!["-x".to_string(), format!("{k}={v}")] } else { vec!["-genv".into(), k.to_string(), v.to_string()] };
+    let mut coll_env = env("WEFT_COLL_REPORT", "1");
+    coll_env.extend(coll.map(|c| env("WEFT_COLL", c)).unwrap_or_default());
     let coll_env: Vec<&str> = coll_env.iter().map(String::as_str).collect();
-    let weft = ok(&mpirun(&tc, mpi, ranks, &exe, &["weft:/out.dat"], &coll_env), "weft run");
+    let run = mpirun(&tc, mpi, ranks, &exe, &["weft:/out.dat"], &coll_env);
+    let weft = ok(&run, "weft run");
+    let report = coll_report(&String::from_utf8_lossy(&run.stderr));
     assert!(!reference.trim().is_empty(), "the reference run printed nothing");
     // Programs that check what they read print "wrong values N".
     assert!(!weft.lines().any(|l| l.contains("wrong values") && !l.ends_with("wrong values 0")), "wrong values read back on weft:\n{weft}");
@@ -143,7 +180,7 @@ fn same_as_local_mpiio_with(mpi: &Mpi, source: &str, ranks: u32, coll: Option<&s
     assert_eq!(got.len(), want.len(), "file sizes differ");
     let first = got.iter().zip(&want).position(|(a, b)| a != b);
     assert!(first.is_none(), "{source}: files differ first at byte {first:?}");
-    tc
+    (tc, report)
 }
 
 #[test]
@@ -287,7 +324,24 @@ fn fortran_programs_use_weft_files_mpich() {
 
 #[test]
 fn parallel_hdf5_files_are_the_same_on_weft_openmpi() {
-    same_as_local_mpiio(&OPENMPI, "hdf5.c", OPENMPI.ranks);
+    let (_, report) = same_as_local_mpiio_with(&OPENMPI, "hdf5.c", OPENMPI.ranks, None);
+    // H5FD_MPIO_COLLECTIVE transfers reach the collective algorithms.
+    assert!(report.two_phase + report.server + report.independent > 0, "{report:?}");
+}
+
+/// Two-phase forced: HDF5's collective writes and reads gather at
+/// aggregators (and the bytes are still ROMIO's).
+#[test]
+fn two_phase_hdf5_collective_transfers_match() {
+    let (_, report) = same_as_local_mpiio_with(&OPENMPI, "hdf5.c", OPENMPI.ranks, Some("two_phase"));
+    assert!(report.two_phase > 0 && report.server == 0, "{report:?}");
+}
+
+/// Two-phase forced for PnetCDF's `_all` calls.
+#[test]
+fn two_phase_pnetcdf_all_calls_match() {
+    let (_, report) = same_as_local_mpiio_with(&OPENMPI, "pnetcdf.c", OPENMPI.ranks, Some("two_phase"));
+    assert!(report.two_phase > 0 && report.server == 0, "{report:?}");
 }
 
 #[test]
@@ -298,7 +352,8 @@ fn parallel_hdf5_files_are_the_same_on_weft_mpich() {
 /// Debian's PnetCDF is built for Open MPI only.
 #[test]
 fn pnetcdf_files_are_the_same_on_weft() {
-    same_as_local_mpiio(&OPENMPI, "pnetcdf.c", OPENMPI.ranks);
+    let (_, report) = same_as_local_mpiio_with(&OPENMPI, "pnetcdf.c", OPENMPI.ranks, None);
+    assert!(report.two_phase + report.server + report.independent > 0, "{report:?}");
 }
 
 #[test]
@@ -319,7 +374,7 @@ fn error_classes(mpi: &Mpi, ranks: u32) {
     let exe = compile(&tc, mpi, "errors.c");
     let out = ok(&mpirun(&tc, mpi, ranks, &exe, &["weft:/errors.dat"], &[]), "errors run");
     assert!(out.ends_with("failures 0\n"), "{out}");
-    assert_eq!(out.lines().filter(|l| l.ends_with(" ok")).count(), 24, "{out}");
+    assert_eq!(out.lines().filter(|l| l.ends_with(" ok")).count(), 25, "{out}");
 }
 
 #[test]

@@ -233,6 +233,10 @@ impl OpenFile {
     /// MPI_File_close, collective: after every rank is done, rank 0 forgets
     /// the shared pointer and, with MPI_MODE_DELETE_ON_CLOSE, deletes the file.
     pub fn close(&mut self) -> Result<()> {
+        if std::env::var_os("WEFT_COLL_REPORT").is_some() {
+            let [two, server, own] = weft_client::collective::calls_taken();
+            eprintln!("weft: rank {}: collective calls so far: two-phase {two}, server-directed {server}, independent {own}", self.comm.rank());
+        }
         self.comm.barrier()?;
         let mine = if self.comm.rank() == 0 {
             (|| {

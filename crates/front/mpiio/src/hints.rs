@@ -123,3 +123,22 @@ impl Hints {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ROMIO's default: one aggregator per node, the nodes told apart by
+    /// their host names' hashes (exchanged at open), placed on different
+    /// nodes first.
+    #[test]
+    fn cb_nodes_defaults_to_one_aggregator_per_node() {
+        let h = Hints::new(vec![7, 7, 9, 9, 9, 4]);
+        assert_eq!(h.get("cb_nodes"), Some("3"));
+        let c = h.collective(true);
+        assert_eq!(c.cb_nodes, 3);
+        assert_eq!(weft_client::collective::aggregator_ranks(&c, 6), [0, 2, 5]);
+        assert_eq!(Hints::new(vec![1; 4]).get("cb_nodes"), Some("1"));
+        assert_eq!(Hints::new(Vec::new()).get("cb_nodes"), Some("1"));
+    }
+}

@@ -56,6 +56,9 @@ int main(int argc, char **argv) {
     expect("striping_unit_reported", flag && strcmp(val, "131072") == 0 ? MPI_SUCCESS : MPI_ERR_OTHER, MPI_SUCCESS);
     MPI_Info_get(got, "weft_sched", MPI_MAX_INFO_VAL, val, &flag);
     expect("bad_hint_ignored", flag && strcmp(val, "no-such-strategy") != 0 ? MPI_SUCCESS : MPI_ERR_OTHER, MPI_SUCCESS);
+    /* Every rank runs on this one host: one aggregator by default. */
+    MPI_Info_get(got, "cb_nodes", MPI_MAX_INFO_VAL, val, &flag);
+    expect("cb_nodes_one_per_node", flag && strcmp(val, "1") == 0 ? MPI_SUCCESS : MPI_ERR_OTHER, MPI_SUCCESS);
     MPI_Info_free(&got);
 
     expect("read_write_only", MPI_File_read_at(fh, 0, buf, 1, MPI_BYTE, &st), MPI_ERR_ACCESS);

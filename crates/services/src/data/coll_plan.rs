@@ -144,5 +144,24 @@ mod tests {
             let (idle, by_run) = finishing(&runs, members.len());
             prop_assert_eq!(idle.len() + by_run.iter().map(Vec::len).sum::<usize>(), members.len(), "every member answered once");
         }
+
+        /// Many back-to-back pieces (members' records interleaved): runs
+        /// never exceed one vectored operation's buffers, and together
+        /// cover the sweep exactly, in as few runs as the cap allows.
+        #[test]
+        fn runs_stay_within_one_vectored_operation(members in 1usize..5, per_member in 1usize..1500, record in 1u64..9) {
+            let pieces: Vec<Vec<Piece>> = (0..members).map(|m| (0..per_member).map(|i| Piece { offset: (i * members + m) as u64 * record, len: record }).collect()).collect();
+            let refs: Vec<&[Piece]> = pieces.iter().map(|m| &m[..]).collect();
+            let runs = plan(&refs);
+            let total = members * per_member;
+            prop_assert!(runs.iter().all(|r| r.parts.len() <= MAX_IOVECS));
+            prop_assert_eq!(runs.len(), total.div_ceil(MAX_IOVECS));
+            let mut at = 0;
+            for r in &runs {
+                prop_assert_eq!(r.offset, at);
+                at += r.len;
+            }
+            prop_assert_eq!(at, total as u64 * record);
+        }
     }
 }

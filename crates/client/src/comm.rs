@@ -68,6 +68,12 @@ pub trait Communicator {
     /// Combines every rank's `mine` (all of one length) element by element
     /// with `op`; `root` gets the result, the others `None` (`MPI_Reduce`).
     fn reduce_u64(&self, mine: &[u64], op: ReduceOp, root: usize) -> Result<Option<Vec<u64>>> {
+        // The counts first, so that every rank refuses alike if they differ
+        // (in MPI that is erroneous, and unchecked).
+        let counts = self.allgather(&(mine.len() as u64).to_le_bytes())?;
+        if counts.chunks_exact(8).any(|c| c != (mine.len() as u64).to_le_bytes()) {
+            return Err(crate::Error::Comm("reduce: the ranks gave different numbers of values".into()));
+        }
         let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
         let all = self.allgather(&bytes)?;
         if self.rank() != root {
@@ -250,5 +256,8 @@ mod tests {
         });
         assert_eq!(got[1], [Some(vec![3, 27]), Some(vec![2, 10]), Some(vec![0, 8])]);
         assert!(got[0].iter().chain(&got[2]).all(Option::is_none));
+        // Different numbers of values: every rank refuses, none panics.
+        let got = on_threads(3, |c| c.reduce_u64(&vec![1; c.rank() + 1], ReduceOp::Sum, 2).is_err());
+        assert_eq!(got, [true; 3]);
     }
 }

@@ -79,6 +79,12 @@ impl Pattern {
         if record == 0 || edge == 0 {
             return Err(invalid("an HPF pattern needs records and a matrix edge of at least 1".into()));
         }
+        // The whole file's bytes must be a file offset (and every count an
+        // MPI-style signed one).
+        let cells = if dims.len() == 2 { edge.checked_mul(edge) } else { Some(edge) };
+        if cells.and_then(|c| c.checked_mul(record)).is_none_or(|b| b > i64::MAX as u64) {
+            return Err(invalid(format!("an HPF pattern of edge {edge} and {record}-byte records is too large")));
+        }
         match dims.as_bytes() {
             [b'n'] | [b'n', b'n'] => Ok(Pattern::Hpf1d { records: edge, record, dist: Distrib::Block(Some(edge)) }),
             &[d] => Ok(Pattern::Hpf1d { records: edge, record, dist: dist(d).ok_or_else(bad)? }),
@@ -319,6 +325,7 @@ mod tests {
         // BLOCK/CYCLIC: rank 2 = grid row 1 (rows 4-7), even columns.
         assert_eq!(owned("bc", 2), (4..8).flat_map(|r| (0..8).step_by(2).map(move |c| r * 8 + c)).collect::<Vec<_>>());
         assert!(Pattern::hpf("x", 8, 8).is_err() && Pattern::hpf("bcb", 8, 8).is_err() && Pattern::hpf("b", 0, 8).is_err());
+        assert!(Pattern::hpf("bc", 8, 1 << 32).is_err() && Pattern::hpf("c", 8192, u64::MAX / 2).is_err(), "sizes past a file offset");
         assert_eq!(Pattern::hpf_name("bc"), "BLOCK/CYCLIC");
     }
 

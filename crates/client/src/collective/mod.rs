@@ -313,8 +313,12 @@ fn admit(segments: &[Segment], buf_len: usize) -> (&[Segment], Result<()>) {
 /// wrong for sub-communicators and for threads as ranks), and every
 /// rank's access range for the colour strategy.
 fn every_rank_schedule(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)]) -> Schedule {
-    let accesses: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi.saturating_sub(lo))).collect();
-    Schedule { rank: comm.rank() as u32, group: comm.size().max(1) as u32, group_accesses: Some(std::sync::Arc::new(accesses)), ..file.schedule().clone() }
+    let sched = file.schedule();
+    // Colour needs each rank's access as one range: only when every
+    // rank's is contiguous (its bytes fill its range); else hash's order.
+    let contiguous = all.iter().all(|&(lo, hi, bytes)| hi.saturating_sub(lo) == bytes);
+    let accesses = (sched.strategy == crate::Strategy::Colour && contiguous).then(|| std::sync::Arc::new(all.iter().map(|&(lo, hi, _)| (lo, hi - lo)).collect::<Vec<_>>()));
+    Schedule { rank: comm.rank() as u32, group: comm.size().max(1) as u32, group_accesses: accesses, ..sched.clone() }
 }
 
 /// Collective write of this rank's `segments` from `buf`; returns its bytes.

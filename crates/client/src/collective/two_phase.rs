@@ -11,6 +11,14 @@ use crate::comm::{exchange_counts, Communicator};
 use crate::{Error, File, Result, Schedule};
 use weft_layout::Segment;
 
+/// Runs a helper thread's round with a panic turned into this round's
+/// error: a scope whose thread panicked would panic again when the
+/// exchange breaks off, and in the MPI-IO library a panic must not cross
+/// into C.
+fn contained<T>(round: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(round)).unwrap_or_else(|_| Err(Error::Comm("a collective round's I/O panicked".into())))
+}
+
 /// This rank's part of a two-phase write of `segments` from `buf`, in the
 /// rounds of `d`. An aggregator writes round r in a helper thread while
 /// the ranks exchange round r + 1 (double buffering); MPI is only called
@@ -35,7 +43,7 @@ pub(super) fn write(file: &File, comm: &dyn Communicator, d: &Domains, segments:
                 outcome = outcome.and(h.join().unwrap_or_else(|_| Err(Error::Comm("collective writer panicked".into()))));
             }
             if my_agg && outcome.is_ok() {
-                writing = Some(s.spawn(move || aggregate_write(file, &got, &got_counts, sched)));
+                writing = Some(s.spawn(move || contained(|| aggregate_write(file, &got, &got_counts, sched))));
             }
         }
         if let Some(h) = writing.take() {
@@ -67,8 +75,10 @@ pub(super) fn read(file: &File, comm: &dyn Communicator, d: &Domains, segments: 
             let (got, got_counts) = exchange_scattered(comm, &scattered(size, &agg_ranks, row, None, &heads))?;
             let reading = (my_agg && outcome.is_ok()).then(|| {
                 s.spawn(move || {
-                    let requests: Vec<&[u8]> = split_by(&got_counts).into_iter().map(|r| &got[r]).collect();
-                    aggregate_read(file, &requests, round_bytes, sched)
+                    contained(|| {
+                        let requests: Vec<&[u8]> = split_by(&got_counts).into_iter().map(|r| &got[r]).collect();
+                        aggregate_read(file, &requests, round_bytes, sched)
+                    })
                 })
             });
             if let Some((j, h)) = pending.take() {

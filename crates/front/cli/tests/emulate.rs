@@ -11,6 +11,31 @@ use std::time::Instant;
 use weft_client::CreateOptions;
 use weft_launch::{ClusterSpec, EmulateSpec};
 
+/// One emulation test at a time: each new emulation removes the leftovers
+/// of dead processes, which would race with a test that kills a `weft up`
+/// and then looks at what it left.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A `weft up` child, stopped (SIGTERM, so it removes its network) if a
+/// test fails while it runs.
+struct Up(std::process::Child);
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            // SAFETY: kill(2) of our own child.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(self.0.id() as i32, libc::SIGTERM);
+            }
+            let _ = self.0.wait();
+        }
+    }
+}
+
 fn ours(prefix: &str) -> Vec<String> {
     // Names of one emulation: `weft-<pid>s<seq>-n<k>`.
     weft_launch::emulate::namespaces().into_iter().filter(|n| n.starts_with(prefix)).collect()
@@ -22,6 +47,7 @@ fn link_exists(name: &str) -> bool {
 
 #[test]
 fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
+    let _one = one_at_a_time();
     // Leftovers of a run that died (an owner pid that cannot exist).
     let dead = "weft-4194305s0-n0";
     assert!(Command::new("ip").args(["netns", "add", dead]).status().unwrap().success());
@@ -61,6 +87,7 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
 /// cgroup goes with the cluster.
 #[test]
 fn an_emulated_disk_caps_fsynced_writes() {
+    let _one = one_at_a_time();
     let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: None, disk_bps: Some(10 << 20), client_nodes: 0 }), ..ClusterSpec::default() };
     let tc = TestCluster::start_spec("emulate-disk", spec);
     let c = tc.client();
@@ -85,6 +112,7 @@ fn an_emulated_disk_caps_fsynced_writes() {
 /// as on a cluster's compute node; the node goes with the cluster.
 #[test]
 fn a_client_node_has_its_own_capped_link() {
+    let _one = one_at_a_time();
     let spec = ClusterSpec { data_servers: 2, emulate: Some(EmulateSpec { link_bps: Some(80_000_000), disk_bps: None, client_nodes: 1 }), ..ClusterSpec::default() };
     let tc = TestCluster::start_spec("emulate-client", spec);
     assert_eq!(tc.lc.client_nodes(), 1);
@@ -125,7 +153,7 @@ fn cgroups_with(prefix: &str) -> Vec<String> {
 
 /// `weft up --emulate` in the foreground, in `dir`; returns once it
 /// recorded itself (its servers are up).
-fn weft_up_emulated(dir: &std::path::Path, extra: &[&str]) -> std::process::Child {
+fn weft_up_emulated(dir: &std::path::Path, extra: &[&str]) -> Up {
     let mut child = Command::new(common::WEFT)
         .args(["up", "--emulate", "--servers", "1", "--link", "100mbit", "--dir"])
         .arg(dir)
@@ -144,7 +172,7 @@ fn weft_up_emulated(dir: &std::path::Path, extra: &[&str]) -> std::process::Chil
         assert!(start.elapsed().as_secs() < 60, "weft up --emulate did not come up");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    child
+    Up(child)
 }
 
 /// What `weft up --emulate` creates is removed by `weft down`, and after
@@ -152,27 +180,30 @@ fn weft_up_emulated(dir: &std::path::Path, extra: &[&str]) -> std::process::Chil
 /// next `weft up --emulate`.
 #[test]
 fn weft_down_and_the_next_weft_up_remove_an_emulated_cluster() {
+    let _one = one_at_a_time();
     let scratch = std::env::temp_dir().join(format!("weft-emulate-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let (a, b) = (scratch.join("a"), scratch.join("b"));
     let mut first = weft_up_emulated(&a, &[]);
-    let first_prefix = format!("weft-{}s0-", first.id());
+    let first_pid = first.0.id();
+    let first_prefix = format!("weft-{first_pid}s0-");
     assert_eq!(ours(&first_prefix).len(), 2, "a namespace per server: {:?}", ours(&first_prefix));
-    first.kill().unwrap();
-    first.wait().unwrap();
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
     assert_eq!(ours(&first_prefix).len(), 2, "a SIGKILL runs no clean-up: the namespaces stay until the next run");
     let mut second = weft_up_emulated(&b, &[]);
     assert!(ours(&first_prefix).is_empty(), "the killed run's namespaces were left: {:?}", ours(&first_prefix));
-    assert!(!link_exists(&format!("wb{}s0", first.id())), "the killed run's bridge was left");
-    let second_prefix = format!("weft-{}s0-", second.id());
+    assert!(!link_exists(&format!("wb{first_pid}s0")), "the killed run's bridge was left");
+    let second_pid = second.0.id();
+    let second_prefix = format!("weft-{second_pid}s0-");
     assert_eq!(ours(&second_prefix).len(), 2);
     // `weft down` stops a foreground cluster as Ctrl-C does.
     let down = Command::new(common::WEFT).args(["down", "--dir"]).arg(&b).output().unwrap();
     assert!(down.status.success(), "weft down: {}", String::from_utf8_lossy(&down.stderr));
-    let status = second.wait().unwrap();
+    let status = second.0.wait().unwrap();
     assert!(status.success(), "weft up ended with {status}");
     assert!(ours(&second_prefix).is_empty(), "weft down left namespaces: {:?}", ours(&second_prefix));
-    assert!(!link_exists(&format!("wb{}s0", second.id())), "weft down left the bridge");
+    assert!(!link_exists(&format!("wb{second_pid}s0")), "weft down left the bridge");
     assert!(!b.join("up.pid").exists());
     let _ = std::fs::remove_dir_all(&scratch);
 }
@@ -181,6 +212,7 @@ fn weft_down_and_the_next_weft_up_remove_an_emulated_cluster() {
 /// its directory) removes the network and the disk cgroups it made.
 #[test]
 fn a_failed_emulated_start_leaves_nothing_behind() {
+    let _one = one_at_a_time();
     let dir = std::env::temp_dir().join(format!("weft-emulate-fail-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -19,8 +19,8 @@
 //! cold reads; not the kernel's own background write-back (v2 also
 //! throttles that).
 //!
-//! Names carry the creating process's pid (`weft-<pid>-n<k>`, bridge
-//! `wb<pid>`): everything is removed by [`Emulation::destroy`] (also on
+//! Names carry the creating process's pid and a sequence number
+//! (`weft-<pid>s<seq>-n<k>`, bridge `wb<pid>s<seq>`): everything is removed by [`Emulation::destroy`] (also on
 //! drop), and leftovers of a process that died are removed by
 //! [`clean_stale`], which every new emulation runs first. Needs root.
 
@@ -178,9 +178,11 @@ impl Emulation {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Picking a subnet and taking it (the bridge's address) is one
-        // step among this process's emulations.
+        // step among every process's emulations: a mutex for this
+        // process's threads, a file lock for other processes.
         static PICK: std::sync::Mutex<()> = std::sync::Mutex::new(());
         let _picking = PICK.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let _locked = lock_picking()?;
         let subnet = free_subnet()?;
         let mut emu = Emulation { owner: std::process::id(), seq, nodes, subnet, link_bps, disk, controller: controller.unwrap_or(DiskController::V1), live: true };
         if let Err(e) = emu.build() {
@@ -307,6 +309,20 @@ pub fn disk_of(path: &std::path::Path) -> Result<String, EmulateError> {
         return Ok(parent.trim().to_owned());
     }
     Ok(format!("{major}:{minor}"))
+}
+
+/// Takes the machine-wide lock that makes picking a subnet and giving
+/// the bridge its address one step (released when the file closes).
+#[allow(unsafe_code)]
+fn lock_picking() -> Result<std::fs::File, EmulateError> {
+    use std::os::fd::AsRawFd;
+    let path = std::path::Path::new("/run/weft-emulate.lock");
+    let f = std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(path).map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
+    // SAFETY: flock(2) on a descriptor this function owns; no memory is passed.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(fail(format!("cannot lock {}: {}", path.display(), std::io::Error::last_os_error())));
+    }
+    Ok(f)
 }
 
 /// The first 198.18.S.0/24 no interface of this namespace has an address

@@ -18,6 +18,10 @@
 
 pub mod emulate;
 pub mod munged;
+mod stop;
+
+pub use stop::{record_foreground, stop_detached, ForegroundRecord};
+use stop::signal;
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -30,7 +34,7 @@ use weft_net::{ClusterFile, ServerEntry, Service};
 /// How long a server may take to start listening.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long servers get to exit after SIGTERM before SIGKILL.
-const STOP_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const STOP_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 pub struct LaunchError(pub String);
@@ -42,7 +46,7 @@ impl std::fmt::Display for LaunchError {
 }
 impl std::error::Error for LaunchError {}
 
-fn fail(msg: impl Into<String>) -> LaunchError {
+pub(crate) fn fail(msg: impl Into<String>) -> LaunchError {
     LaunchError(msg.into())
 }
 
@@ -345,7 +349,7 @@ impl LocalCluster {
     /// server may still answer.
     pub fn pause(&mut self, id: usize, paused: bool) {
         let Some(c) = &self.children[id] else { return };
-        signal(c.id(), if paused { libc::SIGSTOP } else { libc::SIGCONT });
+        let _ = signal(c.id(), if paused { libc::SIGSTOP } else { libc::SIGCONT });
         let stopped = |pid: u32| {
             std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('T')))
         };
@@ -409,7 +413,7 @@ impl LocalCluster {
     /// Stops every server: SIGTERM, then SIGKILL after a grace period.
     pub fn stop(&mut self) {
         for c in self.children.iter().flatten() {
-            signal(c.id(), libc::SIGTERM);
+            let _ = signal(c.id(), libc::SIGTERM);
         }
         let start = Instant::now();
         for slot in &mut self.children {
@@ -440,104 +444,6 @@ impl Drop for LocalCluster {
     }
 }
 
-/// Where a foreground `weft up` records its pid, so `weft down` can stop
-/// it (and it, its servers and emulated network).
-fn foreground_file(dir: &Path) -> PathBuf {
-    dir.join("up.pid")
-}
-
-/// Records this process as the foreground `weft up` of `dir`; the record
-/// goes when the returned guard drops.
-pub fn record_foreground(dir: &Path) -> Result<ForegroundRecord, LaunchError> {
-    let path = foreground_file(dir);
-    std::fs::write(&path, format!("{}\n", std::process::id())).map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
-    Ok(ForegroundRecord(path))
-}
-
-/// See [`record_foreground`].
-pub struct ForegroundRecord(PathBuf);
-
-impl Drop for ForegroundRecord {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// True if `pid` is a running `weft up` (not a recycled pid).
-fn is_weft_up(pid: i32) -> bool {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    !is_zombie(pid) && cmdline.split(|&b| b == 0).any(|a| a == b"up")
-}
-
-/// Stops a foreground `weft up` of `dir` as Ctrl-C would (SIGTERM): it
-/// stops its servers and removes what it created. `None` if there is none.
-fn stop_foreground(dir: &Path) -> Option<usize> {
-    let path = foreground_file(dir);
-    let pid: i32 = std::fs::read_to_string(&path).ok()?.trim().parse().ok()?;
-    if !is_weft_up(pid) {
-        let _ = std::fs::remove_file(&path);
-        return None;
-    }
-    signal(pid as u32, libc::SIGTERM);
-    // It stops its servers (each within STOP_GRACE) and its network.
-    let start = Instant::now();
-    while is_weft_up(pid) && start.elapsed() < STOP_GRACE * 3 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some(1)
-}
-
-/// Stops a cluster started with `--detach` (the pids in `DIR/pids`), or
-/// one running in the foreground in `DIR` (its `weft up`). Returns how
-/// many processes were signalled.
-pub fn stop_detached(dir: &Path) -> Result<usize, LaunchError> {
-    if let Some(n) = stop_foreground(dir) {
-        return Ok(n);
-    }
-    let pid_file = dir.join("pids");
-    let text = std::fs::read_to_string(&pid_file).map_err(|e| fail(format!("no cluster to stop in {}: {e}", dir.display())))?;
-    let pids: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
-    let munged_socket = munged::socket_path(&dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()));
-    let alive = |p: i32| is_weft_server(p) || is_munged_of(p, &munged_socket);
-    let mut n = 0;
-    for &p in &pids {
-        if alive(p) {
-            signal(p as u32, libc::SIGTERM);
-            n += 1;
-        }
-    }
-    let start = Instant::now();
-    while pids.iter().any(|&p| alive(p)) && start.elapsed() < STOP_GRACE {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    for &p in &pids {
-        if alive(p) {
-            signal(p as u32, libc::SIGKILL);
-        }
-    }
-    let _ = std::fs::remove_file(pid_file);
-    Ok(n)
-}
-
-/// True if `pid` is a running (not zombie) `weft serve`: never signal a
-/// recycled pid that now belongs to someone else.
-fn is_weft_server(pid: i32) -> bool {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    !is_zombie(pid) && cmdline.split(|&b| b == 0).any(|a| a == b"serve")
-}
-
-fn is_zombie(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'))
-}
-
-/// True if `pid` is the `munged` a cluster started on `socket`.
-fn is_munged_of(pid: i32, socket: &Path) -> bool {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let want = format!("--socket={}", socket.display());
-    !is_zombie(pid) && cmdline.split(|&b| b == 0).next().is_some_and(|a| a.ends_with(b"munged")) && cmdline.split(|&b| b == 0).any(|a| a == want.as_bytes())
-}
-
 /// Writes `text` to a new file only its owner may read.
 fn write_private(path: &Path, text: &str) -> Result<(), LaunchError> {
     use std::io::Write;
@@ -563,15 +469,6 @@ fn open_to_all_but_data(dir: &Path, cluster: &ClusterFile) -> Result<(), LaunchE
 fn current_uid() -> u32 {
     // SAFETY: geteuid(2) cannot fail and touches no memory.
     unsafe { libc::geteuid() }
-}
-
-#[allow(unsafe_code)]
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) has no memory effects; pid is one of our children or
-    // a pid checked by `is_weft_server`.
-    unsafe {
-        libc::kill(pid as libc::pid_t, sig);
-    }
 }
 
 #[allow(unsafe_code)]

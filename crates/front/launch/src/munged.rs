@@ -93,7 +93,7 @@ impl Munged {
 impl Drop for Munged {
     fn drop(&mut self) {
         let Some(mut c) = self.child.take() else { return };
-        signal(c.id(), libc::SIGTERM);
+        let _ = signal(c.id(), libc::SIGTERM);
         let start = Instant::now();
         while matches!(c.try_wait(), Ok(None)) && start.elapsed() < STOP_GRACE {
             std::thread::sleep(Duration::from_millis(10));

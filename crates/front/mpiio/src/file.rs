@@ -234,8 +234,11 @@ impl OpenFile {
     /// the shared pointer and, with MPI_MODE_DELETE_ON_CLOSE, deletes the file.
     pub fn close(&mut self) -> Result<()> {
         if std::env::var_os("WEFT_COLL_REPORT").is_some() {
+            use std::io::Write;
             let [two, server, own] = weft_client::collective::calls_taken();
-            eprintln!("weft: rank {}: collective calls so far: two-phase {two}, server-directed {server}, independent {own}", self.comm.rank());
+            // One write: ranks' lines must not interleave mid-line.
+            let line = format!("weft: rank {}: collective calls so far: two-phase {two}, server-directed {server}, independent {own}\n", self.comm.rank());
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
         self.comm.barrier()?;
         let mine = if self.comm.rank() == 0 {

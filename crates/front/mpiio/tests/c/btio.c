@@ -32,8 +32,8 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     int q = 1;
     while ((q + 1) * (q + 1) <= nprocs) q++;
-    if (q * q != nprocs) {
-        if (rank == 0) fprintf(stderr, "btio needs a square number of ranks\n");
+    if (q * q != nprocs || q > 16) {
+        if (rank == 0) fprintf(stderr, "btio needs a square number of ranks, at most 256\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     int a = rank / q, b = rank % q;

@@ -184,15 +184,18 @@ fn weft_down_and_the_next_weft_up_remove_an_emulated_cluster() {
     let scratch = std::env::temp_dir().join(format!("weft-emulate-cli-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&scratch);
     let (a, b) = (scratch.join("a"), scratch.join("b"));
-    let mut first = weft_up_emulated(&a, &[]);
+    // With disk caps: each server in a cgroup of its own.
+    let mut first = weft_up_emulated(&a, &["--disk", "50m"]);
     let first_pid = first.0.id();
     let first_prefix = format!("weft-{first_pid}s0-");
     assert_eq!(ours(&first_prefix).len(), 2, "a namespace per server: {:?}", ours(&first_prefix));
+    assert_eq!(cgroups_with(&first_prefix).len(), 2, "a cgroup per server: {:?}", cgroups_with(&first_prefix));
     first.0.kill().unwrap();
     first.0.wait().unwrap();
     assert_eq!(ours(&first_prefix).len(), 2, "a SIGKILL runs no clean-up: the namespaces stay until the next run");
     let mut second = weft_up_emulated(&b, &[]);
     assert!(ours(&first_prefix).is_empty(), "the killed run's namespaces were left: {:?}", ours(&first_prefix));
+    assert!(cgroups_with(&first_prefix).is_empty(), "the killed run's cgroups were left: {:?}", cgroups_with(&first_prefix));
     assert!(!link_exists(&format!("wb{first_pid}s0")), "the killed run's bridge was left");
     let second_pid = second.0.id();
     let second_prefix = format!("weft-{second_pid}s0-");

@@ -276,9 +276,34 @@ fn destroy_tagged(tag: &str) {
         let _ = run(&["ip", "netns", "del", &ns]);
     }
     let _ = run(&["ip", "link", "del", &format!("wb{tag}")]);
-    // A cgroup goes once its processes have (the servers are stopped first).
+    // A cgroup goes once its processes have. The servers are stopped
+    // first; after a crash, any still in it (a dead run's servers, which
+    // die with their parent but may not be gone yet) are ended here: only
+    // processes this module put there.
     for (root, cg) in cgroups().into_iter().filter(|(_, n)| mine(n)) {
-        let _ = std::fs::remove_dir(std::path::Path::new(root).join(cg));
+        let dir = std::path::Path::new(root).join(cg);
+        let start = std::time::Instant::now();
+        loop {
+            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            let pids: Vec<i32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
+            if pids.is_empty() || start.elapsed() > std::time::Duration::from_secs(3) {
+                break;
+            }
+            for pid in pids {
+                kill(pid);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+#[allow(unsafe_code)]
+fn kill(pid: i32) {
+    // SAFETY: kill(2) has no memory effects; the pid is in a cgroup this
+    // module created for its servers.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
     }
 }
 

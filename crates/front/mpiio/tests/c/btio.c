@@ -14,17 +14,7 @@
 #define CELL_X 81
 #define CELL_YZ 3
 
-static int rank, nprocs;
-
-static void check(int rc, const char *what) {
-    if (rc != MPI_SUCCESS) {
-        char s[MPI_MAX_ERROR_STRING];
-        int l;
-        MPI_Error_string(rc, s, &l);
-        fprintf(stderr, "rank %d: %s: %s\n", rank, what, s);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
+#include "check.h"
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);

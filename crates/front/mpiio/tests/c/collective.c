@@ -9,17 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, nprocs;
-
-static void check(int rc, const char *what) {
-    if (rc != MPI_SUCCESS) {
-        char s[MPI_MAX_ERROR_STRING];
-        int l;
-        MPI_Error_string(rc, s, &l);
-        fprintf(stderr, "rank %d: %s: %s\n", rank, what, s);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
+#include "check.h"
 
 static long long sum_all(const int *v, int n) {
     long long s = 0, all;

@@ -23,17 +23,7 @@
 #define TRIALS 12
 #define MAXBLOCKS 48
 
-static int rank, nprocs;
-
-static void check(int rc, const char *what) {
-    if (rc != MPI_SUCCESS) {
-        char s[MPI_MAX_ERROR_STRING];
-        int l;
-        MPI_Error_string(rc, s, &l);
-        fprintf(stderr, "rank %d: %s: %s\n", rank, what, s);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-}
+#include "check.h"
 
 static unsigned long long next(unsigned long long *s) {
     *s ^= *s << 13;

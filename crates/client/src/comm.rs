@@ -47,22 +47,18 @@ pub trait Communicator {
     }
 
     /// Every rank's `mine`, of any length, in rank order (`MPI_Allgatherv`:
-    /// the lengths first, then the bytes).
+    /// the lengths first, then every message padded to the longest).
     fn allgatherv(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
         let lens = self.allgather(&(mine.len() as u64).to_le_bytes())?;
-        let n = self.size();
-        let recv_counts: Vec<usize> = lens.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
-        let send: Vec<u8> = (0..n).flat_map(|_| mine.iter().copied()).collect();
-        let all = self.alltoallv(&send, &vec![mine.len(); n], &recv_counts)?;
-        let mut at = 0;
-        Ok(recv_counts
-            .iter()
-            .map(|&c| {
-                let v = all[at..at + c].to_vec();
-                at += c;
-                v
-            })
-            .collect())
+        let lens: Vec<usize> = lens.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as usize).collect();
+        let longest = lens.iter().copied().max().unwrap_or(0);
+        if longest.checked_mul(self.size()).is_none_or(|t| t > MAX_EXCHANGE) {
+            return Err(crate::Error::Comm(format!("allgatherv of {longest} bytes per rank is too large")));
+        }
+        let mut padded = mine.to_vec();
+        padded.resize(longest, 0);
+        let all = self.allgather(&padded)?;
+        Ok(lens.iter().enumerate().map(|(r, &l)| all[r * longest..r * longest + l].to_vec()).collect())
     }
 
     /// Combines every rank's `mine` (all of one length) element by element

@@ -317,7 +317,7 @@ fn every_rank_schedule(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u
     // Colour needs each rank's access as one range: only when every
     // rank's is contiguous (its bytes fill its range); else hash's order.
     let contiguous = all.iter().all(|&(lo, hi, bytes)| hi.saturating_sub(lo) == bytes);
-    let accesses = (sched.strategy == crate::Strategy::Colour && contiguous).then(|| std::sync::Arc::new(all.iter().map(|&(lo, hi, _)| (lo, hi - lo)).collect::<Vec<_>>()));
+    let accesses = (sched.strategy == crate::Strategy::Colour && contiguous).then(|| std::sync::Arc::new(all.iter().map(|&(lo, hi, _)| (lo, hi.saturating_sub(lo))).collect::<Vec<_>>()));
     Schedule { rank: comm.rank() as u32, group: comm.size().max(1) as u32, group_accesses: accesses, ..sched.clone() }
 }
 

@@ -5,7 +5,8 @@
 //! machines. Addresses come from the benchmarking range 198.18.0.0/15 and
 //! exist only inside namespaces this module creates: each emulation takes
 //! a /24 of its own (198.18.S.0, S the first not held by another live
-//! emulation's bridge), whose .1 its bridge holds, so processes of the launching namespace reach every node
+//! emulation's bridge), whose .1 its bridge holds, so processes of the
+//! launching namespace reach every node
 //! through it. Client nodes (namespaces after the servers', behind the same
 //! links) let client processes run as on a cluster's compute nodes, each
 //! node's traffic through its own capped link.
@@ -20,7 +21,8 @@
 //! throttles that).
 //!
 //! Names carry the creating process's pid and a sequence number
-//! (`weft-<pid>s<seq>-n<k>`, bridge `wb<pid>s<seq>`): everything is removed by [`Emulation::destroy`] (also on
+//! (`weft-<pid>s<seq>-n<k>`, bridge `wb<pid>s<seq>`): everything is
+//! removed by [`Emulation::destroy`] (also on
 //! drop), and leftovers of a process that died are removed by
 //! [`clean_stale`], which every new emulation runs first. Needs root.
 
@@ -290,7 +292,7 @@ fn destroy_tagged(tag: &str) {
                 break;
             }
             for pid in pids {
-                kill(pid);
+                let _ = crate::stop::signal(pid as u32, libc::SIGKILL);
             }
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
@@ -298,14 +300,6 @@ fn destroy_tagged(tag: &str) {
     }
 }
 
-#[allow(unsafe_code)]
-fn kill(pid: i32) {
-    // SAFETY: kill(2) has no memory effects; the pid is in a cgroup this
-    // module created for its servers.
-    unsafe {
-        libc::kill(pid, libc::SIGKILL);
-    }
-}
 
 /// Disk cgroups this module may have created, under either hierarchy.
 fn cgroups() -> Vec<(&'static str, String)> {

@@ -119,14 +119,12 @@ impl Verifier {
         std::thread::Builder::new()
             .name("weft-verifier".into())
             .spawn(move || {
-                let mut counted = super::thread_cpu_ns();
+                let mut cpu = CpuLaps::start();
                 for j in rx {
                     let outcome = catch_unwind(AssertUnwindSafe(|| server.gate.munge_proof(&j.hello, &j.challenge, &j.cred)))
                         .unwrap_or_else(|_| Err((ErrorCode::Internal, "the server failed while checking the credential".into())));
                     replier.send(Done::Verified { conn: j.conn, outcome });
-                    let now = super::thread_cpu_ns();
-                    server.count_cpu(CpuKind::Other, now.saturating_sub(counted));
-                    counted = now;
+                    server.count_cpu(CpuKind::Other, cpu.lap());
                 }
             })
             .expect("spawn the verifier thread");
@@ -153,17 +151,30 @@ pub fn per_connection() -> usize {
     std::env::var("WEFT_CONN_PARALLEL").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or((worker_count() / 2).max(1))
 }
 
+/// This thread's CPU time in laps: each [`CpuLaps::lap`] is the time since
+/// the last one (or the start), so laps add up to all of the thread's time.
+struct CpuLaps(u64);
+
+impl CpuLaps {
+    fn start() -> Self {
+        CpuLaps(super::thread_cpu_ns())
+    }
+
+    fn lap(&mut self) -> u64 {
+        let now = super::thread_cpu_ns();
+        let ns = now.saturating_sub(self.0);
+        self.0 = now;
+        ns
+    }
+}
+
 /// A worker's loop. All of the thread's CPU time is counted, by the kind
 /// of the request it served: each job's share runs from the end of the
 /// previous one (taking the job from the queue included), so the kinds of
 /// every thread add up to the process's CPU time (`weft status`).
 fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
-    let mut counted = super::thread_cpu_ns();
-    let mut count = |kind: CpuKind| {
-        let now = super::thread_cpu_ns();
-        server.count_cpu(kind, now.saturating_sub(counted));
-        counted = now;
-    };
+    let mut cpu = CpuLaps::start();
+    let mut count = |kind: CpuKind| server.count_cpu(kind, cpu.lap());
     loop {
         let job = {
             let rx = rx.lock().unwrap_or_else(PoisonError::into_inner);

@@ -9,11 +9,13 @@
 //! with no I/O (the idle rate), then while four clients write or read
 //! paper 001's representative cases (`noncontig`'s `hpf1d-8k`, easy:
 //! 1-D CYCLIC of 8 KiB records; `hpf2d-8`, hard: 2-D BLOCK-CYCLIC of 8-byte
-//! records). The share of CPU available is the probe's rate under I/O over
-//! its idle rate. Each mode gets a cluster of its own, one after the
-//! other in the same run: `listio` (Weft's list I/O) and `caching` (paper
-//! 001's traditional caching file system: the servers' block cache,
-//! `WEFT_DATA_CACHE`, and one request per piece). In the `5ms` variant the
+//! records), or every HPF distribution of its figure 1 (`--patterns all`).
+//! The share of CPU available is the probe's rate under I/O over its idle
+//! rate. Each mode gets a cluster of its own, one after the other in the
+//! same run: `listio` (Weft's list I/O), `caching` (paper 001's traditional
+//! caching file system: the servers' block cache, `WEFT_DATA_CACHE`, and
+//! one request per piece) and `server` (its disk-directed I/O: Weft's
+//! server-directed collective calls). In the `5ms` variant the
 //! probes meet at a barrier after each 5 ms of (idle-calibrated) work, as
 //! paper 001's second application does, so an interruption of any one
 //! delays all. The data servers' own CPU time per MB moved (thread CPU

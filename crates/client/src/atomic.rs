@@ -15,7 +15,6 @@
 //! | list (default) | exactly the bytes touched: regions coalesced, equal strided blocks sent as one item | `list` |
 
 use crate::{Error, Result};
-use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::str::FromStr;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
@@ -142,10 +141,7 @@ pub(crate) struct LockSession {
 }
 
 fn random_session() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.finish()
+    crate::random_u64()
 }
 
 fn expect_ok(addr: SocketAddr, reply: std::result::Result<weft_net::Reply, weft_net::NetError>) -> Result<Response> {

@@ -16,6 +16,7 @@ mod atomic;
 mod client;
 pub mod collective;
 pub mod comm;
+mod random;
 mod error;
 mod file;
 mod schedule;
@@ -26,9 +27,11 @@ pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
 pub use weft_lock::Extent;
 pub use error::{Error, Result};
 pub use file::File;
+pub use random::random_u64;
 pub use schedule::Schedule;
 pub use weft_sched::Strategy;
 pub use weft_layout::{Datatype, Distrib, Order, Pattern, Segment, View, ViewError};
+pub use weft_wire::limits;
 pub use weft_wire::{Cred, DirEntry, FileAttr, FileId, FileKind, PointerOp, ServerStats};
 
 // The layout floor repeats the wire's striping limits (it does not depend on

@@ -21,7 +21,7 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// (meta op 11, response 11), CPU and disk fields in server stats.
 /// 4: symbolic links (file kind 3, meta ops 12-13, response 12), SetTimes
 /// (meta op 14).
-pub const PROTOCOL_VERSION: u8 = 6;
+pub const PROTOCOL_VERSION: u8 = 7;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

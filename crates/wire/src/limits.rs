@@ -11,8 +11,17 @@ pub const MAX_BODY_LEN: u32 = 1 << 20;
 /// staying far above the size where per-message cost matters.
 pub const MAX_PAYLOAD_LEN: u32 = 16 << 20;
 
-/// Longest path, as POSIX's `PATH_MAX`.
-pub const MAX_PATH_LEN: usize = 4096;
+/// Longest path in a request: past POSIX's `PATH_MAX`, since a program may
+/// reach a deep file by a short relative name and the mount then asks for
+/// it by its whole path (a walk costs one lookup per 2 bytes at most).
+pub const MAX_PATH_LEN: usize = 32 << 10;
+
+/// Longest symbolic link target, as Linux's (`PATH_MAX` with its NUL).
+pub const MAX_LINK_TARGET_LEN: usize = 4095;
+
+/// Largest end (offset + length) of a file's bytes: any layout then keeps
+/// every object below [`MAX_OBJECT_END`].
+pub const MAX_FILE_END: u64 = MAX_OBJECT_END;
 
 /// Longest name of one path component, as POSIX's `NAME_MAX`.
 pub const MAX_NAME_LEN: usize = 255;

@@ -19,7 +19,6 @@ use super::CollectiveHints;
 use crate::comm::Communicator;
 use crate::file::Chunk;
 use crate::{File, Result};
-use std::hash::{BuildHasher, Hasher};
 use weft_layout::Segment;
 use weft_wire::limits::{MAX_BODY_LEN, MAX_PAYLOAD_LEN};
 use weft_wire::{CollTag, DataReq, Request};
@@ -83,10 +82,7 @@ fn agree<'f>(file: &'f File, comm: &dyn Communicator, segments: &[Segment], hint
 
 /// A collective id no other collective on the file is likely to share.
 fn fresh_id() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.finish()
+    crate::random_u64()
 }
 
 impl Agreed<'_> {

@@ -25,7 +25,6 @@ pub(crate) fn kind_of(a: &weft_client::FileAttr) -> FileType {
 }
 
 pub(crate) fn fuse_attr(a: &weft_client::FileAttr, size: u64) -> FileAttr {
-    let dir = a.kind == FileKind::Dir;
     let blksize = a.layout.as_ref().map_or(4096, |l| l.stripe_size.clamp(4096, 1 << 20) as u32);
     FileAttr {
         ino: INodeNo(a.id.0),
@@ -37,7 +36,7 @@ pub(crate) fn fuse_attr(a: &weft_client::FileAttr, size: u64) -> FileAttr {
         crtime: time(a.ctime_ns),
         kind: kind_of(a),
         perm: (a.mode & 0o7777) as u16,
-        nlink: if dir { 2 } else { 1 },
+        nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,
         rdev: 0,

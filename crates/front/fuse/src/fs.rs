@@ -13,7 +13,7 @@ use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use weft_client::Client;
+use weft_client::{limits, Client};
 
 /// Names under which files removed while open here live on until their
 /// last close (as NFS clients' silly-renamed `.nfs<hex>` files); listings and lookups hide them.
@@ -81,6 +81,10 @@ pub struct WeftFs {
     /// Inodes with open handles; also serializes removing an open file
     /// against its last close.
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
+    /// Signalled (with `open_inodes`) when a file set aside is removed.
+    pub(crate) closes: std::sync::Condvar,
+    /// Hidden names whose last close is removing them now.
+    pub(crate) removing: Mutex<Vec<String>>,
     /// fcntl record locks, through the lock service.
     pub(crate) locks: Arc<PosixLocks>,
     /// F_SETLKW requests waiting on threads of their own.
@@ -112,6 +116,8 @@ impl WeftFs {
             handles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
+            closes: std::sync::Condvar::new(),
+            removing: Mutex::new(Vec::new()),
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),
@@ -136,12 +142,21 @@ impl WeftFs {
 
     pub(crate) fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
         let name = name.to_str().ok_or(Errno::EINVAL)?;
+        if name.len() > limits::MAX_NAME_LEN {
+            return Err(Errno::ENAMETOOLONG);
+        }
         if name.starts_with(HIDDEN_PREFIX) {
             // Removed files still open somewhere: not names anyone may use.
             return Err(Errno::ENOENT);
         }
         let p = self.path_of(parent)?;
-        Ok(if p == "/" { format!("/{name}") } else { format!("{p}/{name}") })
+        let path = if p == "/" { format!("/{name}") } else { format!("{p}/{name}") };
+        // Deeper than PATH_MAX is fine (reached by relative names), up to
+        // what one request to the metadata service may carry.
+        if path.len() > limits::MAX_PATH_LEN {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        Ok(path)
     }
 
     pub(crate) fn remember(&self, ino: u64, path: &str) {
@@ -151,10 +166,14 @@ impl WeftFs {
     /// `path`'s attributes, asked as the user behind the request (`c`,
     /// from [`WeftFs::caller`]).
     pub(crate) fn stat(&self, c: &weft_client::Client, path: &str) -> Result<FileAttr, Errno> {
+        // Every write answered before this request must show in the size
+        // (the kernel takes the answer as newer than those writes): if one
+        // was still queued or in flight while the servers were asked, wait
+        // for it and ask again.
+        let mark = self.writes.mark();
         let (mut a, mut size) = c.stat(path).map_err(|e| errno::of(&e))?;
-        // Queued writes may still move the size: wait for them, ask again.
-        if self.writes.pending(a.id.0) {
-            self.writes.wait(a.id.0);
+        if a.kind == weft_client::FileKind::File && self.writes.unsettled_since(a.id.0, mark) {
+            self.writes.wait_for(a.id.0, mark);
             (a, size) = c.stat(path).map_err(|e| errno::of(&e))?;
         }
         self.remember(a.id.0, path);
@@ -239,6 +258,14 @@ impl WeftFs {
     }
 
 
+
+    /// EFBIG for bytes past the largest file Weft keeps.
+    pub(crate) fn within_max_size(offset: u64, len: u64) -> Result<(), Errno> {
+        match offset.checked_add(len) {
+            Some(end) if end <= limits::MAX_FILE_END => Ok(()),
+            _ => Err(Errno::EFBIG),
+        }
+    }
 
     /// Open flags the mount honours: direct I/O passes through.
     pub(crate) fn fopen_flags(flags: i32) -> FopenFlags {

@@ -41,11 +41,14 @@ impl WeftFs {
         let mut open = lock(&self.open_inodes);
         match ino.and_then(|i| open.get_mut(&i).map(|o| (i, o))) {
             Some((ino, o)) if o.handles > 0 && o.hidden.is_none() => {
+                // A name no one can guess ahead (and so cannot block by
+                // making it first, or have replaced by this rename).
                 let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-                let hidden = format!("{dir}/{HIDDEN_PREFIX}{ino:x}");
+                let hidden = format!("{dir}/{HIDDEN_PREFIX}{ino:x}-{:016x}", weft_client::random_u64());
                 c.rename(path, &hidden).map_err(|e| errno::of(&e))?;
                 o.hidden = Some((hidden.clone(), c.clone()));
-                drop(open);
+                // Still under the open-inode lock: a last close that
+                // follows finds the file by its hidden name.
                 self.forget_path(path);
                 self.remember(ino, &hidden);
             }
@@ -56,6 +59,28 @@ impl WeftFs {
             }
         }
         Ok(())
+    }
+
+    /// Waits (at most `budget`) until no file this mount set aside in
+    /// directory `dir` is still open here. The kernel sends a file's
+    /// release after close(2) has returned, so `rm -rf` may unlink a file
+    /// just closed (set aside, as still open) and then remove its
+    /// directory before that release comes.
+    pub(crate) fn wait_hidden_closed(&self, dir: &str, budget: std::time::Duration) -> bool {
+        let prefix = if dir == "/" { format!("/{HIDDEN_PREFIX}") } else { format!("{dir}/{HIDDEN_PREFIX}") };
+        let in_dir = |o: &crate::fs::OpenInode| o.hidden.as_ref().is_some_and(|(h, _)| h.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/')));
+        let deadline = std::time::Instant::now() + budget;
+        let mut open = lock(&self.open_inodes);
+        loop {
+            if !open.values().any(in_dir) && !lock(&self.removing).iter().any(|h| h.starts_with(&prefix)) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            open = self.closes.wait_timeout(open, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
     }
 
     /// Undoes [`WeftFs::remove_file`]'s hiding of `ino` (its rename over
@@ -99,7 +124,12 @@ impl WeftFs {
                 return;
             }
             // Where it is now: its directory may have been renamed since.
-            open.remove(&ino).and_then(|o| o.hidden).map(|(h, by)| (lock(&self.paths).get(&ino).cloned().unwrap_or(h), by))
+            let hidden = open.remove(&ino).and_then(|o| o.hidden).map(|(h, by)| (lock(&self.paths).get(&ino).cloned().unwrap_or(h), by));
+            if let Some((h, _)) = &hidden {
+                // Counted until its unlink is done, for `wait_hidden_closed`.
+                lock(&self.removing).push(h.clone());
+            }
+            hidden
         };
         self.locks.release_inode(ino);
         if let Some((h, by)) = hidden {
@@ -107,6 +137,14 @@ impl WeftFs {
                 tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
             }
             lock(&self.paths).remove(&ino);
+            let open = lock(&self.open_inodes);
+            let mut removing = lock(&self.removing);
+            if let Some(i) = removing.iter().position(|r| *r == h) {
+                removing.swap_remove(i);
+            }
+            drop(removing);
+            drop(open);
+            self.closes.notify_all();
         }
     }
 }

@@ -17,6 +17,10 @@ use std::time::Duration;
 use std::time::SystemTime;
 use weft_client::{CreateOptions, FileKind};
 
+/// How long rmdir waits for the releases of files closed in the directory
+/// (the kernel sends them right after close(2) returns).
+const RELEASE_BUDGET: Duration = Duration::from_secs(2);
+
 impl Filesystem for WeftFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.child(parent, name).and_then(|p| self.stat(&self.caller(req), &p)) {
@@ -74,6 +78,7 @@ impl Filesystem for WeftFs {
                 c.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(owner_err)?;
             }
             if let Some(s) = size {
+                Self::within_max_size(s, 0)?;
                 // After the writes queued before it.
                 self.writes.wait(ino.0);
                 match fh.map(|fh| self.handle(fh)) {
@@ -81,12 +86,11 @@ impl Filesystem for WeftFs {
                         h.file.truncate(s).map_err(e)?;
                         h.wrote.store(true, Ordering::Relaxed);
                     }
-                    _ => {
-                        c.open(&path, true).and_then(|f| f.truncate(s).and_then(|()| f.close())).map_err(e)?;
-                        if mtime.is_none() {
-                            c.set_mtime(&path, None).map_err(e)?;
-                        }
-                    }
+                    _ => c.open(&path, true).and_then(|f| f.truncate(s).and_then(|()| f.close())).map_err(e)?,
+                }
+                // A truncate moves the times at once (not at the close).
+                if mtime.is_none() {
+                    c.set_mtime(&path, None).map_err(e)?;
                 }
             }
             // The metadata service keeps one time, the mtime (atime is
@@ -131,7 +135,17 @@ impl Filesystem for WeftFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name).and_then(|p| self.caller(req).rmdir(&p).map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))) {
+        let c = self.caller(req);
+        let r = self.child(parent, name).and_then(|p| {
+            let mut r = c.rmdir(&p);
+            // Not empty only for files closed but not yet released here
+            // (`rm -rf` right after writing): wait for their releases.
+            if matches!(r, Err(weft_client::Error::NotEmpty(_))) && self.wait_hidden_closed(&p, RELEASE_BUDGET) {
+                r = c.rmdir(&p);
+            }
+            r.map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))
+        });
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -277,6 +291,9 @@ impl Filesystem for WeftFs {
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
         let r = self.child(parent, link_name).and_then(|p| {
             let target = target.to_str().ok_or(Errno::EINVAL)?;
+            if target.len() > weft_client::limits::MAX_LINK_TARGET_LEN {
+                return Err(Errno::ENAMETOOLONG);
+            }
             let a = self.caller(req).symlink(target, &p).map_err(|e| errno::of(&e))?;
             self.remember(a.id.0, &p);
             Ok(fuse_attr(&a, target.len() as u64))
@@ -309,6 +326,8 @@ impl Filesystem for WeftFs {
             let truncated = write && flags.0 & libc::O_TRUNC != 0;
             if truncated {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
+                // Seen at once, as the truncate's (not at the close).
+                opener.set_mtime(&path, None).map_err(|e| errno::of(&e))?;
             }
             let h = Handle::new(file, flags.0, opener);
             h.wrote.store(truncated, Ordering::Relaxed);
@@ -372,6 +391,7 @@ impl Filesystem for WeftFs {
         reply: ReplyWrite,
     ) {
         let r = self.handle(fh).and_then(|h| {
+            Self::within_max_size(offset, data.len() as u64)?;
             h.wrote.store(true, Ordering::Relaxed);
             let ino = h.file.attr().id.0;
             if h.append || h.sync {
@@ -566,5 +586,5 @@ impl Filesystem for WeftFs {
 /// Attributes for "." and ".." in a readdirplus page, which the kernel
 /// does not use.
 fn placeholder(ino: u64) -> weft_client::FileAttr {
-    weft_client::FileAttr { id: weft_client::FileId(ino), kind: weft_client::FileKind::Dir, mode: 0o755, uid: 0, gid: 0, mtime_ns: 0, ctime_ns: 0, layout: None }
+    weft_client::FileAttr { id: weft_client::FileId(ino), kind: weft_client::FileKind::Dir, mode: 0o755, uid: 0, gid: 0, mtime_ns: 0, ctime_ns: 0, nlink: 2, layout: None }
 }

@@ -6,8 +6,13 @@
 //! * writes of one file whose ranges overlap never run at once: a write
 //!   waits for the ones it overlaps, so the last one wins, as it would have;
 //! * everything that must see the file's bytes or size first waits until
-//!   the file's queued writes are done: read, getattr, truncate, append,
-//!   fsync, flush (so close-to-open holds) and giving up a write lock;
+//!   the file's writes queued *before it* are done: read, getattr, lookup,
+//!   truncate, append, fsync, flush (so close-to-open holds) and giving up
+//!   a write lock. Writes queued later (a stream that goes on) do not hold
+//!   it up, so one process streaming never starves another's stat or read;
+//! * a size asked of the servers while one of those writes was still in
+//!   flight is asked again once it is done (see [`Mark`]): the kernel takes
+//!   a size answered after a write's reply as newer than the write;
 //! * a write that failed is reported, as EIO or its own errno, by the next
 //!   write, fsync or close *of the handle that wrote it* (as the kernel's
 //!   page cache does), never to another process;
@@ -17,7 +22,7 @@
 use crate::errno;
 use crate::handle::Handle;
 use fuser::Errno;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -29,11 +34,36 @@ const THREADS: usize = 4;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// A write queued or in flight: its range and its place in the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Pending {
+    start: u64,
+    end: u64,
+    seq: u64,
+}
+
 #[derive(Default)]
 struct State {
-    /// Per inode, the ranges being written: (start, end).
-    busy: HashMap<u64, Vec<(u64, u64)>>,
+    /// Per inode, the writes queued or in flight.
+    busy: HashMap<u64, Vec<Pending>>,
     bytes: usize,
+    /// The sequence number of the last write queued.
+    queued: u64,
+    /// How many writes have finished (any file).
+    finished: u64,
+    /// The inodes of the last [`RECENT`] writes to finish, newest last.
+    recent: VecDeque<u64>,
+}
+
+/// How many finished writes [`State::recent`] remembers.
+const RECENT: usize = 64;
+
+/// Where the queue stood when a request began: the writes it must see
+/// are those queued up to `queued`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mark {
+    queued: u64,
+    finished: u64,
 }
 
 pub(crate) struct WriteBehind {
@@ -45,20 +75,30 @@ fn guard(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Does inode `ino` have a write queued up to `mark` still pending?
+fn before(st: &State, ino: u64, mark: Mark) -> bool {
+    st.busy.get(&ino).is_some_and(|v| v.iter().any(|w| w.seq <= mark.queued))
+}
+
 /// Takes a finished (or failed, or unwound) write's range off the books.
 struct Done {
     state: Arc<(Mutex<State>, Condvar)>,
     ino: u64,
-    range: (u64, u64),
+    write: Pending,
 }
 
 impl Drop for Done {
     fn drop(&mut self) {
         let (m, cond) = &*self.state;
         let mut st = guard(m);
-        st.bytes -= (self.range.1 - self.range.0) as usize;
+        st.bytes -= (self.write.end - self.write.start) as usize;
+        st.finished += 1;
+        if st.recent.len() == RECENT {
+            st.recent.pop_front();
+        }
+        st.recent.push_back(self.ino);
         if let Some(v) = st.busy.get_mut(&self.ino) {
-            if let Some(i) = v.iter().position(|&r| r == self.range) {
+            if let Some(i) = v.iter().position(|&w| w == self.write) {
                 v.swap_remove(i);
             }
             if v.is_empty() {
@@ -101,16 +141,18 @@ impl WriteBehind {
         let (m, cond) = &*self.state;
         let mut st = guard(m);
         loop {
-            let overlaps = st.busy.get(&ino).is_some_and(|v| v.iter().any(|&(s, e)| s < end && offset < e));
+            let overlaps = st.busy.get(&ino).is_some_and(|v| v.iter().any(|w| w.start < end && offset < w.end));
             if !overlaps && (st.bytes + len <= BUDGET || st.bytes == 0) {
                 break;
             }
             st = cond.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
-        st.busy.entry(ino).or_default().push((offset, end));
+        st.queued += 1;
+        let write = Pending { start: offset, end, seq: st.queued };
+        st.busy.entry(ino).or_default().push(write);
         st.bytes += len;
         drop(st);
-        let done = Done { state: self.state.clone(), ino, range: (offset, end) };
+        let done = Done { state: self.state.clone(), ino, write };
         let writer = h.clone();
         let job: Job = Box::new(move || {
             let _done = done;
@@ -130,18 +172,36 @@ impl WriteBehind {
         Ok(len)
     }
 
-    /// Waits until every write of inode `ino` queued so far is done.
+    /// Where the queue stands now.
+    pub(crate) fn mark(&self) -> Mark {
+        let st = guard(&self.state.0);
+        Mark { queued: st.queued, finished: st.finished }
+    }
+
+    /// Waits until every write of inode `ino` queued so far is done (not
+    /// those queued while it waits).
     pub(crate) fn wait(&self, ino: u64) {
+        let mark = self.mark();
+        self.wait_for(ino, mark);
+    }
+
+    /// Waits until every write of inode `ino` queued up to `mark` is done.
+    pub(crate) fn wait_for(&self, ino: u64, mark: Mark) {
         let (m, cond) = &*self.state;
         let mut st = guard(m);
-        while st.busy.contains_key(&ino) {
+        while before(&st, ino, mark) {
             st = cond.wait(st).unwrap_or_else(PoisonError::into_inner);
         }
     }
 
-    /// Does inode `ino` have writes queued or in flight?
-    pub(crate) fn pending(&self, ino: u64) -> bool {
-        guard(&self.state.0).busy.contains_key(&ino)
+    /// May what the servers said of inode `ino` since `mark` miss a write
+    /// queued up to `mark`? True while one is in flight, and when a write
+    /// of `ino` finished since (it may have finished after the servers
+    /// answered); also when too many writes finished to tell.
+    pub(crate) fn unsettled_since(&self, ino: u64, mark: Mark) -> bool {
+        let st = guard(&self.state.0);
+        let since = usize::try_from(st.finished - mark.finished).unwrap_or(usize::MAX);
+        since > st.recent.len() || st.recent.iter().rev().take(since).any(|&i| i == ino) || before(&st, ino, mark)
     }
 
     /// [`WriteBehind::wait`], then reports (and forgets) a failed write of

@@ -145,7 +145,7 @@ fn agree(comm: &CComm, mine: Result<()>) -> Result<()> {
 }
 
 fn placeholder_attr() -> FileAttr {
-    FileAttr { id: weft_wire::FileId(0), kind: weft_wire::FileKind::Dir, mode: 0, uid: 0, gid: 0, mtime_ns: 0, ctime_ns: 0, layout: None }
+    FileAttr { id: weft_wire::FileId(0), kind: weft_wire::FileKind::Dir, mode: 0, uid: 0, gid: 0, mtime_ns: 0, ctime_ns: 0, nlink: 1, layout: None }
 }
 
 /// An open Weft file and its MPI-IO state.

@@ -1,7 +1,7 @@
 //! Changes of an entry's attributes: owner, mode, times.
 
 use super::path::components;
-use super::tables::{check, encode_attr, err, now_ns, Result, Tables, DIRENTS, INODES, W};
+use super::tables::{check, encode_attr, err, may, now_ns, Result, Tables, DIRENTS, INODES, W};
 use redb::WriteTransaction;
 use weft_wire::{Cred, ErrorCode, FileAttr, FileKind};
 
@@ -60,10 +60,15 @@ pub(super) fn chmod(tx: &WriteTransaction, cred: Cred, path: &str, mode: u32) ->
     let attr = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let mut a = t.walk(cred, &comps)?;
-        if cred.uid != 0 && cred.uid != a.uid {
+        let mode = mode & 0o7777;
+        // A write or truncate by someone else who may write the file
+        // drops its setuid and setgid bits (the kernel asks for that as
+        // the writer): that change alone needs no ownership.
+        let drops_privileges = mode != a.mode && mode | 0o6000 == a.mode | 0o6000 && mode & !a.mode & 0o6000 == 0;
+        if cred.uid != 0 && cred.uid != a.uid && !(drops_privileges && may(cred, &a, W)) {
             return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
         }
-        a.mode = mode & 0o7777;
+        a.mode = mode;
         a.ctime_ns = now_ns();
         t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
         a

@@ -53,7 +53,7 @@ fn init_root(db: &Database) -> Result<()> {
         tx.open_table(LINKS)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();
-            let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, layout: None };
+            let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, nlink: 2, layout: None };
             inodes.insert(ROOT.0, encode_attr(&root).as_slice())?;
             counters.insert("next_id", ROOT.0 + 1)?;
         }
@@ -383,9 +383,10 @@ impl MetaService {
             if setgid_parent && kind == FileKind::Dir {
                 mode |= 0o2000;
             }
-            let attr = FileAttr { id: FileId(id), kind, mode, uid: cred.uid, gid, mtime_ns: t_ns, ctime_ns: t_ns, layout };
+            let attr = FileAttr { id: FileId(id), kind, mode, uid: cred.uid, gid, mtime_ns: t_ns, ctime_ns: t_ns, nlink: if kind == FileKind::Dir { 2 } else { 1 }, layout };
             t.inodes.insert(id, encode_attr(&attr).as_slice())?;
             t.dirents.insert((parent.id.0, name), id)?;
+            t.entries_changed(parent.id.0, i32::from(kind == FileKind::Dir), t_ns)?;
             if let Some(target) = target {
                 tx.open_table(LINKS)?.insert(id, target)?;
             }
@@ -421,6 +422,7 @@ fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bool) -> Resu
         }
         t.dirents.remove((parent.id.0, name))?;
         t.inodes.remove(id)?;
+        t.entries_changed(parent.id.0, -i32::from(attr.kind == FileKind::Dir), now_ns())?;
         attr
     };
     forget_inode(tx, &attr)?;
@@ -467,6 +469,17 @@ fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<Opt
         }
         t.dirents.remove((src_dir.id.0, from_name))?;
         t.dirents.insert((dst_dir.id.0, to_name), id)?;
+        // Both directories changed; a directory moved takes its ".." link
+        // along, and one replaced takes its own away.
+        let now = now_ns();
+        let moved_dir = i32::from(src.kind == FileKind::Dir);
+        let replaced_dir = i32::from(replaced.as_ref().is_some_and(|d| d.kind == FileKind::Dir));
+        t.entries_changed(src_dir.id.0, -moved_dir, now)?;
+        t.entries_changed(dst_dir.id.0, moved_dir - replaced_dir, now)?;
+        // The entry itself changed (its ctime, as Linux keeps it).
+        let mut moved = t.inode(id)?;
+        moved.ctime_ns = now;
+        t.inodes.insert(id, encode_attr(&moved).as_slice())?;
         replaced
     };
     let Some(dst) = replaced else { return Ok(None) };

@@ -151,6 +151,19 @@ impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str),
     }
 }
 
+impl<'tx> Tables<redb::Table<'tx, u64, &'static [u8]>, redb::Table<'tx, (u64, &'static str), u64>> {
+    /// Directory `dir` gained or lost an entry: its times move to `now`,
+    /// and its link count by `subdirs` (a subdirectory's ".." names it).
+    pub(super) fn entries_changed(&mut self, dir: u64, subdirs: i32, now: i64) -> Result<()> {
+        let mut a = self.inode(dir)?;
+        a.nlink = a.nlink.checked_add_signed(subdirs).ok_or_else(|| err(ErrorCode::Internal, format!("directory {dir}'s link count {} cannot change by {subdirs}", a.nlink)))?;
+        a.mtime_ns = now;
+        a.ctime_ns = now;
+        self.inodes.insert(dir, encode_attr(&a).as_slice())?;
+        Ok(())
+    }
+}
+
 /// The tables of a read-only transaction.
 pub(super) type ReadTables = Tables<redb::ReadOnlyTable<u64, &'static [u8]>, redb::ReadOnlyTable<(u64, &'static str), u64>>;
 

@@ -106,6 +106,9 @@ pub struct FileAttr {
     pub gid: u32,
     pub mtime_ns: i64,
     pub ctime_ns: i64,
+    /// Names the entry has: 1 for a file or link, 2 plus its
+    /// subdirectories for a directory (as `st_nlink`).
+    pub nlink: u32,
     /// Present for regular files only.
     pub layout: Option<StripeLayout>,
 }
@@ -181,7 +184,7 @@ pub enum PointerOp {
 impl FileAttr {
     pub fn encode(&self, e: &mut Encoder) {
         e.u64(self.id.0).u8(self.kind as u8).u32(self.mode).u32(self.uid).u32(self.gid);
-        e.i64(self.mtime_ns).i64(self.ctime_ns);
+        e.i64(self.mtime_ns).i64(self.ctime_ns).u32(self.nlink);
         match &self.layout {
             None => {
                 e.u8(0);
@@ -204,7 +207,7 @@ impl FileAttr {
             t => return Err(DecodeError::BadTag { what: "file kind", tag: t.into() }),
         };
         let (mode, uid, gid) = (d.u32()?, d.u32()?, d.u32()?);
-        let (mtime_ns, ctime_ns) = (d.i64()?, d.i64()?);
+        let (mtime_ns, ctime_ns, nlink) = (d.i64()?, d.i64()?, d.u32()?);
         let layout = if d.bool()? {
             let stripe_size = d.u64()?;
             if stripe_size == 0 {
@@ -222,7 +225,7 @@ impl FileAttr {
         } else {
             None
         };
-        Ok(FileAttr { id, kind, mode, uid, gid, mtime_ns, ctime_ns, layout })
+        Ok(FileAttr { id, kind, mode, uid, gid, mtime_ns, ctime_ns, nlink, layout })
     }
 }
 
@@ -334,7 +337,7 @@ impl MetaReq {
                 MetaReq::SharedPointer { token, op }
             }
             12 => {
-                let (path, target) = (path(d)?, d.str("link target", MAX_PATH_LEN)?);
+                let (path, target) = (path(d)?, d.str("link target", crate::limits::MAX_LINK_TARGET_LEN)?);
                 if target.is_empty() || target.contains('\0') {
                     return Err(DecodeError::Invalid("a link target is non-empty text without NUL"));
                 }

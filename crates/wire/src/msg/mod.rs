@@ -269,7 +269,7 @@ impl Response {
             9 => Response::Stats(ServerStats::decode(&mut d)?),
             10 => Response::Locked { lock: d.u64()? },
             11 => Response::Pointer { value: d.u64()? },
-            12 => Response::Link { target: d.str("link target", crate::limits::MAX_PATH_LEN)? },
+            12 => Response::Link { target: d.str("link target", crate::limits::MAX_LINK_TARGET_LEN)? },
             13 => {
                 let attr = FileAttr::decode(&mut d)?;
                 let size = if d.bool()? { Some(d.u64()?) } else { None };
@@ -308,6 +308,7 @@ mod tests {
                 gid: mode / 5,
                 mtime_ns: t,
                 ctime_ns: t / 2,
+                nlink: mode % 7,
                 layout: (k == 0).then(|| StripeLayout { stripe_size: ss, servers: srv.into_iter().map(ServerId).collect() }),
             })
     }

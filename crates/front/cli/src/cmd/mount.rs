@@ -163,10 +163,7 @@ fn daemonize(cluster: Option<&Path>, a: &MountArgs) -> Result<()> {
 
 /// A few random bits for a file name nobody can guess ahead.
 fn rand_suffix() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    h.finish() as u32
+    weft_client::random_u64() as u32
 }
 
 /// Unmounts; a mount whose process died (the kernel then answers ENOTCONN)

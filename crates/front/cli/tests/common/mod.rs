@@ -78,13 +78,18 @@ pub fn run_children(child: &str, ranks: u64, cluster_file: &Path, env: &[(&str, 
                 .env("WEFT_TEST_RANK", rank.to_string())
                 .env("WEFT_CLUSTER", cluster_file)
                 .envs(env.iter().copied())
-                .stdout(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    for mut k in kids {
-        assert!(k.wait().unwrap().success(), "child process {child} failed");
+    for k in kids {
+        let out = k.wait_with_output().unwrap();
+        // libtest reports a child's panic on its standard output.
+        let said = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = said.lines().collect();
+        let why = lines.iter().position(|l| l.contains("panicked at")).map_or(String::new(), |i| lines[i..lines.len().min(i + 3)].join("\n"));
+        assert!(out.status.success(), "child process {child} failed:\n{why}");
     }
 }
 

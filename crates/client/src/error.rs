@@ -40,6 +40,9 @@ pub enum Error {
     /// A server's storage is full.
     #[error("no space left on server {addr}: {message}")]
     NoSpace { addr: SocketAddr, message: String },
+    /// Past the largest file a server's storage keeps.
+    #[error("file too large for server {addr}: {message}")]
+    TooLarge { addr: SocketAddr, message: String },
     /// A server is at a limit (connections, memory, lock-table size, a lock
     /// wait): try again later.
     #[error("server {addr} busy: {message}")]
@@ -75,6 +78,7 @@ impl Error {
             ErrorCode::Io => Error::Io { addr, message },
             ErrorCode::Busy => Error::Busy { addr, message },
             ErrorCode::NoSpace => Error::NoSpace { addr, message },
+            ErrorCode::TooLarge => Error::TooLarge { addr, message },
             ErrorCode::LeaseExpired => Error::LeaseExpired(message),
             ErrorCode::Aborted => Error::Aborted { addr, message },
             ErrorCode::WrongService | ErrorCode::Internal => {

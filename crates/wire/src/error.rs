@@ -52,11 +52,13 @@ pub enum ErrorCode {
     /// A collective operation failed: a member abandoned it, one never
     /// arrived in time, or the server's I/O for it failed.
     Aborted = 15,
+    /// Past the largest file a server's storage keeps (EFBIG).
+    TooLarge = 16,
 }
 
 impl ErrorCode {
     /// Every code, for decoding and tests.
-    pub const ALL: [ErrorCode; 15] = [
+    pub const ALL: [ErrorCode; 16] = [
         Self::NotFound,
         Self::Exists,
         Self::NotDir,
@@ -72,6 +74,7 @@ impl ErrorCode {
         Self::LeaseExpired,
         Self::NoSpace,
         Self::Aborted,
+        Self::TooLarge,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -96,6 +99,7 @@ impl ErrorCode {
             Self::LeaseExpired => "lock lease expired",
             Self::NoSpace => "no space left on the server",
             Self::Aborted => "collective operation aborted",
+            Self::TooLarge => "file too large for the server's storage",
         }
     }
 }

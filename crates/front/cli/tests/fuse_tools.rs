@@ -85,6 +85,36 @@ fn tar_and_cp_a_carry_a_tree_there_and_back_unchanged() {
     m.unmount();
 }
 
+/// Everyday work on a real source tree (this repository's `crates`, a few
+/// hundred files): untar it and read every file back at once, byte for
+/// byte; clone it with git (file://) and compare the checkout at once;
+/// `rm -rf` both; nothing may be left, hidden names included. Three rounds.
+#[test]
+fn untar_clone_read_back_at_once_and_rm_rf_leave_nothing() {
+    let tc = TestCluster::start("tools-everyday", 4);
+    let m = Mount::new(&tc, "mnt");
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    let repo_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..").canonicalize().unwrap();
+    sh(&repo_root, &format!("tar -cf {}/tree.tar crates", local.display()));
+    sh(&local, "mkdir src && tar -C src -xf tree.tar && cd src && git init -q -b main && git add -A && git -c user.name=t -c user.email=t@example.org commit -q -m tree");
+    let want = snapshot(&local.join("src/crates"));
+    assert!(want.len() > 100, "the tree has {} entries", want.len());
+    for round in 0..3 {
+        let untarred = m.point.join(format!("untarred{round}"));
+        fs::create_dir(&untarred).unwrap();
+        sh(&local, &format!("tar -C {} -xf tree.tar", untarred.display()));
+        assert_eq!(snapshot(&untarred.join("crates")), want, "round {round}: the tree read back right after tar xf");
+        let cloned = m.point.join(format!("cloned{round}"));
+        sh(&local, &format!("git clone -q file://{}/src {}", local.display(), cloned.display()));
+        sh(&local, &format!("diff -r src/crates {}/crates", cloned.display()));
+        sh(&m.point, &format!("rm -rf {} {}", untarred.display(), cloned.display()));
+    }
+    let left: Vec<String> = tc.client().readdir("/").unwrap().into_iter().map(|e| e.name).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    m.unmount();
+}
+
 #[test]
 fn git_commits_collects_garbage_and_clones_on_the_mount() {
     let tc = TestCluster::start("tools-git", 2);

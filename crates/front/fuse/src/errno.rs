@@ -14,6 +14,7 @@ pub fn of(e: &Error) -> Errno {
         Error::InvalidPath(_) => libc::EINVAL,
         Error::BadRequest(_) => libc::EINVAL,
         Error::NoSpace { .. } => libc::ENOSPC,
+        Error::TooLarge { .. } => libc::EFBIG,
         Error::Busy { .. } => libc::EBUSY,
         _ => libc::EIO,
     })

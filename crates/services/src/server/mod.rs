@@ -197,6 +197,7 @@ impl Server {
         let io_err = |e: std::io::Error| {
             let code = match e.kind() {
                 _ if e.raw_os_error() == Some(libc::ENOSPC) => ErrorCode::NoSpace,
+                _ if e.raw_os_error() == Some(libc::EFBIG) => ErrorCode::TooLarge,
                 std::io::ErrorKind::NotFound => ErrorCode::NotFound,
                 _ => ErrorCode::Io,
             };

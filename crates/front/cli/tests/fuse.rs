@@ -481,7 +481,7 @@ fn alive(pid: i32) -> bool {
 #[test]
 fn appends_from_two_mounts_at_once_lose_no_record() {
     const RECORDS: usize = 150;
-    const LEN: usize = 24;
+    const LEN: usize = 1000;
     let tc = TestCluster::start("fuse-append", 2);
     let (m1, m2) = (Mount::new(&tc, "mnt1"), Mount::new(&tc, "mnt2"));
     fs::write(m1.point.join("log"), b"").unwrap();

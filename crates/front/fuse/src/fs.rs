@@ -267,9 +267,12 @@ impl WeftFs {
         }
     }
 
-    /// Open flags the mount honours: direct I/O passes through.
+    /// Open flags the mount honours: direct I/O passes through. Appends
+    /// bypass the page cache too: through it the kernel may split one
+    /// write(2) at a page boundary into two requests, and another
+    /// process's append could land between the halves.
     pub(crate) fn fopen_flags(flags: i32) -> FopenFlags {
-        if flags & libc::O_DIRECT != 0 { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() }
+        if flags & (libc::O_DIRECT | libc::O_APPEND) != 0 { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() }
     }
 }
 

@@ -215,6 +215,11 @@ impl Filesystem for WeftFs {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO) {
             tracing::info!(target: "weft::fuse", ?missing, "the kernel lists directories without attributes");
         }
+        // Append handles bypass the page cache (see `fopen_flags`); they
+        // may still be mapped where the kernel allows it.
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
+            tracing::info!(target: "weft::fuse", ?missing, "files opened for appending cannot be mapped shared");
+        }
         if let Err(most) = config.set_max_readahead(4 << 20) {
             let _ = config.set_max_readahead(most);
         }

@@ -11,6 +11,7 @@ pub mod btio;
 pub mod coll;
 pub mod concurrent_write;
 pub mod conns;
+pub mod everyday;
 pub mod fuse;
 pub mod fuzz;
 pub mod io500;

@@ -17,6 +17,24 @@ fn bench_rows(name: &str, args: &[&str]) -> (Vec<serde_json::Value>, Vec<String>
     (v["rows"].as_array().unwrap().clone(), files)
 }
 
+/// `weft bench everyday` (issue 21): tar xf, git clone, cold reads (whose
+/// byte count is checked against the tree) and rm -rf on a real mount
+/// and a local directory; a row per operation, both times and their
+/// ratio, and the plot. Needs root, /dev/fuse, tar and git.
+#[test]
+fn everyday_work_runs_on_the_mount_and_plots_its_ratios() {
+    let (rows, files) = bench_rows("everyday", &["everyday", "--files", "40", "--repeats", "1", "--servers", "2"]);
+    let ops: Vec<&str> = rows.iter().map(|r| r["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["tar-xf", "git-clone", "read-cold", "rm-rf"]);
+    for r in &rows {
+        for k in ["mount_s", "local_s", "ratio"] {
+            let x = r[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{r}");
+        }
+    }
+    assert!(files.iter().any(|f| f == "out.png") && files.iter().any(|f| f == "out.svg"), "{files:?}");
+}
+
 /// `weft bench io500` (issue 12): every IO500 phase runs on a real mount
 /// and on a local directory, each read checks the bytes it gets
 /// (interleaved 47,008-byte segments of several processes in one file,

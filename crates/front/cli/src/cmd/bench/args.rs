@@ -164,6 +164,22 @@ pub(super) enum Which {
         #[arg(long, default_value_t = 4)]
         servers: usize,
     },
+    /// Everyday work through the FUSE mount (issue 21): tar xf, git clone (file://), cold small-file reads, rm -rf of a source-like tree, each as a ratio to a local directory in the same run, with a plot. Needs root, tar and git.
+    Everyday {
+        #[command(flatten)]
+        common: Common,
+        /// Files in the generated tree (100 B to 64 KiB each).
+        #[arg(long, default_value_t = 1500)]
+        files: usize,
+        /// A directory to use as the tree instead (copied once).
+        #[arg(long)]
+        tree: Option<std::path::PathBuf>,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
     /// IO500-like shapes on the FUSE mount (issue 12): ior-easy, ior-hard, mdtest-easy, mdtest-hard, beside a local directory, scored as IO500 scores. Needs root.
     Io500 {
         #[command(flatten)]

@@ -7,7 +7,7 @@ use args::{Common, Which};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, fuse, io500, ionode, mpiio_cost, net, noncontig as nc, sched};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, everyday, fuse, io500, ionode, mpiio_cost, net, noncontig as nc, sched};
 
 /// The CSV file of a benchmark: `--csv`, else `bench-results/<name>.csv`.
 fn csv_path(common: &Common, name: &str) -> PathBuf {
@@ -114,6 +114,33 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::Everyday { common, files, tree, repeats, servers } => {
+            let bc = common.cluster(&exe, cluster, servers)?;
+            let quiet = common.json;
+            let rows = everyday::run(&exe, &bc, &everyday::Params { files, tree: tree.clone(), repeats }, &|what| {
+                if !quiet {
+                    eprintln!("bench everyday: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "everyday");
+            let bars: Vec<weft_bench::plot::Bar> = rows.iter().map(|r| weft_bench::plot::Bar { name: r.op.into(), value: r.ratio, goal: r.goal }).collect();
+            let plots = weft_bench::plot::write_bars(&csv.with_extension(""), "Everyday work: time on the mount / time on a local directory", "mount time / local time", &bars, 1.0)?;
+            if emit(&common, &csv, &rows, Default::default())? {
+                let goal = |g: Option<f64>| g.map_or("-".to_string(), |g| format!("<= {g:.1}"));
+                let table: Vec<Vec<String>> =
+                    rows.iter().map(|r| vec![r.op.to_string(), format!("{:.3}", r.mount_s), format!("{:.3}", r.local_s), format!("{:.2}", r.ratio), goal(r.goal)]).collect();
+                let tree = tree.as_ref().map_or(format!("a generated tree of {files} files"), |t| t.display().to_string());
+                print_table(
+                    &format!("Everyday work through the mount: {tree}, median of {repeats} (not synced on either side; reads cold)"),
+                    &["op", "mount s", "local s", "mount/local", "goal"],
+                    &table,
+                );
+                out!("CSV: {}", csv.display())?;
+                for p in plots {
+                    out!("plot: {}", p.display())?;
+                }
             }
         }
         Which::Ionode { common, seconds, easy_matrix, hard_matrix, modes, ops, patterns, repeats, servers } => {

@@ -162,6 +162,12 @@ fn exercise(root: &Path) -> Vec<String> {
     let m = fs::metadata(p("suid")).unwrap();
     seen.push(format!("after: mode {:o}, size {}", m.mode() & 0o7777, m.len()));
     seen.push(format!("chmod by uid 1001: errors {}", as_user(root, "chmod 0777 suid")));
+    // The same through the page cache (not an append).
+    fs::write(p("suid2"), b"0123456789").unwrap();
+    fs::set_permissions(p("suid2"), fs::Permissions::from_mode(0o6777)).unwrap();
+    seen.push(format!("overwrite by uid 1001: errors {}", as_user(root, "printf abc 1<> suid2")));
+    let m = fs::metadata(p("suid2")).unwrap();
+    seen.push(format!("after: mode {:o}, bytes {:?}", m.mode() & 0o7777, fs::read_to_string(p("suid2")).unwrap()));
     seen
 }
 

@@ -180,6 +180,20 @@ impl WeftFs {
         Ok(fuse_attr(&a, size))
     }
 
+    /// File `ino`'s size now, with every write queued before this call in
+    /// it: from a handle this mount has open (one round trip to the data
+    /// servers, none to the metadata service), else by a stat.
+    pub(crate) fn size_now(&self, c: &weft_client::Client, ino: INodeNo) -> Result<u64, Errno> {
+        let open = lock(&self.handles).values().find(|h| h.file.attr().id.0 == ino.0).cloned();
+        match open {
+            Some(h) => {
+                self.writes.wait(ino.0);
+                h.file.size().map_err(|e| errno::of(&e))
+            }
+            None => self.stat_ino(c, ino).map(|a| a.size),
+        }
+    }
+
     /// The attributes of inode `ino` by its path, if the path still names
     /// that inode (another mount may have replaced or moved it): else ESTALE.
     pub(crate) fn stat_ino(&self, c: &weft_client::Client, ino: INodeNo) -> Result<FileAttr, Errno> {

@@ -17,6 +17,8 @@ pub(crate) struct Handle {
     /// Written through: its last close sets the file's mtime (data
     /// servers do not tell the metadata service of writes).
     pub(crate) wrote: std::sync::atomic::AtomicBool,
+    /// A write through it cleared the file's setuid and setgid bits.
+    pub(crate) privileges_dropped: std::sync::atomic::AtomicBool,
     /// The first failure of a queued write through this handle, not yet
     /// reported.
     failed: Mutex<Option<Errno>>,
@@ -29,7 +31,7 @@ pub(crate) struct Handle {
 impl Handle {
     pub(crate) fn new(file: File, flags: i32, opener: weft_client::Client) -> Self {
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
-        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
+        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
     }
 
     /// Records a queued write's failure for this handle's next write,

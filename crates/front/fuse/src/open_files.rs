@@ -99,6 +99,21 @@ impl WeftFs {
         self.remember(ino, path);
     }
 
+    /// Clears the setuid and setgid bits of `h`'s file for a write by `c`,
+    /// once per handle, if the file had them when opened (a later
+    /// chmod +s is not seen).
+    pub(crate) fn drop_privileges(&self, c: &weft_client::Client, h: &Handle) -> Result<(), Errno> {
+        if h.file.attr().mode & 0o6000 == 0 || h.privileges_dropped.swap(true, Ordering::Relaxed) {
+            return Ok(());
+        }
+        let path = self.path_of(INodeNo(h.file.attr().id.0))?;
+        let (a, _) = c.stat(&path).map_err(|e| errno::of(&e))?;
+        if a.id == h.file.attr().id && a.mode & 0o6000 != 0 {
+            c.chmod(&path, a.mode & !0o6000).map_err(|e| errno::of(&e))?;
+        }
+        Ok(())
+    }
+
     /// Sets the mtime of a file written through `h` since its last close
     /// (or explicit time); data servers do not tell the metadata service.
     /// Asked as the user who opened it (a writer, so allowed "now").

@@ -70,12 +70,15 @@ impl Filesystem for WeftFs {
             let e = |e: weft_client::Error| errno::of(&e);
             // Changing mode or owner without the right is EPERM (chmod(2)).
             let owner_err = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
+            // The attributes the last change answered with: the reply, with
+            // no stat of its own (each is a round trip, and tar makes three
+            // such changes per file).
+            let mut last = None;
             if let Some(m) = mode {
-                c.chmod(&path, m & 0o7777).map_err(owner_err)?;
+                last = Some(c.chmod(&path, m & 0o7777).map_err(owner_err)?);
             }
             if uid.is_some() || gid.is_some() {
-                let (cur, _) = c.stat(&path).map_err(e)?;
-                c.chown(&path, uid.unwrap_or(cur.uid), gid.unwrap_or(cur.gid)).map_err(owner_err)?;
+                last = Some(c.chown(&path, uid.unwrap_or(weft_client::KEEP_ID), gid.unwrap_or(weft_client::KEEP_ID)).map_err(owner_err)?);
             }
             if let Some(s) = size {
                 Self::within_max_size(s, 0)?;
@@ -90,24 +93,39 @@ impl Filesystem for WeftFs {
                 }
                 // A truncate moves the times at once (not at the close).
                 if mtime.is_none() {
-                    c.set_mtime(&path, None).map_err(e)?;
+                    last = Some(c.set_mtime(&path, None).map_err(e)?);
                 }
             }
             // The metadata service keeps one time, the mtime (atime is
             // reported equal to it); setting atime alone changes nothing.
             match mtime {
                 Some(TimeOrNow::SpecificTime(t)) => {
-                    c.set_mtime(&path, Some(nanos(t))).map_err(owner_err)?;
+                    last = Some(c.set_mtime(&path, Some(nanos(t))).map_err(owner_err)?);
                     // A time set on purpose (cp -p, tar) stands: earlier
                     // writes through open handles no longer touch it.
                     for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
                         h.wrote.store(false, Ordering::Relaxed);
                     }
                 }
-                Some(TimeOrNow::Now) => drop(c.set_mtime(&path, None).map_err(e)?),
+                Some(TimeOrNow::Now) => last = Some(c.set_mtime(&path, None).map_err(e)?),
                 None => {}
             }
-            self.stat_ino(&c, ino)
+            match last {
+                Some(a) if a.id.0 != ino.0 && ino.0 != 1 => {
+                    // The path names another file now (another mount renamed).
+                    lock(&self.paths).remove(&ino.0);
+                    Err(Errno::ESTALE)
+                }
+                Some(a) if a.kind == FileKind::File => {
+                    let size = match size {
+                        Some(s) => s,
+                        None => self.size_now(&c, ino)?,
+                    };
+                    Ok(fuse_attr(&a, size))
+                }
+                Some(a) if a.kind == FileKind::Dir => Ok(fuse_attr(&a, 0)),
+                _ => self.stat_ino(&c, ino),
+            }
         })();
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
@@ -385,18 +403,24 @@ impl Filesystem for WeftFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let r = self.handle(fh).and_then(|h| {
             Self::within_max_size(offset, data.len() as u64)?;
+            // Through the page cache the kernel drops setuid and setgid
+            // itself (a setattr); a write bypassing it (appends, O_DIRECT)
+            // asks the file system to, when the writer may not keep them.
+            if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                self.drop_privileges(&self.caller(req), &h)?;
+            }
             h.wrote.store(true, Ordering::Relaxed);
             let ino = h.file.attr().id.0;
             if h.append || h.sync {

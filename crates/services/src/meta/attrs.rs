@@ -13,6 +13,8 @@ pub(super) fn chown(tx: &WriteTransaction, cred: Cred, path: &str, uid: u32, gid
     let attr = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let mut a = t.walk(cred, &comps)?;
+        let uid = if uid == weft_wire::KEEP_ID { a.uid } else { uid };
+        let gid = if gid == weft_wire::KEEP_ID { a.gid } else { gid };
         // Linux's rule (_POSIX_CHOWN_RESTRICTED): root changes anything; the
         // owner may keep the owner and set the group to one of its own (or
         // keep the group it has).

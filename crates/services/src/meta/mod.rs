@@ -14,6 +14,7 @@
 
 mod attrs;
 mod grants;
+mod migrate;
 mod group_commit;
 mod path;
 mod shared_pointers;
@@ -56,6 +57,11 @@ fn init_root(db: &Database) -> Result<()> {
             let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, nlink: 2, layout: None };
             inodes.insert(ROOT.0, encode_attr(&root).as_slice())?;
             counters.insert("next_id", ROOT.0 + 1)?;
+            drop((inodes, counters));
+            migrate::mark_new(&tx)?;
+        } else {
+            drop((inodes, counters));
+            migrate::to_current(&tx)?;
         }
     }
     tx.commit()?;

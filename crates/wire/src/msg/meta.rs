@@ -137,6 +137,7 @@ pub enum MetaReq {
     Chmod { path: String, mode: u32 },
     /// Changes owner and group: root, or the owner keeping the owner and
     /// choosing one of its groups (`_POSIX_CHOWN_RESTRICTED`, as Linux).
+    /// [`KEEP_ID`] for either keeps it (chown(2)'s -1).
     Chown { path: String, uid: u32, gid: u32 },
     /// An MPI-IO shared file pointer, named by a random token its job's
     /// rank 0 drew at open. Answered with `Pointer` (the value before).
@@ -165,6 +166,9 @@ pub enum MetaReq {
     /// caller (its owner keeps them). Answered with `Cap`.
     Renew { old: super::cap::Capability },
 }
+
+/// `Chown`'s "leave this one as it is" (chown(2)'s -1).
+pub const KEEP_ID: u32 = u32::MAX;
 
 /// `SetTimes`' "now": the service's clock, allowed to anyone who may write
 /// the file (an explicit time only to its owner or root).

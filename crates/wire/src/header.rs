@@ -20,7 +20,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// encoding. 2: challenge-response handshake. 3: shared file pointers
 /// (meta op 11, response 11), CPU and disk fields in server stats.
 /// 4: symbolic links (file kind 3, meta ops 12-13, response 12), SetTimes
-/// (meta op 14).
+/// (meta op 14). 5: server-directed collectives. 6: capabilities on data
+/// requests, the MUNGE handshake. 7: link counts in `FileAttr`, error
+/// code 16 (TooLarge).
 pub const PROTOCOL_VERSION: u8 = 7;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;

@@ -16,8 +16,9 @@ pub const MAX_PAYLOAD_LEN: u32 = 16 << 20;
 /// it by its whole path (a walk costs one lookup per 2 bytes at most).
 pub const MAX_PATH_LEN: usize = 32 << 10;
 
-/// Longest symbolic link target, as Linux's (`PATH_MAX` with its NUL).
-pub const MAX_LINK_TARGET_LEN: usize = 4095;
+/// Longest symbolic link target the service keeps: `PATH_MAX` (Linux's
+/// own limit is one less, for the NUL; the mount applies that).
+pub const MAX_LINK_TARGET_LEN: usize = 4096;
 
 /// Largest end (offset + length) of a file's bytes: any layout then keeps
 /// every object below [`MAX_OBJECT_END`].

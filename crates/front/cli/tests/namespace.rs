@@ -220,6 +220,58 @@ fn setgid_directories_pass_their_group_and_only_root_gives_files_away() {
     assert_eq!((a.uid, a.gid, a.mode), (1002, 1002, 0o755));
 }
 
+/// A writer who is not the owner may drop a file's setuid and setgid bits
+/// (what a write asks for) and nothing else: not another bit, not a
+/// directory's setgid, not without write permission. Chown keeps an id
+/// given as KEEP_ID. A directory's link count is 2 plus its
+/// subdirectories through mkdir, rmdir and renames (also onto an empty
+/// directory), and its times move when entries come and go.
+#[test]
+fn writers_drop_privileges_only_and_directories_count_their_links() {
+    let tc = TestCluster::start("privs-links", 1);
+    let root = tc.client();
+    let bob = Client::with_options(tc.cluster(), ClientOptions { cred: Cred::new(1002, 1002), ..ClientOptions::default() }).unwrap();
+    root.create("/f", excl()).unwrap();
+    root.chmod("/f", 0o6666).unwrap();
+    assert!(matches!(bob.chmod("/f", 0o6667), Err(Error::Permission(_))), "another bit");
+    assert!(matches!(bob.chmod("/f", 0o0666 | 0o4000 | 0o1000), Err(Error::Permission(_))), "the sticky bit with it");
+    assert_eq!(bob.chmod("/f", 0o2666).unwrap().mode, 0o2666, "setuid dropped");
+    assert_eq!(bob.chmod("/f", 0o0666).unwrap().mode, 0o0666, "setgid dropped");
+    root.chmod("/f", 0o6644).unwrap();
+    assert!(matches!(bob.chmod("/f", 0o644), Err(Error::Permission(_))), "no write permission");
+    root.mkdir("/shared", 0o2777).unwrap();
+    assert!(matches!(bob.chmod("/shared", 0o777), Err(Error::Permission(_))), "a directory's setgid is its owner's");
+    // chown -1.
+    let a = root.chown("/f", 1002, weft_client::KEEP_ID).unwrap();
+    assert_eq!((a.uid, a.gid), (1002, 0));
+    let a = root.chown("/f", weft_client::KEEP_ID, 7).unwrap();
+    assert_eq!((a.uid, a.gid), (1002, 7));
+    // Link counts and times.
+    let nlink = |p: &str| root.stat(p).unwrap().0.nlink;
+    let mtime = |p: &str| root.stat(p).unwrap().0.mtime_ns;
+    root.mkdir("/a", 0o755).unwrap();
+    root.mkdir("/b", 0o755).unwrap();
+    assert_eq!((nlink("/"), nlink("/a")), (5, 2));
+    root.mkdir("/a/x", 0o755).unwrap();
+    root.mkdir("/a/y", 0o755).unwrap();
+    root.mkdir("/b/z", 0o755).unwrap();
+    assert_eq!((nlink("/a"), nlink("/b")), (4, 3));
+    root.rename("/a/x", "/b/x").unwrap();
+    assert_eq!((nlink("/a"), nlink("/b")), (3, 4), "moved across");
+    root.rename("/a/y", "/b/z").unwrap();
+    assert_eq!((nlink("/a"), nlink("/b")), (2, 4), "onto an empty directory");
+    root.rename("/b/x", "/b/x2").unwrap();
+    root.rename("/b/x2", "/b/x2").unwrap();
+    assert_eq!(nlink("/b"), 4, "within one directory, and onto itself");
+    root.rmdir("/b/x2").unwrap();
+    assert_eq!(nlink("/b"), 3);
+    let before = mtime("/a");
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    root.create("/a/file", excl()).unwrap();
+    assert!(mtime("/a") > before, "a new entry moves the directory's time");
+    assert_eq!(nlink("/a"), 2, "files do not count");
+}
+
 /// Mutations from many clients at once share commits (group commit) but
 /// keep their own results, in some serial order: of 8 exclusive creates of
 /// one name exactly one wins; 8 x 50 distinct creates all land, once.

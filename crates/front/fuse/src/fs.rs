@@ -10,7 +10,7 @@ use crate::write_behind::WriteBehind;
 use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo};
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_client::{limits, Client};
@@ -37,11 +37,14 @@ pub struct MountOptions {
     pub attr_timeout: Duration,
     /// A name's mapping to an inode.
     pub entry_timeout: Duration,
+    /// Threads serving the kernel's requests (a request that waits for
+    /// others, as rmdir for releases, leaves at least one free).
+    pub threads: usize,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { attr_timeout: Duration::from_secs(1), entry_timeout: Duration::from_secs(1) }
+        MountOptions { attr_timeout: Duration::from_secs(1), entry_timeout: Duration::from_secs(1), threads: 4 }
     }
 }
 
@@ -85,6 +88,9 @@ pub struct WeftFs {
     pub(crate) closes: std::sync::Condvar,
     /// Hidden names whose last close is removing them now.
     pub(crate) removing: Mutex<Vec<String>>,
+    /// Requests waiting in `wait_hidden_closed` (each holds a thread the
+    /// releases they wait for need).
+    pub(crate) release_waiters: AtomicUsize,
     /// fcntl record locks, through the lock service.
     pub(crate) locks: Arc<PosixLocks>,
     /// F_SETLKW requests waiting on threads of their own.
@@ -118,6 +124,7 @@ impl WeftFs {
             open_inodes: Mutex::new(HashMap::new()),
             closes: std::sync::Condvar::new(),
             removing: Mutex::new(Vec::new()),
+            release_waiters: AtomicUsize::new(0),
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),

@@ -67,12 +67,28 @@ impl WeftFs {
     /// just closed (set aside, as still open) and then remove its
     /// directory before that release comes.
     pub(crate) fn wait_hidden_closed(&self, dir: &str, budget: std::time::Duration) -> bool {
+        // Each waiter holds one of the mount's request threads, which the
+        // releases it waits for need: leave at least one free.
+        let waiters = self.release_waiters.fetch_add(1, Ordering::AcqRel);
+        let done = waiters + 1 < self.opts.threads && self.wait_hidden_closed_now(dir, budget);
+        self.release_waiters.fetch_sub(1, Ordering::AcqRel);
+        done
+    }
+
+    fn wait_hidden_closed_now(&self, dir: &str, budget: std::time::Duration) -> bool {
         let prefix = if dir == "/" { format!("/{HIDDEN_PREFIX}") } else { format!("{dir}/{HIDDEN_PREFIX}") };
-        let in_dir = |o: &crate::fs::OpenInode| o.hidden.as_ref().is_some_and(|(h, _)| h.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/')));
+        // Where each set-aside file is now (its directory may have been
+        // renamed since it was set aside).
+        let in_dir = |ino: &u64, o: &crate::fs::OpenInode| {
+            o.hidden.as_ref().is_some_and(|(h, _)| {
+                let now = lock(&self.paths).get(ino).cloned().unwrap_or_else(|| h.clone());
+                now.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/'))
+            })
+        };
         let deadline = std::time::Instant::now() + budget;
         let mut open = lock(&self.open_inodes);
         loop {
-            if !open.values().any(in_dir) && !lock(&self.removing).iter().any(|h| h.starts_with(&prefix)) {
+            if !open.iter().any(|(ino, o)| in_dir(ino, o)) && !lock(&self.removing).iter().any(|h| h.starts_with(&prefix)) {
                 return true;
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -101,17 +117,24 @@ impl WeftFs {
 
     /// Clears the setuid and setgid bits of `h`'s file for a write by `c`,
     /// once per handle, if the file had them when opened (a later
-    /// chmod +s is not seen).
-    pub(crate) fn drop_privileges(&self, c: &weft_client::Client, h: &Handle) -> Result<(), Errno> {
-        if h.file.attr().mode & 0o6000 == 0 || h.privileges_dropped.swap(true, Ordering::Relaxed) {
-            return Ok(());
+    /// chmod +s is not seen). A failure is logged and the write goes on:
+    /// the bits are the file's, the bytes the writer's.
+    pub(crate) fn drop_privileges(&self, c: &weft_client::Client, h: &Handle) {
+        if h.file.attr().mode & 0o6000 == 0 || h.privileges_dropped.load(Ordering::Relaxed) {
+            return;
         }
-        let path = self.path_of(INodeNo(h.file.attr().id.0))?;
-        let (a, _) = c.stat(&path).map_err(|e| errno::of(&e))?;
-        if a.id == h.file.attr().id && a.mode & 0o6000 != 0 {
-            c.chmod(&path, a.mode & !0o6000).map_err(|e| errno::of(&e))?;
+        let r = (|| -> Result<(), weft_client::Error> {
+            let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0)) else { return Ok(()) };
+            let (a, _) = c.stat(&path)?;
+            if a.id == h.file.attr().id && a.mode & 0o6000 != 0 {
+                c.chmod(&path, a.mode & !0o6000)?;
+            }
+            Ok(())
+        })();
+        match r {
+            Ok(()) => h.privileges_dropped.store(true, Ordering::Relaxed),
+            Err(e) => tracing::warn!(target: "weft::fuse", ino = h.file.attr().id.0, error = %e, "could not drop the setuid/setgid bits of a file written"),
         }
-        Ok(())
     }
 
     /// Sets the mtime of a file written through `h` since its last close

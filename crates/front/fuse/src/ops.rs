@@ -314,7 +314,8 @@ impl Filesystem for WeftFs {
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
         let r = self.child(parent, link_name).and_then(|p| {
             let target = target.to_str().ok_or(Errno::EINVAL)?;
-            if target.len() > weft_client::limits::MAX_LINK_TARGET_LEN {
+            // Linux's limit: PATH_MAX with the NUL.
+            if target.len() >= weft_client::limits::MAX_LINK_TARGET_LEN {
                 return Err(Errno::ENAMETOOLONG);
             }
             let a = self.caller(req).symlink(target, &p).map_err(|e| errno::of(&e))?;
@@ -419,7 +420,7 @@ impl Filesystem for WeftFs {
             // itself (a setattr); a write bypassing it (appends, O_DIRECT)
             // asks the file system to, when the writer may not keep them.
             if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-                self.drop_privileges(&self.caller(req), &h)?;
+                self.drop_privileges(&self.caller(req), &h);
             }
             h.wrote.store(true, Ordering::Relaxed);
             let ino = h.file.attr().id.0;
@@ -477,15 +478,29 @@ impl Filesystem for WeftFs {
             let id = h.file.attr().id.0;
             // The write open ends at the metadata service, with the size if
             // it wrote (stat then answers without the data servers). A
-            // handle still borrowed by a request in flight is just dropped:
-            // its file's stats keep asking the data servers.
-            match Arc::try_unwrap(h) {
-                Ok(h) => {
+            // handle another request still borrows (a setattr asking the
+            // size through it) is waited for a moment; one still held then
+            // is just dropped: its file's stats keep asking the data servers.
+            let mut h = h;
+            let mut tries = 0;
+            let owned = loop {
+                match Arc::try_unwrap(h) {
+                    Ok(owned) => break Some(owned),
+                    Err(shared) if tries < 100 => {
+                        h = shared;
+                        tries += 1;
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(_) => break None,
+                }
+            };
+            match owned {
+                Some(h) => {
                     if let Err(e) = h.file.close() {
                         tracing::warn!(target: "weft::fuse", ino = id, error = %e, "closing a write handle at the metadata service failed");
                     }
                 }
-                Err(_) => tracing::debug!(target: "weft::fuse", ino = id, "handle released while in use; not reported closed"),
+                None => tracing::debug!(target: "weft::fuse", ino = id, "handle released while in use; not reported closed"),
             }
             self.closed(id);
         }

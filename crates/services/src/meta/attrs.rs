@@ -63,10 +63,11 @@ pub(super) fn chmod(tx: &WriteTransaction, cred: Cred, path: &str, mode: u32) ->
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let mut a = t.walk(cred, &comps)?;
         let mode = mode & 0o7777;
-        // A write or truncate by someone else who may write the file
-        // drops its setuid and setgid bits (the kernel asks for that as
-        // the writer): that change alone needs no ownership.
-        let drops_privileges = mode != a.mode && mode | 0o6000 == a.mode | 0o6000 && mode & !a.mode & 0o6000 == 0;
+        // A write or truncate by someone else who may write a file drops
+        // its setuid and setgid bits (the kernel asks for that as the
+        // writer): that change alone, of a regular file, needs no
+        // ownership (a directory's setgid stays its owner's to change).
+        let drops_privileges = a.kind == FileKind::File && mode != a.mode && mode | 0o6000 == a.mode | 0o6000 && mode & !a.mode & 0o6000 == 0;
         if cred.uid != 0 && cred.uid != a.uid && !(drops_privileges && may(cred, &a, W)) {
             return Err(err(ErrorCode::Permission, format!("uid {} does not own {path}", cred.uid)));
         }

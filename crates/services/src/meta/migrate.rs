@@ -4,10 +4,10 @@
 //! Format 1 (before link counts): inode records without `nlink`. Format 2:
 //! `nlink` after the times; a directory's is 2 plus its subdirectories.
 
-use super::tables::{decode_attr, Result, COUNTERS, DIRENTS, INODES};
+use super::tables::{decode_attr, err, Result, COUNTERS, DIRENTS, INODES};
 use redb::{ReadableTable, WriteTransaction};
 use std::collections::HashMap;
-use weft_wire::FileKind;
+use weft_wire::{ErrorCode, FileKind};
 
 /// The format this build writes.
 pub(super) const FORMAT: u64 = 2;
@@ -39,7 +39,10 @@ pub(super) fn mark_new(tx: &WriteTransaction) -> Result<()> {
 pub(super) fn to_current(tx: &WriteTransaction) -> Result<usize> {
     let mut counters = tx.open_table(COUNTERS)?;
     let format = counters.get("format")?.map_or(1, |v| v.value());
-    if format >= FORMAT {
+    if format > FORMAT {
+        return Err(err(ErrorCode::Internal, format!("the metadata database is of format {format}, newer than this build's {FORMAT}: run the newer weft")));
+    }
+    if format == FORMAT {
         return Ok(0);
     }
     // Subdirectories per directory: format 1 did not count them.
@@ -81,6 +84,43 @@ mod tests {
         let mut b = encode_attr(a);
         b.drain(FIXED_V1..FIXED_V1 + 4);
         b
+    }
+
+    /// A database as format 1 left it: root holding a directory `d` (which
+    /// holds a directory and a file) and a file; then upgraded, twice.
+    #[test]
+    fn a_format_1_database_is_upgraded_once_with_directory_link_counts() {
+        let dir = std::env::temp_dir().join(format!("weft-migrate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let db = redb::Database::create(dir.join("meta.redb")).unwrap();
+        let attr = |id: u64, kind: FileKind| FileAttr { id: FileId(id), kind, mode: 0o755, uid: 0, gid: 0, mtime_ns: 1, ctime_ns: 2, nlink: 0, layout: (kind == FileKind::File).then(|| StripeLayout { stripe_size: 4096, servers: vec![ServerId(1)] }) };
+        let tx = db.begin_write().unwrap();
+        {
+            let mut inodes = tx.open_table(INODES).unwrap();
+            let mut dirents = tx.open_table(DIRENTS).unwrap();
+            for (id, kind, parent, name) in [(2, FileKind::Dir, 1, "d"), (3, FileKind::Dir, 2, "sub"), (4, FileKind::File, 2, "f"), (5, FileKind::File, 1, "g")] {
+                inodes.insert(id, v1(&attr(id, kind)).as_slice()).unwrap();
+                dirents.insert((parent, name), id).unwrap();
+            }
+            inodes.insert(1, v1(&attr(1, FileKind::Dir)).as_slice()).unwrap();
+            tx.open_table(COUNTERS).unwrap();
+        }
+        assert_eq!(to_current(&tx).unwrap(), 5);
+        assert_eq!(to_current(&tx).unwrap(), 0, "a second run changes nothing");
+        tx.commit().unwrap();
+        let tx = db.begin_read().unwrap();
+        let inodes = tx.open_table(INODES).unwrap();
+        let nlink = |id: u64| decode_attr(inodes.get(id).unwrap().unwrap().value()).unwrap().nlink;
+        assert_eq!([nlink(1), nlink(2), nlink(3), nlink(4), nlink(5)], [3, 3, 2, 1, 1]);
+        assert_eq!(tx.open_table(COUNTERS).unwrap().get("format").unwrap().unwrap().value(), FORMAT);
+        drop((inodes, tx));
+        // A newer format than this build's is refused, not rewritten.
+        let tx = db.begin_write().unwrap();
+        tx.open_table(COUNTERS).unwrap().insert("format", FORMAT + 1).unwrap();
+        assert!(to_current(&tx).is_err());
+        drop(tx);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

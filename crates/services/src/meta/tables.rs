@@ -63,7 +63,8 @@ pub(super) fn now_ns() -> i64 {
 
 pub(super) fn decode_attr(bytes: &[u8]) -> Result<FileAttr> {
     let mut d = Decoder::new(bytes);
-    FileAttr::decode(&mut d).map_err(|e| err(ErrorCode::Internal, format!("corrupt inode record: {e}")))
+    // Whole: a record with bytes left over is not of this format.
+    FileAttr::decode(&mut d).and_then(|a| d.finish().map(|()| a)).map_err(|e| err(ErrorCode::Internal, format!("corrupt inode record: {e}")))
 }
 
 pub(super) fn encode_attr(a: &FileAttr) -> Vec<u8> {

@@ -44,7 +44,7 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
-    let opts = MountOptions { attr_timeout: secs("attr-timeout", a.attr_timeout)?, entry_timeout: secs("entry-timeout", a.entry_timeout)? };
+    let opts = MountOptions { attr_timeout: secs("attr-timeout", a.attr_timeout)?, entry_timeout: secs("entry-timeout", a.entry_timeout)?, threads: a.threads };
     if a.daemon {
         return daemonize(cluster, &a);
     }

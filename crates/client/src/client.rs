@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, ServerEntry};
-use weft_wire::{Capability, Cred, DirEntry, FileAttr, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
+use weft_wire::{AttrChange, Capability, Cred, DirEntry, FileAttr, FileId, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
 
 /// Options of a client.
 #[derive(Debug, Clone)]
@@ -201,8 +201,22 @@ impl Client {
     /// it knows it (no writer open), else asked of the data servers; a
     /// symbolic link's size is its target's length, as lstat(2)'s.
     pub fn stat(&self, path: &str) -> Result<(FileAttr, u64)> {
+        self.stat_by(MetaReq::StatSize { path: path.into() }, Some(path))
+    }
+
+    /// [`Client::stat`] of file `file` by its id: root only (a mount asking
+    /// for an inode whose path another client changed). A symbolic link's
+    /// size is not known this way (0).
+    pub fn stat_id(&self, file: FileId) -> Result<(FileAttr, u64)> {
+        self.stat_by(MetaReq::StatId { file }, None)
+    }
+
+    /// A stat by `op`; `path` names the entry, when known.
+    fn stat_by(&self, op: MetaReq, path: Option<&str>) -> Result<(FileAttr, u64)> {
+        let name = path.map_or_else(|| format!("{op:?}"), str::to_string);
+        let path = name.as_str();
         let addr = self.inner.cluster.meta_server().addr;
-        let (attr, known, cap) = match self.meta(MetaReq::StatSize { path: path.into() })? {
+        let (attr, known, cap) = match self.meta(op)? {
             Response::Stat { attr, size, cap } => (attr, size, cap),
             other => return Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
         };
@@ -210,7 +224,7 @@ impl Client {
             (FileKind::File, Some(size), _) => size,
             (FileKind::File, None, Some(cap)) if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), cap, false)?.size()?,
             (FileKind::File, None, None) => return Err(Error::Protocol { addr, what: "a size neither known nor with a capability to ask for it".into() }),
-            (FileKind::Symlink, ..) => self.readlink(path)?.len() as u64,
+            (FileKind::Symlink, ..) if name.starts_with('/') => self.readlink(path)?.len() as u64,
             _ => 0,
         };
         Ok((attr, size))
@@ -238,6 +252,12 @@ impl Client {
     /// service's clock now, allowed to anyone who may write the file).
     pub fn set_mtime(&self, path: &str, mtime_ns: Option<i64>) -> Result<FileAttr> {
         self.meta_attr(MetaReq::SetTimes { path: path.into(), mtime_ns: mtime_ns.unwrap_or(weft_wire::TIME_NOW) })
+    }
+
+    /// Changes an attribute of file `file`, named by its id (not a path
+    /// another client may have moved meanwhile); its attributes after.
+    pub fn change(&self, file: FileId, change: AttrChange) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Change { file, change })
     }
 
     /// Changes the owner and group of `path` (root only).

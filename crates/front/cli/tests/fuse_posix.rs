@@ -241,3 +241,34 @@ fn files_closed_then_removed_at_once_leave_nothing() {
     assert!(left.is_empty(), "left behind: {left:?}");
     m.unmount();
 }
+
+/// Attribute changes name the inode, not its path: after another client
+/// renames a file open here and puts a new file at its old name, fchmod,
+/// fchown, futimens and ftruncate through the open descriptor change the
+/// renamed file and leave the new one alone.
+#[test]
+fn changes_through_a_descriptor_follow_the_file_not_its_old_name() {
+    let tc = TestCluster::start("fuse-by-inode", 2);
+    let m = Mount::new(&tc, "mnt");
+    let c = tc.client();
+    fs::write(m.point.join("a"), b"the first file").unwrap();
+    let f = OpenOptions::new().read(true).write(true).open(m.point.join("a")).unwrap();
+    // Another client moves it away and makes a new "a".
+    c.rename("/a", "/b").unwrap();
+    let mut newer = c.create("/a", weft_client::CreateOptions { mode: 0o644, exclusive: true, ..Default::default() }).unwrap();
+    newer.write_at(0, b"the second file, longer").unwrap();
+    newer.close().unwrap();
+    newer = c.open("/a", false).unwrap();
+    let before = c.stat("/a").unwrap();
+    f.set_permissions(fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::fchown(&f, Some(1234), Some(5678)).unwrap();
+    f.set_len(3).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(LONG_AGO)).unwrap();
+    let (moved, moved_size) = c.stat("/b").unwrap();
+    assert_eq!((moved.mode & 0o7777, moved.uid, moved.gid, moved.mtime_ns, moved_size), (0o600, 1234, 5678, LONG_AGO as i64 * 1_000_000_000, 3), "the file open here changed");
+    let after = c.stat("/a").unwrap();
+    assert_eq!((after.0.mode, after.0.uid, after.0.gid, after.0.mtime_ns, after.1), (before.0.mode, before.0.uid, before.0.gid, before.0.mtime_ns, before.1), "the new file at the old name is untouched");
+    drop(newer);
+    drop(f);
+    m.unmount();
+}

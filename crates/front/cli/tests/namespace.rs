@@ -270,6 +270,18 @@ fn writers_drop_privileges_only_and_directories_count_their_links() {
     root.create("/a/file", excl()).unwrap();
     assert!(mtime("/a") > before, "a new entry moves the directory's time");
     assert_eq!(nlink("/a"), 2, "files do not count");
+    // By id: changes follow the file through a rename; a stat by id is
+    // root's (a mount's) only; a removed file is gone by id too.
+    let id = root.stat("/a/file").unwrap().0.id;
+    root.rename("/a/file", "/b/moved").unwrap();
+    assert_eq!(root.change(id, weft_client::AttrChange::Mode(0o640)).unwrap().mode, 0o640);
+    assert_eq!(root.stat("/b/moved").unwrap().0.mode, 0o640);
+    assert!(matches!(bob.change(id, weft_client::AttrChange::Mode(0o777)), Err(Error::Permission(_))), "not bob's");
+    assert_eq!(root.stat_id(id).unwrap().0.mode, 0o640);
+    assert!(matches!(bob.stat_id(id), Err(Error::Permission(_))), "an id says nothing of the path's search rights");
+    root.unlink("/b/moved").unwrap();
+    assert!(matches!(root.change(id, weft_client::AttrChange::Mtime(weft_client::TIME_NOW)), Err(Error::NotFound(_))));
+    assert!(matches!(root.stat_id(id), Err(Error::NotFound(_))));
 }
 
 /// Mutations from many clients at once share commits (group commit) but

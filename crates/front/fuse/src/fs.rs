@@ -5,6 +5,7 @@
 use crate::attrs::{fuse_attr, kind_of};
 use crate::errno;
 use crate::handle::{lock, Handle};
+use crate::known::Known;
 use crate::locks::PosixLocks;
 use crate::write_behind::WriteBehind;
 use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo};
@@ -75,8 +76,8 @@ pub(crate) struct Listing {
 pub struct WeftFs {
     pub(crate) client: Client,
     pub(crate) opts: MountOptions,
-    /// Inode (Weft file id) -> path, for every inode the kernel knows.
-    pub(crate) paths: Mutex<HashMap<u64, String>>,
+    /// The inodes (Weft file ids) the kernel knows, and their paths.
+    pub(crate) known: Mutex<Known>,
     pub(crate) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
@@ -113,12 +114,10 @@ pub struct WeftFs {
 
 impl WeftFs {
     pub fn new(client: Client, opts: MountOptions) -> Self {
-        let mut paths = HashMap::new();
-        paths.insert(1, "/".to_string());
         WeftFs {
             client: client.clone(),
             opts,
-            paths: Mutex::new(paths),
+            known: Mutex::new(Known::new()),
             handles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
@@ -144,7 +143,7 @@ impl WeftFs {
 
     pub(crate) fn path_of(&self, ino: INodeNo) -> Result<String, Errno> {
         // An inode the mount never named (or forgot after a rename away).
-        lock(&self.paths).get(&ino.0).cloned().ok_or(Errno::ESTALE)
+        lock(&self.known).path(ino.0).map(str::to_string).ok_or(Errno::ESTALE)
     }
 
     pub(crate) fn child(&self, parent: INodeNo, name: &OsStr) -> Result<String, Errno> {
@@ -166,25 +165,37 @@ impl WeftFs {
         Ok(path)
     }
 
+    /// `ino` is at `path` now (if the kernel knows it).
     pub(crate) fn remember(&self, ino: u64, path: &str) {
-        lock(&self.paths).insert(ino, path.to_string());
+        lock(&self.known).moved(ino, path);
+    }
+
+    /// The kernel is given an entry for `ino` at `path` (a reference it
+    /// forgets later).
+    pub(crate) fn counted(&self, ino: u64, path: &str) {
+        lock(&self.known).counted(ino, path);
     }
 
     /// `path`'s attributes, asked as the user behind the request (`c`,
     /// from [`WeftFs::caller`]).
     pub(crate) fn stat(&self, c: &weft_client::Client, path: &str) -> Result<FileAttr, Errno> {
-        // Every write answered before this request must show in the size
-        // (the kernel takes the answer as newer than those writes): if one
-        // was still queued or in flight while the servers were asked, wait
-        // for it and ask again.
-        let mark = self.writes.mark();
-        let (mut a, mut size) = c.stat(path).map_err(|e| errno::of(&e))?;
-        if a.kind == weft_client::FileKind::File && self.writes.unsettled_since(a.id.0, mark) {
-            self.writes.wait_for(a.id.0, mark);
-            (a, size) = c.stat(path).map_err(|e| errno::of(&e))?;
-        }
+        let (a, size) = self.settled(|| c.stat(path))?;
         self.remember(a.id.0, path);
         Ok(fuse_attr(&a, size))
+    }
+
+    /// What `ask` says of a file, with every write answered before this
+    /// call in its size (the kernel takes the answer as newer than those
+    /// writes): if one was still queued or in flight while the servers
+    /// were asked, wait for it and ask again.
+    fn settled(&self, ask: impl Fn() -> Result<(weft_client::FileAttr, u64), weft_client::Error>) -> Result<(weft_client::FileAttr, u64), Errno> {
+        let mark = self.writes.mark();
+        let (a, size) = ask().map_err(|e| errno::of(&e))?;
+        if a.kind == weft_client::FileKind::File && self.writes.unsettled_since(a.id.0, mark) {
+            self.writes.wait_for(a.id.0, mark);
+            return ask().map_err(|e| errno::of(&e));
+        }
+        Ok((a, size))
     }
 
     /// File `ino`'s size now, with every write queued before this call in
@@ -204,19 +215,27 @@ impl WeftFs {
     /// The attributes of inode `ino` by its path, if the path still names
     /// that inode (another mount may have replaced or moved it): else ESTALE.
     pub(crate) fn stat_ino(&self, c: &weft_client::Client, ino: INodeNo) -> Result<FileAttr, Errno> {
-        let path = self.path_of(ino)?;
-        let a = self.stat(c, &path)?;
-        if a.ino != ino && ino.0 != 1 {
-            lock(&self.paths).remove(&ino.0);
-            return Err(Errno::ESTALE);
+        match self.path_of(ino).and_then(|path| self.stat(c, &path)) {
+            Ok(a) if a.ino == ino || ino.0 == 1 => return Ok(a),
+            // Refused as this user: the answer stands.
+            Err(e) if e != Errno::ENOENT && e != Errno::ENOTDIR && e != Errno::ESTALE => return Err(e),
+            // The path names another file now (`stat` remembered it there).
+            Ok(_) => lock(&self.known).lost(ino.0),
+            Err(_) => {}
         }
-        Ok(a)
+        // The path names another file now, or nothing (another client
+        // renamed or replaced it): ask for the inode itself, as the mount
+        // (the kernel checked the path when it looked the inode up).
+        match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0))) {
+            Ok((a, size)) => Ok(fuse_attr(&a, size)),
+            Err(e) if e == Errno::ENOENT || e == Errno::EACCES => Err(Errno::ESTALE),
+            Err(e) => Err(e),
+        }
     }
 
     /// Forgets the inodes at `path` and below (removed or replaced).
     pub(crate) fn forget_path(&self, path: &str) {
-        let below = format!("{path}/");
-        lock(&self.paths).retain(|&ino, p| ino == 1 || (p != path && !p.starts_with(&below)));
+        lock(&self.known).gone(path);
     }
 
     /// The listing `opendir` made for `fh`, or a fresh one (also when
@@ -243,6 +262,7 @@ impl WeftFs {
         let mut all = vec![dot("."), dot("..")];
         for e in entries.into_iter().filter(|e| !e.name.starts_with(HIDDEN_PREFIX)) {
             let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
+            // Known to the kernel once readdirplus gives it (or a lookup).
             self.remember(e.attr.id.0, &child);
             let size = match e.attr.kind {
                 weft_client::FileKind::Dir => Some(0),

@@ -12,6 +12,7 @@ mod errno;
 mod fs;
 mod handle;
 mod identity;
+mod known;
 mod locks;
 mod open_files;
 mod ops;

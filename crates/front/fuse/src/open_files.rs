@@ -37,7 +37,7 @@ impl WeftFs {
     /// handles keep reading and writing it (POSIX unlink-while-open).
     /// Removed as the user behind the request (`c`).
     pub(crate) fn remove_file(&self, c: &weft_client::Client, path: &str) -> Result<(), Errno> {
-        let ino = lock(&self.paths).iter().find(|(_, p)| *p == path).map(|(&i, _)| i);
+        let ino = lock(&self.known).ino_at(path);
         let mut open = lock(&self.open_inodes);
         match ino.and_then(|i| open.get_mut(&i).map(|o| (i, o))) {
             Some((ino, o)) if o.handles > 0 && o.hidden.is_none() => {
@@ -81,7 +81,7 @@ impl WeftFs {
         // renamed since it was set aside).
         let in_dir = |ino: &u64, o: &crate::fs::OpenInode| {
             o.hidden.as_ref().is_some_and(|(h, _)| {
-                let now = lock(&self.paths).get(ino).cloned().unwrap_or_else(|| h.clone());
+                let now = lock(&self.known).path(*ino).map_or_else(|| h.clone(), str::to_string);
                 now.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/'))
             })
         };
@@ -127,7 +127,7 @@ impl WeftFs {
             let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0)) else { return Ok(()) };
             let (a, _) = c.stat(&path)?;
             if a.id == h.file.attr().id && a.mode & 0o6000 != 0 {
-                c.chmod(&path, a.mode & !0o6000)?;
+                c.change(a.id, weft_client::AttrChange::Mode(a.mode & !0o6000))?;
             }
             Ok(())
         })();
@@ -144,10 +144,8 @@ impl WeftFs {
         if !h.wrote.swap(false, Ordering::Relaxed) {
             return;
         }
-        if let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0))
-            && let Err(e) = h.opener.set_mtime(&path, None)
-        {
-            tracing::warn!(target: "weft::fuse", %path, error = %e, "could not set the mtime of a written file");
+        if let Err(e) = h.opener.change(h.file.id(), weft_client::AttrChange::Mtime(weft_client::TIME_NOW)) {
+            tracing::warn!(target: "weft::fuse", ino = h.file.id().0, error = %e, "could not set the mtime of a written file");
         }
     }
 
@@ -162,7 +160,7 @@ impl WeftFs {
                 return;
             }
             // Where it is now: its directory may have been renamed since.
-            let hidden = open.remove(&ino).and_then(|o| o.hidden).map(|(h, by)| (lock(&self.paths).get(&ino).cloned().unwrap_or(h), by));
+            let hidden = open.remove(&ino).and_then(|o| o.hidden).map(|(h, by)| (lock(&self.known).path(ino).map_or(h, str::to_string), by));
             if let Some((h, _)) = &hidden {
                 // Counted until its unlink is done, for `wait_hidden_closed`.
                 lock(&self.removing).push(h.clone());
@@ -174,7 +172,7 @@ impl WeftFs {
             if let Err(e) = by.unlink(&h) {
                 tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
             }
-            lock(&self.paths).remove(&ino);
+            lock(&self.known).lost(ino);
             let open = lock(&self.open_inodes);
             let mut removing = lock(&self.removing);
             if let Some(i) = removing.iter().position(|r| *r == h) {

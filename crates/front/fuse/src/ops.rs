@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use std::time::SystemTime;
-use weft_client::{CreateOptions, FileKind};
+use weft_client::{AttrChange, CreateOptions, FileKind};
 
 /// How long rmdir waits for the releases of files closed in the directory
 /// (the kernel sends them right after close(2) returns).
@@ -23,10 +23,21 @@ const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 
 impl Filesystem for WeftFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.child(parent, name).and_then(|p| self.stat(&self.caller(req), &p)) {
+        let r = self.child(parent, name).and_then(|p| {
+            let a = self.stat(&self.caller(req), &p)?;
+            self.counted(a.ino.0, &p);
+            Ok(a)
+        });
+        match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
             Err(e) => reply.error(e),
         }
+    }
+
+    /// The kernel dropped `nlookup` references to `ino` (batches come
+    /// here one by one): once it holds none, the mount forgets the inode.
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        lock(&self.known).forget(ino.0, nlookup);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -66,19 +77,23 @@ impl Filesystem for WeftFs {
     ) {
         let c = self.caller(req);
         let r = (|| -> Result<FileAttr, Errno> {
-            let path = self.path_of(ino)?;
-            let e = |e: weft_client::Error| errno::of(&e);
+            let id = weft_client::FileId(ino.0);
+            // Each change names the inode by its id, never by a path another
+            // mount may have moved meanwhile (it would change whatever the
+            // path names now); a file gone is ESTALE.
+            let e = |e: weft_client::Error| if matches!(e, weft_client::Error::NotFound(_)) { Errno::ESTALE } else { errno::of(&e) };
             // Changing mode or owner without the right is EPERM (chmod(2)).
-            let owner_err = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
+            let owner_err = |err: weft_client::Error| if matches!(err, weft_client::Error::Permission(_)) { Errno::EPERM } else { e(err) };
             // The attributes the last change answered with: the reply, with
             // no stat of its own (each is a round trip, and tar makes three
             // such changes per file).
             let mut last = None;
             if let Some(m) = mode {
-                last = Some(c.chmod(&path, m & 0o7777).map_err(owner_err)?);
+                last = Some(c.change(id, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
             }
             if uid.is_some() || gid.is_some() {
-                last = Some(c.chown(&path, uid.unwrap_or(weft_client::KEEP_ID), gid.unwrap_or(weft_client::KEEP_ID)).map_err(owner_err)?);
+                let owner = AttrChange::Owner { uid: uid.unwrap_or(weft_client::KEEP_ID), gid: gid.unwrap_or(weft_client::KEEP_ID) };
+                last = Some(c.change(id, owner).map_err(owner_err)?);
             }
             if let Some(s) = size {
                 Self::within_max_size(s, 0)?;
@@ -89,33 +104,35 @@ impl Filesystem for WeftFs {
                         h.file.truncate(s).map_err(e)?;
                         h.wrote.store(true, Ordering::Relaxed);
                     }
-                    _ => c.open(&path, true).and_then(|f| f.truncate(s).and_then(|()| f.close())).map_err(e)?,
+                    _ => {
+                        // Opened by path: truncated only if it is this inode.
+                        let f = c.open(&self.path_of(ino)?, true).map_err(e)?;
+                        if f.id() != id {
+                            return Err(Errno::ESTALE);
+                        }
+                        f.truncate(s).and_then(|()| f.close()).map_err(e)?;
+                    }
                 }
                 // A truncate moves the times at once (not at the close).
                 if mtime.is_none() {
-                    last = Some(c.set_mtime(&path, None).map_err(e)?);
+                    last = Some(c.change(id, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
                 }
             }
             // The metadata service keeps one time, the mtime (atime is
             // reported equal to it); setting atime alone changes nothing.
             match mtime {
                 Some(TimeOrNow::SpecificTime(t)) => {
-                    last = Some(c.set_mtime(&path, Some(nanos(t))).map_err(owner_err)?);
+                    last = Some(c.change(id, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
                     // A time set on purpose (cp -p, tar) stands: earlier
                     // writes through open handles no longer touch it.
                     for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
                         h.wrote.store(false, Ordering::Relaxed);
                     }
                 }
-                Some(TimeOrNow::Now) => last = Some(c.set_mtime(&path, None).map_err(e)?),
+                Some(TimeOrNow::Now) => last = Some(c.change(id, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?),
                 None => {}
             }
             match last {
-                Some(a) if a.id.0 != ino.0 && ino.0 != 1 => {
-                    // The path names another file now (another mount renamed).
-                    lock(&self.paths).remove(&ino.0);
-                    Err(Errno::ESTALE)
-                }
                 Some(a) if a.kind == FileKind::File => {
                     let size = match size {
                         Some(s) => s,
@@ -136,7 +153,7 @@ impl Filesystem for WeftFs {
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = self.child(parent, name).and_then(|p| {
             let a = self.caller(req).mkdir(&p, mode & !umask & 0o7777).map_err(|e| errno::of(&e))?;
-            self.remember(a.id.0, &p);
+            self.counted(a.id.0, &p);
             Ok(fuse_attr(&a, 0))
         });
         match r {
@@ -199,15 +216,7 @@ impl Filesystem for WeftFs {
             // What `to` named before is gone; the renamed entry and
             // everything below it have new paths.
             self.forget_path(&to);
-            let mut paths = lock(&self.paths);
-            let below = format!("{from}/");
-            for p in paths.values_mut() {
-                if *p == from {
-                    *p = to.clone();
-                } else if let Some(rest) = p.strip_prefix(&below) {
-                    *p = format!("{to}/{rest}");
-                }
-            }
+            lock(&self.known).renamed(&from, &to);
             Ok(())
         })();
         match r {
@@ -319,7 +328,7 @@ impl Filesystem for WeftFs {
                 return Err(Errno::ENAMETOOLONG);
             }
             let a = self.caller(req).symlink(target, &p).map_err(|e| errno::of(&e))?;
-            self.remember(a.id.0, &p);
+            self.counted(a.id.0, &p);
             Ok(fuse_attr(&a, target.len() as u64))
         });
         match r {
@@ -351,7 +360,7 @@ impl Filesystem for WeftFs {
             if truncated {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
                 // Seen at once, as the truncate's (not at the close).
-                opener.set_mtime(&path, None).map_err(|e| errno::of(&e))?;
+                opener.change(file.id(), AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
             }
             let h = Handle::new(file, flags.0, opener);
             h.wrote.store(truncated, Ordering::Relaxed);
@@ -379,7 +388,7 @@ impl Filesystem for WeftFs {
             // need to ask every data server.
             let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
             let attr = fuse_attr(file.attr(), size);
-            self.remember(attr.ino.0, &path);
+            self.counted(attr.ino.0, &path);
             Ok((attr, self.keep(Handle::new(file, flags, opener))))
         })();
         match r {
@@ -589,6 +598,10 @@ impl Filesystem for WeftFs {
             };
             if reply.add(INodeNo(e.ino), i as u64 + 1, &e.name, &self.opts.entry_timeout, &attr, Generation(0)) {
                 break;
+            }
+            // Every entry given but "." and ".." is a kernel reference.
+            if let Some(path) = &e.path {
+                self.counted(e.ino, path);
             }
         }
         reply.ok();

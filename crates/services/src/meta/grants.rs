@@ -55,7 +55,7 @@ impl Grants {
                 let cap = self.issue(attr.id, rights::DELETE);
                 Response::Renamed { replaced: Some((attr, cap)) }
             }
-            (MetaReq::StatSize { .. }, Response::Stat { attr, size: None, .. }) if is_file(&attr) => {
+            (MetaReq::StatSize { .. } | MetaReq::StatId { .. }, Response::Stat { attr, size: None, .. }) if is_file(&attr) => {
                 let cap = Some(self.issue(attr.id, rights::SIZE));
                 Response::Stat { attr, size: None, cap }
             }

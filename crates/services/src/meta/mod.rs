@@ -29,7 +29,8 @@ use tables::*;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::path::Path;
-use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
+use weft_wire::{AttrChange, Cred, DirEntry, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
+use attrs::Target;
 
 /// The metadata service of one server.
 pub struct MetaService {
@@ -134,9 +135,9 @@ impl MetaService {
             return self.grants.renew(&self.store.db(), cred, &old).unwrap_or_else(|e| Response::error(e.code, e.message));
         }
         // The requests whose answer carries a capability.
-        let granting = matches!(op, MetaReq::Create { .. } | MetaReq::Open { .. } | MetaReq::Unlink { .. } | MetaReq::Rename { .. } | MetaReq::StatSize { .. }).then(|| op.clone());
+        let granting = matches!(op, MetaReq::Create { .. } | MetaReq::Open { .. } | MetaReq::Unlink { .. } | MetaReq::Rename { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. }).then(|| op.clone());
         let r = match op {
-            MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => {
+            MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => {
                 let r = self.dispatch(&self.store.db(), cred, &op);
                 if let (MetaReq::Open { write: true, .. }, Ok(Response::Attr(a))) = (&op, &r) {
                     self.sizes.opened(a.id, false);
@@ -226,9 +227,10 @@ impl MetaService {
             // The capability to delete the replaced file's objects is added
             // once the rename is durable (`grants`).
             MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
-            MetaReq::Chmod { path, mode } => attrs::chmod(tx, cred, path, *mode).map(Response::Attr),
-            MetaReq::SetTimes { path, mtime_ns } => attrs::set_times(tx, cred, path, *mtime_ns).map(Response::Attr),
-            MetaReq::Chown { path, uid, gid } => attrs::chown(tx, cred, path, *uid, *gid).map(Response::Attr),
+            MetaReq::Chmod { path, mode } => attrs::change(tx, cred, Target::Path(path), AttrChange::Mode(*mode)).map(Response::Attr),
+            MetaReq::SetTimes { path, mtime_ns } => attrs::change(tx, cred, Target::Path(path), AttrChange::Mtime(*mtime_ns)).map(Response::Attr),
+            MetaReq::Chown { path, uid, gid } => attrs::change(tx, cred, Target::Path(path), AttrChange::Owner { uid: *uid, gid: *gid }).map(Response::Attr),
+            MetaReq::Change { file, change } => attrs::change(tx, cred, Target::Id(*file), *change).map(Response::Attr),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
     }
@@ -252,6 +254,15 @@ impl MetaService {
                 let size = if attr.kind == FileKind::File { self.sizes.known(attr.id) } else { None };
                 Response::Stat { attr, size, cap: None }
             }),
+            MetaReq::StatId { file } => {
+                if cred.uid != 0 {
+                    return Err(err(ErrorCode::Permission, "only root (a mount) may stat a file by its id: an id says nothing of the path's search permissions"));
+                }
+                let attr = read_tables(db)?.inodes.get(file.0)?.map(|v| decode_attr(v.value())).transpose()?;
+                let attr = attr.ok_or_else(|| err(ErrorCode::NotFound, format!("file {} does not exist", file.0)))?;
+                let size = if attr.kind == FileKind::File { self.sizes.known(attr.id) } else { None };
+                Ok(Response::Stat { attr, size, cap: None })
+            }
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
             MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max).map(|r| match r {
                 Response::Entries { mut entries, more } => {

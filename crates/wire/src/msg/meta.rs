@@ -165,6 +165,25 @@ pub enum MetaReq {
     /// the old rights, less those the file's mode no longer gives the
     /// caller (its owner keeps them). Answered with `Cap`.
     Renew { old: super::cap::Capability },
+    /// An attribute change of file `file` named by its id, not a path (a
+    /// mount's inode: another client may have renamed it meanwhile), with
+    /// the rules of `Chmod`, `Chown` and `SetTimes`. Answered with `Attr`;
+    /// `NotFound` if the file is gone.
+    Change { file: FileId, change: AttrChange },
+    /// `StatSize` of file `file` by its id: root only (a mount, which
+    /// stands behind the kernel's own path checks, asking for an inode
+    /// another client renamed); answered with `Stat`.
+    StatId { file: FileId },
+}
+
+/// What [`MetaReq::Change`] changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrChange {
+    Mode(u32),
+    /// [`KEEP_ID`] keeps either.
+    Owner { uid: u32, gid: u32 },
+    /// [`TIME_NOW`] for the service's clock.
+    Mtime(i64),
 }
 
 /// `Chown`'s "leave this one as it is" (chown(2)'s -1).
@@ -300,6 +319,17 @@ impl MetaReq {
                 e.u8(18);
                 old.encode(e);
             }
+            MetaReq::StatId { file } => {
+                e.u8(20).u64(file.0);
+            }
+            MetaReq::Change { file, change } => {
+                e.u8(19).u64(file.0);
+                match change {
+                    AttrChange::Mode(m) => e.u8(1).u32(*m),
+                    AttrChange::Owner { uid, gid } => e.u8(2).u32(*uid).u32(*gid),
+                    AttrChange::Mtime(t) => e.u8(3).i64(*t),
+                };
+            }
         }
     }
 
@@ -353,6 +383,17 @@ impl MetaReq {
             16 => MetaReq::Close { file: FileId(d.u64()?), wrote: d.bool()? },
             17 => MetaReq::SetSize { file: FileId(d.u64()?), epoch: d.u64()?, size: d.u64()? },
             18 => MetaReq::Renew { old: super::cap::Capability::decode(d)? },
+            19 => {
+                let file = FileId(d.u64()?);
+                let change = match d.u8()? {
+                    1 => AttrChange::Mode(d.u32()?),
+                    2 => AttrChange::Owner { uid: d.u32()?, gid: d.u32()? },
+                    3 => AttrChange::Mtime(d.i64()?),
+                    t => return Err(DecodeError::BadTag { what: "attribute change", tag: t.into() }),
+                };
+                MetaReq::Change { file, change }
+            }
+            20 => MetaReq::StatId { file: FileId(d.u64()?) },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

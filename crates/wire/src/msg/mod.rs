@@ -290,7 +290,7 @@ impl Response {
 mod tests {
     use super::*;
     use crate::msg::data::Piece;
-    use crate::msg::meta::{FileKind, LayoutHint, PointerOp, StripeLayout};
+    use crate::msg::meta::{AttrChange, FileKind, LayoutHint, PointerOp, StripeLayout};
     use crate::{FileId, ServerId};
     use proptest::prelude::*;
 
@@ -347,6 +347,11 @@ mod tests {
             (any::<u64>(), any::<bool>()).prop_map(|(f, wrote)| MetaReq::Close { file: FileId(f), wrote }),
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(f, epoch, size)| MetaReq::SetSize { file: FileId(f), epoch, size }),
             cap().prop_map(|old| MetaReq::Renew { old }),
+            any::<u64>().prop_map(|f| MetaReq::StatId { file: FileId(f) }),
+            (any::<u64>(), 0u8..3, any::<u32>(), any::<i64>()).prop_map(|(f, k, v, t)| MetaReq::Change {
+                file: FileId(f),
+                change: [AttrChange::Mode(v), AttrChange::Owner { uid: v, gid: v / 3 }, AttrChange::Mtime(t)][k as usize],
+            }),
         ]
     }
 

@@ -230,6 +230,18 @@ impl Client {
         Ok((attr, size))
     }
 
+    /// Makes a FIFO or a socket's name at `path` (`kind` one of those two):
+    /// attributes only; a mount's kernel makes the pipe or socket.
+    pub fn mknod(&self, path: &str, mode: u32, kind: FileKind) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Mknod { path: path.into(), mode, kind })
+    }
+
+    /// Gives the file (or link) at `from` another name, `to` (link(2));
+    /// its attributes after (the link count one more).
+    pub fn link(&self, from: &str, to: &str) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Link { from: from.into(), to: to.into() })
+    }
+
     /// Creates a symbolic link at `path` pointing to `target`.
     pub fn symlink(&self, target: &str, path: &str) -> Result<FileAttr> {
         self.meta_attr(MetaReq::Symlink { path: path.into(), target: target.into() })

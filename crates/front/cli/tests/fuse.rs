@@ -126,8 +126,6 @@ fn file_operations_through_the_mount_match_a_local_directory() {
     let on_local = exercise(&local);
     assert_eq!(on_weft, on_local);
     assert!(tree(&m.point) == tree(&local), "the trees differ after the same operations");
-    // What Weft does not support says so.
-    assert_eq!(fs::hard_link(m.point.join("a.txt"), m.point.join("hard")).unwrap_err().raw_os_error(), Some(libc_eperm()));
     // statfs reports the data servers' real space (df would show zeros else).
     let out = Command::new("stat").args(["-f", "-c", "%b %f %c"]).arg(&m.point).output().unwrap();
     let v: Vec<u64> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(|x| x.parse().unwrap()).collect();
@@ -136,10 +134,6 @@ fn file_operations_through_the_mount_match_a_local_directory() {
     let f = tc.client().open("/dd/big", false).unwrap();
     assert_eq!(f.size().unwrap(), 3_000_000);
     m.unmount();
-}
-
-fn libc_eperm() -> i32 {
-    1
 }
 
 /// Files removed or replaced while open, on `root`: the open handles go on

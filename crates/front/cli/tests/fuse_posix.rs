@@ -168,6 +168,65 @@ fn exercise(root: &Path) -> Vec<String> {
     seen.push(format!("overwrite by uid 1001: errors {}", as_user(root, "printf abc 1<> suid2")));
     let m = fs::metadata(p("suid2")).unwrap();
     seen.push(format!("after: mode {:o}, bytes {:?}", m.mode() & 0o7777, fs::read_to_string(p("suid2")).unwrap()));
+    seen.extend(links_and_special_files(root));
+    seen
+}
+
+/// Hard links, FIFOs and sockets, on `root`.
+fn links_and_special_files(root: &Path) -> Vec<String> {
+    use std::io::{Read, Write};
+    let p = |n: &str| root.join(n);
+    let mut seen = Vec::new();
+    let nlink = |n: &str| fs::symlink_metadata(p(n)).map(|m| m.nlink());
+    fs::write(p("orig"), b"linked bytes").unwrap();
+    seen.push(format!("link: {}", said(fs::hard_link(p("orig"), p("second")))));
+    seen.push(format!("nlink after link: {:?} {:?}", nlink("orig"), nlink("second")));
+    fs::OpenOptions::new().append(true).open(p("second")).unwrap().write_all(b" and more").unwrap();
+    seen.push(format!("read through the other name: {:?}", fs::read_to_string(p("orig")).unwrap()));
+    seen.push(format!("link over an existing name: {}", said(fs::hard_link(p("orig"), p("second")))));
+    seen.push(format!("link a directory: {}", said(fs::hard_link(p("dir"), p("dirlink")))));
+    seen.push(format!("link a missing file: {}", said(fs::hard_link(p("missing"), p("x")))));
+    fs::create_dir(p("ldir")).unwrap();
+    fs::hard_link(p("orig"), p("ldir/third")).unwrap();
+    seen.push(format!("three names: {:?}, the directory's links {:?}", nlink("orig"), nlink("ldir")));
+    seen.push(format!("rename onto another name of itself: {}", said(fs::rename(p("orig"), p("second")))));
+    seen.push(format!("both still there: {:?} {:?}", nlink("orig"), nlink("second")));
+    fs::remove_file(p("orig")).unwrap();
+    seen.push(format!("after unlink: {:?}, bytes {:?}", nlink("second"), fs::read_to_string(p("ldir/third")).unwrap()));
+    fs::write(p("other"), b"replaced").unwrap();
+    fs::rename(p("other"), p("second")).unwrap();
+    seen.push(format!("renamed over one name: {:?} {:?}, {:?}", nlink("ldir/third"), fs::read_to_string(p("second")).unwrap(), fs::read_to_string(p("ldir/third")).unwrap()));
+    fs::remove_file(p("ldir/third")).unwrap();
+    fs::remove_dir(p("ldir")).unwrap();
+    // A FIFO: the kernel makes the pipe; bytes pass through it.
+    let fifo = CString::new(p("fifo").as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    let made = unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) };
+    seen.push(format!("mkfifo: {}", if made == 0 { "ok".into() } else { said::<()>(Err(std::io::Error::last_os_error())) }));
+    let m = fs::symlink_metadata(p("fifo")).unwrap();
+    seen.push(format!("fifo: is a fifo {}, mode {:o}, size {}", std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()), m.mode() & 0o7777, m.len()));
+    let writer = std::thread::spawn({
+        let path = p("fifo");
+        move || fs::OpenOptions::new().write(true).open(path).unwrap().write_all(b"through the pipe").unwrap()
+    });
+    let mut got = String::new();
+    File::open(p("fifo")).unwrap().read_to_string(&mut got).unwrap();
+    writer.join().unwrap();
+    seen.push(format!("fifo carried {got:?}"));
+    seen.push(format!("mkfifo over it: {}", said(if unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) } == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) })));
+    fs::remove_file(p("fifo")).unwrap();
+    // A Unix socket bound on the mount: connect by its path.
+    let sock = p("sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let m = fs::symlink_metadata(&sock).unwrap();
+    seen.push(format!("socket: is a socket {}", std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())));
+    let mut client = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    client.write_all(b"hello socket").unwrap();
+    drop(client);
+    let mut got = String::new();
+    listener.accept().unwrap().0.read_to_string(&mut got).unwrap();
+    seen.push(format!("socket carried {got:?}"));
+    fs::remove_file(&sock).unwrap();
     seen
 }
 
@@ -190,6 +249,11 @@ fn posix_cases_match_a_local_directory() {
     assert_eq!(said(f.write_at(b"x", 1 << 62)), "EFBIG");
     assert_eq!(f.metadata().unwrap().len(), 0);
     drop(f);
+    // Device nodes stay refused (root may make them on a local disk).
+    let dev = CString::new(m.point.join("dev").as_os_str().as_bytes()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    let r = unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+    assert_eq!(said(if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }), "EPERM");
     // Within Weft's limit but past the data servers' file system's (ext4
     // keeps 16 TiB): EFBIG too, when the queued write fails (or at once
     // with O_SYNC), never a bare EIO.

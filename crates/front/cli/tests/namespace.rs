@@ -282,6 +282,20 @@ fn writers_drop_privileges_only_and_directories_count_their_links() {
     root.unlink("/b/moved").unwrap();
     assert!(matches!(root.change(id, weft_client::AttrChange::Mtime(weft_client::TIME_NOW)), Err(Error::NotFound(_))));
     assert!(matches!(root.stat_id(id), Err(Error::NotFound(_))));
+    // Hard links, as Linux's protected hard links: another user links
+    // only a regular file it may read and write, not setuid.
+    root.mkdir("/pub", 0o777).unwrap();
+    root.create("/pub/private", excl()).unwrap();
+    root.chmod("/pub/private", 0o600).unwrap();
+    assert!(matches!(bob.link("/pub/private", "/pub/mine"), Err(Error::Permission(_))));
+    root.chmod("/pub/private", 0o4666).unwrap();
+    assert!(matches!(bob.link("/pub/private", "/pub/mine"), Err(Error::Permission(_))), "setuid");
+    root.chmod("/pub/private", 0o666).unwrap();
+    assert_eq!(bob.link("/pub/private", "/pub/mine").unwrap().nlink, 2);
+    assert!(matches!(root.link("/pub", "/pub2"), Err(Error::Permission(_))), "a directory");
+    assert_eq!(root.mknod("/pub/fifo", 0o644, weft_client::FileKind::Fifo).unwrap().kind, weft_client::FileKind::Fifo);
+    assert!(matches!(root.mknod("/pub/file", 0o644, weft_client::FileKind::File), Err(Error::BadRequest(_))));
+    assert!(matches!(root.open("/pub/fifo", false), Err(Error::BadRequest(_))), "no data in Weft");
 }
 
 /// Mutations from many clients at once share commits (group commit) but

@@ -20,6 +20,8 @@ pub(crate) fn kind_of(a: &weft_client::FileAttr) -> FileType {
     match a.kind {
         FileKind::Dir => FileType::Directory,
         FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
         FileKind::File => FileType::RegularFile,
     }
 }

@@ -268,6 +268,7 @@ impl WeftFs {
                 weft_client::FileKind::Dir => Some(0),
                 weft_client::FileKind::File => e.size,
                 weft_client::FileKind::Symlink => None,
+                weft_client::FileKind::Fifo | weft_client::FileKind::Socket => Some(0),
             };
             let attr = Some(crate::attrs::fuse_attr(&e.attr, size.unwrap_or(0)));
             all.push(Listed { ino: e.attr.id.0, kind: kind_of(&e.attr), name: e.name, path: Some(child), attr, exact: size.is_some() });

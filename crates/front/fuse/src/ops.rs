@@ -197,6 +197,13 @@ impl Filesystem for WeftFs {
             if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
                 return Err(Errno::EEXIST);
             }
+            // Two names of one file: rename(2) does nothing (and the
+            // target must not be set aside as if replaced).
+            if let Some((t, _)) = &target
+                && c.stat(&from).is_ok_and(|(s, _)| s.id == t.id)
+            {
+                return Ok(());
+            }
             // A file replaced while open here lives on for its handles.
             let hidden = match &target {
                 Some((a, _)) if a.kind != FileKind::Dir && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.handles > 0) => {
@@ -614,7 +621,7 @@ impl Filesystem for WeftFs {
 
     // Not supported, answered without the library's warnings: extended
     // attributes (ENOSYS: the kernel then stops asking and tells programs
-    // EOPNOTSUPP), hard links and device nodes (EPERM).
+    // EOPNOTSUPP).
     fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: fuser::ReplyXattr) {
         reply.error(Errno::ENOSYS);
     }
@@ -631,12 +638,52 @@ impl Filesystem for WeftFs {
         reply.error(Errno::ENOSYS);
     }
 
-    fn link(&self, _req: &Request, _ino: INodeNo, _newparent: INodeNo, _newname: &OsStr, reply: ReplyEntry) {
-        reply.error(Errno::EPERM);
+    /// A second name for a file (not a directory): kept by the metadata
+    /// service, the file's link count one more.
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let c = self.caller(req);
+        let r = (|| -> Result<FileAttr, Errno> {
+            let (from, to) = (self.path_of(ino)?, self.child(newparent, newname)?);
+            let e = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
+            let a = c.link(&from, &to).map_err(e)?;
+            if a.id.0 != ino.0 {
+                // `from` named another file by now: undo, and say so.
+                let _ = c.unlink(&to);
+                return Err(Errno::ESTALE);
+            }
+            let size = if a.kind == FileKind::File { self.size_now(&c, ino)? } else { self.stat_ino(&c, ino)?.size };
+            self.counted(ino.0, &to);
+            Ok(fuse_attr(&a, size))
+        })();
+        match r {
+            Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
     }
 
-    fn mknod(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32, reply: ReplyEntry) {
-        reply.error(Errno::EPERM);
+    /// FIFOs and sockets (names and attributes, the kernel makes the pipe
+    /// or socket), and regular files; devices are refused (EPERM).
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+        let c = self.caller(req);
+        let r = self.child(parent, name).and_then(|p| {
+            let perm = mode & !umask & 0o7777;
+            let a = match mode & libc::S_IFMT {
+                libc::S_IFIFO => c.mknod(&p, perm, FileKind::Fifo),
+                libc::S_IFSOCK => c.mknod(&p, perm, FileKind::Socket),
+                libc::S_IFREG | 0 => c.create(&p, CreateOptions { mode: perm, exclusive: true, ..Default::default() }).and_then(|f| {
+                    let a = f.attr().clone();
+                    f.close().map(|()| a)
+                }),
+                _ => return Err(Errno::EPERM),
+            }
+            .map_err(|e| errno::of(&e))?;
+            self.counted(a.id.0, &p);
+            Ok(fuse_attr(&a, 0))
+        });
+        match r {
+            Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
+            Err(e) => reply.error(e),
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
 
 mod attrs;
+mod entries;
 mod grants;
 mod migrate;
 mod group_commit;
@@ -222,11 +223,20 @@ impl MetaService {
             MetaReq::Symlink { path, target } => self
                 .insert_new(tx, cred, path, NewEntry { kind: FileKind::Symlink, mode: 0o777, exclusive: true, hint: LayoutHint::default(), target: Some(target) })
                 .map(Response::Attr),
-            MetaReq::Unlink { path } => remove(tx, cred, path, false).map(Response::Attr),
-            MetaReq::Rmdir { path } => remove(tx, cred, path, true).map(|_| Response::Ok),
+            // The file's attributes (and with them, for a file, a
+            // capability to delete its objects) only with its last name.
+            MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| if r.last { Response::Attr(r.attr) } else { Response::Ok }),
+            MetaReq::Rmdir { path } => entries::remove(tx, cred, path, true).map(|_| Response::Ok),
+            MetaReq::Link { from, to } => entries::link(tx, cred, from, to).map(Response::Attr),
+            MetaReq::Mknod { path, mode, kind } => match kind {
+                FileKind::Fifo | FileKind::Socket => self
+                    .insert_new(tx, cred, path, NewEntry { kind: *kind, mode: *mode, exclusive: true, hint: LayoutHint::default(), target: None })
+                    .map(Response::Attr),
+                _ => Err(err(ErrorCode::BadRequest, "mknod makes FIFOs and sockets only")),
+            },
             // The capability to delete the replaced file's objects is added
             // once the rename is durable (`grants`).
-            MetaReq::Rename { from, to } => rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
+            MetaReq::Rename { from, to } => entries::rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
             MetaReq::Chmod { path, mode } => attrs::change(tx, cred, Target::Path(path), AttrChange::Mode(*mode)).map(Response::Attr),
             MetaReq::SetTimes { path, mtime_ns } => attrs::change(tx, cred, Target::Path(path), AttrChange::Mtime(*mtime_ns)).map(Response::Attr),
             MetaReq::Chown { path, uid, gid } => attrs::change(tx, cred, Target::Path(path), AttrChange::Owner { uid: *uid, gid: *gid }).map(Response::Attr),
@@ -302,6 +312,9 @@ fn open_file(db: &Database, cred: Cred, path: &str, write: bool) -> Result<FileA
     if a.kind == FileKind::Symlink {
         return Err(err(ErrorCode::BadRequest, format!("{path} is a symbolic link: Weft's paths do not follow links (a mount's do)")));
     }
+    if matches!(a.kind, FileKind::Fifo | FileKind::Socket) {
+        return Err(err(ErrorCode::BadRequest, format!("{path} is a FIFO or socket: it has no data in Weft (a mount's kernel opens it)")));
+    }
     check(cred, &a, if write { W } else { R }, if write { "write this file" } else { "read this file" })?;
     Ok(a)
 }
@@ -375,6 +388,7 @@ impl MetaService {
                 match a.kind {
                     FileKind::Dir => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
                     FileKind::Symlink => return Err(err(ErrorCode::Exists, format!("{path} is a symbolic link"))),
+                    FileKind::Fifo | FileKind::Socket => return Err(err(ErrorCode::Exists, format!("{path} is a special file"))),
                     FileKind::File => {}
                 }
                 check(cred, &a, W, "write this file")?;
@@ -413,94 +427,3 @@ impl MetaService {
     }
 }
 
-/// Drops what an inode that is going away kept beside its record.
-fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
-    if attr.kind == FileKind::Symlink {
-        tx.open_table(LINKS)?.remove(attr.id.0)?;
-    }
-    Ok(())
-}
-
-/// Removes the entry `path` (a directory when `want_dir`, which must be
-/// empty); returns the removed inode.
-fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bool) -> Result<FileAttr> {
-    let (parent_comps, name) = split_parent(path)?;
-    let attr = {
-        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-        let parent = t.parent_for_change(cred, &parent_comps)?;
-        let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
-        let attr = t.inode(id)?;
-        check_sticky(cred, &parent, &attr, path)?;
-        match (want_dir, attr.kind) {
-            (false, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
-            (true, FileKind::File | FileKind::Symlink) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
-            (true, FileKind::Dir) if !t.is_empty_dir(id)? => return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty"))),
-            _ => {}
-        }
-        t.dirents.remove((parent.id.0, name))?;
-        t.inodes.remove(id)?;
-        t.entries_changed(parent.id.0, -i32::from(attr.kind == FileKind::Dir), now_ns())?;
-        attr
-    };
-    forget_inode(tx, &attr)?;
-    Ok(attr)
-}
-
-fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
-    let (from_parent, from_name) = split_parent(from)?;
-    let (to_parent, to_name) = split_parent(to)?;
-    let mut from_full = from_parent.clone();
-    from_full.push(from_name);
-    let mut to_full = to_parent.clone();
-    to_full.push(to_name);
-    if from_full == to_full {
-        // Renaming an entry to itself changes nothing, but it must exist
-        // (issue 8: rename(x, x) succeeded for a missing x).
-        Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? }.walk(cred, &from_full)?;
-        return Ok(None);
-    }
-    if to_full.len() > from_full.len() && to_full[..from_full.len()] == from_full[..] {
-        return Err(err(ErrorCode::InvalidPath, format!("cannot move {from} into itself")));
-    }
-    let replaced = {
-        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-        let src_dir = t.parent_for_change(cred, &from_parent)?;
-        let dst_dir = t.parent_for_change(cred, &to_parent)?;
-        let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
-        let src = t.inode(id)?;
-        check_sticky(cred, &src_dir, &src, from)?;
-        let mut replaced = None;
-        if let Some(old) = t.child(dst_dir.id.0, to_name)? {
-            let dst = t.inode(old)?;
-            check_sticky(cred, &dst_dir, &dst, to)?;
-            match (src.kind, dst.kind) {
-                (FileKind::File | FileKind::Symlink, FileKind::Dir) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
-                (FileKind::Dir, FileKind::File | FileKind::Symlink) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
-                (FileKind::Dir, FileKind::Dir) if !t.is_empty_dir(old)? => {
-                    return Err(err(ErrorCode::NotEmpty, format!("{to} is not empty")));
-                }
-                _ => {}
-            }
-            t.inodes.remove(old)?;
-            replaced = Some(dst);
-        }
-        t.dirents.remove((src_dir.id.0, from_name))?;
-        t.dirents.insert((dst_dir.id.0, to_name), id)?;
-        // Both directories changed; a directory moved takes its ".." link
-        // along, and one replaced takes its own away.
-        let now = now_ns();
-        let moved_dir = i32::from(src.kind == FileKind::Dir);
-        let replaced_dir = i32::from(replaced.as_ref().is_some_and(|d| d.kind == FileKind::Dir));
-        t.entries_changed(src_dir.id.0, -moved_dir, now)?;
-        t.entries_changed(dst_dir.id.0, moved_dir - replaced_dir, now)?;
-        // The entry itself changed (its ctime, as Linux keeps it).
-        let mut moved = t.inode(id)?;
-        moved.ctime_ns = now;
-        t.inodes.insert(id, encode_attr(&moved).as_slice())?;
-        replaced
-    };
-    let Some(dst) = replaced else { return Ok(None) };
-    forget_inode(tx, &dst)?;
-    // Only a file has objects for the client to delete.
-    Ok((dst.kind == FileKind::File).then_some(dst))
-}

@@ -76,6 +76,11 @@ pub enum FileKind {
     /// (`Readlink`); paths given to the service never follow links (a
     /// mount's kernel resolves them).
     Symlink = 3,
+    /// A named pipe (FIFO): a name and attributes only; a mount's kernel
+    /// makes the pipe.
+    Fifo = 4,
+    /// A Unix socket's name: attributes only, as a FIFO.
+    Socket = 5,
 }
 
 /// How a file's bytes are spread: stripe `k` of the file lives on
@@ -106,8 +111,8 @@ pub struct FileAttr {
     pub gid: u32,
     pub mtime_ns: i64,
     pub ctime_ns: i64,
-    /// Names the entry has: 1 for a file or link, 2 plus its
-    /// subdirectories for a directory (as `st_nlink`).
+    /// Names the entry has: a file's (or link's, FIFO's, socket's) hard
+    /// links, 2 plus its subdirectories for a directory (as `st_nlink`).
     pub nlink: u32,
     /// Present for regular files only.
     pub layout: Option<StripeLayout>,
@@ -174,6 +179,12 @@ pub enum MetaReq {
     /// stands behind the kernel's own path checks, asking for an inode
     /// another client renamed); answered with `Stat`.
     StatId { file: FileId },
+    /// Makes a FIFO or a socket name at `path` (mknod(2); `kind` one of
+    /// those two). Answered with `Attr`.
+    Mknod { path: String, mode: u32, kind: FileKind },
+    /// A new name `to` for the file or link at `from` (link(2)): its link
+    /// count grows by one. Answered with `Attr` (the file's, after).
+    Link { from: String, to: String },
 }
 
 /// What [`MetaReq::Change`] changes.
@@ -227,6 +238,8 @@ impl FileAttr {
             1 => FileKind::File,
             2 => FileKind::Dir,
             3 => FileKind::Symlink,
+            4 => FileKind::Fifo,
+            5 => FileKind::Socket,
             t => return Err(DecodeError::BadTag { what: "file kind", tag: t.into() }),
         };
         let (mode, uid, gid) = (d.u32()?, d.u32()?, d.u32()?);
@@ -322,6 +335,12 @@ impl MetaReq {
             MetaReq::StatId { file } => {
                 e.u8(20).u64(file.0);
             }
+            MetaReq::Mknod { path, mode, kind } => {
+                e.u8(21).str(path).u32(*mode).u8(*kind as u8);
+            }
+            MetaReq::Link { from, to } => {
+                e.u8(22).str(from).str(to);
+            }
             MetaReq::Change { file, change } => {
                 e.u8(19).u64(file.0);
                 match change {
@@ -394,6 +413,16 @@ impl MetaReq {
                 MetaReq::Change { file, change }
             }
             20 => MetaReq::StatId { file: FileId(d.u64()?) },
+            21 => {
+                let (path, mode) = (path(d)?, d.u32()?);
+                let kind = match d.u8()? {
+                    4 => FileKind::Fifo,
+                    5 => FileKind::Socket,
+                    t => return Err(DecodeError::BadTag { what: "special file kind", tag: t.into() }),
+                };
+                MetaReq::Mknod { path, mode, kind }
+            }
+            22 => MetaReq::Link { from: path(d)?, to: path(d)? },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

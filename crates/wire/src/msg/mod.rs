@@ -299,10 +299,10 @@ mod tests {
     }
 
     fn attr() -> impl Strategy<Value = FileAttr> {
-        (any::<u64>(), 0u8..3, any::<u32>(), any::<i64>(), 1u64..=crate::limits::MAX_STRIPE_SIZE, proptest::collection::vec(any::<u32>(), 1..8))
+        (any::<u64>(), 0u8..5, any::<u32>(), any::<i64>(), 1u64..=crate::limits::MAX_STRIPE_SIZE, proptest::collection::vec(any::<u32>(), 1..8))
             .prop_map(|(id, k, mode, t, ss, srv)| FileAttr {
                 id: FileId(id),
-                kind: [FileKind::File, FileKind::Dir, FileKind::Symlink][k as usize],
+                kind: [FileKind::File, FileKind::Dir, FileKind::Symlink, FileKind::Fifo, FileKind::Socket][k as usize],
                 mode,
                 uid: mode / 3,
                 gid: mode / 5,
@@ -348,6 +348,8 @@ mod tests {
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(f, epoch, size)| MetaReq::SetSize { file: FileId(f), epoch, size }),
             cap().prop_map(|old| MetaReq::Renew { old }),
             any::<u64>().prop_map(|f| MetaReq::StatId { file: FileId(f) }),
+            (name(), any::<u32>(), any::<bool>()).prop_map(|(path, mode, fifo)| MetaReq::Mknod { path, mode, kind: if fifo { FileKind::Fifo } else { FileKind::Socket } }),
+            (name(), name()).prop_map(|(from, to)| MetaReq::Link { from, to }),
             (any::<u64>(), 0u8..3, any::<u32>(), any::<i64>()).prop_map(|(f, k, v, t)| MetaReq::Change {
                 file: FileId(f),
                 change: [AttrChange::Mode(v), AttrChange::Owner { uid: v, gid: v / 3 }, AttrChange::Mtime(t)][k as usize],

@@ -132,7 +132,10 @@ pub fn stat(cluster: Option<&Path>, a: PathArgs) -> Result<()> {
         FileKind::Dir => "directory".to_string(),
         FileKind::File => "regular file".to_string(),
         FileKind::Symlink => format!("symbolic link to {}", shown(&c.readlink(&path)?)),
+        FileKind::Fifo => "FIFO (named pipe)".to_string(),
+        FileKind::Socket => "socket".to_string(),
     })?;
+    out!(" links: {}", attr.nlink)?;
     out!("  mode: {:04o} ({})", attr.mode, mode_string(attr.kind, attr.mode))?;
     out!(" owner: uid {} gid {}", attr.uid, attr.gid)?;
     if let Some(l) = &attr.layout {

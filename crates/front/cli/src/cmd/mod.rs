@@ -51,6 +51,8 @@ pub fn mode_string(kind: weft_wire::FileKind, mode: u32) -> String {
         weft_wire::FileKind::Dir => 'd',
         weft_wire::FileKind::Symlink => 'l',
         weft_wire::FileKind::File => '-',
+        weft_wire::FileKind::Fifo => 'p',
+        weft_wire::FileKind::Socket => 's',
     });
     for shift in [6, 3, 0] {
         let b = mode >> shift;

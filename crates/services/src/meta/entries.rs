@@ -1,0 +1,163 @@
+//! Names coming and going: unlink and rmdir, rename, and link (a second
+//! name for a file). A file's inode lives while any name points to it
+//! (its link count); its objects are deleted only with its last name.
+
+use super::path::components;
+use super::tables::{check_sticky, encode_attr, err, may, now_ns, split_parent, Result, Tables, DIRENTS, INODES, LINKS, R, W};
+use redb::WriteTransaction;
+use weft_wire::{Cred, ErrorCode, FileAttr, FileKind};
+
+/// What removing a name did.
+pub(super) struct Removed {
+    /// The inode, as it was (or is, if other names keep it).
+    pub(super) attr: FileAttr,
+    /// That was its last name: the inode is gone.
+    pub(super) last: bool,
+}
+
+/// Drops what an inode that is going away kept beside its record.
+fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
+    if attr.kind == FileKind::Symlink {
+        tx.open_table(LINKS)?.remove(attr.id.0)?;
+    }
+    Ok(())
+}
+
+type WriteTables<'tx> = Tables<redb::Table<'tx, u64, &'static [u8]>, redb::Table<'tx, (u64, &'static str), u64>>;
+
+/// One name of inode `attr` is going: its link count drops, and at the
+/// last the inode goes. True if that was the last.
+fn drop_name(t: &mut WriteTables<'_>, attr: &FileAttr, now: i64) -> Result<bool> {
+    if attr.kind != FileKind::Dir && attr.nlink > 1 {
+        let mut a = attr.clone();
+        a.nlink -= 1;
+        a.ctime_ns = now;
+        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+        return Ok(false);
+    }
+    t.inodes.remove(attr.id.0)?;
+    Ok(true)
+}
+
+/// Removes the entry `path` (a directory when `want_dir`, which must be
+/// empty).
+pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bool) -> Result<Removed> {
+    let (parent_comps, name) = split_parent(path)?;
+    let removed = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let parent = t.parent_for_change(cred, &parent_comps)?;
+        let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
+        let attr = t.inode(id)?;
+        check_sticky(cred, &parent, &attr, path)?;
+        let dir = attr.kind == FileKind::Dir;
+        match (want_dir, dir) {
+            (false, true) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
+            (true, false) => return Err(err(ErrorCode::NotDir, format!("{path} is not a directory"))),
+            (true, true) if !t.is_empty_dir(id)? => return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty"))),
+            _ => {}
+        }
+        let now = now_ns();
+        t.dirents.remove((parent.id.0, name))?;
+        let last = drop_name(&mut t, &attr, now)?;
+        t.entries_changed(parent.id.0, -i32::from(dir), now)?;
+        Removed { attr, last }
+    };
+    if removed.last {
+        forget_inode(tx, &removed.attr)?;
+    }
+    Ok(removed)
+}
+
+/// Renames `from` to `to`, replacing what `to` names (a file, or an empty
+/// directory for a directory); returns a replaced file whose last name
+/// that was (its objects are the client's to delete).
+pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
+    let (from_parent, from_name) = split_parent(from)?;
+    let (to_parent, to_name) = split_parent(to)?;
+    let mut from_full = from_parent.clone();
+    from_full.push(from_name);
+    let mut to_full = to_parent.clone();
+    to_full.push(to_name);
+    if from_full == to_full {
+        // Renaming an entry to itself changes nothing, but it must exist
+        // (issue 8: rename(x, x) succeeded for a missing x).
+        Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? }.walk(cred, &from_full)?;
+        return Ok(None);
+    }
+    if to_full.len() > from_full.len() && to_full[..from_full.len()] == from_full[..] {
+        return Err(err(ErrorCode::InvalidPath, format!("cannot move {from} into itself")));
+    }
+    let replaced = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let src_dir = t.parent_for_change(cred, &from_parent)?;
+        let dst_dir = t.parent_for_change(cred, &to_parent)?;
+        let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
+        let src = t.inode(id)?;
+        check_sticky(cred, &src_dir, &src, from)?;
+        let now = now_ns();
+        let mut replaced = None;
+        if let Some(old) = t.child(dst_dir.id.0, to_name)? {
+            if old == id {
+                // Two names of one file: rename(2) does nothing.
+                return Ok(None);
+            }
+            let dst = t.inode(old)?;
+            check_sticky(cred, &dst_dir, &dst, to)?;
+            match (src.kind == FileKind::Dir, dst.kind == FileKind::Dir) {
+                (false, true) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
+                (true, false) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
+                (true, true) if !t.is_empty_dir(old)? => return Err(err(ErrorCode::NotEmpty, format!("{to} is not empty"))),
+                _ => {}
+            }
+            replaced = Some((drop_name(&mut t, &dst, now)?, dst));
+        }
+        t.dirents.remove((src_dir.id.0, from_name))?;
+        t.dirents.insert((dst_dir.id.0, to_name), id)?;
+        // Both directories changed; a directory moved takes its ".." link
+        // along, and one replaced takes its own away.
+        let moved_dir = i32::from(src.kind == FileKind::Dir);
+        let replaced_dir = i32::from(replaced.as_ref().is_some_and(|(_, d)| d.kind == FileKind::Dir));
+        t.entries_changed(src_dir.id.0, -moved_dir, now)?;
+        t.entries_changed(dst_dir.id.0, moved_dir - replaced_dir, now)?;
+        // The entry itself changed (its ctime, as Linux keeps it).
+        let mut moved = t.inode(id)?;
+        moved.ctime_ns = now;
+        t.inodes.insert(id, encode_attr(&moved).as_slice())?;
+        replaced
+    };
+    // A replaced file other names keep is not gone.
+    let Some((true, dst)) = replaced else { return Ok(None) };
+    forget_inode(tx, &dst)?;
+    // Only a file has objects for the client to delete.
+    Ok((dst.kind == FileKind::File).then_some(dst))
+}
+
+/// link(2): `to` becomes another name of what `from` names (not a
+/// directory). As Linux's protected hard links: someone other than the
+/// owner (or root) may link only a regular file it may read and write
+/// that is neither setuid nor setgid-executable.
+pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<FileAttr> {
+    let from_comps = components(from).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let (to_parent, to_name) = split_parent(to)?;
+    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    let mut a = t.walk(cred, &from_comps)?;
+    if a.kind == FileKind::Dir {
+        return Err(err(ErrorCode::Permission, format!("{from} is a directory: directories have no hard links")));
+    }
+    let setgid_exec = a.mode & 0o2010 == 0o2010;
+    let safe = a.kind == FileKind::File && a.mode & 0o4000 == 0 && !setgid_exec && may(cred, &a, R | W);
+    if cred.uid != 0 && cred.uid != a.uid && !safe {
+        return Err(err(ErrorCode::Permission, format!("uid {} may not link {from}: it neither owns it nor may read and write it (protected hard links)", cred.uid)));
+    }
+    let dir = t.parent_for_change(cred, &to_parent)?;
+    if t.child(dir.id.0, to_name)?.is_some() {
+        return Err(err(ErrorCode::Exists, format!("{to} already exists")));
+    }
+    a.nlink = a.nlink.checked_add(1).ok_or_else(|| err(ErrorCode::BadRequest, format!("{from} has the most links a file may have")))?;
+    let now = now_ns();
+    a.ctime_ns = now;
+    t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+    t.dirents.insert((dir.id.0, to_name), a.id.0)?;
+    t.entries_changed(dir.id.0, 0, now)?;
+    Ok(a)
+}

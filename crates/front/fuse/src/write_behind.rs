@@ -211,3 +211,59 @@ impl WriteBehind {
         h.take_error()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A write of `ino` queued now (as `write` books it).
+    fn queue(st: &mut State, ino: u64) -> Pending {
+        st.queued += 1;
+        let w = Pending { start: st.queued * 10, end: st.queued * 10 + 1, seq: st.queued };
+        st.busy.entry(ino).or_default().push(w);
+        w
+    }
+
+    /// A write done (as `Done` books it).
+    fn finish(st: &mut State, ino: u64, w: Pending) {
+        st.finished += 1;
+        st.recent.push_back(ino);
+        st.busy.get_mut(&ino).unwrap().retain(|x| *x != w);
+    }
+
+    #[test]
+    fn a_wait_covers_the_writes_queued_before_it_and_no_later_ones() {
+        let wb = Arc::new(WriteBehind::new());
+        let (m, _) = &*wb.state;
+        let first = queue(&mut guard(m), 7);
+        let mark = wb.mark();
+        // A stream goes on queueing writes of the same file.
+        let later: Vec<Pending> = (0..5).map(|_| queue(&mut guard(m), 7)).collect();
+        assert!(before(&guard(m), 7, mark), "the write queued before the mark is pending");
+        assert!(wb.unsettled_since(7, mark));
+        finish(&mut guard(m), 7, first);
+        assert!(!before(&guard(m), 7, mark), "done with what came before, though later writes are queued");
+        // The wait itself returns (on a thread of its own: a wait for the
+        // later writes too would never end).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = wb.clone();
+        std::thread::spawn(move || {
+            waiter.wait_for(7, mark);
+            let _ = tx.send(());
+        });
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(10)).is_ok(), "the wait did not return while later writes were queued");
+        // A size asked meanwhile may have missed `first`: ask again.
+        assert!(wb.unsettled_since(7, mark), "a write of the file finished since the mark");
+        let mark2 = wb.mark();
+        assert!(!wb.unsettled_since(8, mark2), "another file: nothing pending, nothing finished");
+        finish(&mut guard(m), 7, later[0]);
+        assert!(!wb.unsettled_since(8, mark2), "writes of other files do not count");
+        assert!(wb.unsettled_since(7, mark2));
+        // Past what `recent` remembers, any file is unsettled.
+        let mark3 = wb.mark();
+        for _ in 0..=RECENT {
+            guard(m).finished += 1;
+        }
+        assert!(wb.unsettled_since(8, mark3));
+    }
+}

@@ -307,9 +307,17 @@ impl Client {
 
     /// Removes a file: its name first (so no one opens it again), then its objects.
     pub fn unlink(&self, path: &str) -> Result<()> {
+        self.unlink_name(path)?.map_or(Ok(()), Deletion::run)
+    }
+
+    /// Removes a file's name, and returns the deletion of its objects to
+    /// run (later, elsewhere) if that was its last name. Objects whose
+    /// deletion never runs stay on the data servers, as after a client
+    /// that died between the two steps.
+    pub fn unlink_name(&self, path: &str) -> Result<Option<Deletion>> {
         match self.meta(MetaReq::Unlink { path: path.into() })? {
-            Response::Granted { attr, cap } => self.delete_objects(&attr, cap),
-            _ => Ok(()),
+            Response::Granted { attr, cap } => Ok(Some(Deletion { client: self.clone(), attr, cap })),
+            _ => Ok(None),
         }
     }
 
@@ -325,7 +333,7 @@ impl Client {
         }
     }
 
-    fn delete_objects(&self, attr: &FileAttr, cap: Capability) -> Result<()> {
+    pub(crate) fn delete_objects(&self, attr: &FileAttr, cap: Capability) -> Result<()> {
         let Some(layout) = &attr.layout else { return Ok(()) };
         let body = Request::data(cap, weft_wire::DataReq::Delete { file: attr.id }).encode();
         let mut calls = layout.servers.iter().map(|&s| Ok(Call::new(self.addr_of(s)?, body.clone()))).collect::<Result<Vec<_>>>()?;
@@ -380,5 +388,25 @@ impl Client {
                 ServerStatus { server: s.clone(), stats }
             })
             .collect()
+    }
+}
+
+/// The deletion of a removed file's objects on the data servers (see
+/// [`Client::unlink_name`]); it carries the capability that allows it.
+pub struct Deletion {
+    client: Client,
+    attr: FileAttr,
+    cap: Capability,
+}
+
+impl Deletion {
+    /// The removed file's id.
+    pub fn file(&self) -> FileId {
+        self.attr.id
+    }
+
+    /// Deletes the objects, on every data server of the file's layout.
+    pub fn run(self) -> Result<()> {
+        self.client.delete_objects(&self.attr, self.cap)
     }
 }

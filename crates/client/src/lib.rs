@@ -23,7 +23,7 @@ mod schedule;
 
 pub use atomic::{LockGranularity, LockGuard};
 pub use comm::Communicator;
-pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
+pub use client::{Client, ClientOptions, CreateOptions, Deletion, ServerStatus};
 pub use weft_lock::Extent;
 pub use error::{Error, Result};
 pub use file::File;

@@ -92,6 +92,8 @@ pub struct WeftFs {
     /// Requests waiting in `wait_hidden_closed` (each holds a thread the
     /// releases they wait for need).
     pub(crate) release_waiters: AtomicUsize,
+    /// Deletions of removed files' objects queued on the pool.
+    pub(crate) deletions: Arc<AtomicUsize>,
     /// fcntl record locks, through the lock service.
     pub(crate) locks: Arc<PosixLocks>,
     /// F_SETLKW requests waiting on threads of their own.
@@ -124,6 +126,7 @@ impl WeftFs {
             closes: std::sync::Condvar::new(),
             removing: Mutex::new(Vec::new()),
             release_waiters: AtomicUsize::new(0),
+            deletions: Arc::new(AtomicUsize::new(0)),
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),

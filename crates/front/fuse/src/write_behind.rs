@@ -32,7 +32,7 @@ const BUDGET: usize = 32 << 20;
 /// Threads writing queued data.
 const THREADS: usize = 4;
 
-type Job = Box<dyn FnOnce() + Send>;
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 /// A write queued or in flight: its range and its place in the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +170,12 @@ impl WriteBehind {
             return Err(Errno::EIO);
         }
         Ok(len)
+    }
+
+    /// Runs `job` on the pool, after the writes queued so far have been
+    /// taken up; gives it back if the pool is gone.
+    pub(crate) fn run_later(&self, job: Job) -> Result<(), Job> {
+        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).send(job).map_err(|e| e.0)
     }
 
     /// Where the queue stands now.

@@ -22,9 +22,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// 4: symbolic links (file kind 3, meta ops 12-13, response 12), SetTimes
 /// (meta op 14). 5: server-directed collectives. 6: capabilities on data
 /// requests, the MUNGE handshake. 7: link counts in `FileAttr`, error
-/// code 16 (TooLarge), changes and stats by file id (meta ops 19-20),
+/// code 16 (TooLarge). 8: changes and stats by file id (meta ops 19-20),
 /// FIFOs, sockets and hard links (file kinds 4-5, meta ops 21-22).
-pub const PROTOCOL_VERSION: u8 = 7;
+pub const PROTOCOL_VERSION: u8 = 8;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

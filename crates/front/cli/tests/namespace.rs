@@ -277,6 +277,9 @@ fn writers_drop_privileges_only_and_directories_count_their_links() {
     assert_eq!(root.change(id, weft_client::AttrChange::Mode(0o640)).unwrap().mode, 0o640);
     assert_eq!(root.stat("/b/moved").unwrap().0.mode, 0o640);
     assert!(matches!(bob.change(id, weft_client::AttrChange::Mode(0o777)), Err(Error::Permission(_))), "not bob's");
+    root.chmod("/b/moved", 0o666).unwrap();
+    assert!(matches!(bob.change(id, weft_client::AttrChange::Mtime(weft_client::TIME_NOW)), Err(Error::Permission(_))), "a writer who is not the owner changes by path only");
+    root.chmod("/b/moved", 0o640).unwrap();
     assert_eq!(root.stat_id(id).unwrap().0.mode, 0o640);
     assert!(matches!(bob.stat_id(id), Err(Error::Permission(_))), "an id says nothing of the path's search rights");
     root.unlink("/b/moved").unwrap();

@@ -184,7 +184,7 @@ impl WeftFs {
     pub(crate) fn stat(&self, c: &weft_client::Client, path: &str) -> Result<FileAttr, Errno> {
         let (a, size) = self.settled(|| c.stat(path))?;
         self.remember(a.id.0, path);
-        Ok(fuse_attr(&a, size))
+        Ok(self.kernel_attr(&a, size))
     }
 
     /// What `ask` says of a file, with every write answered before this
@@ -199,6 +199,42 @@ impl WeftFs {
             return ask().map_err(|e| errno::of(&e));
         }
         Ok((a, size))
+    }
+
+    /// Changes an attribute of inode `ino` as `c`: by its id (never a path
+    /// another client may have moved), or, for a user who does not own it
+    /// (a writer setting the time "now" or dropping setuid, which only the
+    /// owner may do by id), by its path, if it still names the inode.
+    pub(crate) fn change(&self, c: &weft_client::Client, ino: INodeNo, change: weft_client::AttrChange) -> Result<weft_client::FileAttr, weft_client::Error> {
+        use weft_client::{AttrChange, Error};
+        match c.change(weft_client::FileId(ino.0), change) {
+            Err(Error::Permission(why)) => {
+                let Ok(path) = self.path_of(ino) else { return Err(Error::Permission(why)) };
+                let a = match change {
+                    AttrChange::Mode(m) => c.chmod(&path, m)?,
+                    AttrChange::Owner { uid, gid } => c.chown(&path, uid, gid)?,
+                    AttrChange::Mtime(t) => c.set_mtime(&path, (t != weft_client::TIME_NOW).then_some(t))?,
+                };
+                if a.id.0 != ino.0 {
+                    // Changed what the path names now: say so.
+                    return Err(Error::NotFound(format!("{path} names another file now")));
+                }
+                Ok(a)
+            }
+            other => other,
+        }
+    }
+
+    /// The attributes the kernel is given for `a` of `size` bytes: a name
+    /// this mount set aside for an open file (unlink while open) is not
+    /// counted among its links, as the kernel counts none for it (fstat of
+    /// a removed open file shows 0).
+    pub(crate) fn kernel_attr(&self, a: &weft_client::FileAttr, size: u64) -> FileAttr {
+        let mut k = fuse_attr(a, size);
+        if a.kind != weft_client::FileKind::Dir && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.hidden.is_some()) {
+            k.nlink = k.nlink.saturating_sub(1);
+        }
+        k
     }
 
     /// File `ino`'s size now, with every write queued before this call in
@@ -230,7 +266,7 @@ impl WeftFs {
         // renamed or replaced it): ask for the inode itself, as the mount
         // (the kernel checked the path when it looked the inode up).
         match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0))) {
-            Ok((a, size)) => Ok(fuse_attr(&a, size)),
+            Ok((a, size)) => Ok(self.kernel_attr(&a, size)),
             Err(e) if e == Errno::ENOENT || e == Errno::EACCES => Err(Errno::ESTALE),
             Err(e) => Err(e),
         }
@@ -273,7 +309,7 @@ impl WeftFs {
                 weft_client::FileKind::Symlink => None,
                 weft_client::FileKind::Fifo | weft_client::FileKind::Socket => Some(0),
             };
-            let attr = Some(crate::attrs::fuse_attr(&e.attr, size.unwrap_or(0)));
+            let attr = Some(self.kernel_attr(&e.attr, size.unwrap_or(0)));
             all.push(Listed { ino: e.attr.id.0, kind: kind_of(&e.attr), name: e.name, path: Some(child), attr, exact: size.is_some() });
         }
         Ok(Listing { taken, entries: all })

@@ -175,7 +175,7 @@ mod tests {
         /// Whatever happens, the two maps agree, and a forgotten inode
         /// leaves nothing.
         #[test]
-        fn both_maps_agree(ops in proptest::collection::vec((0u8..5, 2u64..8, 0usize..6, 0usize..6), 1..60)) {
+        fn both_maps_agree(ops in proptest::collection::vec((0u8..6, 2u64..8, 0usize..6, 0usize..6), 1..60)) {
             let names = ["/a", "/b", "/a/c", "/b/c", "/a/c/d", "/e"];
             let mut k = Known::new();
             for (op, ino, p, q) in ops {
@@ -184,6 +184,7 @@ mod tests {
                     1 => k.forget(ino, 1),
                     2 => k.gone(names[p]),
                     3 if !names[q].starts_with(&format!("{}/", names[p])) && names[p] != names[q] => k.renamed(names[p], names[q]),
+                    4 => k.lost(ino),
                     _ => k.moved(ino, names[p]),
                 }
                 for (p, &i) in &k.by_path {

@@ -100,6 +100,10 @@ impl WeftFs {
         while self.deletions.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+        let left = self.deletions.load(Ordering::Acquire);
+        if left > 0 {
+            tracing::warn!(target: "weft::fuse", left, "unmounting with removed files' objects still to delete; they stay on the data servers");
+        }
     }
 
     /// Waits (at most `budget`) until no file this mount set aside in
@@ -118,14 +122,10 @@ impl WeftFs {
 
     fn wait_hidden_closed_now(&self, dir: &str, budget: std::time::Duration) -> bool {
         let prefix = if dir == "/" { format!("/{HIDDEN_PREFIX}") } else { format!("{dir}/{HIDDEN_PREFIX}") };
-        // Where each set-aside file is now (its directory may have been
-        // renamed since it was set aside).
-        let in_dir = |ino: &u64, o: &crate::fs::OpenInode| {
-            o.hidden.as_ref().is_some_and(|(h, _)| {
-                let now = lock(&self.known).path(*ino).map_or_else(|| h.clone(), str::to_string);
-                now.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/'))
-            })
-        };
+        // Where each set-aside file is now (kept up to date through renames
+        // of its directory; not the inode's path, which a hard link's other
+        // names may take).
+        let in_dir = |_: &u64, o: &crate::fs::OpenInode| o.hidden.as_ref().is_some_and(|(h, _)| h.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/')));
         let deadline = std::time::Instant::now() + budget;
         let mut open = lock(&self.open_inodes);
         loop {
@@ -137,6 +137,19 @@ impl WeftFs {
                 return false;
             }
             open = self.closes.wait_timeout(open, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
+    }
+
+    /// `from` was renamed to `to`: hidden names of files set aside below
+    /// it move along.
+    pub(crate) fn hidden_moved(&self, from: &str, to: &str) {
+        let below = format!("{from}/");
+        for o in lock(&self.open_inodes).values_mut() {
+            if let Some((h, _)) = &mut o.hidden
+                && let Some(rest) = h.strip_prefix(&below)
+            {
+                *h = format!("{to}/{rest}");
+            }
         }
     }
 
@@ -168,7 +181,7 @@ impl WeftFs {
             let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0)) else { return Ok(()) };
             let (a, _) = c.stat(&path)?;
             if a.id == h.file.attr().id && a.mode & 0o6000 != 0 {
-                c.change(a.id, weft_client::AttrChange::Mode(a.mode & !0o6000))?;
+                self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(a.mode & !0o6000))?;
             }
             Ok(())
         })();
@@ -185,7 +198,7 @@ impl WeftFs {
         if !h.wrote.swap(false, Ordering::Relaxed) {
             return;
         }
-        if let Err(e) = h.opener.change(h.file.id(), weft_client::AttrChange::Mtime(weft_client::TIME_NOW)) {
+        if let Err(e) = self.change(&h.opener, INodeNo(h.file.id().0), weft_client::AttrChange::Mtime(weft_client::TIME_NOW)) {
             tracing::warn!(target: "weft::fuse", ino = h.file.id().0, error = %e, "could not set the mtime of a written file");
         }
     }
@@ -201,7 +214,9 @@ impl WeftFs {
                 return;
             }
             // Where it is now: its directory may have been renamed since.
-            let hidden = open.remove(&ino).and_then(|o| o.hidden).map(|(h, by)| (lock(&self.known).path(ino).map_or(h, str::to_string), by));
+            // Its hidden name (kept through renames of its directory), never
+            // the inode's path: another name of a hard-linked file may be it.
+            let hidden = open.remove(&ino).and_then(|o| o.hidden);
             if let Some((h, _)) = &hidden {
                 // Counted until its unlink is done, for `wait_hidden_closed`.
                 lock(&self.removing).push(h.clone());

@@ -47,7 +47,7 @@ impl Filesystem for WeftFs {
             (Ok(a), _) => Ok(a),
             (Err(_), Some(Ok(h))) => {
                 self.writes.wait(ino.0);
-                h.file.size().map(|size| fuse_attr(h.file.attr(), size)).map_err(|e| errno::of(&e))
+                h.file.size().map(|size| self.kernel_attr(h.file.attr(), size)).map_err(|e| errno::of(&e))
             }
             (Err(e), _) => Err(e),
         };
@@ -89,11 +89,11 @@ impl Filesystem for WeftFs {
             // such changes per file).
             let mut last = None;
             if let Some(m) = mode {
-                last = Some(c.change(id, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
+                last = Some(self.change(&c, ino, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
             }
             if uid.is_some() || gid.is_some() {
                 let owner = AttrChange::Owner { uid: uid.unwrap_or(weft_client::KEEP_ID), gid: gid.unwrap_or(weft_client::KEEP_ID) };
-                last = Some(c.change(id, owner).map_err(owner_err)?);
+                last = Some(self.change(&c, ino, owner).map_err(owner_err)?);
             }
             if let Some(s) = size {
                 Self::within_max_size(s, 0)?;
@@ -108,6 +108,8 @@ impl Filesystem for WeftFs {
                         // Opened by path: truncated only if it is this inode.
                         let f = c.open(&self.path_of(ino)?, true).map_err(e)?;
                         if f.id() != id {
+                            // Another file now: closed again, untouched.
+                            let _ = f.close();
                             return Err(Errno::ESTALE);
                         }
                         f.truncate(s).and_then(|()| f.close()).map_err(e)?;
@@ -115,21 +117,21 @@ impl Filesystem for WeftFs {
                 }
                 // A truncate moves the times at once (not at the close).
                 if mtime.is_none() {
-                    last = Some(c.change(id, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
+                    last = Some(self.change(&c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
                 }
             }
             // The metadata service keeps one time, the mtime (atime is
             // reported equal to it); setting atime alone changes nothing.
             match mtime {
                 Some(TimeOrNow::SpecificTime(t)) => {
-                    last = Some(c.change(id, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
+                    last = Some(self.change(&c, ino, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
                     // A time set on purpose (cp -p, tar) stands: earlier
                     // writes through open handles no longer touch it.
                     for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
                         h.wrote.store(false, Ordering::Relaxed);
                     }
                 }
-                Some(TimeOrNow::Now) => last = Some(c.change(id, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?),
+                Some(TimeOrNow::Now) => last = Some(self.change(&c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?),
                 None => {}
             }
             match last {
@@ -138,7 +140,7 @@ impl Filesystem for WeftFs {
                         Some(s) => s,
                         None => self.size_now(&c, ino)?,
                     };
-                    Ok(fuse_attr(&a, size))
+                    Ok(self.kernel_attr(&a, size))
                 }
                 Some(a) if a.kind == FileKind::Dir => Ok(fuse_attr(&a, 0)),
                 _ => self.stat_ino(&c, ino),
@@ -224,6 +226,7 @@ impl Filesystem for WeftFs {
             // everything below it have new paths.
             self.forget_path(&to);
             lock(&self.known).renamed(&from, &to);
+            self.hidden_moved(&from, &to);
             Ok(())
         })();
         match r {
@@ -263,7 +266,7 @@ impl Filesystem for WeftFs {
     /// Unmounting: the objects of files removed here are deleted before
     /// the process ends (they would stay on the data servers).
     fn destroy(&mut self) {
-        self.wait_deletions(Duration::from_secs(30));
+        self.wait_deletions(Duration::from_secs(5));
     }
 
     fn getlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, _pid: u32, reply: fuser::ReplyLock) {
@@ -373,7 +376,7 @@ impl Filesystem for WeftFs {
             if truncated {
                 file.truncate(0).map_err(|e| errno::of(&e))?;
                 // Seen at once, as the truncate's (not at the close).
-                opener.change(file.id(), AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
+                self.change(&opener, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
             }
             let h = Handle::new(file, flags.0, opener);
             h.wrote.store(truncated, Ordering::Relaxed);
@@ -612,9 +615,10 @@ impl Filesystem for WeftFs {
             if reply.add(INodeNo(e.ino), i as u64 + 1, &e.name, &self.opts.entry_timeout, &attr, Generation(0)) {
                 break;
             }
-            // Every entry given but "." and ".." is a kernel reference.
+            // Every entry given but "." and ".." is a kernel reference, to
+            // the inode given (a fresh stat may have found another there).
             if let Some(path) = &e.path {
-                self.counted(e.ino, path);
+                self.counted(attr.ino.0, path);
             }
         }
         reply.ok();
@@ -659,7 +663,7 @@ impl Filesystem for WeftFs {
             }
             let size = if a.kind == FileKind::File { self.size_now(&c, ino)? } else { self.stat_ino(&c, ino)?.size };
             self.counted(ino.0, &to);
-            Ok(fuse_attr(&a, size))
+            Ok(self.kernel_attr(&a, size))
         })();
         match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),

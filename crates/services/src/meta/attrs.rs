@@ -18,7 +18,15 @@ pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, chan
         }
         Target::Id(id) => {
             let v = t.inodes.get(id.0)?.ok_or_else(|| err(ErrorCode::NotFound, format!("file {} does not exist", id.0)))?;
-            (super::tables::decode_attr(v.value())?, format!("file {}", id.0))
+            let a = super::tables::decode_attr(v.value())?;
+            // By id only for its owner (or root): ids are sequential, and
+            // a writer's rights (times "now", dropping setuid) would let
+            // anyone touch and read the attributes of files in directories
+            // it cannot search. Others change by path.
+            if cred.uid != 0 && cred.uid != a.uid {
+                return Err(err(ErrorCode::Permission, format!("uid {} does not own file {}: change it by its path", cred.uid, id.0)));
+            }
+            (a, format!("file {}", id.0))
         }
     };
     match change {

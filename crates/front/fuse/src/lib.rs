@@ -16,6 +16,7 @@ mod known;
 mod locks;
 mod open_files;
 mod ops;
+mod pool;
 mod write_behind;
 
 pub use fs::{MountOptions, WeftFs};

@@ -85,11 +85,11 @@ impl WeftFs {
             return delete_now(d);
         }
         let pending = self.deletions.clone();
-        let job: crate::write_behind::Job = Box::new(move || {
+        let job: crate::pool::Job = Box::new(move || {
             delete_now(d);
             pending.fetch_sub(1, Ordering::AcqRel);
         });
-        if let Err(job) = self.writes.run_later(job) {
+        if let Err(job) = self.deleters.run(job) {
             job();
         }
     }

@@ -23,7 +23,7 @@ use crate::errno;
 use crate::handle::Handle;
 use fuser::Errno;
 use std::collections::{HashMap, VecDeque};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use crate::pool::{Job, Pool};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Bytes queued and not yet written, all files together.
@@ -32,7 +32,6 @@ const BUDGET: usize = 32 << 20;
 /// Threads writing queued data.
 const THREADS: usize = 4;
 
-pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 /// A write queued or in flight: its range and its place in the queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +67,7 @@ pub(crate) struct Mark {
 
 pub(crate) struct WriteBehind {
     state: Arc<(Mutex<State>, Condvar)>,
-    jobs: Mutex<Sender<Job>>,
+    jobs: Pool,
 }
 
 fn guard(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -112,24 +111,7 @@ impl Drop for Done {
 
 impl WriteBehind {
     pub(crate) fn new() -> Self {
-        let (tx, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        for k in 0..THREADS {
-            let rx: Arc<Mutex<Receiver<Job>>> = rx.clone();
-            let spawned = std::thread::Builder::new().name(format!("weft-wb-{k}")).spawn(move || {
-                loop {
-                    let job = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
-                    let Ok(job) = job else { return };
-                    // A panicking write must not take the thread with it
-                    // (its `Done` has already freed its range).
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
-                }
-            });
-            if let Err(e) = spawned {
-                tracing::error!(target: "weft::fuse", error = %e, "cannot start a write-behind thread");
-            }
-        }
-        WriteBehind { state: Arc::new((Mutex::new(State::default()), Condvar::new())), jobs: Mutex::new(tx) }
+        WriteBehind { state: Arc::new((Mutex::new(State::default()), Condvar::new())), jobs: Pool::new("weft-wb", THREADS) }
     }
 
     /// Queues `data` for `offset` of `h`'s file (inode `ino`) and returns
@@ -166,16 +148,10 @@ impl WriteBehind {
             }
         });
         // A job that cannot be sent is dropped here, and its `Done` with it.
-        if self.jobs.lock().unwrap_or_else(PoisonError::into_inner).send(job).is_err() {
+        if self.jobs.run(job).is_err() {
             return Err(Errno::EIO);
         }
         Ok(len)
-    }
-
-    /// Runs `job` on the pool, after the writes queued so far have been
-    /// taken up; gives it back if the pool is gone.
-    pub(crate) fn run_later(&self, job: Job) -> Result<(), Job> {
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner).send(job).map_err(|e| e.0)
     }
 
     /// Where the queue stands now.

@@ -13,6 +13,10 @@ pub enum NetError {
     Unreachable { addr: SocketAddr, source: std::io::Error },
     #[error("server {addr} did not answer within {after:?}")]
     Timeout { addr: SocketAddr, after: Duration },
+    /// Not asked: the server let a call run out its deadline `ago`, and
+    /// calls to it fail at once for a while (see `endpoint::unanswered`).
+    #[error("server {addr} not asked: it did not answer a call {ago:?} ago")]
+    Unanswered { addr: SocketAddr, ago: Duration },
     /// The server is at its connection limit and refused this connection.
     #[error("server {addr} busy: {reason}")]
     Busy { addr: SocketAddr, reason: String },
@@ -32,6 +36,7 @@ impl NetError {
         match self {
             NetError::Unreachable { addr, .. }
             | NetError::Timeout { addr, .. }
+            | NetError::Unanswered { addr, .. }
             | NetError::Handshake { addr, .. }
             | NetError::Busy { addr, .. }
             | NetError::Protocol { addr, .. }

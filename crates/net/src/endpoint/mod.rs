@@ -32,6 +32,7 @@
 mod batch;
 mod conn;
 mod engine;
+mod unanswered;
 mod views;
 
 use crate::handshake::{client_handshake, ClientAuth};
@@ -119,6 +120,8 @@ pub struct Endpoint {
     poller: Mutex<(Poll, Events)>,
     registry: Registry,
     waker: Waker,
+    /// Servers that lately did not answer in time.
+    unanswered: unanswered::Unanswered,
 }
 
 impl Endpoint {
@@ -134,6 +137,7 @@ impl Endpoint {
             poller: Mutex::new((poll, Events::with_capacity(256))),
             registry,
             waker,
+            unanswered: Default::default(),
         })
     }
 
@@ -196,7 +200,8 @@ impl Endpoint {
             }
             None
         };
-        let refused: Vec<(usize, NetError)> = calls.iter().enumerate().filter_map(|(i, c)| limits(c).map(|e| (i, e))).collect();
+        let now = Instant::now();
+        let refused: Vec<(usize, NetError)> = calls.iter().enumerate().filter_map(|(i, c)| limits(c).or_else(|| self.unanswered.refuse(c.peer, now)).map(|e| (i, e))).collect();
         let id = {
             let mut eng = self.lock();
             let id = eng.add_batch(calls, window, timeout);
@@ -226,6 +231,7 @@ impl Endpoint {
                 }
                 std::mem::forget(guard);
                 self.wake_sleepers(eng);
+                self.note_answers(calls, timeout);
                 return;
             }
             let deadline = b.deadline;
@@ -248,6 +254,25 @@ impl Endpoint {
             eng.sleepers += 1;
             eng = self.turn.wait_timeout(eng, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
             eng.sleepers -= 1;
+        }
+    }
+
+    /// Remembers which servers answered and which let a call run out the
+    /// ordinary deadline (`op_timeout`; not one of the caller's own: a lock
+    /// wait runs out a longer one with the server well, a probe a shorter
+    /// one).
+    fn note_answers(&self, calls: &[Call<'_>], timeout: Duration) {
+        let now = Instant::now();
+        let hold = self.config.op_timeout.min(Duration::from_secs(10));
+        for c in calls {
+            if matches!(c.result, Some(Ok(_))) {
+                self.unanswered.answered(c.peer);
+            }
+        }
+        for c in calls {
+            if matches!(c.result, Some(Err(NetError::Timeout { .. }))) && timeout == self.config.op_timeout {
+                self.unanswered.timed_out(c.peer, hold, now);
+            }
         }
     }
 
@@ -412,6 +437,7 @@ impl Drop for Abandon<'_> {
 pub(crate) fn sibling(e: &NetError) -> NetError {
     match e {
         NetError::Timeout { addr, after } => NetError::Timeout { addr: *addr, after: *after },
+        NetError::Unanswered { addr, ago } => NetError::Unanswered { addr: *addr, ago: *ago },
         NetError::Unreachable { addr, source } => {
             NetError::Unreachable { addr: *addr, source: io::Error::new(source.kind(), source.to_string()) }
         }

@@ -1,0 +1,70 @@
+//! Servers that lately let a call run out its deadline: calls to them fail
+//! at once for a while (`hold`), so a stopped server costs a caller one
+//! deadline, not one per call (a mount's `ls -l` made six exchanges with
+//! it in turn, each waiting the whole deadline). After the hold, the next
+//! call tries the server again; an answer clears it.
+
+use crate::NetError;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// Servers remembered at most (a client talks to the servers of its
+/// cluster file; past this the oldest entries go).
+const MAX_PEERS: usize = 4096;
+
+#[derive(Default)]
+pub(crate) struct Unanswered {
+    /// Per server: when its call ran out its deadline, and for how long
+    /// calls to it fail at once.
+    peers: Mutex<HashMap<SocketAddr, (Instant, Duration)>>,
+}
+
+impl Unanswered {
+    /// The error a call to `peer` fails with now, if it is held.
+    pub(crate) fn refuse(&self, peer: SocketAddr, now: Instant) -> Option<NetError> {
+        let peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        let &(since, hold) = peers.get(&peer)?;
+        (now < since + hold).then(|| NetError::Unanswered { addr: peer, ago: now - since })
+    }
+
+    /// A call to `peer` ran out its deadline at `now`.
+    pub(crate) fn timed_out(&self, peer: SocketAddr, hold: Duration, now: Instant) {
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        if peers.len() >= MAX_PEERS && !peers.contains_key(&peer) {
+            peers.retain(|_, (since, hold)| now < *since + *hold);
+            if peers.len() >= MAX_PEERS {
+                return;
+            }
+        }
+        peers.insert(peer, (now, hold));
+    }
+
+    /// `peer` answered.
+    pub(crate) fn answered(&self, peer: SocketAddr) {
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        if !peers.is_empty() {
+            peers.remove(&peer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_is_held_for_a_while_after_a_timeout_and_freed_by_an_answer() {
+        let u = Unanswered::default();
+        let (a, b): (SocketAddr, SocketAddr) = ("127.0.0.1:1".parse().unwrap(), "127.0.0.1:2".parse().unwrap());
+        let t0 = Instant::now();
+        assert!(u.refuse(a, t0).is_none());
+        u.timed_out(a, Duration::from_secs(5), t0);
+        assert!(matches!(u.refuse(a, t0 + Duration::from_secs(1)), Some(NetError::Unanswered { .. })));
+        assert!(u.refuse(b, t0).is_none(), "only the server that did not answer");
+        assert!(u.refuse(a, t0 + Duration::from_secs(5)).is_none(), "tried again after the hold");
+        u.answered(a);
+        assert!(u.refuse(a, t0 + Duration::from_secs(1)).is_none(), "an answer frees it");
+    }
+}

@@ -40,6 +40,9 @@ pub enum Error {
     /// A server's storage is full.
     #[error("no space left on server {addr}: {message}")]
     NoSpace { addr: SocketAddr, message: String },
+    /// The file has the most names (hard links) it may have.
+    #[error("too many links: {0}")]
+    TooManyLinks(String),
     /// Past the largest file a server's storage keeps.
     #[error("file too large for server {addr}: {message}")]
     TooLarge { addr: SocketAddr, message: String },
@@ -79,6 +82,7 @@ impl Error {
             ErrorCode::Busy => Error::Busy { addr, message },
             ErrorCode::NoSpace => Error::NoSpace { addr, message },
             ErrorCode::TooLarge => Error::TooLarge { addr, message },
+            ErrorCode::TooManyLinks => Error::TooManyLinks(message),
             ErrorCode::LeaseExpired => Error::LeaseExpired(message),
             ErrorCode::Aborted => Error::Aborted { addr, message },
             ErrorCode::WrongService | ErrorCode::Internal => {

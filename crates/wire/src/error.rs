@@ -54,11 +54,13 @@ pub enum ErrorCode {
     Aborted = 15,
     /// Past the largest file a server's storage keeps (EFBIG).
     TooLarge = 16,
+    /// A file has the most names it may have (EMLINK).
+    TooManyLinks = 17,
 }
 
 impl ErrorCode {
     /// Every code, for decoding and tests.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 17] = [
         Self::NotFound,
         Self::Exists,
         Self::NotDir,
@@ -75,6 +77,7 @@ impl ErrorCode {
         Self::NoSpace,
         Self::Aborted,
         Self::TooLarge,
+        Self::TooManyLinks,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -100,6 +103,7 @@ impl ErrorCode {
             Self::NoSpace => "no space left on the server",
             Self::Aborted => "collective operation aborted",
             Self::TooLarge => "file too large for the server's storage",
+            Self::TooManyLinks => "too many links",
         }
     }
 }

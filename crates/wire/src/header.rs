@@ -23,7 +23,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// (meta op 14). 5: server-directed collectives. 6: capabilities on data
 /// requests, the MUNGE handshake. 7: link counts in `FileAttr`, error
 /// code 16 (TooLarge). 8: changes and stats by file id (meta ops 19-20),
-/// FIFOs, sockets and hard links (file kinds 4-5, meta ops 21-22).
+/// FIFOs, sockets and hard links (file kinds 4-5, meta ops 21-22, error
+/// code 17).
 pub const PROTOCOL_VERSION: u8 = 8;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;

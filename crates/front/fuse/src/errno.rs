@@ -15,6 +15,7 @@ pub fn of(e: &Error) -> Errno {
         Error::BadRequest(_) => libc::EINVAL,
         Error::NoSpace { .. } => libc::ENOSPC,
         Error::TooLarge { .. } => libc::EFBIG,
+        Error::TooManyLinks(_) => libc::EMLINK,
         Error::Busy { .. } => libc::EBUSY,
         _ => libc::EIO,
     })

@@ -199,16 +199,15 @@ impl Filesystem for WeftFs {
             if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
                 return Err(Errno::EEXIST);
             }
-            // Two names of one file: rename(2) does nothing (and the
-            // target must not be set aside as if replaced).
-            if let Some((t, _)) = &target
-                && c.stat(&from).is_ok_and(|(s, _)| s.id == t.id)
-            {
-                return Ok(());
-            }
             // A file replaced while open here lives on for its handles.
             let hidden = match &target {
                 Some((a, _)) if a.kind != FileKind::Dir && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.handles > 0) => {
+                    // Two names of one file: rename(2) does nothing, and the
+                    // target must not be set aside as if replaced (the
+                    // kernel checks this itself when it knows both names).
+                    if c.stat(&from).is_ok_and(|(s, _)| s.id == a.id) {
+                        return Ok(());
+                    }
                     self.remember(a.id.0, &to);
                     self.remove_file(&c, &to)?;
                     Some(a.id.0)

@@ -153,7 +153,7 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> R
     if t.child(dir.id.0, to_name)?.is_some() {
         return Err(err(ErrorCode::Exists, format!("{to} already exists")));
     }
-    a.nlink = a.nlink.checked_add(1).ok_or_else(|| err(ErrorCode::BadRequest, format!("{from} has the most links a file may have")))?;
+    a.nlink = a.nlink.checked_add(1).ok_or_else(|| err(ErrorCode::TooManyLinks, format!("{from} has the most links a file may have")))?;
     let now = now_ns();
     a.ctime_ns = now;
     t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;

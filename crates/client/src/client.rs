@@ -213,8 +213,6 @@ impl Client {
 
     /// A stat by `op`; `path` names the entry, when known.
     fn stat_by(&self, op: MetaReq, path: Option<&str>) -> Result<(FileAttr, u64)> {
-        let name = path.map_or_else(|| format!("{op:?}"), str::to_string);
-        let path = name.as_str();
         let addr = self.inner.cluster.meta_server().addr;
         let (attr, known, cap) = match self.meta(op)? {
             Response::Stat { attr, size, cap } => (attr, size, cap),
@@ -222,9 +220,15 @@ impl Client {
         };
         let size = match (attr.kind, known, cap) {
             (FileKind::File, Some(size), _) => size,
-            (FileKind::File, None, Some(cap)) if attr.layout.is_some() => File::new(self.clone(), path, attr.clone(), cap, false)?.size()?,
+            (FileKind::File, None, Some(cap)) if attr.layout.is_some() => {
+                let name = path.map_or_else(|| format!("file {}", attr.id.0), str::to_string);
+                File::new(self.clone(), &name, attr.clone(), cap, false)?.size()?
+            }
             (FileKind::File, None, None) => return Err(Error::Protocol { addr, what: "a size neither known nor with a capability to ask for it".into() }),
-            (FileKind::Symlink, ..) if name.starts_with('/') => self.readlink(path)?.len() as u64,
+            (FileKind::Symlink, ..) => match path {
+                Some(p) => self.readlink(p)?.len() as u64,
+                None => 0,
+            },
             _ => 0,
         };
         Ok((attr, size))

@@ -16,6 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_client::{limits, Client};
 
+/// `name` in directory `dir` (an absolute path).
+pub(crate) fn join(dir: &str, name: &str) -> String {
+    if dir == "/" { format!("/{name}") } else { format!("{dir}/{name}") }
+}
+
 /// Names under which files removed while open here live on until their
 /// last close (as NFS clients' silly-renamed `.nfs<hex>` files); listings and lookups hide them.
 pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
@@ -163,7 +168,7 @@ impl WeftFs {
             return Err(Errno::ENOENT);
         }
         let p = self.path_of(parent)?;
-        let path = if p == "/" { format!("/{name}") } else { format!("{p}/{name}") };
+        let path = join(&p, name);
         // Deeper than PATH_MAX is fine (reached by relative names), up to
         // what one request to the metadata service may carry.
         if path.len() > limits::MAX_PATH_LEN {
@@ -255,8 +260,9 @@ impl WeftFs {
         }
     }
 
-    /// The attributes of inode `ino` by its path, if the path still names
-    /// that inode (another mount may have replaced or moved it): else ESTALE.
+    /// The attributes of inode `ino`: by its path, or, if the path names
+    /// another file now or nothing (another client renamed or replaced
+    /// it), by its id; ESTALE once the file is gone.
     pub(crate) fn stat_ino(&self, c: &weft_client::Client, ino: INodeNo) -> Result<FileAttr, Errno> {
         match self.path_of(ino).and_then(|path| self.stat(c, &path)) {
             Ok(a) if a.ino == ino || ino.0 == 1 => return Ok(a),
@@ -304,7 +310,7 @@ impl WeftFs {
         let dot = |name: &str| Listed { ino: ino.0, kind: FileType::Directory, name: name.into(), path: None, attr: None, exact: false };
         let mut all = vec![dot("."), dot("..")];
         for e in entries.into_iter().filter(|e| !e.name.starts_with(HIDDEN_PREFIX)) {
-            let child = if path == "/" { format!("/{}", e.name) } else { format!("{path}/{}", e.name) };
+            let child = join(&path, &e.name);
             // Known to the kernel once readdirplus gives it (or a lookup).
             self.remember(e.attr.id.0, &child);
             let size = match e.attr.kind {

@@ -121,15 +121,15 @@ impl WeftFs {
     }
 
     fn wait_hidden_closed_now(&self, dir: &str, budget: std::time::Duration) -> bool {
-        let prefix = if dir == "/" { format!("/{HIDDEN_PREFIX}") } else { format!("{dir}/{HIDDEN_PREFIX}") };
+        let prefix = crate::fs::join(dir, HIDDEN_PREFIX);
         // Where each set-aside file is now (kept up to date through renames
         // of its directory; not the inode's path, which a hard link's other
         // names may take).
-        let in_dir = |_: &u64, o: &crate::fs::OpenInode| o.hidden.as_ref().is_some_and(|(h, _)| h.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/')));
+        let in_dir = |o: &crate::fs::OpenInode| o.hidden.as_ref().is_some_and(|(h, _)| h.strip_prefix(&prefix).is_some_and(|rest| !rest.contains('/')));
         let deadline = std::time::Instant::now() + budget;
         let mut open = lock(&self.open_inodes);
         loop {
-            if !open.iter().any(|(ino, o)| in_dir(ino, o)) && !lock(&self.removing).iter().any(|h| h.starts_with(&prefix)) {
+            if !open.values().any(in_dir) && !lock(&self.removing).iter().any(|h| h.starts_with(&prefix)) {
                 return true;
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());

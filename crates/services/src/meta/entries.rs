@@ -3,7 +3,7 @@
 //! (its link count); its objects are deleted only with its last name.
 
 use super::path::components;
-use super::tables::{check_sticky, encode_attr, err, may, now_ns, split_parent, Result, Tables, DIRENTS, INODES, LINKS, R, W};
+use super::tables::{check_sticky, encode_attr, err, may, now_ns, split_parent, Result, Tables, WriteTables, DIRENTS, INODES, LINKS, R, W};
 use redb::WriteTransaction;
 use weft_wire::{Cred, ErrorCode, FileAttr, FileKind};
 
@@ -22,8 +22,6 @@ fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
     }
     Ok(())
 }
-
-type WriteTables<'tx> = Tables<redb::Table<'tx, u64, &'static [u8]>, redb::Table<'tx, (u64, &'static str), u64>>;
 
 /// One name of inode `attr` is going: its link count drops, and at the
 /// last the inode goes. True if that was the last.

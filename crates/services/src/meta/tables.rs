@@ -152,7 +152,10 @@ impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str),
     }
 }
 
-impl<'tx> Tables<redb::Table<'tx, u64, &'static [u8]>, redb::Table<'tx, (u64, &'static str), u64>> {
+/// The tables of a write transaction.
+pub(super) type WriteTables<'tx> = Tables<redb::Table<'tx, u64, &'static [u8]>, redb::Table<'tx, (u64, &'static str), u64>>;
+
+impl WriteTables<'_> {
     /// Directory `dir` gained or lost an entry: its times move to `now`,
     /// and its link count by `subdirs` (a subdirectory's ".." names it).
     pub(super) fn entries_changed(&mut self, dir: u64, subdirs: i32, now: i64) -> Result<()> {

@@ -215,6 +215,11 @@ impl ClusterFile {
     }
 
     /// A fresh random secret, hex-encoded.
+    /// A secret as the cluster file writes it (hex), decoded.
+    pub fn secret_from_hex(text: &str) -> Option<Secret> {
+        hex_bytes(text).map(Secret::new)
+    }
+
     pub fn random_secret() -> String {
         let bytes: [u8; 32] = rand::random();
         bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -27,6 +27,8 @@ enum Cmd {
     Down(cmd::up::DownArgs),
     /// Run one server of a cluster (what a job script runs on each node).
     Serve(cmd::serve::ServeArgs),
+    /// Weft on the nodes of a batch job: start (srun, mpiexec or ssh), status, stop.
+    Job(cmd::job::JobArgs),
     /// Create a directory.
     Mkdir(cmd::fs::MkdirArgs),
     /// List a directory (-l: mode, owner, size, stripe size and count).
@@ -70,6 +72,7 @@ fn main() {
         Cmd::Up(a) => cmd::up::up(a),
         Cmd::Down(a) => cmd::up::down(a),
         Cmd::Serve(a) => cmd::serve::serve(cluster, a),
+        Cmd::Job(a) => cmd::job::job(a),
         Cmd::Mkdir(a) => cmd::fs::mkdir(cluster, a),
         Cmd::Ls(a) => cmd::fs::ls(cluster, a),
         Cmd::Stat(a) => cmd::fs::stat(cluster, a),

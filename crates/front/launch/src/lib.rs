@@ -17,6 +17,7 @@
 #![deny(unsafe_code)]
 
 pub mod emulate;
+pub mod job;
 pub mod munged;
 mod stop;
 
@@ -127,7 +128,7 @@ fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
 
 /// Does a server of the cluster with `secret` answer at `addr`? A handshake,
 /// not a bare connect: another cluster may have been given the port since.
-fn answers(addr: SocketAddr, secret: &weft_wire::Secret) -> bool {
+pub(crate) fn answers(addr: SocketAddr, secret: &weft_wire::Secret) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else { return false };
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(2)));

@@ -41,7 +41,7 @@ impl Recorded {
 
 /// Field 22 of `/proc/PID/stat` (after the command's closing parenthesis,
 /// field 3 is the first).
-fn process_start(pid: i32) -> Option<u64> {
+pub(crate) fn process_start(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit(')').next()?.split_whitespace().nth(19)?.parse().ok()
 }
@@ -137,7 +137,7 @@ fn is_weft_server(pid: i32) -> bool {
     !is_zombie(pid) && cmdline.split(|&b| b == 0).any(|a| a == b"serve")
 }
 
-fn is_zombie(pid: i32) -> bool {
+pub(crate) fn is_zombie(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     stat.rsplit(')').next().is_some_and(|s| s.trim_start().starts_with('Z'))
 }
@@ -154,6 +154,13 @@ pub(crate) fn signal(pid: u32, sig: i32) -> std::io::Result<()> {
     // SAFETY: kill(2) has no memory effects; pid is one of our children or
     // a pid checked to be the process recorded.
     if unsafe { libc::kill(pid as libc::pid_t, sig) } == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+/// Signals the process group led by `pid` (a launcher started in a group of its own).
+#[allow(unsafe_code)]
+pub(crate) fn signal_group(pid: u32, sig: i32) -> std::io::Result<()> {
+    // SAFETY: as in `signal`; a negative pid names the group.
+    if unsafe { libc::kill(-(pid as libc::pid_t), sig) } == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
 #[cfg(test)]

@@ -13,10 +13,12 @@ pub mod bench;
 pub mod cp;
 pub mod fs;
 pub mod fuzz;
+pub mod job;
 pub mod mount;
 pub mod mpiio_lib;
 pub mod serve;
 pub mod sim;
+pub mod stage;
 pub mod status;
 pub mod up;
 

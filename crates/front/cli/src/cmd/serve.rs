@@ -1,10 +1,12 @@
-//! `weft serve --cluster FILE --id K`.
+//! `weft serve --cluster FILE --id K`, or `weft serve --bootstrap job
+//! --rendezvous DIR` (one server of a batch job; see docs/job.md).
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use weft_launch::job::serve::{bootstrap, Bootstrapped, Overrides, STOP_POLL};
 use weft_net::ClusterFile;
 use weft_services::Server;
 use weft_wire::ServerId;
@@ -12,16 +14,91 @@ use weft_wire::ServerId;
 #[derive(Args)]
 pub struct ServeArgs {
     /// This server's id in the cluster file.
+    #[arg(long, required_unless_present = "bootstrap")]
+    id: Option<u32>,
+    /// `job`: find rank and peers through the launcher and the job
+    /// directory (`--rendezvous`) instead of a cluster file.
+    #[arg(long, value_enum, requires = "rendezvous")]
+    bootstrap: Option<Bootstrap>,
+    /// The job directory `weft job start` prepared (shared by every node).
     #[arg(long)]
-    id: u32,
+    rendezvous: Option<PathBuf>,
+    /// This node's data directory (default: the job's); the server keeps
+    /// its data in DATA/rank<K>.
+    #[arg(long, requires = "bootstrap")]
+    data: Option<PathBuf>,
+    /// The network interface whose IPv4 address to bind (default: the
+    /// job's, else the first one up that is not loopback).
+    #[arg(long, requires = "bootstrap")]
+    iface: Option<String>,
+    /// The port to listen on (default: the job's; 0: any free one).
+    #[arg(long, requires = "bootstrap")]
+    port: Option<u16>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Bootstrap {
+    Job,
 }
 
 pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
+    if let Some(Bootstrap::Job) = a.bootstrap {
+        return serve_job(&a);
+    }
+    let id = a.id.ok_or_else(|| anyhow!("--id is needed without --bootstrap job"))?;
     let path = ClusterFile::locate(cluster)?;
     let cf = ClusterFile::load(&path)?;
-    let me = cf.server(ServerId(a.id)).with_context(|| format!("server id {} is not in {}", a.id, path.display()))?.clone();
-    let server = Arc::new(Server::open(&cf, ServerId(a.id))?);
+    let me = cf.server(ServerId(id)).with_context(|| format!("server id {id} is not in {}", path.display()))?.clone();
     let listener = TcpListener::bind(me.addr).with_context(|| format!("cannot listen on {}", me.addr))?;
-    let _ = out!("weft serve: server {} listening on {} with {:?} in {}", a.id, me.addr, me.services, me.dir.display());
+    run(&cf, id, listener)
+}
+
+fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
+    run_server(cf, id, listener, Arc::new(Server::open(cf, ServerId(id))?))
+}
+
+fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Server>) -> Result<()> {
+    let me = cf.server(ServerId(id)).context("no such server")?;
+    let _ = out!("weft serve: server {id} listening on {} with {:?} in {}", me.addr, me.services, me.dir.display());
     weft_services::run(server, listener).context("the server's event loop failed")
+}
+
+fn serve_job(a: &ServeArgs) -> Result<()> {
+    let dir = a.rendezvous.as_deref().context("--rendezvous DIR is needed with --bootstrap job")?;
+    if a.id.is_some() {
+        bail!("--id goes without --bootstrap job: a job's server takes its rank from the launcher");
+    }
+    let over = Overrides { data: a.data.clone(), iface: a.iface.clone(), port: a.port };
+    let b = Arc::new(bootstrap(dir, &over, |k| std::env::var(k).ok())?);
+    let _ = out!("weft serve: rank {} of {} ({})", b.rank, b.job.servers, dir.display());
+    // `weft job stop`'s marker, or a signal from the launcher: remove the
+    // data unless kept, then exit.
+    let watcher = Arc::clone(&b);
+    std::thread::Builder::new().name("weft-job-stop".into()).spawn(move || loop {
+        std::thread::sleep(STOP_POLL);
+        if let Some(m) = watcher.stop_marker() {
+            end(&watcher, Some(m));
+        }
+    })?;
+    let on_signal = Arc::clone(&b);
+    ctrlc::set_handler(move || {
+        let marker = on_signal.stop_marker();
+        end(&on_signal, marker);
+    })
+    .context("cannot install the signal handler")?;
+    let server = match Server::open(&b.cluster, ServerId(b.rank)) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            b.report_failure(&e.to_string());
+            return Err(e.into());
+        }
+    };
+    let listener = b.listener.try_clone().context("cannot use the listening socket")?;
+    run_server(&b.cluster, b.rank, listener, server).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
+}
+
+fn end(b: &Bootstrapped, marker: Option<weft_launch::job::file::StopMarker>) -> ! {
+    b.finish(marker);
+    let _ = out!("weft serve: rank {} stopped{}", b.rank, if marker.is_some_and(|m| m.removes(b.fresh)) { ", data removed" } else { "" });
+    std::process::exit(0)
 }

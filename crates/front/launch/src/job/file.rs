@@ -1,0 +1,172 @@
+//! The files of a job directory (the job's shared working directory):
+//!
+//! ```text
+//! DIR/job.toml                      what `weft job start` asked for: the start's
+//!                                   id, server count, secret, data path (0600)
+//! DIR/launcher.toml                 the launcher processes (pids on the start node)
+//! DIR/rendezvous/<start>/rank-K     one per server: its host, address, pid
+//! DIR/rendezvous/<start>/stop       written by `weft job stop`; servers poll it
+//! DIR/cluster.toml                  derived from the rank files by rank 0 (0600)
+//! DIR/logs/launcher.log             the launcher's output, one line per rank line
+//! ```
+//!
+//! Every file is written whole and renamed into place, so a reader on
+//! another node sees an old file or a new one, never half of one, and no
+//! two writers share a file (appends to a shared file on a network file
+//! system are where other ad hoc file systems' bootstraps break).
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::{fail, LaunchError};
+
+/// What a job's servers are asked to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFile {
+    /// This start's id: rank files of an earlier start never count.
+    pub start: String,
+    /// How many servers (one per node).
+    pub servers: u32,
+    pub meta_shards: u32,
+    pub stripe_size: u64,
+    /// The cluster's shared secret (hex).
+    pub secret: String,
+    /// Where each server keeps its data on its node (`<data>/rank<K>`).
+    pub data: PathBuf,
+    /// The interface whose address servers bind (`None`: see `iface`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iface: Option<String>,
+    /// The port servers listen on (0: any free one).
+    #[serde(default)]
+    pub port: u16,
+    /// How long a server waits for every peer's rank file.
+    pub bootstrap_timeout_ms: u64,
+}
+
+impl JobFile {
+    /// The cluster's secret, decoded.
+    pub fn secret(&self) -> Result<weft_wire::Secret, LaunchError> {
+        weft_net::ClusterFile::secret_from_hex(&self.secret).ok_or_else(|| fail("the job file's secret is not hex"))
+    }
+}
+
+/// One server's rank file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankRecord {
+    pub rank: u32,
+    pub size: u32,
+    /// The node's host name.
+    pub host: String,
+    /// Where it listens (absent when it failed first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<std::net::SocketAddr>,
+    pub pid: u32,
+    /// Its data directory on its node.
+    pub dir: PathBuf,
+    /// When it bound its address (ms since the Unix epoch): how long the
+    /// rest of the start took is measured from the last server's.
+    #[serde(default)]
+    pub bound_ms: u64,
+    /// Whether its data directory was made by this start (a failed start
+    /// removes only such).
+    #[serde(default)]
+    pub fresh: bool,
+    /// Why it could not start, when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `weft job stop`'s word to the servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopMarker {
+    /// Leave the servers' data on their nodes.
+    pub keep: bool,
+    /// The start failed: servers remove only data directories it made.
+    #[serde(default)]
+    pub failed_start: bool,
+}
+
+impl StopMarker {
+    /// Whether a server whose data directory is `fresh` removes it.
+    pub fn removes(self, fresh: bool) -> bool {
+        if self.failed_start { fresh } else { !self.keep }
+    }
+}
+
+/// The launcher processes of a job, on the node that started it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LauncherRecord {
+    pub start: String,
+    /// `srun`, `mpiexec` or `ssh`.
+    pub kind: String,
+    /// The node the launcher processes run on.
+    pub host: String,
+    /// Each launcher process: pid and start time (clock ticks since boot),
+    /// so a reused pid is never signalled.
+    pub pids: Vec<(u32, u64)>,
+    /// The node of each rank, where the launcher knows it.
+    pub nodes: Vec<String>,
+}
+
+pub fn job_path(dir: &Path) -> PathBuf {
+    dir.join("job.toml")
+}
+
+pub fn launcher_path(dir: &Path) -> PathBuf {
+    dir.join("launcher.toml")
+}
+
+pub fn rendezvous_dir(dir: &Path, start: &str) -> PathBuf {
+    dir.join("rendezvous").join(start)
+}
+
+pub fn rank_path(dir: &Path, start: &str, rank: u32) -> PathBuf {
+    rendezvous_dir(dir, start).join(format!("rank-{rank}"))
+}
+
+pub fn stop_path(dir: &Path, start: &str) -> PathBuf {
+    rendezvous_dir(dir, start).join("stop")
+}
+
+/// The largest job-directory file read (a rank file is a few hundred bytes).
+const MAX_FILE: u64 = 1 << 20;
+
+/// Reads a TOML file of the job directory. `Ok(None)` if it does not exist.
+pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, LaunchError> {
+    use std::io::Read;
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(fail(format!("cannot read {}: {e}", path.display()))),
+    };
+    let mut text = String::new();
+    f.take(MAX_FILE).read_to_string(&mut text).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
+    toml::from_str(&text).map(Some).map_err(|e| fail(format!("{} is not a valid file: {e}", path.display())))
+}
+
+/// Writes a file whole, then renames it into place; `private`: mode 0600.
+pub fn write<T: Serialize>(path: &Path, value: &T, private: bool) -> Result<(), LaunchError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| fail(format!("cannot write {}: {e}", path.display()));
+    let text = toml::to_string(value).map_err(|e| fail(format!("cannot encode {}: {e}", path.display())))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    // Unique per process: writers on other nodes never share a temporary.
+    let tmp = path.with_file_name(format!(".{name}.{}.{}", std::process::id(), rand::random::<u32>()));
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(if private { 0o600 } else { 0o644 }).open(&tmp).map_err(err)?;
+    let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all()).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map_err(err)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// This node's host name.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_else(|_| "localhost".into())
+}

@@ -1,0 +1,112 @@
+//! `weft job stop` and `weft job status`.
+//!
+//! Stop works without reaching into other nodes: it writes the stop
+//! marker, every server sees it within [`STOP_POLL`](super::serve::STOP_POLL),
+//! removes its data unless kept and exits, and the launcher ends with its
+//! last task. A launcher still running after the grace period is ended
+//! (SIGTERM to its process group, then SIGKILL); srun and mpiexec pass the
+//! signal to the servers.
+
+use super::file::{self, JobFile, LauncherRecord, RankRecord, StopMarker};
+use super::rendezvous;
+use super::start::alive;
+use crate::{answers, cluster_path, fail, LaunchError, STOP_GRACE};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// One server as `weft job status` shows it.
+#[derive(Debug, Clone)]
+pub struct ServerState {
+    pub record: Option<RankRecord>,
+    pub answers: bool,
+}
+
+/// A job directory's job.
+#[derive(Debug)]
+pub struct JobState {
+    pub job: JobFile,
+    pub launcher: Option<LauncherRecord>,
+    /// Whether a launcher process is alive (`None`: it runs on another node).
+    pub launcher_alive: Option<bool>,
+    /// By rank.
+    pub servers: Vec<ServerState>,
+}
+
+/// What stop did.
+#[derive(Debug)]
+pub struct Stopped {
+    /// Ranks that were serving and stopped.
+    pub stopped: Vec<u32>,
+    /// Servers that were not running when stop began (their data, if any, stays).
+    pub dead: Vec<RankRecord>,
+    pub elapsed: Duration,
+}
+
+fn load_job(dir: &Path) -> Result<JobFile, LaunchError> {
+    file::read(&file::job_path(dir))?.ok_or_else(|| fail(format!("no job in {} (no {}): nothing to stop or show", dir.display(), file::job_path(dir).display())))
+}
+
+/// Reads the job's files and asks every server.
+pub fn status(dir: &Path) -> Result<JobState, LaunchError> {
+    let job = load_job(dir)?;
+    let launcher = file::read::<LauncherRecord>(&file::launcher_path(dir))?.filter(|l| l.start == job.start);
+    let launcher_alive = launcher.as_ref().filter(|l| l.host == file::hostname()).map(|l| l.pids.iter().any(|&(p, t)| alive(p, t)));
+    let secret = job.secret()?;
+    let servers = rendezvous::read(dir, &job)
+        .ranks
+        .into_iter()
+        .map(|record| {
+            let answers = record.as_ref().and_then(|r| r.addr).is_some_and(|a| answers(a, &secret));
+            ServerState { record, answers }
+        })
+        .collect();
+    Ok(JobState { job, launcher, launcher_alive, servers })
+}
+
+/// Stops the job in `dir` (see the module's documentation).
+pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
+    let began = Instant::now();
+    let state = status(dir)?;
+    let job = &state.job;
+    std::fs::create_dir_all(file::rendezvous_dir(dir, &job.start)).map_err(|e| fail(format!("cannot write in {}: {e}", dir.display())))?;
+    file::write(&file::stop_path(dir, &job.start), &StopMarker { keep, failed_start: false }, false)?;
+    let serving: Vec<&RankRecord> = state.servers.iter().filter(|s| s.answers).filter_map(|s| s.record.as_ref()).collect();
+    let dead: Vec<RankRecord> = state.servers.iter().filter(|s| !s.answers).filter_map(|s| s.record.clone()).collect();
+    let secret = job.secret()?;
+    let local_launchers: Vec<(u32, u64)> = state.launcher.as_ref().filter(|l| l.host == file::hostname()).map(|l| l.pids.clone()).unwrap_or_default();
+    let still = |t: &[&RankRecord]| -> Vec<u32> { t.iter().filter(|r| r.addr.is_some_and(|a| answers(a, &secret))).map(|r| r.rank).collect() };
+    let launcher_left = || local_launchers.iter().filter(|&&(p, t)| alive(p, t)).map(|&(p, _)| p).collect::<Vec<u32>>();
+    // Servers see the marker within STOP_POLL; the launcher then ends by itself.
+    while began.elapsed() < STOP_GRACE && (!still(&serving).is_empty() || !launcher_left().is_empty()) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    end_groups(launcher_left());
+    let left = still(&serving);
+    if !left.is_empty() {
+        let named: Vec<String> = serving.iter().filter(|r| left.contains(&r.rank)).map(|r| format!("server {} on {} (pid {}, {})", r.rank, r.host, r.pid, r.addr.map(|a| a.to_string()).unwrap_or_default())).collect();
+        return Err(fail(format!("still running after {STOP_GRACE:?}: {}; stop them on their nodes", named.join(", "))));
+    }
+    let _ = std::fs::remove_file(file::job_path(dir));
+    let _ = std::fs::remove_file(file::launcher_path(dir));
+    let _ = std::fs::remove_file(cluster_path(dir));
+    let _ = std::fs::remove_dir_all(dir.join("rendezvous"));
+    Ok(Stopped { stopped: serving.iter().map(|r| r.rank).collect(), dead, elapsed: began.elapsed() })
+}
+
+/// Ends the process groups led by `pids` (launchers this node started):
+/// SIGTERM, then SIGKILL two seconds later.
+pub(crate) fn end_groups(pids: Vec<u32>) {
+    if pids.is_empty() {
+        return;
+    }
+    for &p in &pids {
+        let _ = crate::stop::signal_group(p, libc::SIGTERM);
+    }
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) && pids.iter().any(|&p| !crate::stop::is_zombie(p as i32) && std::path::Path::new(&format!("/proc/{p}")).exists()) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &p in &pids {
+        let _ = crate::stop::signal_group(p, libc::SIGKILL);
+    }
+}

@@ -27,6 +27,9 @@ command -v fio >/dev/null || need_apt+=(fio)
 # time); setpriv runs clients as other users.
 command -v munged >/dev/null || need_apt+=(munge)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
+# Weft in a batch job (tests/job.rs): a real Slurm (slurmctld, slurmd,
+# srun, salloc), started by the test in network namespaces.
+command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v salloc >/dev/null || need_apt+=(slurm-wlm)
 # The emulated cluster (tests/emulate.rs): ip and tc from iproute2.
 command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import h5py' 2>/dev/null || need_apt+=(python3-h5py)

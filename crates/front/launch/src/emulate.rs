@@ -146,11 +146,13 @@ impl Emulation {
     }
 
     /// The bridge's address, the nodes' gateway.
-    fn gateway(&self) -> Ipv4Addr {
+    pub fn gateway(&self) -> Ipv4Addr {
         Ipv4Addr::new(198, 18, self.subnet, 1)
     }
 
-    fn bridge(&self) -> String {
+    /// The bridge joining the nodes (the launching namespace's interface
+    /// to them: what Hydra's `-iface` needs).
+    pub fn bridge(&self) -> String {
         format!("wb{}", self.tag())
     }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod mount;
+pub mod mpi;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -108,7 +108,8 @@ mod tests {
 
     #[test]
     fn each_launcher_is_understood() {
-        let cases: [(&[(&str, &str)], u32, u32, &str); 5] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], u32, u32, &'a str);
+        let cases: [Case; 5] = [
             (&[("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")], 3, 4, "Slurm"),
             (&[("PMI_RANK", "1"), ("PMI_SIZE", "2")], 1, 2, "Hydra"),
             (&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "8")], 0, 8, "Open MPI"),

@@ -159,7 +159,7 @@ mod tests {
         publish(&dir, &j2, &rec(0, 3)).unwrap();
         std::fs::copy(file::rank_path(&dir, "s3", 0), file::rank_path(&dir, "s3", 2)).unwrap();
         assert!(read(&dir, &j2).failed().unwrap().error.as_deref().unwrap().contains("says rank 0"));
-        let e = wait_all(&dir, &job(2), Duration::from_millis(50)).unwrap_err().to_string();
+        let e = wait_all(&dir, &JobFile { start: "s4".into(), ..job(2) }, Duration::from_millis(50)).unwrap_err().to_string();
         assert!(e.contains("servers 0, 1 did not"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }

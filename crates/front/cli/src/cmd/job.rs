@@ -268,6 +268,9 @@ fn stop(a: StopArgs) -> Result<()> {
     }
     let st = weft_launch::job::stop::stop(dir, a.keep)?;
     let _ = out!("stopped {} servers in {:.2} s{}", st.stopped.len(), st.elapsed.as_secs_f64(), if a.keep { " (data kept)" } else { "" });
+    if st.signalled > 0 {
+        let _ = out!("  {} launcher processes were still running after the grace period and were ended by signal", st.signalled);
+    }
     for r in &st.dead {
         let _ = out!("  server {} on {} was not running{}", r.rank, r.host, if a.keep { String::new() } else { format!("; its data in {} on {} stays", r.dir.display(), r.host) });
     }

@@ -39,6 +39,9 @@ pub struct Stopped {
     pub stopped: Vec<u32>,
     /// Servers that were not running when stop began (their data, if any, stays).
     pub dead: Vec<RankRecord>,
+    /// Launcher processes that had to be signalled (the servers did not
+    /// all end on the marker within the grace period).
+    pub signalled: usize,
     pub elapsed: Duration,
 }
 
@@ -80,7 +83,9 @@ pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
     while began.elapsed() < STOP_GRACE && (!still(&serving).is_empty() || !launcher_left().is_empty()) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    end_groups(launcher_left());
+    let lingering = launcher_left();
+    let signalled = lingering.len();
+    end_groups(lingering);
     let left = still(&serving);
     if !left.is_empty() {
         let named: Vec<String> = serving.iter().filter(|r| left.contains(&r.rank)).map(|r| format!("server {} on {} (pid {}, {})", r.rank, r.host, r.pid, r.addr.map(|a| a.to_string()).unwrap_or_default())).collect();
@@ -90,7 +95,7 @@ pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
     let _ = std::fs::remove_file(file::launcher_path(dir));
     let _ = std::fs::remove_file(cluster_path(dir));
     let _ = std::fs::remove_dir_all(dir.join("rendezvous"));
-    Ok(Stopped { stopped: serving.iter().map(|r| r.rank).collect(), dead, elapsed: began.elapsed() })
+    Ok(Stopped { stopped: serving.iter().map(|r| r.rank).collect(), dead, signalled, elapsed: began.elapsed() })
 }
 
 /// Ends the process groups led by `pids` (launchers this node started):

@@ -15,6 +15,7 @@ pub mod everyday;
 pub mod fuse;
 pub mod fuzz;
 pub mod io500;
+pub mod jobstart;
 pub mod ionode;
 pub mod md;
 pub mod mpi;

@@ -164,6 +164,21 @@ pub(super) enum Which {
         #[arg(long, default_value_t = 4)]
         servers: usize,
     },
+    /// Start and stop of a batch job's servers (issue 22): `weft job start` to every server answering, and `weft job stop`, at growing server counts (processes here, or --netns: each in a network namespace of its own, root).
+    Job {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long, value_delimiter = ',', default_value = "4,8,16,64")]
+        servers: Vec<usize>,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Each server in a network namespace of its own (root; at most 200).
+        #[arg(long)]
+        netns: bool,
+        /// Start through Open MPI's mpiexec (its remote agent enters the nodes) instead of the ssh stand-in.
+        #[arg(long)]
+        mpiexec: bool,
+    },
     /// Everyday work through the FUSE mount (issue 21): tar xf, git clone (file://), cold small-file reads, rm -rf of a source-like tree, each as a ratio to a local directory in the same run, with a plot. Needs root, tar and git.
     Everyday {
         #[command(flatten)]

@@ -7,7 +7,7 @@ use args::{Common, Which};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, everyday, fuse, io500, ionode, mpiio_cost, net, noncontig as nc, sched};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, everyday, fuse, io500, jobstart, ionode, mpiio_cost, net, noncontig as nc, sched};
 
 /// The CSV file of a benchmark: `--csv`, else `bench-results/<name>.csv`.
 fn csv_path(common: &Common, name: &str) -> PathBuf {
@@ -114,6 +114,39 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)\nCSV: {}", csv.display())?;
+            }
+        }
+        Which::Job { common, servers, repeats, netns, mpiexec } => {
+            if servers.is_empty() || servers.iter().any(|&n| n == 0 || n > 200) || repeats == 0 {
+                anyhow::bail!("--servers takes counts from 1 to 200 and --repeats at least 1");
+            }
+            let quiet = common.json;
+            let dir = common.dir.clone().unwrap_or_else(std::env::temp_dir).join(format!("weft-bench-job-{}", std::process::id()));
+            let p = jobstart::Params { servers, repeats, netns, mpiexec, dir: dir.clone() };
+            let rows = jobstart::run(&exe, &p, &|what| {
+                if !quiet {
+                    eprintln!("bench job: {what}");
+                }
+            });
+            let _ = std::fs::remove_dir_all(&dir);
+            let rows = rows?;
+            let csv = csv_path(&common, "job");
+            let bars: Vec<weft_bench::plot::Bar> = rows.iter().map(|r| weft_bench::plot::Bar { name: format!("{} servers", r.servers), value: r.ready_s, goal: None }).collect();
+            let plots = weft_bench::plot::write_bars(&csv.with_extension(""), "weft job start: seconds until every server answers", "seconds", &bars, 1.0)?;
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| vec![r.servers.to_string(), r.placement.to_string(), r.launcher.to_string(), format!("{:.3}", r.ready_s), format!("{:.3}", r.after_last_bind_s), format!("{:.3}", r.stop_s)])
+                    .collect();
+                print_table(
+                    &format!("weft job start and stop, median of {repeats}"),
+                    &["servers", "placement", "launcher", "ready s", "after last bind s", "stop s"],
+                    &table,
+                );
+                out!("(issue 22's targets: ready within 2 s of the last server binding; stop within 5 s)\nCSV: {}", csv.display())?;
+                for p in plots {
+                    out!("plot: {}", p.display())?;
+                }
             }
         }
         Which::Everyday { common, files, tree, repeats, servers } => {

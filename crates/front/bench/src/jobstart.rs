@@ -1,0 +1,103 @@
+//! `weft bench job`: how long `weft job start` takes to have every server
+//! answering, and `weft job stop` to end them, as the server count grows
+//! (issue 22). Servers run as processes on this machine, or each in a
+//! network namespace of its own (`--netns`: nodes with their own
+//! addresses); they are started through an ssh stand-in that runs the
+//! command locally (or enters the node's namespace), so the numbers are
+//! Weft's own start (rendezvous, cluster file, readiness), not a
+//! launcher's fan-out, or through Open MPI's mpiexec with that stand-in
+//! as its remote agent.
+
+use crate::median;
+use anyhow::{anyhow, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use weft_launch::job::launcher::{Launcher, MpiFlavor};
+use weft_launch::job::start::JobSpec;
+
+pub struct Params {
+    pub servers: Vec<usize>,
+    pub repeats: usize,
+    /// Each server in a network namespace of its own (root).
+    pub netns: bool,
+    /// Start through Open MPI's mpiexec instead of the ssh stand-in.
+    pub mpiexec: bool,
+    /// Where the job directory and the servers' data go.
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub servers: usize,
+    pub placement: &'static str,
+    pub launcher: &'static str,
+    /// Median seconds from launch to every server answering.
+    pub ready_s: f64,
+    /// Median seconds from the last server binding its address to every server answering.
+    pub after_last_bind_s: f64,
+    /// Median seconds `weft job stop` took.
+    pub stop_s: f64,
+}
+
+/// The ssh stand-in: skips ssh's options, then runs the command here or
+/// inside the named network namespace.
+fn agent(dir: &Path, netns: bool) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(if netns { "agent-netns" } else { "agent-local" });
+    let run = if netns { r#"exec nsenter --net=/run/netns/"$host" sh -c "$*""# } else { r#"exec sh -c "$*""# };
+    std::fs::write(&p, format!("#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -o|-p|-l|-i) shift 2;; -*) shift;; *) break;; esac; done\nhost=$1; shift\n{run}\n"))?;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
+    Ok(p)
+}
+
+pub fn run(exe: &Path, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    std::fs::create_dir_all(&p.dir)?;
+    let agent = agent(&p.dir, p.netns)?;
+    let mut rows = Vec::new();
+    for &n in &p.servers {
+        // Namespaces live as long as this size's runs.
+        let emu = if p.netns { Some(weft_launch::emulate::Emulation::create(n, None, None)?) } else { None };
+        let nodes: Vec<String> = (0..n).map(|k| emu.as_ref().map_or_else(|| format!("node{k}"), |e| e.namespace(k))).collect();
+        let launcher = if p.mpiexec { Launcher::Mpiexec { mpiexec: "mpiexec.openmpi".into(), flavor: MpiFlavor::OpenMpi } } else { Launcher::Ssh { ssh: vec![agent.display().to_string()] } };
+        // Namespace names are not in DNS, so Open MPI's daemons cannot
+        // reach their parent in its routing tree by name: route direct.
+        let launcher_args = if p.mpiexec { ["--mca", "plm_rsh_agent", &agent.display().to_string(), "--mca", "routed", "direct"].map(String::from).to_vec() } else { Vec::new() };
+        let dir = p.dir.join(format!("job-{n}"));
+        let spec = JobSpec {
+            dir: dir.clone(),
+            weft_bin: exe.to_path_buf(),
+            launcher,
+            nodes,
+            launcher_args,
+            meta_shards: 1,
+            stripe_size: 64 * 1024,
+            data: p.dir.join(format!("data-{n}")),
+            iface: None,
+            port: 0,
+            timeout: None,
+            as_root: nix::unistd::geteuid().is_root(),
+        };
+        let (mut ready, mut bind, mut stop) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..p.repeats {
+            progress(&format!("{n} servers, run {}/{}", r + 1, p.repeats));
+            let started = weft_launch::job::start::start(&spec).map_err(|e| anyhow!("{n} servers: {e}"))?;
+            ready.push(started.elapsed.as_secs_f64());
+            bind.push(started.after_last_bind.as_secs_f64());
+            let stopped = weft_launch::job::stop::stop(&dir, false).map_err(|e| anyhow!("{n} servers: {e}"))?;
+            stop.push(stopped.elapsed.as_secs_f64());
+            // The next start finds the previous one's processes gone.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        rows.push(Row {
+            servers: n,
+            placement: if p.netns { "namespaces" } else { "processes" },
+            launcher: if p.mpiexec { "mpiexec (Open MPI)" } else { "ssh stand-in" },
+            ready_s: median(ready),
+            after_last_bind_s: median(bind),
+            stop_s: median(stop),
+        });
+        drop(emu);
+    }
+    Ok(rows)
+}

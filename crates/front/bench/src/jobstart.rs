@@ -45,7 +45,7 @@ pub struct Row {
 fn agent(dir: &Path, netns: bool) -> Result<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let p = dir.join(if netns { "agent-netns" } else { "agent-local" });
-    let run = if netns { r#"exec nsenter --net=/run/netns/"$host" sh -c "$*""# } else { r#"exec sh -c "$*""# };
+    let run = if netns { r#"exec nsenter --net=/run/netns/"$host" unshare --uts sh -c 'hostname "$0"; exec sh -c "$1"' "$host" "$*""# } else { r#"exec sh -c "$*""# };
     std::fs::write(&p, format!("#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -o|-p|-l|-i) shift 2;; -*) shift;; *) break;; esac; done\nhost=$1; shift\n{run}\n"))?;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
     Ok(p)
@@ -60,9 +60,11 @@ pub fn run(exe: &Path, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> 
         let emu = if p.netns { Some(weft_launch::emulate::Emulation::create(n, None, None)?) } else { None };
         let nodes: Vec<String> = (0..n).map(|k| emu.as_ref().map_or_else(|| format!("node{k}"), |e| e.namespace(k))).collect();
         let launcher = if p.mpiexec { Launcher::Mpiexec { mpiexec: "mpiexec.openmpi".into(), flavor: MpiFlavor::OpenMpi } } else { Launcher::Ssh { ssh: vec![agent.display().to_string()] } };
-        // Namespace names are not in DNS, so Open MPI's daemons cannot
-        // reach their parent in its routing tree by name: route direct.
-        let launcher_args = if p.mpiexec { ["--mca", "plm_rsh_agent", &agent.display().to_string(), "--mca", "routed", "direct"].map(String::from).to_vec() } else { Vec::new() };
+        // Namespace names are not in DNS, so Open MPI's daemons route
+        // direct; and all "nodes" are this machine, so they share no
+        // topology segment (concurrent writes of it crash hwloc).
+        let launcher_args =
+            if p.mpiexec { ["--mca", "plm_rsh_agent", &agent.display().to_string(), "--mca", "routed", "direct", "--mca", "rtc_hwloc_vmhole", "none"].map(String::from).to_vec() } else { Vec::new() };
         let dir = p.dir.join(format!("job-{n}"));
         let spec = JobSpec {
             dir: dir.clone(),
@@ -73,6 +75,7 @@ pub fn run(exe: &Path, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> 
             meta_shards: 1,
             stripe_size: 64 * 1024,
             data: p.dir.join(format!("data-{n}")),
+            data_default: false,
             iface: None,
             port: 0,
             timeout: None,
@@ -81,7 +84,7 @@ pub fn run(exe: &Path, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> 
         let (mut ready, mut bind, mut stop) = (Vec::new(), Vec::new(), Vec::new());
         for r in 0..p.repeats {
             progress(&format!("{n} servers, run {}/{}", r + 1, p.repeats));
-            let started = weft_launch::job::start::start(&spec).map_err(|e| anyhow!("{n} servers: {e}"))?;
+            let started = weft_launch::job::start::start(&spec, &std::sync::atomic::AtomicBool::new(false)).map_err(|e| anyhow!("{n} servers: {e}"))?;
             ready.push(started.elapsed.as_secs_f64());
             bind.push(started.after_last_bind.as_secs_f64());
             let stopped = weft_launch::job::stop::stop(&dir, false).map_err(|e| anyhow!("{n} servers: {e}"))?;

@@ -39,6 +39,12 @@ impl Recorded {
     }
 }
 
+/// The process group of `pid` (field 5 of `/proc/PID/stat`).
+pub(crate) fn process_group(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.split_whitespace().nth(2)?.parse().ok()
+}
+
 /// Field 22 of `/proc/PID/stat` (after the command's closing parenthesis,
 /// field 3 is the first).
 pub(crate) fn process_start(pid: i32) -> Option<u64> {

@@ -173,7 +173,7 @@ fn launcher_and_nodes(a: &StartArgs) -> Result<(Launcher, Vec<String>)> {
 /// The default data directory: node-local, per user and job directory
 /// (the same again for a restart from the same directory).
 fn default_data(dir: &Path) -> PathBuf {
-    let abs = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     // FNV-1a: stable across builds and nodes.
     let h = abs.as_os_str().as_encoded_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
     PathBuf::from(format!("/tmp/weft-{}/{:08x}", current_uid(), h as u32))
@@ -197,6 +197,7 @@ fn start(a: StartArgs) -> Result<()> {
     let (launcher, nodes) = launcher_and_nodes(&a)?;
     let spec = JobSpec {
         data: a.data.clone().unwrap_or_else(|| default_data(&a.dir.dir)),
+        data_default: a.data.is_none(),
         dir: a.dir.dir.clone(),
         weft_bin: std::env::current_exe().context("cannot find the weft binary")?,
         launcher,
@@ -210,7 +211,12 @@ fn start(a: StartArgs) -> Result<()> {
         as_root: current_uid() == 0,
     };
     let _ = out!("starting {} servers with {} ...", spec.nodes.len(), spec.launcher.name());
-    let started = weft_launch::job::start::start(&spec)?;
+    // Ctrl-C (or the batch system's SIGTERM) during the start stops what
+    // it started instead of leaving it running.
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = std::sync::Arc::clone(&cancel);
+    ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Relaxed)).context("cannot install the signal handler")?;
+    let started = weft_launch::job::start::start(&spec, &cancel)?;
     let _ = out!("Weft job up: {} servers, ready {:.2} s after launch ({:.2} s after the last server bound its address)", started.records.len(), started.elapsed.as_secs_f64(), started.after_last_bind.as_secs_f64());
     for (s, r) in started.cluster.servers.iter().zip(&started.records) {
         let _ = out!("  server {:>3}  {:<16} {:<21}  {:?}", s.id, r.host, s.addr, s.services);

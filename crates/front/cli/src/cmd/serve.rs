@@ -63,6 +63,15 @@ fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Serv
     weft_services::run(server, listener).context("the server's event loop failed")
 }
 
+#[allow(unsafe_code)]
+fn stop_listening(l: &TcpListener) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: shutdown(2) on a socket this process owns (the event loop
+    // holds a duplicate of it; both refer to the one socket, which stops
+    // accepting). No memory is touched.
+    unsafe { libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR) };
+}
+
 fn serve_job(a: &ServeArgs) -> Result<()> {
     let dir = a.rendezvous.as_deref().context("--rendezvous DIR is needed with --bootstrap job")?;
     if a.id.is_some() {
@@ -90,6 +99,8 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
         Ok(s) => Arc::new(s),
         Err(e) => {
             b.report_failure(&e.to_string());
+            // A failed start: only data this start made goes.
+            b.finish(Some(weft_launch::job::file::StopMarker { keep: true, failed_start: true }));
             return Err(e.into());
         }
     };
@@ -97,7 +108,14 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
     run_server(&b.cluster, b.rank, listener, server).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
 }
 
+/// Ends a job's server once: stops listening (so `weft job stop` sees it
+/// stop serving and no client starts anything new), removes its data as
+/// the marker says, exits. The watcher and a signal may both get here;
+/// the second waits for the first to exit the process.
 fn end(b: &Bootstrapped, marker: Option<weft_launch::job::file::StopMarker>) -> ! {
+    static ENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _once = ENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    stop_listening(&b.listener);
     b.finish(marker);
     let _ = out!("weft serve: rank {} stopped{}", b.rank, if marker.is_some_and(|m| m.removes(b.fresh)) { ", data removed" } else { "" });
     std::process::exit(0)

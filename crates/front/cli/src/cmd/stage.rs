@@ -121,7 +121,7 @@ fn walk_weft(c: &Client, src: &str, dst: &Path, depth: usize, items: &mut Vec<It
             }
             std::fs::create_dir_all(dst).with_context(|| format!("cannot create {}", dst.display()))?;
             for e in c.readdir(src)? {
-                if e.name.contains('/') || e.name == "." || e.name == ".." {
+                if e.name.is_empty() || e.name.contains(['/', '\0']) || e.name == "." || e.name == ".." {
                     bail!("weft:{src} lists a name that is not a plain name: {:?}", e.name);
                 }
                 walk_weft(c, &format!("{}/{}", src.trim_end_matches('/'), e.name), &dst.join(&e.name), depth + 1, items)?;

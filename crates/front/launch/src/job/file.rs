@@ -41,9 +41,39 @@ pub struct JobFile {
     pub port: u16,
     /// How long a server waits for every peer's rank file.
     pub bootstrap_timeout_ms: u64,
+    /// The launcher that starts the servers (`srun`, `mpiexec`, `ssh`):
+    /// servers read only its rank variables. `None`: any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<String>,
+    /// `data` is the default one Weft made (`/tmp/weft-<uid>/...`), so its
+    /// last server removes it too; a directory the user named stays.
+    #[serde(default)]
+    pub data_default: bool,
 }
 
 impl JobFile {
+    /// Reads and checks `DIR/job.toml`; `Ok(None)` if there is none.
+    pub fn load(dir: &Path) -> Result<Option<JobFile>, LaunchError> {
+        let path = job_path(dir);
+        let Some(job) = read::<JobFile>(&path)? else { return Ok(None) };
+        job.validate().map_err(|why| fail(format!("{}: {why}", path.display())))?;
+        Ok(Some(job))
+    }
+
+    /// What a job file must hold before any of it names a path or a count.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.start.len() != 16 || !self.start.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!("start = {:?} is not 16 hex digits", self.start));
+        }
+        if self.servers == 0 || self.servers > super::rank::MAX_SERVERS {
+            return Err(format!("servers = {}: from 1 to {}", self.servers, super::rank::MAX_SERVERS));
+        }
+        if !self.data.is_absolute() {
+            return Err(format!("data = {:?} is not an absolute path", self.data));
+        }
+        Ok(())
+    }
+
     /// The cluster's secret, decoded.
     pub fn secret(&self) -> Result<weft_wire::Secret, LaunchError> {
         weft_net::ClusterFile::secret_from_hex(&self.secret).ok_or_else(|| fail("the job file's secret is not hex"))
@@ -164,6 +194,13 @@ pub fn write<T: Serialize>(path: &Path, value: &T, private: bool) -> Result<(), 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Creates (truncating) a file of the job directory without following a
+/// symlink planted in its place.
+pub fn create_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_NOFOLLOW).mode(0o600).open(path)
 }
 
 /// This node's host name.

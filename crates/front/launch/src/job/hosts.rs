@@ -17,6 +17,7 @@ pub fn valid_host(h: &str) -> bool {
 /// The distinct hosts of a host file, in order. Errors name the line.
 pub fn parse_hostfile(text: &str) -> Result<Vec<String>, String> {
     let mut hosts: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         let Some(first) = line.split_whitespace().next() else { continue };
@@ -24,7 +25,7 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<String>, String> {
         if !valid_host(host) {
             return Err(format!("line {}: {host:?} is not a host name", n + 1));
         }
-        if !hosts.iter().any(|h| h == host) {
+        if seen.insert(host.to_string()) {
             if hosts.len() >= MAX_SERVERS as usize {
                 return Err(format!("more than {MAX_SERVERS} hosts"));
             }
@@ -72,6 +73,9 @@ pub fn expand_nodelist(list: &str) -> Result<Vec<String>, String> {
     if out.is_empty() {
         return Err(format!("no nodes in {list:?}"));
     }
+    // One server per node, however often the list names it.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|n| seen.insert(n.clone()));
     Ok(out)
 }
 
@@ -124,6 +128,7 @@ mod tests {
         assert_eq!(expand_nodelist("io[08-10],login").unwrap(), ["io08", "io09", "io10", "login"]);
         assert_eq!(expand_nodelist("r[1-2]c[1-2]").unwrap(), ["r1c1", "r1c2", "r2c1", "r2c2"]);
         assert_eq!(expand_nodelist("single").unwrap(), ["single"]);
+        assert_eq!(expand_nodelist("n[1-2],n1").unwrap(), ["n1", "n2"]);
         for bad in ["n[1-", "n[3-1]", "n[a-b]", "n]1[", "", "n[0-99999999]"] {
             assert!(expand_nodelist(bad).is_err(), "{bad:?}");
         }

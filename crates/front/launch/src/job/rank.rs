@@ -68,11 +68,26 @@ fn number(var: &'static str, value: String) -> Result<u32, RankError> {
     value.trim().parse::<u32>().ok().filter(|&n| n <= MAX_SERVERS).ok_or(RankError::Invalid { var, value })
 }
 
-/// Finds rank and size. `expected` is the job's server count when known
-/// (from the job file): it is the size when a launcher gives a rank but no
-/// size, and a job of one server needs no rank.
-pub fn detect(get: impl Fn(&str) -> Option<String>, expected: Option<u32>) -> Result<JobRank, RankError> {
-    for (source, rank_var, size_var) in SOURCES {
+/// The sources a launcher sets: only those are read, since variables of an
+/// enclosing job are inherited (Hydra inside a Slurm allocation passes on
+/// `SLURM_PROCID=0` to every rank; Open MPI's daemons under srun carry
+/// srun's, not the MPI ranks). `None` (a hand-made job): every source.
+fn sources_of(launcher: Option<&str>) -> &'static [(&'static str, &'static str, &'static str)] {
+    match launcher {
+        Some("srun") => &SOURCES[1..2],
+        Some("mpiexec") => &SOURCES[2..5],
+        Some("ssh") => &SOURCES[0..1],
+        _ => &SOURCES,
+    }
+}
+
+/// Finds rank and size from the variables `launcher` sets (`srun`,
+/// `mpiexec`, `ssh`; `None`: any). `expected` is the job's server count
+/// when known (from the job file): it is the size when a launcher gives a
+/// rank but no size, and a job of one server needs no rank.
+pub fn detect(get: impl Fn(&str) -> Option<String>, expected: Option<u32>, launcher: Option<&str>) -> Result<JobRank, RankError> {
+    let sources = sources_of(launcher);
+    for &(source, rank_var, size_var) in sources {
         let Some(rank) = get(rank_var) else { continue };
         let rank = number(rank_var, rank)?;
         let size = match get(size_var) {
@@ -88,7 +103,7 @@ pub fn detect(get: impl Fn(&str) -> Option<String>, expected: Option<u32>) -> Re
         return Ok(JobRank { rank, size, source });
     }
     // Sizes without ranks: a group launched without rank variables.
-    let size = SOURCES.iter().find_map(|(_, _, v)| get(v).map(|s| number(v, s))).transpose()?.or(expected);
+    let size = sources.iter().find_map(|(_, _, v)| get(v).map(|s| number(v, s))).transpose()?.or(expected);
     match size {
         Some(1) => Ok(JobRank { rank: 0, size: 1, source: "a job of one server" }),
         Some(n) => Err(RankError::NoRank { size: n }),
@@ -117,33 +132,44 @@ mod tests {
             (&[("WEFT_RANK", "2"), ("WEFT_GROUP_SIZE", "3")], 2, 3, "Weft"),
         ];
         for (vars, rank, size, source) in cases {
-            assert_eq!(detect(env(vars), None), Ok(JobRank { rank, size, source }), "{vars:?}");
+            assert_eq!(detect(env(vars), None, None), Ok(JobRank { rank, size, source }), "{vars:?}");
         }
     }
 
     #[test]
     fn weft_variables_win_and_a_missing_size_comes_from_the_job() {
         let e = env(&[("WEFT_RANK", "1"), ("WEFT_GROUP_SIZE", "2"), ("SLURM_PROCID", "0"), ("SLURM_NTASKS", "9")]);
-        assert_eq!(detect(e, None).unwrap().rank, 1);
+        assert_eq!(detect(e, None, None).unwrap().rank, 1);
         // PMIx without PMIX_SIZE: the job file's count.
-        assert_eq!(detect(env(&[("PMIX_RANK", "3")]), Some(4)), Ok(JobRank { rank: 3, size: 4, source: "PMIx" }));
+        assert_eq!(detect(env(&[("PMIX_RANK", "3")]), Some(4), None), Ok(JobRank { rank: 3, size: 4, source: "PMIx" }));
+    }
+
+    #[test]
+    fn only_the_launchers_own_variables_count() {
+        // Hydra inside a Slurm allocation: every rank inherits SLURM_PROCID=0.
+        let e = env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "1"), ("PMI_RANK", "3"), ("PMI_SIZE", "4")]);
+        assert_eq!(detect(&e, Some(4), Some("mpiexec")).unwrap().rank, 3);
+        // A WEFT_RANK the user exported does not override srun's.
+        let e = env(&[("WEFT_RANK", "0"), ("WEFT_GROUP_SIZE", "4"), ("SLURM_PROCID", "2"), ("SLURM_NTASKS", "4")]);
+        assert_eq!(detect(&e, Some(4), Some("srun")).unwrap().rank, 2);
+        assert_eq!(detect(env(&[("PMI_RANK", "1"), ("PMI_SIZE", "4")]), Some(4), Some("srun")), Err(RankError::NoRank { size: 4 }));
     }
 
     #[test]
     fn no_rank_with_more_than_one_server_is_refused() {
-        assert_eq!(detect(env(&[("SLURM_NTASKS", "4")]), None), Err(RankError::NoRank { size: 4 }));
-        assert_eq!(detect(env(&[]), Some(4)), Err(RankError::NoRank { size: 4 }));
-        assert_eq!(detect(env(&[]), None), Err(RankError::NoSource));
+        assert_eq!(detect(env(&[("SLURM_NTASKS", "4")]), None, None), Err(RankError::NoRank { size: 4 }));
+        assert_eq!(detect(env(&[]), Some(4), None), Err(RankError::NoRank { size: 4 }));
+        assert_eq!(detect(env(&[]), None, None), Err(RankError::NoSource));
         assert!(RankError::NoRank { size: 4 }.to_string().contains("refusing"));
         // One server needs no rank.
-        assert_eq!(detect(env(&[]), Some(1)).unwrap().rank, 0);
+        assert_eq!(detect(env(&[]), Some(1), None).unwrap().rank, 0);
     }
 
     #[test]
     fn bad_values_are_refused() {
-        assert!(matches!(detect(env(&[("PMI_RANK", "x"), ("PMI_SIZE", "2")]), None), Err(RankError::Invalid { var: "PMI_RANK", .. })));
-        assert!(matches!(detect(env(&[("PMI_RANK", "-1"), ("PMI_SIZE", "2")]), None), Err(RankError::Invalid { .. })));
-        assert_eq!(detect(env(&[("PMI_RANK", "2"), ("PMI_SIZE", "2")]), None), Err(RankError::OutOfRange { source: "Hydra", rank: 2, size: 2 }));
-        assert!(matches!(detect(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "99999999")]), None), Err(RankError::Invalid { .. })));
+        assert!(matches!(detect(env(&[("PMI_RANK", "x"), ("PMI_SIZE", "2")]), None, None), Err(RankError::Invalid { var: "PMI_RANK", .. })));
+        assert!(matches!(detect(env(&[("PMI_RANK", "-1"), ("PMI_SIZE", "2")]), None, None), Err(RankError::Invalid { .. })));
+        assert_eq!(detect(env(&[("PMI_RANK", "2"), ("PMI_SIZE", "2")]), None, None), Err(RankError::OutOfRange { source: "Hydra", rank: 2, size: 2 }));
+        assert!(matches!(detect(env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "99999999")]), None, None), Err(RankError::Invalid { .. })));
     }
 }

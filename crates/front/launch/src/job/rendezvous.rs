@@ -42,31 +42,66 @@ impl Progress {
 /// Reads the rank files of `job`'s start in `dir`. A file that does not
 /// parse, or claims another rank or size, counts as that rank's error.
 pub fn read(dir: &Path, job: &JobFile) -> Progress {
-    let ranks = (0..job.servers)
-        .map(|k| match file::read::<RankRecord>(&file::rank_path(dir, &job.start, k)) {
-            Ok(None) => None,
-            Ok(Some(r)) if r.rank == k && r.size == job.servers => Some(r),
-            Ok(Some(r)) => Some(RankRecord { error: Some(format!("its rank file says rank {} of {}", r.rank, r.size)), ..r }),
-            Err(e) => Some(RankRecord { rank: k, size: job.servers, host: "?".into(), addr: None, pid: 0, dir: Default::default(), bound_ms: 0, fresh: false, error: Some(e.to_string()) }),
-        })
-        .collect();
-    Progress { ranks }
+    Progress { ranks: (0..job.servers).map(|k| read_rank(dir, job, k)).collect() }
 }
 
-/// Publishes this server's record.
-pub fn publish(dir: &Path, job: &JobFile, me: &RankRecord) -> Result<(), LaunchError> {
+fn read_rank(dir: &Path, job: &JobFile, k: u32) -> Option<RankRecord> {
+    match file::read::<RankRecord>(&file::rank_path(dir, &job.start, k)) {
+        Ok(None) => None,
+        Ok(Some(r)) if r.rank == k && r.size == job.servers => Some(r),
+        Ok(Some(r)) => Some(RankRecord { error: Some(format!("its rank file says rank {} of {}", r.rank, r.size)), ..r }),
+        Err(e) => Some(RankRecord { rank: k, size: job.servers, host: "?".into(), addr: None, pid: 0, dir: Default::default(), bound_ms: 0, fresh: false, error: Some(e.to_string()) }),
+    }
+}
+
+/// Publishes this server's record. The first record of a rank is made with
+/// a link, which fails if the rank already has one: two servers claiming
+/// one rank (variables inherited from an enclosing job) are caught, not
+/// silently overwritten. `replace`: this server's own record, updated.
+pub fn publish(dir: &Path, job: &JobFile, me: &RankRecord, replace: bool) -> Result<(), LaunchError> {
     let rdv = file::rendezvous_dir(dir, &job.start);
     std::fs::create_dir_all(&rdv).map_err(|e| fail(format!("cannot create the rendezvous directory {}: {e}", rdv.display())))?;
-    file::write(&file::rank_path(dir, &job.start, me.rank), me, false)
+    let path = file::rank_path(dir, &job.start, me.rank);
+    if replace {
+        return file::write(&path, me, false);
+    }
+    let tmp = rdv.join(format!(".new-rank-{}-{}", me.rank, std::process::id()));
+    file::write(&tmp, me, false)?;
+    let linked = std::fs::hard_link(&tmp, &path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let other = file::read::<RankRecord>(&path).ok().flatten().map_or_else(String::new, |o| format!(" (pid {} on {})", o.pid, o.host));
+            Err(fail(format!("rank {} already has a server{other}: two servers claim one rank; were the launcher's rank variables inherited from an enclosing job?", me.rank)))
+        }
+        Err(e) => Err(fail(format!("cannot write {}: {e}", path.display()))),
+    }
+}
+
+/// Reads the rank files not yet in `known` (a record once read stays: a
+/// server's file changes only to report its failure, which [`read`] of
+/// its own rank sees when it matters).
+pub fn read_missing(dir: &Path, job: &JobFile, known: &mut Progress) {
+    if known.ranks.len() != job.servers as usize {
+        known.ranks = vec![None; job.servers as usize];
+    }
+    for k in 0..job.servers {
+        if known.ranks[k as usize].is_none() {
+            known.ranks[k as usize] = read_rank(dir, job, k);
+        }
+    }
 }
 
 /// Waits until every rank's file is there. Polls with a growing interval
-/// (20 ms to 1 s) so a thousand servers do not hammer a shared directory.
+/// (20 ms to 1 s), opening only the files not yet seen, so a thousand
+/// servers do not hammer a shared directory.
 pub fn wait_all(dir: &Path, job: &JobFile, timeout: Duration) -> Result<Vec<RankRecord>, LaunchError> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(20);
+    let mut p = Progress::default();
     loop {
-        let p = read(dir, job);
+        read_missing(dir, job, &mut p);
         if let Some(bad) = p.failed() {
             return Err(fail(format!("server {} on {} could not start: {}", bad.rank, bad.host, bad.error.as_deref().unwrap_or("?"))));
         }
@@ -119,7 +154,7 @@ mod tests {
     use super::*;
 
     fn job(n: u32) -> JobFile {
-        JobFile { start: "s1".into(), servers: n, meta_shards: 1, stripe_size: 65536, secret: "00112233445566778899aabbccddeeff".into(), data: "/tmp/d".into(), iface: None, port: 0, bootstrap_timeout_ms: 1000 }
+        JobFile { launcher: None, data_default: false, start: "s1".into(), servers: n, meta_shards: 1, stripe_size: 65536, secret: "00112233445566778899aabbccddeeff".into(), data: "/tmp/d".into(), iface: None, port: 0, bootstrap_timeout_ms: 1000 }
     }
 
     fn rec(k: u32, n: u32) -> RankRecord {
@@ -132,7 +167,7 @@ mod tests {
         let j = job(3);
         for k in [2, 0, 1] {
             assert!(read(&dir, &j).complete().is_none());
-            publish(&dir, &j, &rec(k, 3)).unwrap();
+            publish(&dir, &j, &rec(k, 3), false).unwrap();
         }
         let all = wait_all(&dir, &j, Duration::from_secs(1)).unwrap();
         let cf = derive(&j, &all).unwrap();
@@ -149,14 +184,17 @@ mod tests {
     fn a_failed_or_lying_server_ends_the_wait_at_once() {
         let dir = std::env::temp_dir().join(format!("weft-rdv-{}", rand::random::<u64>()));
         let j = job(3);
-        publish(&dir, &j, &RankRecord { error: Some("cannot listen on 198.18.0.11:7100: Address in use".into()), addr: None, ..rec(1, 3) }).unwrap();
+        publish(&dir, &j, &RankRecord { error: Some("cannot listen on 198.18.0.11:7100: Address in use".into()), addr: None, ..rec(1, 3) }, false).unwrap();
         let t = Instant::now();
         let e = wait_all(&dir, &j, Duration::from_secs(30)).unwrap_err().to_string();
         assert!(e.contains("server 1 on n1") && e.contains("Address in use"), "{e}");
         assert!(t.elapsed() < Duration::from_secs(5));
         // A file at rank 2 that claims rank 0: that rank's error.
         let j2 = JobFile { start: "s3".into(), ..j };
-        publish(&dir, &j2, &rec(0, 3)).unwrap();
+        publish(&dir, &j2, &rec(0, 3), false).unwrap();
+        // A second server claiming rank 0 is refused, naming the first.
+        let e = publish(&dir, &j2, &RankRecord { pid: 999, ..rec(0, 3) }, false).unwrap_err().to_string();
+        assert!(e.contains("rank 0 already has a server (pid 100 on n0)"), "{e}");
         std::fs::copy(file::rank_path(&dir, "s3", 0), file::rank_path(&dir, "s3", 2)).unwrap();
         assert!(read(&dir, &j2).failed().unwrap().error.as_deref().unwrap().contains("says rank 0"));
         let e = wait_all(&dir, &JobFile { start: "s4".into(), ..job(2) }, Duration::from_millis(50)).unwrap_err().to_string();

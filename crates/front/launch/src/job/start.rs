@@ -8,6 +8,7 @@ use super::rendezvous;
 use crate::{answers, cluster_path, fail, LaunchError};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use weft_net::ClusterFile;
 
@@ -27,6 +28,9 @@ pub struct JobSpec {
     pub stripe_size: u64,
     /// Each server's data directory on its node: `<data>/rank<K>`.
     pub data: PathBuf,
+    /// `data` is Weft's default (its last server removes it), not one the
+    /// user named.
+    pub data_default: bool,
     pub iface: Option<String>,
     pub port: u16,
     /// How long the start may take (`None`: grows with the node count).
@@ -67,13 +71,32 @@ pub fn running(dir: &Path) -> Option<String> {
     cf.servers.iter().find(|s| answers(s.addr, &cf.secret())).map(|s| format!("server {} answers at {}", s.id, s.addr))
 }
 
-/// Whether the process recorded as (`pid`, start time) still runs.
+/// Whether the launcher recorded as (`pid`, start time) still runs: the
+/// same process (a reused pid has another start time), not a zombie, and
+/// still leading its own process group (as each launcher was started), so
+/// signalling the group reaches only what the start made.
 pub(crate) fn alive(pid: u32, started: u64) -> bool {
-    crate::stop::process_start(pid as i32) == Some(started) && !crate::stop::is_zombie(pid as i32)
+    crate::stop::process_start(pid as i32) == Some(started) && !crate::stop::is_zombie(pid as i32) && crate::stop::process_group(pid as i32) == Some(pid as i32)
 }
 
-/// Starts the job (see the module's documentation).
-pub fn start(spec: &JobSpec) -> Result<Started, LaunchError> {
+/// Makes the job directory (0700) or checks an existing one: a directory
+/// of this user's that no one else may write, since its files say which
+/// processes `weft job stop` signals and hold the cluster's secret.
+fn own_job_dir(dir: &Path) -> Result<PathBuf, LaunchError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| fail(format!("cannot create the job directory {}: {e}", dir.display())))?;
+    let dir = dir.canonicalize().map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    let md = std::fs::metadata(&dir).map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    if md.uid() != crate::current_uid() || md.permissions().mode() & 0o022 != 0 {
+        return Err(fail(format!("the job directory {} must belong to this user and be writable by no one else (chmod go-w)", dir.display())));
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(dir.join("logs")).or_else(|e| if e.kind() == std::io::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) }).map_err(|e| fail(format!("cannot create {}: {e}", dir.join("logs").display())))?;
+    Ok(dir)
+}
+
+/// Starts the job (see the module's documentation). Setting `cancel`
+/// (from a signal handler) stops what was started and fails the start.
+pub fn start(spec: &JobSpec, cancel: &AtomicBool) -> Result<Started, LaunchError> {
     match spec.meta_shards {
         0 => return Err(fail("--meta-shards must be at least 1")),
         1 => {}
@@ -85,11 +108,9 @@ pub fn start(spec: &JobSpec) -> Result<Started, LaunchError> {
     if spec.nodes.len() > super::rank::MAX_SERVERS as usize {
         return Err(fail(format!("{} nodes: at most {}", spec.nodes.len(), super::rank::MAX_SERVERS)));
     }
-    let dir = &spec.dir;
-    std::fs::create_dir_all(dir.join("logs")).map_err(|e| fail(format!("cannot create the job directory {}: {e}", dir.display())))?;
-    let dir = dir.canonicalize().map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    let dir = own_job_dir(&spec.dir)?;
     // One start at a time in a directory; the lock goes with this process.
-    let lock = std::fs::File::create(dir.join(".start.lock")).map_err(|e| fail(format!("the job directory {} is not writable: {e}", dir.display())))?;
+    let lock = file::create_nofollow(&dir.join(".start.lock")).map_err(|e| fail(format!("the job directory {} is not writable: {e}", dir.display())))?;
     if lock.try_lock().is_err() {
         return Err(fail(format!("another `weft job start` is running in {}", dir.display())));
     }
@@ -109,12 +130,15 @@ pub fn start(spec: &JobSpec) -> Result<Started, LaunchError> {
         port: spec.port,
         // Servers give up a little before the start does, so the start
         // reports their word rather than its own timeout.
-        bootstrap_timeout_ms: timeout.saturating_sub(Duration::from_secs(2)).as_millis() as u64,
+        bootstrap_timeout_ms: timeout.saturating_sub(Duration::from_secs(2)).max(timeout / 2).as_millis() as u64,
+        launcher: Some(spec.launcher.name().into()),
+        data_default: spec.data_default,
     };
     file::write(&file::job_path(&dir), &job, true)?;
     let began = Instant::now();
-    let mut children = launch(spec, &dir, &job)?;
-    match wait_ready(spec, &dir, &job, &mut children, timeout) {
+    let mut children = Vec::new();
+    let ready = launch(spec, &dir, &job, &mut children).and_then(|()| wait_ready(spec, &dir, &job, &mut children, timeout, cancel));
+    match ready {
         Ok((cluster, records)) => {
             let elapsed = began.elapsed();
             let last_bind = records.iter().map(|r| r.bound_ms).max().unwrap_or(0);
@@ -141,12 +165,12 @@ fn clear_previous(dir: &Path) {
     let _ = std::fs::remove_dir_all(dir.join("rendezvous"));
 }
 
-/// Starts the launcher processes, their output in `logs/launcher.log`.
-fn launch(spec: &JobSpec, dir: &Path, job: &JobFile) -> Result<Vec<Child>, LaunchError> {
+/// Starts the launcher processes into `children`, their output in
+/// `logs/launcher.log`. On failure the caller stops those started.
+fn launch(spec: &JobSpec, dir: &Path, job: &JobFile, children: &mut Vec<Child>) -> Result<(), LaunchError> {
     let serve = launcher::serve_args(&spec.weft_bin, dir);
     let log_path = dir.join("logs").join("launcher.log");
-    let log = std::fs::File::create(&log_path).map_err(|e| fail(format!("cannot write {}: {e}", log_path.display())))?;
-    let mut children = Vec::new();
+    let log = file::create_nofollow(&log_path).map_err(|e| fail(format!("cannot write {}: {e}", log_path.display())))?;
     for argv in launcher::commands(&spec.launcher, &spec.nodes, &serve, &spec.launcher_args, spec.as_root) {
         let out = log.try_clone().map_err(|e| fail(e.to_string()))?;
         let err = log.try_clone().map_err(|e| fail(e.to_string()))?;
@@ -155,23 +179,25 @@ fn launch(spec: &JobSpec, dir: &Path, job: &JobFile) -> Result<Vec<Child>, Launc
         // Its own process group: a Ctrl-C at the job script's terminal
         // goes to the script, and `weft job stop` ends the group.
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
-        match cmd.spawn() {
-            Ok(c) => children.push(c),
-            Err(e) => {
-                abandon(dir, job, &mut children);
-                return Err(fail(format!("cannot run the launcher {}: {e}", argv[0])));
-            }
-        }
+        children.push(cmd.spawn().map_err(|e| fail(format!("cannot run the launcher {}: {e}", argv[0])))?);
     }
     let pids = children.iter().map(|c| (c.id(), crate::stop::process_start(c.id() as i32).unwrap_or(0))).collect();
     let rec = LauncherRecord { start: job.start.clone(), kind: spec.launcher.name().into(), host: file::hostname(), pids, nodes: spec.nodes.clone() };
-    file::write(&file::launcher_path(dir), &rec, false)?;
-    Ok(children)
+    file::write(&file::launcher_path(dir), &rec, true)
 }
 
 /// Names rank `k` with its node, where known.
 fn node_of(spec: &JobSpec, k: u32) -> String {
     spec.nodes.get(k as usize).map_or_else(|| format!("rank {k}"), |n| format!("rank {k} ({n})"))
+}
+
+/// At most the first 8 names, and how many more: an error line stays readable at 1,000 nodes.
+fn named_list(names: Vec<String>) -> String {
+    match names.len() {
+        0 => "none".into(),
+        n if n <= 8 => names.join(", "),
+        n => format!("{} and {} more", names[..8].join(", "), n - 8),
+    }
 }
 
 /// The last lines of the launcher's log, for an error message.
@@ -183,33 +209,37 @@ fn log_tail(dir: &Path) -> String {
     if tail.is_empty() { format!("(its log {} is empty)", path.display()) } else { format!("its log {} ends:\n  {tail}", path.display()) }
 }
 
-fn wait_ready(spec: &JobSpec, dir: &Path, job: &JobFile, children: &mut [Child], timeout: Duration) -> Result<(ClusterFile, Vec<RankRecord>), LaunchError> {
+fn wait_ready(spec: &JobSpec, dir: &Path, job: &JobFile, children: &mut [Child], timeout: Duration, cancel: &AtomicBool) -> Result<(ClusterFile, Vec<RankRecord>), LaunchError> {
     let began = Instant::now();
     let launcher = spec.launcher.name();
     loop {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(fail("interrupted: the servers started so far were stopped"));
+        }
         let progress = rendezvous::read(dir, job);
         if let Some(bad) = progress.failed() {
             return Err(fail(format!("server {} on {} could not start: {}", node_of(spec, bad.rank), bad.host, bad.error.as_deref().unwrap_or("?"))));
         }
-        let missing: Vec<String> = progress.missing().into_iter().map(|k| node_of(spec, k)).collect();
+        let missing = named_list(progress.missing().into_iter().map(|k| node_of(spec, k)).collect());
         if let Some(records) = progress.complete()
             && let Ok(cf) = ClusterFile::load(&cluster_path(dir))
         {
-            let silent: Vec<String> = cf.servers.iter().filter(|s| !answers(s.addr, &cf.secret())).map(|s| format!("{} at {}", node_of(spec, s.id), s.addr)).collect();
+            let up = crate::answering(&cf.servers.iter().map(|s| s.addr).collect::<Vec<_>>(), &cf.secret());
+            let silent: Vec<String> = cf.servers.iter().zip(&up).filter(|(_, up)| !**up).map(|(s, _)| format!("{} at {}", node_of(spec, s.id), s.addr)).collect();
             if silent.is_empty() {
                 return Ok((cf, records));
             }
             if began.elapsed() > timeout {
-                return Err(fail(format!("servers did not answer within {timeout:?}: {}; {}", silent.join(", "), log_tail(dir))));
+                return Err(fail(format!("servers did not answer within {timeout:?}: {}; {}", named_list(silent), log_tail(dir))));
             }
         }
         for c in children.iter_mut() {
             if let Ok(Some(status)) = c.try_wait() {
-                return Err(fail(format!("{launcher} exited ({status}) before every server was up; not started: {}; {}", if missing.is_empty() { "none".into() } else { missing.join(", ") }, log_tail(dir))));
+                return Err(fail(format!("{launcher} exited ({status}) before every server was up; not started: {missing}; {}", log_tail(dir))));
             }
         }
         if began.elapsed() > timeout {
-            return Err(fail(format!("not every server was up within {timeout:?}; no rank file from: {}; {}", missing.join(", "), log_tail(dir))));
+            return Err(fail(format!("not every server was up within {timeout:?}; no rank file from: {missing}; {}", log_tail(dir))));
         }
         std::thread::sleep(Duration::from_millis(if began.elapsed() < Duration::from_secs(2) { 10 } else { 100 }));
     }

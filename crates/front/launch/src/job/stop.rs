@@ -10,7 +10,7 @@
 use super::file::{self, JobFile, LauncherRecord, RankRecord, StopMarker};
 use super::rendezvous;
 use super::start::alive;
-use crate::{answers, cluster_path, fail, LaunchError, STOP_GRACE};
+use crate::{cluster_path, fail, LaunchError, STOP_GRACE};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -45,8 +45,12 @@ pub struct Stopped {
     pub elapsed: Duration,
 }
 
+/// How long stop waits for servers that stopped serving to remove their
+/// data and exit (a large data directory takes a while to remove).
+const REMOVAL_GRACE: Duration = Duration::from_secs(120);
+
 fn load_job(dir: &Path) -> Result<JobFile, LaunchError> {
-    file::read(&file::job_path(dir))?.ok_or_else(|| fail(format!("no job in {} (no {}): nothing to stop or show", dir.display(), file::job_path(dir).display())))
+    JobFile::load(dir)?.ok_or_else(|| fail(format!("no job in {} (no {}): nothing to stop or show", dir.display(), file::job_path(dir).display())))
 }
 
 /// Reads the job's files and asks every server.
@@ -55,14 +59,11 @@ pub fn status(dir: &Path) -> Result<JobState, LaunchError> {
     let launcher = file::read::<LauncherRecord>(&file::launcher_path(dir))?.filter(|l| l.start == job.start);
     let launcher_alive = launcher.as_ref().filter(|l| l.host == file::hostname()).map(|l| l.pids.iter().any(|&(p, t)| alive(p, t)));
     let secret = job.secret()?;
-    let servers = rendezvous::read(dir, &job)
-        .ranks
-        .into_iter()
-        .map(|record| {
-            let answers = record.as_ref().and_then(|r| r.addr).is_some_and(|a| answers(a, &secret));
-            ServerState { record, answers }
-        })
-        .collect();
+    let records = rendezvous::read(dir, &job).ranks;
+    // Ranks without an address are asked at an address nothing listens on.
+    let addrs: Vec<std::net::SocketAddr> = records.iter().map(|r| r.as_ref().and_then(|r| r.addr).unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0)))).collect();
+    let up = crate::answering(&addrs, &secret);
+    let servers = records.into_iter().zip(up).map(|(record, answers)| ServerState { answers: answers && record.as_ref().is_some_and(|r| r.addr.is_some()), record }).collect();
     Ok(JobState { job, launcher, launcher_alive, servers })
 }
 
@@ -77,10 +78,18 @@ pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
     let dead: Vec<RankRecord> = state.servers.iter().filter(|s| !s.answers).filter_map(|s| s.record.clone()).collect();
     let secret = job.secret()?;
     let local_launchers: Vec<(u32, u64)> = state.launcher.as_ref().filter(|l| l.host == file::hostname()).map(|l| l.pids.clone()).unwrap_or_default();
-    let still = |t: &[&RankRecord]| -> Vec<u32> { t.iter().filter(|r| r.addr.is_some_and(|a| answers(a, &secret))).map(|r| r.rank).collect() };
+    let still = |t: &[&RankRecord]| -> Vec<u32> {
+        let addrs: Vec<std::net::SocketAddr> = t.iter().filter_map(|r| r.addr).collect();
+        t.iter().zip(crate::answering(&addrs, &secret)).filter(|(_, up)| *up).map(|(r, _)| r.rank).collect()
+    };
     let launcher_left = || local_launchers.iter().filter(|&&(p, t)| alive(p, t)).map(|&(p, _)| p).collect::<Vec<u32>>();
-    // Servers see the marker within STOP_POLL; the launcher then ends by itself.
-    while began.elapsed() < STOP_GRACE && (!still(&serving).is_empty() || !launcher_left().is_empty()) {
+    // Servers see the marker within STOP_POLL and stop listening; then
+    // they remove their data and exit, and the launcher ends by itself.
+    while began.elapsed() < STOP_GRACE && !still(&serving).is_empty() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let removal_deadline = if still(&serving).is_empty() { REMOVAL_GRACE } else { STOP_GRACE };
+    while began.elapsed() < removal_deadline && !launcher_left().is_empty() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let lingering = launcher_left();

@@ -492,7 +492,9 @@ impl File {
 
     /// Returns once every data server has made this file's data durable.
     pub fn fsync(&self) -> Result<()> {
-        self.broadcast(DataReq::Fsync { file: self.attr.id }).map(|_| ())
+        self.broadcast(DataReq::Fsync { file: self.attr.id })?;
+        // The file's name and attributes too, as fsync(2) does.
+        self.client.sync_meta()
     }
 
     /// Closes the file. Nothing is buffered on the client; use

@@ -85,6 +85,11 @@ pub struct ClusterFile {
     /// that holds the cluster file cannot act as root (NFS's root_squash).
     #[serde(default)]
     pub root_squash: bool,
+    /// Metadata changes are made durable within this many milliseconds, or
+    /// at a client's fsync (`weft up --meta-sync window`); 0: each before
+    /// its answer (`--meta-sync op`). See docs/semantics.md.
+    #[serde(default = "default_meta_sync_window_ms")]
+    pub meta_sync_window_ms: u64,
     #[serde(rename = "server")]
     pub servers: Vec<ServerEntry>,
 }
@@ -96,6 +101,16 @@ fn default_stripe_size() -> u64 {
 fn default_lock_ttl_ms() -> u64 {
     10_000
 }
+
+/// Like a local file system's journal commit, but much shorter.
+pub const DEFAULT_META_SYNC_WINDOW_MS: u64 = 10;
+
+fn default_meta_sync_window_ms() -> u64 {
+    DEFAULT_META_SYNC_WINDOW_MS
+}
+
+/// The longest window accepted: a crash loses at most this much.
+pub const MAX_META_SYNC_WINDOW_MS: u64 = 60_000;
 
 #[derive(Debug, Error)]
 pub enum ClusterError {
@@ -155,6 +170,9 @@ impl ClusterFile {
         }
         if self.default_stripe_size == 0 {
             return Err("default_stripe_size must be at least 1".into());
+        }
+        if self.meta_sync_window_ms > MAX_META_SYNC_WINDOW_MS {
+            return Err(format!("meta_sync_window_ms {} exceeds the longest, {MAX_META_SYNC_WINDOW_MS}", self.meta_sync_window_ms));
         }
         if self.default_stripe_size > weft_wire::limits::MAX_STRIPE_SIZE {
             return Err(format!("default_stripe_size {} exceeds the largest, {}", self.default_stripe_size, weft_wire::limits::MAX_STRIPE_SIZE));
@@ -257,6 +275,7 @@ mod tests {
             default_stripe_size: 65536,
             lock_ttl_ms: 10_000,
             root_squash: false,
+            meta_sync_window_ms: DEFAULT_META_SYNC_WINDOW_MS,
             servers: vec![
                 ServerEntry { id: 0, addr: "127.0.0.1:1".parse().unwrap(), services: vec![Service::Meta], dir: "/a".into() },
                 ServerEntry { id: 1, addr: "127.0.0.1:2".parse().unwrap(), services: vec![Service::Data], dir: "/b".into() },

@@ -24,8 +24,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// requests, the MUNGE handshake. 7: link counts in `FileAttr`, error
 /// code 16 (TooLarge). 8: changes and stats by file id (meta ops 19-20),
 /// FIFOs, sockets and hard links (file kinds 4-5, meta ops 21-22, error
-/// code 17).
-pub const PROTOCOL_VERSION: u8 = 8;
+/// code 17). 9: Sync (meta op 23).
+pub const PROTOCOL_VERSION: u8 = 9;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

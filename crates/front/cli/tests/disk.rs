@@ -103,7 +103,8 @@ fn a_full_disk_refuses_writes_clearly_and_deletes_and_reads_still_work() {
     std::fs::remove_file(filler).unwrap();
     c.create("/after", CreateOptions::default()).unwrap().write_at(0, b"resumed").unwrap();
     assert_eq!(c.stat("/after").unwrap().1, 7);
-    // And survive one.
+    // And, once synced (a metadata window is on by default), survive a crash.
+    c.sync_meta().unwrap();
     lc.restart(0).unwrap();
     assert_eq!(c.stat("/after").unwrap().1, 7);
     lc.stop();
@@ -114,21 +115,23 @@ fn a_full_disk_refuses_writes_clearly_and_deletes_and_reads_still_work() {
 /// is copied at once (the copy holds only what reached the device, as a
 /// disk would after a power cut), mounted elsewhere (the journal replays),
 /// and a cluster started on the copy must have the bytes and the names.
-/// SIGKILL would keep the page cache, so it could not tell.
-#[test]
-fn fsynced_data_and_metadata_survive_a_power_cut() {
+/// SIGKILL would keep the page cache, so it could not tell. Run with each
+/// metadata setting: each change durable before its answer, and a window
+/// of a minute (so only the fsync's own metadata sync can have made the
+/// directory and the name durable before the cut).
+fn power_cut_after_fsync(meta_sync_window_ms: u64) {
     if !is_root() {
         eprintln!("skipped: loop devices need root");
         return;
     }
-    let work = scratch("powercut");
+    let work = scratch(&format!("powercut-{meta_sync_window_ms}"));
     let image = work.join("disk.img");
     run("truncate", &["-s", "256M", image.to_str().unwrap()]);
     run("mkfs.ext4", &["-q", "-F", image.to_str().unwrap()]);
     let live = Mount(work.join("live"));
     std::fs::create_dir_all(&live.0).unwrap();
     run("mount", &["-o", "loop", image.to_str().unwrap(), live.0.to_str().unwrap()]);
-    let spec = ClusterSpec { data_servers: 2, ..ClusterSpec::default() };
+    let spec = ClusterSpec { data_servers: 2, meta_sync_window_ms, ..ClusterSpec::default() };
     let mut lc = LocalCluster::start(&common::server_bin(), &live.0.join("cluster"), &spec).unwrap();
     let c = client(lc.cluster().clone());
     c.mkdir("/run", 0o755).unwrap();
@@ -166,4 +169,14 @@ fn fsynced_data_and_metadata_survive_a_power_cut() {
     lc.stop();
     drop(after);
     let _ = std::fs::remove_dir_all(work);
+}
+
+#[test]
+fn fsynced_data_and_metadata_survive_a_power_cut() {
+    power_cut_after_fsync(0);
+}
+
+#[test]
+fn fsynced_data_and_metadata_survive_a_power_cut_with_a_metadata_window() {
+    power_cut_after_fsync(60_000);
 }

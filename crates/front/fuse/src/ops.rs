@@ -541,6 +541,14 @@ impl Filesystem for WeftFs {
         }
     }
 
+    /// A directory's entries durable (its names: metadata only).
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        match self.client.sync_meta() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno::of(&e)),
+        }
+    }
+
     /// Real totals: the data servers' file systems (space) and the
     /// metadata service's count of files.
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: fuser::ReplyStatfs) {

@@ -65,6 +65,9 @@ pub struct ClusterSpec {
     pub server_env: Vec<(String, String)>,
     /// Serve uid 0 as nobody (`root_squash` in the cluster file).
     pub root_squash: bool,
+    /// `meta_sync_window_ms` of the cluster file (0: each metadata change
+    /// durable before its answer).
+    pub meta_sync_window_ms: u64,
     /// Run each server in a network namespace of its own behind a
     /// rate-capped link (see [`emulate`]); needs root.
     pub emulate: Option<EmulateSpec>,
@@ -101,7 +104,7 @@ const EMULATED_PORT: u16 = 7100;
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false, emulate: None, auth: AuthSpec::Secret }
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false, meta_sync_window_ms: weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS, emulate: None, auth: AuthSpec::Secret }
     }
 }
 
@@ -195,6 +198,7 @@ impl LocalCluster {
                 default_stripe_size: spec.default_stripe_size,
                 lock_ttl_ms: spec.lock_ttl_ms,
                 root_squash: spec.root_squash,
+                meta_sync_window_ms: spec.meta_sync_window_ms,
                 servers,
             };
             if let AuthSpec::Munge { socket } = &spec.auth {

@@ -37,6 +37,13 @@ impl<R, T> Default for GroupCommit<R, T> {
 }
 
 impl<R, T> GroupCommit<R, T> {
+    /// Runs `f` between batches, as a batch would run (the metadata
+    /// flusher's durable commit).
+    pub fn exclusive<X>(&self, f: impl FnOnce() -> X) -> X {
+        let _turn = lock(&self.turn);
+        f()
+    }
+
     /// Runs `request` in some batch; `run` gets a batch's requests and
     /// returns their results in the same order.
     pub fn submit(&self, request: R, run: impl Fn(&[&R]) -> Vec<T>) -> T {

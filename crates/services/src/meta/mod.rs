@@ -6,11 +6,13 @@
 //! |------------|------------------|-------------------------------|
 //! | `inodes`   | `u64` file id    | `FileAttr` in its wire encoding |
 //! | `dirents`  | `(u64 dir, name)`| `u64` child id                |
-//! | `counters` | `"next_id"`, `"next_rr"` | `u64`                 |
+//! | `counters` | `"next_id"`, `"next_rr"`, `"id_ceiling"` | `u64` |
 //! | `links`    | `u64` file id    | a symbolic link's target      |
 //!
-//! Every mutation is one write transaction committed durably before the
-//! answer is sent, so an acknowledged change survives a crash (DESIGN §4).
+//! Every mutation is one write transaction. With `meta_sync_window_ms = 0`
+//! it is committed durably before the answer is sent, so an acknowledged
+//! change survives a crash (DESIGN §4); with a window, durably within it
+//! or at the next fsync (see [`sync_window`]).
 
 mod attrs;
 mod entries;
@@ -21,6 +23,7 @@ mod path;
 mod shared_pointers;
 mod store;
 mod sizes;
+mod sync_window;
 mod tables;
 
 pub use path::components;
@@ -30,17 +33,27 @@ use tables::*;
 
 use redb::{Database, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use weft_wire::{AttrChange, Cred, DirEntry, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
 use attrs::Target;
 
 /// The metadata service of one server.
 pub struct MetaService {
-    store: store::Store,
+    store: Arc<store::Store>,
     data_servers: Vec<ServerId>,
     default_stripe_size: u64,
     pointers: shared_pointers::SharedPointers,
-    /// Mutations waiting for, or in, a shared durable commit.
-    commits: group_commit::GroupCommit<(Cred, MetaReq), Result<Response>>,
+    /// Mutations waiting for, or in, a shared commit.
+    commits: Arc<group_commit::GroupCommit<(Cred, MetaReq), Result<Response>>>,
+    /// Commits are made durable within this (`None`: each before its answer).
+    window: Option<Duration>,
+    /// Whether a commit waits to be made durable (see [`sync_window`]).
+    pending: Arc<sync_window::Pending>,
+    /// Set inside a batch when it raised `id_ceiling` (that commit is made
+    /// durable: no id under a durable ceiling is ever handed out twice).
+    ceiling_moved: AtomicBool,
     /// Sizes known without asking the data servers (see [`sizes`]).
     sizes: sizes::KnownSizes,
     /// Capabilities for the data servers (see [`grants`]).
@@ -70,6 +83,34 @@ fn init_root(db: &Database) -> Result<()> {
     Ok(())
 }
 
+/// Ids are handed out under a durable ceiling, raised `ID_BLOCK` at a time
+/// by a durable commit: a crash that loses the last window's creates
+/// rolls `next_id` back, and ids of files lost with it may have objects on
+/// the data servers, so a restart continues from the ceiling.
+const ID_BLOCK: u64 = 4096;
+
+/// Moves `next_id` up to the ceiling (durably); returns the first new id.
+fn skip_to_ceiling(db: &Database) -> Result<u64> {
+    let tx = db.begin_write()?;
+    let first = {
+        let mut counters = tx.open_table(COUNTERS)?;
+        let next = counters.get("next_id")?.map_or(ROOT.0 + 1, |v| v.value());
+        let ceiling = counters.get("id_ceiling")?.map_or(0, |v| v.value());
+        let first = next.max(ceiling);
+        counters.insert("next_id", first)?;
+        first
+    };
+    tx.commit()?;
+    Ok(first)
+}
+
+/// Whether answering this mutation must wait for its commit to be durable
+/// even within a window: its answer lets a client delete data objects.
+fn must_be_durable(op: &MetaReq, r: &Result<Response>) -> bool {
+    matches!((op, r), (MetaReq::Sync, _) | (MetaReq::Unlink { .. }, Ok(Response::Attr(_))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some(_) })))
+}
+
+
 /// What a create or mkdir asks for.
 struct NewEntry<'a> {
     kind: FileKind,
@@ -84,12 +125,50 @@ struct NewEntry<'a> {
 
 impl MetaService {
     /// Opens (or creates) the database in `dir/meta.redb`.
-    pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64, caps: weft_wire::CapKey) -> Result<Self> {
+    /// Opens the service in `dir`. `window`: make commits durable within
+    /// it rather than each before its answer (see [`sync_window`]).
+    pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64, caps: weft_wire::CapKey, window: Option<Duration>) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
-        let store = store::Store::open(dir)?;
+        let store = Arc::new(store::Store::open(dir)?);
         init_root(&store.db())?;
-        let first = store.db().begin_read()?.open_table(COUNTERS)?.get("next_id")?.map_or(ROOT.0 + 1, |v| v.value());
-        Ok(MetaService { store, data_servers, default_stripe_size, pointers: Default::default(), commits: Default::default(), sizes: sizes::KnownSizes::new(first), grants: grants::Grants::new(caps) })
+        let first = skip_to_ceiling(&store.db())?;
+        let svc = MetaService {
+            store,
+            data_servers,
+            default_stripe_size,
+            pointers: Default::default(),
+            commits: Default::default(),
+            window: window.filter(|w| !w.is_zero()),
+            pending: Default::default(),
+            ceiling_moved: AtomicBool::new(false),
+            sizes: sizes::KnownSizes::new(first),
+            grants: grants::Grants::new(caps),
+        };
+        if let Some(w) = svc.window {
+            sync_window::start(&svc.store, &svc.commits, &svc.pending, w).map_err(|e| err(ErrorCode::Io, format!("cannot start the metadata flusher: {e}")))?;
+        }
+        Ok(svc)
+    }
+
+    /// Reopens the database after a storage error (see [`store`]). Commits
+    /// not yet durable are gone with the old handle.
+    fn reopen(&self, free_space: bool) {
+        if self.pending.is_pending() {
+            tracing::error!(target: "weft::meta", "metadata changes of the last window were not durable and are lost with the database's reopen");
+        }
+        self.store.recover(free_space);
+        self.pending.note_durable();
+    }
+
+    /// Makes every commit so far durable, between batches.
+    pub fn flush(&self) {
+        if self.window.is_none() {
+            return;
+        }
+        self.commits.exclusive(|| match sync_window::durable_empty_commit(&self.store) {
+            Ok(()) => self.pending.note_durable(),
+            Err(e) => tracing::error!(target: "weft::meta", error = %e, "cannot make metadata changes durable"),
+        });
     }
 
     /// Is there a file or directory with this id?
@@ -132,6 +211,10 @@ impl MetaService {
                 _ => unreachable!("matched above"),
             };
         }
+        // Every commit is durable already unless there is a window.
+        if matches!(op, MetaReq::Sync) && self.window.is_none() {
+            return Response::Ok;
+        }
         if let MetaReq::Renew { old } = op {
             return self.grants.renew(&self.store.db(), cred, &old).unwrap_or_else(|e| Response::error(e.code, e.message));
         }
@@ -165,16 +248,31 @@ impl MetaService {
             Ok(r) => r,
             Err(e) if e.storage => {
                 let frees = batch.iter().any(|(_, op)| matches!(op, MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }));
-                self.store.recover(frees && e.code == ErrorCode::NoSpace);
-                self.try_batch(batch).unwrap_or_else(|e| batch.iter().map(|_| Err(e.duplicate())).collect())
+                self.reopen(frees && e.code == ErrorCode::NoSpace);
+                self.try_batch(batch).unwrap_or_else(|e| {
+                    // Reads must keep working: redb refuses everything
+                    // after a failed commit until reopened.
+                    if e.storage {
+                        self.reopen(false);
+                    }
+                    batch.iter().map(|_| Err(e.duplicate())).collect()
+                })
             }
             Err(e) => batch.iter().map(|_| Err(e.duplicate())).collect(),
         }
     }
 
     fn try_batch(&self, batch: &[&(Cred, MetaReq)]) -> Result<Vec<Result<Response>>> {
+        // Nearly full: answered changes go to disk first, and this batch's
+        // are durable before their answers (see [`sync_window`]).
+        let low = self.window.is_some() && self.store.space_low();
+        if low && self.pending.is_pending() {
+            sync_window::durable_empty_commit(&self.store).map_err(|e| MetaError::from(*e))?;
+            self.pending.note_durable();
+        }
         let db = self.store.db();
-        let tx = db.begin_write()?;
+        let mut tx = db.begin_write()?;
+        self.ceiling_moved.store(false, Ordering::Relaxed);
         let mut results = Vec::with_capacity(batch.len());
         let mut created = Vec::new();
         for (cred, op) in batch {
@@ -193,7 +291,16 @@ impl MetaService {
             }
             results.push(r);
         }
+        let durable = self.window.is_none() || low || self.ceiling_moved.load(Ordering::Relaxed) || batch.iter().zip(&results).any(|((_, op), r)| must_be_durable(op, r));
+        if !durable {
+            tx.set_durability(redb::Durability::None);
+        }
         tx.commit()?;
+        if durable {
+            self.pending.note_durable();
+        } else {
+            self.pending.note_nondurable();
+        }
         // Durable now: what the size table learns from it.
         for (k, ((_, op), r)) in batch.iter().zip(&results).enumerate() {
             match (op, r) {
@@ -228,6 +335,8 @@ impl MetaService {
             MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| if r.last { Response::Attr(r.attr) } else { Response::Ok }),
             MetaReq::Rmdir { path } => entries::remove(tx, cred, path, true).map(|_| Response::Ok),
             MetaReq::Link { from, to } => entries::link(tx, cred, from, to).map(Response::Attr),
+            // Its batch's commit is made durable (`must_be_durable`).
+            MetaReq::Sync => Ok(Response::Ok),
             MetaReq::Mknod { path, mode, kind } => match kind {
                 FileKind::Fifo | FileKind::Socket => self
                     .insert_new(tx, cred, path, NewEntry { kind: *kind, mode: *mode, exclusive: true, hint: LayoutHint::default(), target: None })
@@ -397,6 +506,10 @@ impl MetaService {
             let mut counters = tx.open_table(COUNTERS)?;
             let id = counters.get("next_id")?.map(|v| v.value()).unwrap_or(ROOT.0 + 1);
             counters.insert("next_id", id + 1)?;
+            if id >= counters.get("id_ceiling")?.map_or(0, |v| v.value()) {
+                counters.insert("id_ceiling", id + ID_BLOCK)?;
+                self.ceiling_moved.store(true, Ordering::Relaxed);
+            }
             let layout = if kind == FileKind::File {
                 let rr = counters.get("next_rr")?.map(|v| v.value()).unwrap_or(0);
                 counters.insert("next_rr", rr + 1)?;

@@ -74,6 +74,24 @@ impl Store {
         }
     }
 
+    /// Whether the disk under the database is nearly full (less free than
+    /// the reserve holds). With a metadata window, commits are then made
+    /// durable at once, so that a full disk fails the change that meets it
+    /// rather than a later flush of changes already answered.
+    pub fn space_low(&self) -> bool {
+        let dir = self.db_path.parent().unwrap_or(Path::new("."));
+        nix::sys::statvfs::statvfs(dir).is_ok_and(|v| v.blocks_available().saturating_mul(v.fragment_size()) < RESERVE_BYTES)
+    }
+
+    /// Gives the reserve's space back to the disk, for a commit that must
+    /// not fail: making changes already answered durable.
+    pub fn release_reserve(&self) {
+        if std::fs::remove_file(&self.reserve_path).is_ok() {
+            tracing::warn!(target: "weft::meta", "disk nearly full: released the {RESERVE_BYTES}-byte reserve to make answered changes durable");
+            self.reserve_missing.store(true, Ordering::Release);
+        }
+    }
+
     /// Makes the reserve again if it is missing and the disk has room.
     pub fn restore_reserve(&self) {
         if !self.reserve_missing.load(Ordering::Acquire) {

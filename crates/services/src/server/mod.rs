@@ -96,7 +96,7 @@ impl Server {
             }
         };
         let meta = has(Service::Meta)
-            .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone()))
+            .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms))))
             .transpose()
             .map_err(|e| ServeError::Open { service: "meta", dir: dir.clone(), reason: e.to_string() })?;
         let data = has(Service::Data)
@@ -350,6 +350,14 @@ impl Server {
 
     fn count_refused_connection(&self) {
         self.counters.refused_connections.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Makes every metadata change answered so far durable (before a clean
+    /// exit: a stop must lose nothing, even within a window).
+    pub fn flush_metadata(&self) {
+        if let Some(m) = &self.meta {
+            m.flush();
+        }
     }
 
     /// Bytes of the memory budget in use now, and its limit.

@@ -185,6 +185,10 @@ pub enum MetaReq {
     /// A new name `to` for the file or link at `from` (link(2)): its link
     /// count grows by one. Answered with `Attr` (the file's, after).
     Link { from: String, to: String },
+    /// Makes every metadata change answered so far durable (fsync and
+    /// fsyncdir on a cluster that commits metadata within a window).
+    /// Answered with `Ok` once it is.
+    Sync,
 }
 
 /// What [`MetaReq::Change`] changes.
@@ -341,6 +345,9 @@ impl MetaReq {
             MetaReq::Link { from, to } => {
                 e.u8(22).str(from).str(to);
             }
+            MetaReq::Sync => {
+                e.u8(23);
+            }
             MetaReq::Change { file, change } => {
                 e.u8(19).u64(file.0);
                 match change {
@@ -423,6 +430,7 @@ impl MetaReq {
                 MetaReq::Mknod { path, mode, kind }
             }
             22 => MetaReq::Link { from: path(d)?, to: path(d)? },
+            23 => MetaReq::Sync,
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }

@@ -54,7 +54,16 @@ pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
 }
 
 fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
-    run_server(cf, id, listener, Arc::new(Server::open(cf, ServerId(id))?))
+    let server = Arc::new(Server::open(cf, ServerId(id))?);
+    // SIGTERM (`weft down`, a job's end) or Ctrl-C: metadata answered
+    // within the window is made durable before the process ends.
+    let on_signal = Arc::clone(&server);
+    ctrlc::set_handler(move || {
+        on_signal.flush_metadata();
+        std::process::exit(0);
+    })
+    .context("cannot install the signal handler")?;
+    run_server(cf, id, listener, server)
 }
 
 fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Server>) -> Result<()> {
@@ -80,21 +89,6 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
     let over = Overrides { data: a.data.clone(), iface: a.iface.clone(), port: a.port };
     let b = Arc::new(bootstrap(dir, &over, |k| std::env::var(k).ok())?);
     let _ = out!("weft serve: rank {} of {} ({})", b.rank, b.job.servers, dir.display());
-    // `weft job stop`'s marker, or a signal from the launcher: remove the
-    // data unless kept, then exit.
-    let watcher = Arc::clone(&b);
-    std::thread::Builder::new().name("weft-job-stop".into()).spawn(move || loop {
-        std::thread::sleep(STOP_POLL);
-        if let Some(m) = watcher.stop_marker() {
-            end(&watcher, Some(m));
-        }
-    })?;
-    let on_signal = Arc::clone(&b);
-    ctrlc::set_handler(move || {
-        let marker = on_signal.stop_marker();
-        end(&on_signal, marker);
-    })
-    .context("cannot install the signal handler")?;
     let server = match Server::open(&b.cluster, ServerId(b.rank)) {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -104,18 +98,35 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
             return Err(e.into());
         }
     };
+    // `weft job stop`'s marker, or a signal from the launcher: make the
+    // metadata durable, remove the data unless kept, then exit.
+    let (watcher, watched) = (Arc::clone(&b), Arc::clone(&server));
+    std::thread::Builder::new().name("weft-job-stop".into()).spawn(move || loop {
+        std::thread::sleep(STOP_POLL);
+        if let Some(m) = watcher.stop_marker() {
+            end(&watcher, &watched, Some(m));
+        }
+    })?;
+    let (on_signal, signalled) = (Arc::clone(&b), Arc::clone(&server));
+    ctrlc::set_handler(move || {
+        let marker = on_signal.stop_marker();
+        end(&on_signal, &signalled, marker);
+    })
+    .context("cannot install the signal handler")?;
     let listener = b.listener.try_clone().context("cannot use the listening socket")?;
     run_server(&b.cluster, b.rank, listener, server).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
 }
 
 /// Ends a job's server once: stops listening (so `weft job stop` sees it
-/// stop serving and no client starts anything new), removes its data as
-/// the marker says, exits. The watcher and a signal may both get here;
-/// the second waits for the first to exit the process.
-fn end(b: &Bootstrapped, marker: Option<weft_launch::job::file::StopMarker>) -> ! {
+/// stop serving and no client starts anything new), makes its metadata
+/// durable, removes its data as the marker says, exits. The watcher and a
+/// signal may both get here; the second waits for the first to exit the
+/// process.
+fn end(b: &Bootstrapped, server: &Server, marker: Option<weft_launch::job::file::StopMarker>) -> ! {
     static ENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _once = ENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     stop_listening(&b.listener);
+    server.flush_metadata();
     b.finish(marker);
     let _ = out!("weft serve: rank {} stopped{}", b.rank, if marker.is_some_and(|m| m.removes(b.fresh)) { ", data removed" } else { "" });
     std::process::exit(0)

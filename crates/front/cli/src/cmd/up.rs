@@ -51,6 +51,17 @@ pub struct UpArgs {
     /// Serve requests as uid 0 as `nobody` (NFS's root_squash).
     #[arg(long)]
     root_squash: bool,
+    /// When metadata changes reach the disk: `window` (within 10 ms, or at
+    /// a client's fsync, as a local file system's journal) or `op` (each
+    /// before its answer). See docs/semantics.md.
+    #[arg(long, value_enum, default_value = "window")]
+    meta_sync: MetaSync,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MetaSync {
+    Op,
+    Window,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -83,7 +94,11 @@ pub fn up(a: UpArgs) -> Result<()> {
         Auth::Secret => weft_launch::AuthSpec::Secret,
         Auth::Munge => weft_launch::AuthSpec::Munge { socket: a.munge_socket.clone() },
     };
-    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, emulate, auth, root_squash: a.root_squash, ..ClusterSpec::default() };
+    let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, emulate, auth,
+        root_squash: a.root_squash,
+        meta_sync_window_ms: if a.meta_sync == MetaSync::Op { 0 } else { weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS },
+        ..ClusterSpec::default()
+    };
     let cluster = LocalCluster::start(&exe, &a.dir, &spec)?;
     let _ = out!("Weft cluster up in {}", cluster.dir().display());
     for s in &cluster.cluster().servers {

@@ -145,6 +145,7 @@ pub fn derive(job: &JobFile, records: &[RankRecord]) -> Result<ClusterFile, Laun
         default_stripe_size: job.stripe_size,
         lock_ttl_ms: 10_000,
         root_squash: false,
+        meta_sync_window_ms: weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS,
         servers,
     })
 }

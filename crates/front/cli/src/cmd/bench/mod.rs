@@ -88,8 +88,10 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                         ]
                     })
                     .collect();
+                let window = weft_net::ClusterFile::load(&bc.cluster_file).map_or(0, |c| c.meta_sync_window_ms);
+                let durability = if window == 0 { "Weft's creates durable when answered".to_string() } else { format!("Weft's creates durable within {window} ms, as a journal's") };
                 print_table(
-                    &format!("Metadata rates, {files} files per process, median of {repeats} (Weft's creates durable when answered; local ones not fsync'd)"),
+                    &format!("Metadata rates, {files} files per process, median of {repeats} ({durability}; local ones not fsync'd)"),
                     &["procs", "threads", "op", "api ops/s", "local ops/s", "api/local", "mount ops/s", "mount/api"],
                     &table,
                 );

@@ -342,3 +342,33 @@ fn a_server_at_its_connection_limit_answers_busy() {
     drop(lc);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Issue 25: with the shared secret, objects were created 0644 in 0755
+/// directories, so any local user read every stored byte around the
+/// servers' checks. Everything under a server's directory is its user's.
+#[test]
+fn the_servers_files_are_readable_by_their_user_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let tc = TestCluster::start("private-files", 2);
+    let c = tc.client();
+    let f = c.create("/secret.dat", weft_client::CreateOptions::default()).unwrap();
+    f.write_at(0, &[7u8; 300_000]).unwrap();
+    f.fsync().unwrap();
+    f.close().unwrap();
+    fn walk(p: &std::path::Path, seen: &mut Vec<(std::path::PathBuf, u32)>) {
+        let md = std::fs::symlink_metadata(p).unwrap();
+        seen.push((p.to_path_buf(), md.permissions().mode() & 0o777));
+        if md.is_dir() {
+            for e in std::fs::read_dir(p).unwrap() {
+                walk(&e.unwrap().path(), seen);
+            }
+        }
+    }
+    let mut seen = Vec::new();
+    for s in &tc.cluster().servers {
+        walk(&s.dir, &mut seen);
+    }
+    assert!(seen.len() > 4, "the servers' files: {seen:?}");
+    let open: Vec<_> = seen.iter().filter(|(_, m)| m & 0o077 != 0).collect();
+    assert!(open.is_empty(), "readable by others: {open:?}");
+}

@@ -219,6 +219,9 @@ impl LocalCluster {
         };
         if cluster.auth == AuthMode::Munge {
             open_to_all_but_data(&dir, &cluster)?;
+        } else {
+            // The servers' data is theirs alone in secret mode too.
+            private_dirs(&cluster)?;
         }
         // A port chosen free may be taken before its server binds it (by
         // another cluster starting at the same time, or as a connection's
@@ -483,6 +486,14 @@ fn open_to_all_but_data(dir: &Path, cluster: &ClusterFile) -> Result<(), LaunchE
     set(dir, 0o755)?;
     set(&dir.join("logs"), 0o700)?;
     cluster.servers.iter().try_for_each(|s| set(&s.dir, 0o700))
+}
+
+/// Each server's directory: 0700.
+fn private_dirs(cluster: &ClusterFile) -> Result<(), LaunchError> {
+    use std::os::unix::fs::PermissionsExt;
+    cluster.servers.iter().try_for_each(|s| {
+        std::fs::create_dir_all(&s.dir).and_then(|()| std::fs::set_permissions(&s.dir, std::fs::Permissions::from_mode(0o700))).map_err(|e| fail(format!("cannot set the permissions of {}: {e}", s.dir.display())))
+    })
 }
 
 #[allow(unsafe_code)]

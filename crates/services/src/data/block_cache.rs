@@ -120,18 +120,33 @@ impl BlockCache {
 
     /// Makes room for one more block: the least recently used goes,
     /// written back first if dirty (through `open`, which gives a block's
-    /// object file).
+    /// object file). A block whose write-back fails stays cached and dirty
+    /// (its file's next fsync meets the error) and the next one in LRU
+    /// order goes instead: one file that cannot be written must not fail
+    /// every other file's requests. Only when no cached block can go does
+    /// this request fail, saying why.
     fn evict(&self, g: &mut Inner, open: &dyn Fn(FileId) -> io::Result<Option<std::sync::Arc<super::Object>>>) -> io::Result<()> {
+        let mut stuck: Vec<u64> = Vec::new();
+        let mut last_error: Option<(FileId, io::Error)> = None;
         while g.blocks.len() >= self.capacity {
-            let Some((&tick, &(file, b))) = g.lru.iter().next() else { break };
-            // Written back before it goes: a failed write-back leaves it
-            // cached and dirty (the error reaches this request; the data
-            // stays for a later flush).
+            let Some((tick, (file, b))) = g.lru.iter().find(|(t, _)| !stuck.contains(t)).map(|(&t, &k)| (t, k)) else {
+                let (file, e) = last_error.expect("a block is stuck only after its write-back failed");
+                return Err(io::Error::new(e.kind(), format!("every block of the server's cache waits to be written back, and that fails (file {}: {e})", file.0)));
+            };
             let slot = g.blocks.get(&(file, b)).expect("in the LRU order");
-            if slot.dirty
-                && let Some(o) = open(file)?
-            {
-                Self::write_back(g, &o.file, file, b, self.block, slot)?;
+            if slot.dirty {
+                let written = match open(file) {
+                    Ok(Some(o)) => Self::write_back(g, &o.file, file, b, self.block, slot),
+                    // Deleted meanwhile: nothing to keep.
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = written {
+                    tracing::warn!(target: "weft::data", file = file.0, error = %e, "cannot write a cached block back; it stays cached");
+                    stuck.push(tick);
+                    last_error = Some((file, e));
+                    continue;
+                }
             }
             g.lru.remove(&tick);
             g.blocks.remove(&(file, b));
@@ -279,5 +294,50 @@ impl BlockCache {
                 g.blocks.get_mut(&(file, b)).expect("listed").dirty = false;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, RwLock};
+
+    fn object(path: &std::path::Path, writable: bool) -> Arc<super::super::Object> {
+        let file = if writable { File::options().read(true).write(true).create(true).truncate(true).open(path).unwrap() } else { File::open(path).unwrap() };
+        Arc::new(super::super::Object { file, rmw: RwLock::new(()) })
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_back_fails_its_own_fsync_not_others_requests() {
+        let dir = std::env::temp_dir().join(format!("weft-cache-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a"), b"").unwrap();
+        // File 1's object refuses writes (opened read-only): a disk error.
+        let (bad, good) = (object(&dir.join("a"), false), object(&dir.join("b"), true));
+        let open = |id: FileId| -> io::Result<Option<Arc<super::super::Object>>> { Ok(Some(if id == FileId(1) { bad.clone() } else { good.clone() })) };
+        let c = BlockCache::new(2 * 512, 512);
+        c.write(FileId(1), &bad.file, 0, &[1u8; 512], &open).unwrap();
+        // File 2 writes many blocks: each needs an eviction, and file 1's
+        // block, oldest and dirty, cannot be written back. Before the fix
+        // every one of these failed with file 1's error.
+        for k in 0..8u64 {
+            c.write(FileId(2), &good.file, k * 512, &[k as u8 + 2; 512], &open).unwrap_or_else(|e| panic!("file 2's write {k} failed: {e}"));
+        }
+        c.flush_file(FileId(2), &good.file).unwrap();
+        let mut back = vec![0u8; 8 * 512];
+        assert_eq!(std::os::unix::fs::FileExt::read_at(&good.file, &mut back, 0).unwrap(), 8 * 512);
+        assert!(back.chunks(512).enumerate().all(|(k, b)| b.iter().all(|&x| x == k as u8 + 2)));
+        // File 1's own fsync meets its error, and its data is still cached.
+        assert!(c.flush_file(FileId(1), &bad.file).is_err());
+        let mut one = [0u8; 512];
+        c.read(FileId(1), Some(&bad.file), 0, &mut one, &open).unwrap();
+        assert_eq!(one, [1u8; 512]);
+        // With every block stuck, a request that needs room fails saying why
+        // (two blocks, the least a cache has).
+        let c = BlockCache::new(2 * 512, 512);
+        c.write(FileId(1), &bad.file, 0, &[1u8; 1024], &open).unwrap();
+        let e = c.write(FileId(2), &good.file, 0, &[2u8; 512], &open).unwrap_err();
+        assert!(e.to_string().contains("waits to be written back") && e.to_string().contains("file 1"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

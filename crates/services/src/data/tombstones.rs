@@ -38,6 +38,11 @@ impl Tombstones {
             t.remember(FileId(u64::from_le_bytes(rec.try_into().expect("8 bytes"))));
         }
         t.logged = bytes.len() / 8;
+        // Cut the torn tail off before appending: left in place, it would
+        // shift every later record and read back as other files' ids.
+        if !bytes.len().is_multiple_of(8) {
+            t.log.set_len(t.logged as u64 * 8)?;
+        }
         // Rewrite a log that holds far more than is remembered.
         if t.logged > 2 * MAX_TOMBSTONES {
             let tmp = path.with_extension("log.new");
@@ -104,9 +109,14 @@ mod tests {
         t.insert(FileId(5));
         drop(t);
         OpenOptions::new().append(true).open(&p).unwrap().write_all(&[1, 2, 3]).unwrap();
-        let t = Tombstones::open(&p).unwrap();
+        let mut t = Tombstones::open(&p).unwrap();
         assert!(t.contains(FileId(5)) && t.contains(FileId(9)) && !t.contains(FileId(6)));
         assert_eq!(t.order.len(), 2);
+        // A deletion recorded after the torn tail reads back as itself.
+        t.insert(FileId(77));
+        drop(t);
+        let t = Tombstones::open(&p).unwrap();
+        assert_eq!(t.order.iter().copied().collect::<Vec<_>>(), [FileId(5), FileId(9), FileId(77)], "records after a torn tail stay aligned");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -45,8 +45,11 @@ impl<R, T> GroupCommit<R, T> {
     }
 
     /// Runs `request` in some batch; `run` gets a batch's requests and
-    /// returns their results in the same order.
-    pub fn submit(&self, request: R, run: impl Fn(&[&R]) -> Vec<T>) -> T {
+    /// returns their results in the same order. If `run` panics (a bug),
+    /// every request of that batch gets `failed(request)` and later
+    /// batches run as usual: the others of the batch must not wait for a
+    /// result that never comes.
+    pub fn submit(&self, request: R, run: impl Fn(&[&R]) -> Vec<T>, failed: impl Fn(&R) -> T) -> T {
         let me = Arc::new(Slot { request, result: Mutex::new(None) });
         lock(&self.queue).push(me.clone());
         loop {
@@ -62,12 +65,18 @@ impl<R, T> GroupCommit<R, T> {
                 q.drain(..n).collect()
             };
             if batch.is_empty() {
-                continue;
+                // Not served and not queued: cannot happen (every batch
+                // answers all of its slots); never wait for it.
+                return failed(&me.request);
             }
             let requests: Vec<&R> = batch.iter().map(|s| &s.request).collect();
-            let results = run(&requests);
-            debug_assert_eq!(results.len(), batch.len());
-            for (s, r) in batch.iter().zip(results) {
+            let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&requests))).unwrap_or_else(|_| {
+                tracing::error!(target: "weft::meta", requests = batch.len(), "a group commit panicked: its requests fail, the service goes on");
+                Vec::new()
+            });
+            let mut results = results.into_iter();
+            for s in &batch {
+                let r = results.next().unwrap_or_else(|| failed(&s.request));
                 *lock(&s.result) = Some(r);
             }
             // Ours was past MAX_BATCH: the loop takes another turn.
@@ -87,11 +96,15 @@ mod tests {
             .map(|i| {
                 let (g, batches) = (g.clone(), batches.clone());
                 std::thread::spawn(move || {
-                    g.submit(i, |reqs| {
-                        std::thread::sleep(std::time::Duration::from_millis(5)); // a "commit"
-                        batches.lock().unwrap().push(reqs.len());
-                        reqs.iter().map(|&&r| r * 10).collect()
-                    })
+                    g.submit(
+                        i,
+                        |reqs| {
+                            std::thread::sleep(std::time::Duration::from_millis(5)); // a "commit"
+                            batches.lock().unwrap().push(reqs.len());
+                            reqs.iter().map(|&&r| r * 10).collect()
+                        },
+                        |_| u32::MAX,
+                    )
                 })
             })
             .collect();
@@ -100,5 +113,38 @@ mod tests {
         let b = batches.lock().unwrap();
         assert_eq!(b.iter().sum::<usize>(), 16, "every request ran exactly once");
         assert!(b.len() < 16, "some commits carried several requests: {b:?}");
+    }
+
+    #[test]
+    fn a_panicking_batch_fails_its_own_requests_only_and_nobody_waits_for_ever() {
+        let g: Arc<GroupCommit<u32, Option<u32>>> = Arc::new(GroupCommit::default());
+        let (tx, rx) = std::sync::mpsc::channel();
+        for i in 0..12u32 {
+            let (g, tx) = (g.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let r = g.submit(
+                    i,
+                    |reqs| {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        // A bug that strikes one request's batch.
+                        assert!(!reqs.contains(&&3), "injected failure");
+                        reqs.iter().map(|&&r| Some(r)).collect()
+                    },
+                    |_| None,
+                );
+                tx.send((i, r)).unwrap();
+            });
+        }
+        drop(tx);
+        let mut got = Vec::new();
+        for _ in 0..12 {
+            // Before the fix, the others of the panicked batch spun for ever.
+            got.push(rx.recv_timeout(std::time::Duration::from_secs(10)).expect("every submitter gets an answer"));
+        }
+        got.sort();
+        assert_eq!(got.iter().find(|(i, _)| *i == 3).unwrap().1, None, "the request whose batch panicked fails");
+        assert!(got.iter().filter(|(_, r)| r.is_some()).all(|(i, r)| *r == Some(*i)), "the others get their own results");
+        // And the next batch runs as usual.
+        assert_eq!(g.submit(100, |reqs| reqs.iter().map(|&&r| Some(r + 1)).collect(), |_| None), Some(101));
     }
 }

@@ -130,8 +130,8 @@ impl MetaService {
     pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64, caps: weft_wire::CapKey, window: Option<Duration>) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
         let store = Arc::new(store::Store::open(dir)?);
-        init_root(&store.db())?;
-        let first = skip_to_ceiling(&store.db())?;
+        init_root(&*store.db()?)?;
+        let first = skip_to_ceiling(&*store.db()?)?;
         let svc = MetaService {
             store,
             data_servers,
@@ -173,13 +173,13 @@ impl MetaService {
 
     /// Is there a file or directory with this id?
     pub fn file_exists(&self, id: FileId) -> bool {
-        let get = || -> Result<bool> { Ok(self.store.db().begin_read()?.open_table(INODES)?.get(id.0)?.is_some()) };
+        let get = || -> Result<bool> { Ok(self.store.db()?.begin_read()?.open_table(INODES)?.get(id.0)?.is_some()) };
         get().unwrap_or(false)
     }
 
     /// Number of files and directories, root included.
     pub fn file_count(&self) -> u64 {
-        let count = || -> Result<u64> { Ok(self.store.db().begin_read()?.open_table(INODES)?.len()?) };
+        let count = || -> Result<u64> { Ok(self.store.db()?.begin_read()?.open_table(INODES)?.len()?) };
         count().unwrap_or(0)
     }
 
@@ -216,19 +216,24 @@ impl MetaService {
             return Response::Ok;
         }
         if let MetaReq::Renew { old } = op {
-            return self.grants.renew(&self.store.db(), cred, &old).unwrap_or_else(|e| Response::error(e.code, e.message));
+            let renewed = self.store.db().map_err(MetaError::from).and_then(|db| self.grants.renew(&db, cred, &old));
+            return renewed.unwrap_or_else(|e| Response::error(e.code, e.message));
         }
         // The requests whose answer carries a capability.
         let granting = matches!(op, MetaReq::Create { .. } | MetaReq::Open { .. } | MetaReq::Unlink { .. } | MetaReq::Rename { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. }).then(|| op.clone());
         let r = match op {
             MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => {
-                let r = self.dispatch(&self.store.db(), cred, &op);
+                let r = self.store.db().map_err(MetaError::from).and_then(|db| self.dispatch(&db, cred, &op));
                 if let (MetaReq::Open { write: true, .. }, Ok(Response::Attr(a))) = (&op, &r) {
                     self.sizes.opened(a.id, false);
                 }
                 r
             }
-            _ => self.commits.submit((cred, op), |batch| self.commit_batch(batch)),
+            _ => self.commits.submit(
+                (cred, op),
+                |batch| self.commit_batch(batch),
+                |_| Err(err(ErrorCode::Internal, "the metadata commit this change was part of failed inside the server (a bug; see its log): the change was not made")),
+            ),
         };
         if r.is_ok() {
             self.store.restore_reserve();
@@ -267,10 +272,10 @@ impl MetaService {
         // are durable before their answers (see [`sync_window`]).
         let low = self.window.is_some() && self.store.space_low();
         if low && self.pending.is_pending() {
-            sync_window::durable_empty_commit(&self.store).map_err(|e| MetaError::from(*e))?;
+            sync_window::durable_empty_commit(&self.store)?;
             self.pending.note_durable();
         }
-        let db = self.store.db();
+        let db = self.store.db()?;
         let mut tx = db.begin_write()?;
         self.ceiling_moved.store(false, Ordering::Relaxed);
         let mut results = Vec::with_capacity(batch.len());
@@ -356,7 +361,7 @@ impl MetaService {
 
     /// Whether `cred` may write file `id` (which must exist).
     fn may_write(&self, cred: Cred, id: FileId) -> Result<()> {
-        let tx = self.store.db().begin_read()?;
+        let tx = self.store.db()?.begin_read()?;
         let inodes = tx.open_table(INODES)?;
         let attr = match inodes.get(id.0)? {
             Some(v) => decode_attr(v.value())?,

@@ -28,24 +28,59 @@ pub struct Store {
     db_path: PathBuf,
     reserve_path: PathBuf,
     /// Write-locked only to swap in a reopened database; every operation
-    /// holds it shared for its whole transaction.
-    db: RwLock<Database>,
+    /// holds it shared for its whole transaction. `None` while a reopen
+    /// has failed: requests then fail (never answered from an empty
+    /// stand-in), and each tries the reopen again.
+    db: RwLock<Option<Database>>,
     reserve_missing: AtomicBool,
 }
+
+/// The database, held for one operation.
+pub struct DbGuard<'a>(RwLockReadGuard<'a, Option<Database>>);
+
+impl std::ops::Deref for DbGuard<'_> {
+    type Target = Database;
+    fn deref(&self) -> &Database {
+        self.0.as_ref().expect("a DbGuard holds an open database")
+    }
+}
+
+/// The database could not be reopened after a storage error.
+#[derive(Debug)]
+pub struct Unavailable(pub String);
 
 impl Store {
     /// Opens (or creates) `dir/meta.redb` and its reserve.
     pub fn open(dir: &Path) -> Result<Self, redb::DatabaseError> {
         let db_path = dir.join("meta.redb");
         let db = Database::create(&db_path)?;
-        let s = Store { db_path, reserve_path: dir.join("meta.reserve"), db: RwLock::new(db), reserve_missing: AtomicBool::new(true) };
+        let s = Store { db_path, reserve_path: dir.join("meta.reserve"), db: RwLock::new(Some(db)), reserve_missing: AtomicBool::new(true) };
         s.restore_reserve();
         Ok(s)
     }
 
-    /// The database, held for one operation.
-    pub fn db(&self) -> RwLockReadGuard<'_, Database> {
-        self.db.read().unwrap_or_else(PoisonError::into_inner)
+    /// The database, held for one operation; after a failed reopen, one
+    /// more try to open it, so service resumes once the cause is gone.
+    pub fn db(&self) -> Result<DbGuard<'_>, Unavailable> {
+        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_some() {
+            return Ok(DbGuard(guard));
+        }
+        drop(guard);
+        {
+            let mut db = self.db.write().unwrap_or_else(PoisonError::into_inner);
+            if db.is_none() {
+                match Database::create(&self.db_path) {
+                    Ok(fresh) => {
+                        *db = Some(fresh);
+                        tracing::info!(target: "weft::meta", "metadata database reopened");
+                    }
+                    Err(e) => return Err(Unavailable(format!("the metadata database {} cannot be opened: {e}", self.db_path.display()))),
+                }
+            }
+        }
+        let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        if guard.is_some() { Ok(DbGuard(guard)) } else { Err(Unavailable("the metadata database was closed again".into())) }
     }
 
     /// After a storage error: closes and reopens the database (waiting for
@@ -56,19 +91,16 @@ impl Store {
             tracing::warn!(target: "weft::meta", "disk full: released the {RESERVE_BYTES}-byte reserve for a delete");
             self.reserve_missing.store(true, Ordering::Release);
         }
-        // redb locks its file: the old handle must close before the new one
-        // opens, so an empty in-memory database stands in for a moment.
-        let placeholder = Database::builder().create_with_backend(redb::backends::InMemoryBackend::new());
-        let Ok(placeholder) = placeholder else { return };
-        drop(std::mem::replace(&mut *db, placeholder));
+        // redb locks its file: the old handle closes before the new one opens.
+        drop(db.take());
         match Database::create(&self.db_path) {
             Ok(fresh) => {
-                *db = fresh;
+                *db = Some(fresh);
                 tracing::info!(target: "weft::meta", "metadata database reopened after a storage error");
             }
             Err(e) => {
-                // Left on the placeholder, every request fails with a clear
-                // error; the next storage error retries the reopen.
+                // Left closed: every request fails with a clear error and
+                // tries the reopen again (`db`).
                 tracing::error!(target: "weft::meta", error = %e, "cannot reopen the metadata database");
             }
         }
@@ -106,5 +138,44 @@ impl Store {
                 tracing::debug!(target: "weft::meta", error = %e, "no room for the reserve yet");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redb::TableDefinition;
+
+    const T: TableDefinition<u64, u64> = TableDefinition::new("t");
+
+    #[test]
+    fn a_failed_reopen_fails_requests_instead_of_answering_from_nothing_and_heals() {
+        let dir = std::env::temp_dir().join(format!("weft-store-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::open(&dir).unwrap();
+        {
+            let db = store.db().unwrap();
+            let tx = db.begin_write().unwrap();
+            tx.open_table(T).unwrap().insert(1, 42).unwrap();
+            tx.commit().unwrap();
+        }
+        // The database file cannot be opened for a while (here: a
+        // directory stands in its place).
+        let file = dir.join("meta.redb");
+        let aside = dir.join("meta.redb.aside");
+        std::fs::rename(&file, &aside).unwrap();
+        std::fs::create_dir(&file).unwrap();
+        store.recover(false);
+        // Before the fix an empty in-memory database answered: key 1 "did
+        // not exist", and writes went nowhere.
+        let e = store.db().err().expect("no database while it cannot be opened");
+        assert!(e.0.contains("cannot be opened"), "{}", e.0);
+        // The cause goes; the next request opens it again, data intact.
+        std::fs::remove_dir(&file).unwrap();
+        std::fs::rename(&aside, &file).unwrap();
+        let db = store.db().expect("reopened once possible");
+        assert_eq!(db.begin_read().unwrap().open_table(T).unwrap().get(1).unwrap().unwrap().value(), 42);
+        drop(db);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -23,6 +23,7 @@
 
 use super::group_commit::GroupCommit;
 use super::store::Store;
+use super::tables::MetaError;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -87,6 +88,7 @@ fn flusher<R, T>(store: Weak<Store>, commits: Weak<GroupCommit<R, T>>, pending: 
             match durable_empty_commit(&store) {
                 Ok(()) => pending.note_durable(),
                 Err(e) => {
+                    let e = e.message;
                     // redb refuses everything after a failed commit until
                     // reopened; the changes of the window are lost with it.
                     tracing::error!(target: "weft::meta", error = %e, "cannot make metadata changes durable: reopening the database; the changes of the last window are lost");
@@ -102,12 +104,12 @@ fn flusher<R, T>(store: Weak<Store>, commits: Weak<GroupCommit<R, T>>, pending: 
 /// commit to disk (redb persists the whole current state). On a nearly
 /// full disk the space reserve goes first: a failed commit would leave
 /// redb needing a reopen, which drops the changes already answered.
-pub fn durable_empty_commit(store: &Store) -> Result<(), Box<redb::Error>> {
+pub fn durable_empty_commit(store: &Store) -> Result<(), MetaError> {
     if store.space_low() {
         store.release_reserve();
     }
-    let db = store.db();
-    let tx = db.begin_write().map_err(|e| Box::new(e.into()))?;
-    tx.commit().map_err(|e| Box::new(e.into()))?;
+    let db = store.db()?;
+    let tx = db.begin_write()?;
+    tx.commit()?;
     Ok(())
 }

@@ -55,6 +55,14 @@ macro_rules! db_err {
 }
 db_err!(redb::Error, redb::DatabaseError, redb::TransactionError, redb::TableError, redb::StorageError, redb::CommitError);
 
+impl From<super::store::Unavailable> for MetaError {
+    fn from(e: super::store::Unavailable) -> Self {
+        // Not a storage error of this request: nothing to reopen now (the
+        // next request tries again).
+        MetaError { code: ErrorCode::Io, message: e.0, storage: false }
+    }
+}
+
 pub(super) type Result<T> = std::result::Result<T, MetaError>;
 
 pub(super) fn now_ns() -> i64 {

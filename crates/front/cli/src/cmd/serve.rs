@@ -42,6 +42,7 @@ enum Bootstrap {
 }
 
 pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
+    private_files();
     if let Some(Bootstrap::Job) = a.bootstrap {
         return serve_job(&a);
     }
@@ -70,6 +71,16 @@ fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Serv
     let me = cf.server(ServerId(id)).context("no such server")?;
     let _ = out!("weft serve: server {id} listening on {} with {:?} in {}", me.addr, me.services, me.dir.display());
     weft_services::run(server, listener).context("the server's event loop failed")
+}
+
+/// Everything a server creates (database, objects, their directories,
+/// logs) is its user's alone: 0600 and 0700, whatever the umask it was
+/// started with, in every authentication mode (a local user must not read
+/// the stored bytes around the servers' checks).
+#[allow(unsafe_code)]
+fn private_files() {
+    // SAFETY: umask(2) only sets this process's file creation mask.
+    unsafe { libc::umask(0o077) };
 }
 
 #[allow(unsafe_code)]

@@ -189,7 +189,7 @@ impl MetaService {
     pub fn handle(&self, cred: Cred, op: MetaReq) -> Response {
         // In memory, no database: the pointer table answers on its own.
         if let MetaReq::SharedPointer { token, op } = op {
-            return match self.pointers.apply(token, op) {
+            return match self.pointers.apply(cred.uid, token, op) {
                 Ok(value) => Response::Pointer { value },
                 Err((code, message)) => Response::error(code, message),
             };

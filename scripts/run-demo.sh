@@ -6,6 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --bin weft 2>&1 | tail -n 1
+# The MPI-IO library too, so `weft mpiio-lib` answers after `make run`.
+scripts/build-mpiio.sh --release >/dev/null 2>&1 || echo "note: the MPI-IO library was not built (an MPI's development package missing?); see scripts/build-mpiio.sh" >&2
 weft=target/release/weft
 dir=$(mktemp -d "${TMPDIR:-/tmp}/weft-demo.XXXXXX")
 cleanup() { "$weft" down --dir "$dir" >/dev/null 2>&1 || true; rm -rf "$dir"; }

@@ -488,11 +488,12 @@ fn open_to_all_but_data(dir: &Path, cluster: &ClusterFile) -> Result<(), LaunchE
     cluster.servers.iter().try_for_each(|s| set(&s.dir, 0o700))
 }
 
-/// Each server's directory: 0700.
+/// Each server's directory: 0700. A path that cannot be a directory is
+/// left for its server to refuse, naming itself.
 fn private_dirs(cluster: &ClusterFile) -> Result<(), LaunchError> {
     use std::os::unix::fs::PermissionsExt;
-    cluster.servers.iter().try_for_each(|s| {
-        std::fs::create_dir_all(&s.dir).and_then(|()| std::fs::set_permissions(&s.dir, std::fs::Permissions::from_mode(0o700))).map_err(|e| fail(format!("cannot set the permissions of {}: {e}", s.dir.display())))
+    cluster.servers.iter().filter(|s| std::fs::create_dir_all(&s.dir).is_ok()).try_for_each(|s| {
+        std::fs::set_permissions(&s.dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| fail(format!("server {}: cannot set the permissions of {}: {e}", s.id, s.dir.display())))
     })
 }
 

@@ -1,6 +1,8 @@
 //! `weft mpiio-lib`: where the MPI-IO library for an MPI is, for
-//! `LD_PRELOAD` (built by `make` / `scripts/build-mpiio.sh`, beside the
-//! `weft` binary). Builds nothing.
+//! `LD_PRELOAD` (built by `make build`, `make run` or
+//! `scripts/build-mpiio.sh`). Looked for in `WEFT_MPIIO_LIB_DIR`, beside the
+//! `weft` binary, and in `../lib` and `../lib/weft` from it (an installed
+//! layout). Builds nothing.
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
@@ -25,11 +27,13 @@ pub fn mpiio_lib(a: MpiioLibArgs) -> Result<()> {
     };
     let exe = std::env::current_exe()?;
     let dir = exe.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
-    let lib = dir.join(name);
-    if !lib.is_file() {
-        let flag = if dir.ends_with("release") { " --release" } else { "" };
-        bail!("{} is not built; build it with `scripts/build-mpiio.sh{flag}` (needs that MPI's development package)", lib.display());
+    let mut places: Vec<std::path::PathBuf> = std::env::var_os("WEFT_MPIIO_LIB_DIR").map(std::path::PathBuf::from).into_iter().collect();
+    places.extend([dir.clone(), dir.join("../lib"), dir.join("../lib/weft")]);
+    if let Some(lib) = places.iter().map(|p| p.join(name)).find(|l| l.is_file()) {
+        out!("{}", lib.canonicalize().unwrap_or(lib).display())?;
+        return Ok(());
     }
-    out!("{}", lib.display())?;
-    Ok(())
+    let flag = if dir.ends_with("release") { " --release" } else { "" };
+    let looked: Vec<String> = places.iter().map(|p| p.display().to_string()).collect();
+    bail!("{name} is not built (looked in {}); build it with `make build` or `scripts/build-mpiio.sh{flag}` (needs that MPI's development package), or set WEFT_MPIIO_LIB_DIR", looked.join(", "))
 }

@@ -95,10 +95,13 @@ static int dispatch(struct wfile *f, int code, const char *msg) {
     if (f) {
         eh = f->eh;
     } else {
+        /* A reference of our own, dropped once the handler is known. */
         PMPI_File_get_errhandler(MPI_FILE_NULL, &eh);
     }
-    if (eh == MPI_ERRORS_RETURN) return code;
-    MPI_File_errhandler_function *fn = handler_fn(eh);
+    MPI_Errhandler seen = eh;
+    if (!f) weft_errhandler_release(&eh);
+    if (seen == MPI_ERRORS_RETURN) return code;
+    MPI_File_errhandler_function *fn = handler_fn(seen);
     if (fn) {
         MPI_File fh = f ? (MPI_File)f : MPI_FILE_NULL;
         fn(&fh, &code);
@@ -140,10 +143,40 @@ int MPI_File_create_errhandler(MPI_File_errhandler_function *fn, MPI_Errhandler 
 }
 WEFT_ALIAS(MPI_File_create_errhandler)
 
+/* Error handlers are reference-counted objects of the MPI library: a file
+ * holds a reference to its handler (so the user may free theirs right
+ * after MPI_File_set_errhandler), and MPI_File_get_errhandler hands out a
+ * new one (which the user may free). The MPI has no call that only adds a
+ * reference, so one is taken by setting the handler on MPI_FILE_NULL and
+ * getting it back, then restoring MPI_FILE_NULL's own. (Not safe against
+ * another thread changing MPI_FILE_NULL's handler at the same moment.) */
+static int predefined(MPI_Errhandler eh) {
+    return eh == MPI_ERRHANDLER_NULL || eh == MPI_ERRORS_RETURN || eh == MPI_ERRORS_ARE_FATAL;
+}
+
+MPI_Errhandler weft_errhandler_retain(MPI_Errhandler eh) {
+    if (predefined(eh)) return eh;
+    MPI_Errhandler saved, out = eh;
+    PMPI_File_get_errhandler(MPI_FILE_NULL, &saved);
+    if (PMPI_File_set_errhandler(MPI_FILE_NULL, eh) == MPI_SUCCESS) {
+        PMPI_File_get_errhandler(MPI_FILE_NULL, &out);
+        PMPI_File_set_errhandler(MPI_FILE_NULL, saved);
+    }
+    if (!predefined(saved)) PMPI_Errhandler_free(&saved);
+    return out;
+}
+
+void weft_errhandler_release(MPI_Errhandler *eh) {
+    if (!predefined(*eh)) PMPI_Errhandler_free(eh);
+    *eh = MPI_ERRHANDLER_NULL;
+}
+
 int MPI_File_set_errhandler(MPI_File fh, MPI_Errhandler eh) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_set_errhandler, fh, eh);
-    f->eh = eh;
+    MPI_Errhandler old = f->eh;
+    f->eh = weft_errhandler_retain(eh);
+    weft_errhandler_release(&old);
     return MPI_SUCCESS;
 }
 WEFT_ALIAS(MPI_File_set_errhandler)
@@ -151,7 +184,7 @@ WEFT_ALIAS(MPI_File_set_errhandler)
 int MPI_File_get_errhandler(MPI_File fh, MPI_Errhandler *eh) {
     struct wfile *f = weft_file(fh);
     if (!f) WEFT_FORWARD(MPI_File_get_errhandler, fh, eh);
-    *eh = f->eh;
+    *eh = weft_errhandler_retain(f->eh);
     return MPI_SUCCESS;
 }
 WEFT_ALIAS(MPI_File_get_errhandler)

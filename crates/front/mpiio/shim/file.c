@@ -234,6 +234,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     pairs_free(&p);
     if (rc) {
         int code = weft_fail(NULL, rc);
+        weft_errhandler_release(&f->eh);
         PMPI_Comm_free(&f->comm);
         free(f);
         return code;
@@ -255,6 +256,7 @@ int MPI_File_close(MPI_File *fh) {
     int code = rc ? weft_fail_msg(NULL, rc, weftio_last_error()) : MPI_SUCCESS;
     drop_type(&f->etype);
     drop_type(&f->ftype);
+    weft_errhandler_release(&f->eh);
     PMPI_Comm_free(&f->comm);
     free(f);
     *fh = MPI_FILE_NULL;

@@ -31,6 +31,10 @@ void *weft_next(const char *name);
 int weft_fail(struct wfile *f, int cls);
 int weft_fail_msg(struct wfile *f, int cls, const char *msg);
 void weft_note_errhandler(MPI_Errhandler eh, MPI_File_errhandler_function *fn);
+/* A new reference to eh (predefined handlers need none). */
+MPI_Errhandler weft_errhandler_retain(MPI_Errhandler eh);
+/* Drops a reference taken by weft_errhandler_retain or a get. */
+void weft_errhandler_release(MPI_Errhandler *eh);
 
 /* Datatypes (types.c): the core's handle for an MPI datatype; *owned
  * says whether the caller must weftio_type_free it. */

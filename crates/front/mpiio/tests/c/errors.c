@@ -80,17 +80,23 @@ int main(int argc, char **argv) {
     expect("split_end_without_begin", MPI_File_write_all_end(fh, buf, &st), MPI_ERR_OTHER);
 
     /* A user handler is called with the Weft handle; call_errhandler too. */
+    /* Handlers are reference-counted: the file keeps its own reference
+     * (ours is freed at once), and get_errhandler hands out a new one
+     * (freed too, as the standard allows). Before, the second free was a
+     * double free that aborted at MPI_Finalize. */
     MPI_Errhandler eh;
     MPI_File_create_errhandler(handler, &eh);
     MPI_File_set_errhandler(fh, eh);
+    MPI_Errhandler made = eh;
+    MPI_Errhandler_free(&eh);
     MPI_File_write_at(fh, -8, buf, 1, MPI_INT, &st);
     MPI_File_call_errhandler(fh, MPI_ERR_OTHER);
     expect("user_handler_called", handler_calls == 2 && handler_file == fh ? MPI_SUCCESS : MPI_ERR_OTHER, MPI_SUCCESS);
     MPI_Errhandler back;
     MPI_File_get_errhandler(fh, &back);
-    expect("get_errhandler", back == eh ? MPI_SUCCESS : MPI_ERR_OTHER, MPI_SUCCESS);
+    expect("get_errhandler", back == made ? MPI_SUCCESS : MPI_ERR_OTHER, MPI_SUCCESS);
+    MPI_Errhandler_free(&back);
     MPI_File_set_errhandler(fh, MPI_ERRORS_RETURN);
-    MPI_Errhandler_free(&eh);
     MPI_Type_free(&three);
     expect("close", MPI_File_close(&fh), MPI_SUCCESS);
 

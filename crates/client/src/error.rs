@@ -35,7 +35,7 @@ pub enum Error {
     #[error(transparent)]
     Cluster(#[from] ClusterError),
     /// A file view or memory datatype that cannot be used for this access.
-    #[error("bad view: {0}")]
+    #[error("{}: {}", .0.subject(), .0)]
     View(#[from] weft_layout::ViewError),
     /// A server's storage is full.
     #[error("no space left on server {addr}: {message}")]
@@ -89,5 +89,19 @@ impl Error {
                 Error::Protocol { addr, what: format!("{}: {message}", code.name()) }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use weft_layout::ViewError;
+
+    #[test]
+    fn a_view_error_names_the_argument_to_fix() {
+        let mem = super::Error::from(ViewError::OutsideBuffer { offset: 64, len: 8, buf: 16 }).to_string();
+        assert!(mem.starts_with("bad memory datatype: memory region at 64"), "{mem}");
+        assert!(super::Error::from(ViewError::MemoryOverlap(4)).to_string().starts_with("bad memory datatype"));
+        assert!(super::Error::from(ViewError::NegativeDisplacement(-1)).to_string().starts_with("bad view: "));
+        assert!(super::Error::from(ViewError::PartialEtype { len: 3, etype: 4 }).to_string().starts_with("bad access: "));
     }
 }

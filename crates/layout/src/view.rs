@@ -32,6 +32,19 @@ pub enum ViewError {
     MemoryOverlap(i64),
 }
 
+impl ViewError {
+    /// What the error is about: the file view, the memory datatype (with
+    /// the buffer), or the access's size, so a message names the argument
+    /// to fix.
+    pub fn subject(&self) -> &'static str {
+        match self {
+            ViewError::OutsideBuffer { .. } | ViewError::MemoryOverlap(_) => "bad memory datatype",
+            ViewError::PartialEtype { .. } => "bad access",
+            _ => "bad view",
+        }
+    }
+}
+
 /// A validated file view.
 #[derive(Debug, Clone)]
 pub struct View {

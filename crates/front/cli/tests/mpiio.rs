@@ -339,6 +339,28 @@ fn error_classes(mpi: &Mpi, ranks: u32) {
     assert_eq!(out.lines().filter(|l| l.ends_with(" ok")).count(), 25, "{out}");
 }
 
+/// The string of an error code is Weft's message. Under MPICH the
+/// string added to a code made by MPI_Add_error_code was replaced by an
+/// unrelated error stack of MPICH's own (the process's first error, one
+/// rank, as a small program meets it).
+fn error_string(mpi: &Mpi) {
+    let tc = TestCluster::start(&format!("mpiio-error-string-{}", mpi.name), 1);
+    let exe = compile(&tc, mpi, "error_string.c");
+    let out = ok(&mpirun(&tc, mpi, 1, &exe, &[], &[]), "error_string run");
+    // MPICH's own text also says "File does not exist": Weft's begins "weft:".
+    assert_eq!(out.lines().filter(|l| l.contains("class ok: weft: ") && l.contains("does not exist")).count(), 2, "{out}");
+}
+
+#[test]
+fn error_strings_are_weft_messages_openmpi() {
+    error_string(&OPENMPI);
+}
+
+#[test]
+fn error_strings_are_weft_messages_mpich() {
+    error_string(&MPICH);
+}
+
 #[test]
 fn error_classes_and_handlers_are_what_the_standard_names_openmpi() {
     error_classes(&OPENMPI, 3);

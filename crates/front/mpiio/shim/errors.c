@@ -36,6 +36,10 @@ static int mpi_class(int cls) {
 
 #define NCLASSES (WEFTIO_E_OTHER + 1)
 static int codes[NCLASSES];
+/* The message of each class's code, as last set: MPI_Error_string answers
+ * our codes itself, since MPICH 4.0 prints its own error stack for a code
+ * made by MPI_Add_error_code instead of the string added to it. */
+static char texts[NCLASSES][MPI_MAX_ERROR_STRING];
 
 /* An error code of class `cls` whose string is `msg`. */
 static int code_for(int cls, const char *msg) {
@@ -45,13 +49,28 @@ static int code_for(int cls, const char *msg) {
     if (!codes[cls] && PMPI_Add_error_code(mclass, &codes[cls]) != MPI_SUCCESS) codes[cls] = 0;
     int code = codes[cls] ? codes[cls] : mclass;
     if (codes[cls]) {
-        char text[MPI_MAX_ERROR_STRING];
-        snprintf(text, sizeof text, "%s", msg && *msg ? msg : "weft: error");
-        PMPI_Add_error_string(code, text);
+        snprintf(texts[cls], sizeof texts[cls], "%s", msg && *msg ? msg : "weft: error");
+        PMPI_Add_error_string(code, texts[cls]);
     }
     pthread_mutex_unlock(&lock);
     return code;
 }
+
+int MPI_Error_string(int code, char *string, int *len) {
+    int ours = 0;
+    pthread_mutex_lock(&lock);
+    for (int c = 0; c < NCLASSES && !ours; c++) {
+        if (codes[c] && codes[c] == code && texts[c][0]) {
+            snprintf(string, MPI_MAX_ERROR_STRING, "%s", texts[c]);
+            *len = (int)strlen(string);
+            ours = 1;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    if (ours) return MPI_SUCCESS;
+    WEFT_FORWARD(MPI_Error_string, code, string, len);
+}
+WEFT_ALIAS(MPI_Error_string)
 
 /* User handlers made by MPI_File_create_errhandler, so that they can be
  * called with a Weft handle (the MPI library cannot be asked to). */

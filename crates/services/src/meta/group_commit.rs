@@ -7,9 +7,9 @@
 //! everything before it writes, so one that fails leaves no trace for the
 //! others), commits once, and hands every
 //! request its result; the others, getting the turn after it, find theirs
-//! served. Every answer is given after the commit that makes it durable,
-//! so nothing acknowledged is lost, and requests see each other in queue
-//! order, as they would one commit each.
+//! served. Every answer is given after its commit (durable, or within the
+//! metadata window: see `sync_window`), and requests see each other in
+//! queue order, as they would one commit each.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 

@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 pub struct Pending {
     since: Mutex<Option<Instant>>,
     wake: Condvar,
+    /// Answered changes were lost (a reopen) and no Sync has reported it.
+    lost: std::sync::atomic::AtomicBool,
 }
 
 impl Pending {
@@ -47,6 +49,22 @@ impl Pending {
     /// After a durable commit: it carried every earlier one to disk.
     pub fn note_durable(&self) {
         *self.since.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Whether the oldest commit not yet durable is older than `window`
+    /// (under load the flusher may not get the turn: the batch then syncs).
+    pub fn older_than(&self, window: Duration) -> bool {
+        self.since.lock().unwrap_or_else(PoisonError::into_inner).is_some_and(|t| t.elapsed() >= window)
+    }
+
+    /// Answered changes were lost.
+    pub fn note_lost(&self) {
+        self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a loss is unreported; the caller reports it.
+    pub fn take_lost(&self) -> bool {
+        self.lost.swap(false, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether a commit is waiting to be made durable.
@@ -93,6 +111,7 @@ fn flusher<R, T>(store: Weak<Store>, commits: Weak<GroupCommit<R, T>>, pending: 
                     // reopened; the changes of the window are lost with it.
                     tracing::error!(target: "weft::meta", error = %e, "cannot make metadata changes durable: reopening the database; the changes of the last window are lost");
                     store.recover(false);
+                    pending.note_lost();
                     pending.note_durable();
                 }
             }

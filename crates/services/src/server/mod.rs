@@ -353,10 +353,13 @@ impl Server {
     }
 
     /// Makes every metadata change answered so far durable (before a clean
-    /// exit: a stop must lose nothing, even within a window).
-    pub fn flush_metadata(&self) {
-        if let Some(m) = &self.meta {
-            m.flush();
+    /// exit: a stop must lose nothing, even within a window), then
+    /// `then` runs after the flush, with nothing answered in between
+    /// (a clean exit passes `exit`); it gets whether the flush worked.
+    pub fn flush_metadata_then(&self, then: impl FnOnce(bool)) {
+        match &self.meta {
+            Some(m) => m.flush_then(then),
+            None => then(true),
         }
     }
 

@@ -60,8 +60,7 @@ fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
     // within the window is made durable before the process ends.
     let on_signal = Arc::clone(&server);
     ctrlc::set_handler(move || {
-        on_signal.flush_metadata();
-        std::process::exit(0);
+        on_signal.flush_metadata_then(|ok| std::process::exit(if ok { 0 } else { 1 }));
     })
     .context("cannot install the signal handler")?;
     run_server(cf, id, listener, server)
@@ -137,8 +136,11 @@ fn end(b: &Bootstrapped, server: &Server, marker: Option<weft_launch::job::file:
     static ENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _once = ENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     stop_listening(&b.listener);
-    server.flush_metadata();
-    b.finish(marker);
-    let _ = out!("weft serve: rank {} stopped{}", b.rank, if marker.is_some_and(|m| m.removes(b.fresh)) { ", data removed" } else { "" });
-    std::process::exit(0)
+    // Nothing is answered between the flush and the exit.
+    server.flush_metadata_then(|ok| {
+        b.finish(marker);
+        let _ = out!("weft serve: rank {} stopped{}", b.rank, if marker.is_some_and(|m| m.removes(b.fresh)) { ", data removed" } else { "" });
+        std::process::exit(if ok { 0 } else { 1 })
+    });
+    unreachable!("the process exits inside the flush")
 }

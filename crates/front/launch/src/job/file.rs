@@ -68,6 +68,9 @@ impl JobFile {
         if self.servers == 0 || self.servers > super::rank::MAX_SERVERS {
             return Err(format!("servers = {}: from 1 to {}", self.servers, super::rank::MAX_SERVERS));
         }
+        if self.bootstrap_timeout_ms == 0 || self.bootstrap_timeout_ms > 86_400_000 {
+            return Err(format!("bootstrap_timeout_ms = {}: from 1 to 86400000", self.bootstrap_timeout_ms));
+        }
         if !self.data.is_absolute() {
             return Err(format!("data = {:?} is not an absolute path", self.data));
         }

@@ -212,11 +212,20 @@ fn log_tail(dir: &Path) -> String {
 fn wait_ready(spec: &JobSpec, dir: &Path, job: &JobFile, children: &mut [Child], timeout: Duration, cancel: &AtomicBool) -> Result<(ClusterFile, Vec<RankRecord>), LaunchError> {
     let began = Instant::now();
     let launcher = spec.launcher.name();
+    let mut progress = rendezvous::Progress::default();
+    let mut last_full = Instant::now();
     loop {
         if cancel.load(Ordering::Relaxed) {
             return Err(fail("interrupted: the servers started so far were stopped"));
         }
-        let progress = rendezvous::read(dir, job);
+        // Files not seen yet at every poll; all of them once a second, for
+        // a server that reports a failure after its first record.
+        if last_full.elapsed() >= Duration::from_secs(1) {
+            progress = rendezvous::read(dir, job);
+            last_full = Instant::now();
+        } else {
+            rendezvous::read_missing(dir, job, &mut progress);
+        }
         if let Some(bad) = progress.failed() {
             return Err(fail(format!("server {} on {} could not start: {}", node_of(spec, bad.rank), bad.host, bad.error.as_deref().unwrap_or("?"))));
         }

@@ -6,6 +6,7 @@ use crate::{Error, Result};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+use crate::shard_route::ShardRouter;
 use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, ServerEntry};
 use weft_wire::{AttrChange, Capability, Cred, DirEntry, FileAttr, FileId, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
 
@@ -68,6 +69,8 @@ pub(crate) struct Inner {
     /// The lock-service session, started on first use (shared with the
     /// clients made by [`Client::with_cred`]).
     lock: Arc<Mutex<Option<Arc<LockSession>>>>,
+    /// Which metadata shard each request goes to.
+    shards: Arc<ShardRouter>,
 }
 
 /// A connection to a Weft cluster. Cheap to clone; clones share connections.
@@ -87,7 +90,8 @@ impl Client {
         let auth = cluster.client_auth().map_err(|e| Error::Net(weft_net::NetError::Handshake { addr, reason: e.to_string() }))?;
         let endpoint = Endpoint::new(auth, options.endpoint.clone())
             .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
-        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock: Arc::new(Mutex::new(None)) }) })
+        let shards = Arc::new(ShardRouter::new(&cluster));
+        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock: Arc::new(Mutex::new(None)), shards }) })
     }
 
     /// This client acting as `cred` for namespace requests (a FUSE mount
@@ -97,7 +101,7 @@ impl Client {
     pub fn with_cred(&self, cred: Cred) -> Client {
         let i = &self.inner;
         let options = ClientOptions { cred, ..i.options.clone() };
-        Client { inner: Arc::new(Inner { cluster: i.cluster.clone(), endpoint: i.endpoint.clone(), options, lock: i.lock.clone() }) }
+        Client { inner: Arc::new(Inner { cluster: i.cluster.clone(), endpoint: i.endpoint.clone(), options, lock: i.lock.clone(), shards: i.shards.clone() }) }
     }
 
     pub fn cluster(&self) -> &ClusterFile {
@@ -136,22 +140,52 @@ impl Client {
         }
     }
 
+    /// A metadata request, sent to the shard that keeps what it names
+    /// (see [`crate::shard_route`]); a shard's `Route` answer sends it on.
     pub(crate) fn meta(&self, op: MetaReq) -> Result<Response> {
-        let addr = self.inner.cluster.meta_server().addr;
-        let mut calls = [Call::new(addr, Request::Meta { cred: self.inner.options.cred, op }.encode())];
-        self.run(&mut calls);
-        let [c] = calls;
-        Client::response(c).map(|(r, _)| r)
+        let router = &self.inner.shards;
+        let mut shard = router.first(&op);
+        let body = Request::Meta { cred: self.inner.options.cred, op: op.clone() }.encode();
+        // A route answer is right unless directories change meanwhile.
+        for _ in 0..4 {
+            let addr = router.addrs[shard as usize];
+            let mut calls = [Call::new(addr, body.clone())];
+            self.run(&mut calls);
+            let [c] = calls;
+            match Client::response(c)?.0 {
+                Response::Route { shard: next, shards, parent } => {
+                    if shards != router.count() {
+                        return Err(Error::Protocol { addr, what: format!("the cluster file names {} metadata shard(s) but the servers have {shards}: use the cluster file they were started with", router.count()) });
+                    }
+                    if let Some(path) = op.path().filter(|_| parent.0 != 0) {
+                        router.learn_parent(path, parent);
+                    }
+                    shard = next;
+                }
+                r => {
+                    if let (MetaReq::Mkdir { path, .. } | MetaReq::StatSize { path } | MetaReq::Stat { path }, Response::Attr(a) | Response::Stat { attr: a, .. }) = (&op, &r)
+                        && a.kind == FileKind::Dir
+                    {
+                        router.learn_dir(path, a.id);
+                    }
+                    return Ok(r);
+                }
+            }
+        }
+        Err(Error::Protocol { addr: router.addrs[shard as usize], what: "metadata shards kept sending the request on (directories changing under it?)".into() })
     }
 
-    /// Makes every metadata change answered so far durable: a no-op round
-    /// trip saved when the cluster commits each change durably anyway
-    /// (`meta_sync_window_ms = 0`).
+    /// Makes every metadata change answered so far durable (on every
+    /// shard): a no-op round trip saved when the cluster commits each
+    /// change durably anyway (`meta_sync_window_ms = 0`).
     pub fn sync_meta(&self) -> Result<()> {
         if self.inner.cluster.meta_sync_window_ms == 0 {
             return Ok(());
         }
-        self.meta(MetaReq::Sync).map(|_| ())
+        let body = Request::Meta { cred: self.inner.options.cred, op: MetaReq::Sync }.encode();
+        let mut calls: Vec<Call<'_>> = self.inner.shards.addrs.iter().map(|a| Call::new(*a, body.clone())).collect();
+        self.run(&mut calls);
+        calls.into_iter().try_for_each(|c| Client::response(c).map(|_| ()))
     }
 
     fn meta_attr(&self, op: MetaReq) -> Result<FileAttr> {
@@ -303,6 +337,9 @@ impl Client {
 
     /// Every entry of a directory, sorted by name.
     pub fn readdir(&self, path: &str) -> Result<Vec<DirEntry>> {
+        if self.inner.shards.count() > 1 {
+            return self.readdir_sharded(path);
+        }
         let addr = self.inner.cluster.meta_server().addr;
         let mut all = Vec::new();
         loop {
@@ -317,6 +354,43 @@ impl Client {
                 other => return Err(Error::Protocol { addr, what: format!("expected entries, got {other:?}") }),
             }
         }
+    }
+
+    /// [`Client::readdir`] on a sharded cluster: every shard's entries,
+    /// page by page from all shards at once, merged by name.
+    fn readdir_sharded(&self, path: &str) -> Result<Vec<DirEntry>> {
+        let addrs = &self.inner.shards.addrs;
+        let shards = addrs.len() as u32;
+        let mut lists: Vec<Vec<DirEntry>> = vec![Vec::new(); addrs.len()];
+        let mut open: Vec<usize> = (0..addrs.len()).collect();
+        while !open.is_empty() {
+            let mut calls: Vec<Call<'_>> = open
+                .iter()
+                .map(|&k| {
+                    let after = lists[k].last().map(|e| e.name.clone()).unwrap_or_default();
+                    let op = MetaReq::ReaddirShard { path: path.into(), after, max: weft_wire::limits::MAX_DIR_PAGE as u32, shards };
+                    Call::new(addrs[k], Request::Meta { cred: self.inner.options.cred, op }.encode())
+                })
+                .collect();
+            self.run(&mut calls);
+            let mut still = Vec::new();
+            for (k, c) in open.into_iter().zip(calls) {
+                let addr = c.peer;
+                match Client::response(c)?.0 {
+                    Response::Entries { entries, more } => {
+                        lists[k].extend(entries);
+                        if more {
+                            still.push(k);
+                        }
+                    }
+                    other => return Err(Error::Protocol { addr, what: format!("expected entries, got {other:?}") }),
+                }
+            }
+            open = still;
+        }
+        let mut all: Vec<DirEntry> = lists.into_iter().flatten().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
     }
 
     /// Removes a file: its name first (so no one opens it again), then its objects.

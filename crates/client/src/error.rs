@@ -43,6 +43,10 @@ pub enum Error {
     /// The file has the most names (hard links) it may have.
     #[error("too many links: {0}")]
     TooManyLinks(String),
+    /// A rename or link the metadata shards do not make between these
+    /// names (EXDEV: `mv` copies instead).
+    #[error("names on different metadata shards: {0}")]
+    CrossShard(String),
     /// Past the largest file a server's storage keeps.
     #[error("file too large for server {addr}: {message}")]
     TooLarge { addr: SocketAddr, message: String },
@@ -83,6 +87,7 @@ impl Error {
             ErrorCode::NoSpace => Error::NoSpace { addr, message },
             ErrorCode::TooLarge => Error::TooLarge { addr, message },
             ErrorCode::TooManyLinks => Error::TooManyLinks(message),
+            ErrorCode::CrossShard => Error::CrossShard(message),
             ErrorCode::LeaseExpired => Error::LeaseExpired(message),
             ErrorCode::Aborted => Error::Aborted { addr, message },
             ErrorCode::WrongService | ErrorCode::Internal => {

@@ -20,6 +20,7 @@ mod random;
 mod error;
 mod file;
 mod schedule;
+mod shard_route;
 
 pub use atomic::{LockGranularity, LockGuard};
 pub use comm::Communicator;

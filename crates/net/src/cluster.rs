@@ -109,6 +109,10 @@ fn default_meta_sync_window_ms() -> u64 {
     DEFAULT_META_SYNC_WINDOW_MS
 }
 
+/// The most metadata shards a cluster may have (each shard keeps every
+/// directory, so a directory change costs one message per shard).
+pub const MAX_META_SHARDS: usize = 64;
+
 /// The longest window accepted: a crash loses at most this much.
 pub const MAX_META_SYNC_WINDOW_MS: u64 = 60_000;
 
@@ -182,9 +186,17 @@ impl ClusterFile {
                 return Err(format!("server ids must be 0, 1, 2, ... in order; entry {i} has id {}", s.id));
             }
         }
-        let metas = self.servers.iter().filter(|s| s.services.contains(&Service::Meta)).count();
-        if metas != 1 {
-            return Err(format!("exactly one server must host the meta service, found {metas}"));
+        let metas = self.meta_shards().len();
+        if metas == 0 {
+            return Err("no server hosts the meta service".into());
+        }
+        if metas > MAX_META_SHARDS {
+            return Err(format!("{metas} servers host the meta service; at most {MAX_META_SHARDS} metadata shards are supported"));
+        }
+        // Shards talk to each other with the servers' secret, which MUNGE
+        // mode keeps from clients; this first step speaks secret mode only.
+        if metas > 1 && self.auth == AuthMode::Munge {
+            return Err("more than one metadata shard needs auth = \"secret\" for now".into());
         }
         if self.data_servers().is_empty() {
             return Err("no server hosts the data service".into());
@@ -247,8 +259,22 @@ impl ClusterFile {
         self.servers.get(id.0 as usize)
     }
 
+    /// The first metadata shard (shard 0: shared file pointers, errors'
+    /// addresses).
     pub fn meta_server(&self) -> &ServerEntry {
-        self.servers.iter().find(|s| s.services.contains(&Service::Meta)).expect("validated: one meta server")
+        self.servers.iter().find(|s| s.services.contains(&Service::Meta)).expect("validated: a meta server")
+    }
+
+    /// The metadata shards in order: shard `k` is the `k`-th server of
+    /// the file hosting the meta service. Their number is fixed for a
+    /// cluster's life (entries are placed by it, see `weft_wire::shard`).
+    pub fn meta_shards(&self) -> Vec<&ServerEntry> {
+        self.servers.iter().filter(|s| s.services.contains(&Service::Meta)).collect()
+    }
+
+    /// How many metadata shards (K).
+    pub fn meta_shard_count(&self) -> u32 {
+        self.meta_shards().len() as u32
     }
 
     /// The server hosting the lock service, if any.
@@ -302,8 +328,17 @@ mod tests {
     #[test]
     fn invalid_files_say_why() {
         let mut c = sample();
-        c.servers[1].services = vec![Service::Meta];
-        assert!(c.validate().unwrap_err().contains("exactly one server"));
+        for s in &mut c.servers {
+            s.services.retain(|s| *s != Service::Meta);
+        }
+        assert!(c.validate().unwrap_err().contains("no server hosts the meta"));
+        let mut c = sample();
+        c.servers[1].services.push(Service::Meta);
+        assert_eq!(c.meta_shard_count(), 2, "a second meta server is a second shard");
+        c.auth = AuthMode::Munge;
+        c.secret.clear();
+        c.key_file = Some("/k".into());
+        assert!(c.validate().unwrap_err().contains("secret"));
         let mut c = sample();
         c.secret = "xyz".into();
         assert!(c.validate().unwrap_err().contains("hex"));

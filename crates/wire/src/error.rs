@@ -56,11 +56,14 @@ pub enum ErrorCode {
     TooLarge = 16,
     /// A file has the most names it may have (EMLINK).
     TooManyLinks = 17,
+    /// A rename or link between names kept by different metadata shards,
+    /// or of a directory on a sharded cluster (EXDEV: `mv` copies instead).
+    CrossShard = 18,
 }
 
 impl ErrorCode {
     /// Every code, for decoding and tests.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 18] = [
         Self::NotFound,
         Self::Exists,
         Self::NotDir,
@@ -78,6 +81,7 @@ impl ErrorCode {
         Self::Aborted,
         Self::TooLarge,
         Self::TooManyLinks,
+        Self::CrossShard,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -104,6 +108,7 @@ impl ErrorCode {
             Self::Aborted => "collective operation aborted",
             Self::TooLarge => "file too large for the server's storage",
             Self::TooManyLinks => "too many links",
+            Self::CrossShard => "names on different metadata shards",
         }
     }
 }

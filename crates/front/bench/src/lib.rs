@@ -51,6 +51,12 @@ impl BenchCluster {
     /// `weft_launch::emulate`) when `emulate` is given; its servers get
     /// `server_env` on top of this process's environment.
     pub fn get_emulated(weft_bin: &Path, given: Option<&Path>, data_servers: usize, base: Option<&Path>, emulate: Option<weft_launch::EmulateSpec>, server_env: Vec<(String, String)>) -> Result<Self> {
+        Self::get_spec(weft_bin, given, base, ClusterSpec { data_servers, emulate, server_env, ..ClusterSpec::default() })
+    }
+
+    /// [`BenchCluster::get`], a temporary cluster as `spec` says.
+    pub fn get_spec(weft_bin: &Path, given: Option<&Path>, base: Option<&Path>, spec: ClusterSpec) -> Result<Self> {
+        let emulate = spec.emulate;
         let base = base.map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
         if let Some(cf) = given {
             let loaded = weft_net::ClusterFile::load(cf)?;
@@ -62,7 +68,6 @@ impl BenchCluster {
         if emulate.is_some() && given.is_some() {
             anyhow::bail!("--emulate starts a temporary cluster: leave out --cluster");
         }
-        let spec = ClusterSpec { data_servers, emulate, server_env, ..ClusterSpec::default() };
         let lc = LocalCluster::start(weft_bin, &dir, &spec).context("cannot start a temporary cluster")?;
         let scratch = lc.dir().join("local");
         std::fs::create_dir_all(&scratch)?;

@@ -6,6 +6,10 @@
 //! does not (say so when comparing). With `threads` > 1 each process runs
 //! that many threads on its one client (its files split among them), as a
 //! FUSE mount's request threads share the mount's client.
+//!
+//! Two shapes, as mdtest's: `easy`, a directory per process, and `hard`,
+//! every process's files in one shared directory (where a system that
+//! keeps a directory on one server has one server doing all the work).
 
 use crate::workers::{run_workers, timed};
 use crate::{median, BenchCluster};
@@ -21,10 +25,40 @@ pub struct Params {
     pub mount: bool,
     pub files: u64,
     pub repeats: usize,
+    pub shapes: Vec<Shape>,
+}
+
+/// Where the processes' files go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// A directory per process.
+    Easy,
+    /// One directory for all.
+    Hard,
+}
+
+impl Shape {
+    pub fn parse(s: &str) -> Result<Self> {
+        match s {
+            "easy" => Ok(Shape::Easy),
+            "hard" => Ok(Shape::Hard),
+            _ => bail!("unknown shape {s:?} (easy or hard)"),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Easy => "easy",
+            Shape::Hard => "hard",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// The cluster's metadata shards.
+    pub meta_shards: u32,
+    pub shape: &'static str,
     pub procs: usize,
     pub threads: usize,
     pub op: &'static str,
@@ -42,25 +76,32 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
     if p.files == 0 || p.repeats == 0 || p.procs.is_empty() || p.procs.contains(&0) || p.threads.is_empty() || p.threads.contains(&0) {
         bail!("files, repeats and every process and thread count must be at least 1");
     }
+    if p.shapes.is_empty() {
+        bail!("name at least one shape");
+    }
     let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let meta_shards = client.cluster().meta_shard_count();
     let _ = client.mkdir("/bench", 0o777);
     let mount = if p.mount { Some(crate::fuse::Mounted::new(weft_bin, bc)?) } else { None };
     let sides: &[&str] = if p.mount { &["weft", "local", "mount"] } else { &["weft", "local"] };
     let mut rows = Vec::new();
-    let runs: Vec<(usize, usize)> = p.procs.iter().flat_map(|&procs| p.threads.iter().map(move |&t| (procs, t))).collect();
-    for (procs, threads) in runs {
+    let runs: Vec<(Shape, usize, usize)> = p.shapes.iter().flat_map(|&shape| p.procs.iter().flat_map(move |&procs| p.threads.iter().map(move |&t| (shape, procs, t)))).collect();
+    for (shape, procs, threads) in runs {
+        // The hard shape: every process in directory 0, names told apart.
+        let dirs = if shape == Shape::Hard { 1 } else { procs };
+        let dir_index = |r: usize| if shape == Shape::Hard { 0 } else { r };
         let mut rates: [[Vec<f64>; 3]; 3] = Default::default();
         for rep in 0..p.repeats {
             // Each side first, middle and last in turn.
             for k in 0..sides.len() {
                 let side = sides[(k + rep) % sides.len()];
-                progress(&format!("P={procs} T={threads} round {}/{} {side}", rep + 1, p.repeats));
+                progress(&format!("K={meta_shards} {} P={procs} T={threads} round {}/{} {side}", shape.name(), rep + 1, p.repeats));
                 let dir_of = |r: usize| match (side, &mount) {
                     ("weft", _) => format!("/bench/md-{}-{r}", std::process::id()),
                     ("mount", Some(m)) => m.0.join(format!("bench/md-m-{r}")).display().to_string(),
                     _ => bc.scratch.join(format!("md-{r}")).display().to_string(),
                 };
-                for r in 0..procs {
+                for r in 0..dirs {
                     match side {
                         "weft" => drop(client.mkdir(&dir_of(r), 0o755)?),
                         _ => std::fs::create_dir_all(dir_of(r))?,
@@ -72,14 +113,15 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                             let (files, threads) = (p.files.to_string(), threads.to_string());
                             // Through the mount, workers are plain POSIX programs.
                             let target = if side == "mount" { "local" } else { side };
-                            ["md-worker", "--target", target, "--dir", &dir_of(r), "--files", &files, "--phase", phase, "--threads", &threads].map(String::from).to_vec()
+                            let prefix = format!("p{r}-");
+                            ["md-worker", "--target", target, "--dir", &dir_of(dir_index(r)), "--files", &files, "--phase", phase, "--threads", &threads, "--prefix", &prefix].map(String::from).to_vec()
                         })
                         .collect();
                     let secs = run_workers(weft_bin, bc, &args, &[])?;
                     let column = sides.iter().position(|s| *s == side).expect("a side");
                     rates[k][column].push((procs as u64 * p.files) as f64 / secs);
                 }
-                for r in 0..procs {
+                for r in 0..dirs {
                     match side {
                         "weft" => client.rmdir(&dir_of(r))?,
                         _ => std::fs::remove_dir(dir_of(r))?,
@@ -90,7 +132,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         for (k, op) in PHASES.into_iter().enumerate() {
             let (w, l) = (median(std::mem::take(&mut rates[k][0])), median(std::mem::take(&mut rates[k][1])));
             let m = p.mount.then(|| median(std::mem::take(&mut rates[k][2])));
-            rows.push(Row { procs, threads, op, weft_ops_s: w, local_ops_s: l, ratio: w / l, mount_ops_s: m, mount_over_api: m.map(|m| m / w) });
+            rows.push(Row { meta_shards, shape: shape.name(), procs, threads, op, weft_ops_s: w, local_ops_s: l, ratio: w / l, mount_ops_s: m, mount_over_api: m.map(|m| m / w) });
         }
     }
     Ok(rows)
@@ -98,14 +140,14 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
 
 /// The worker: one phase over its N files, split among `threads` threads
 /// that share one client.
-pub fn worker(target: &str, dir: &str, files: u64, phase: &str, threads: usize) -> Result<()> {
+pub fn worker(target: &str, dir: &str, prefix: &str, files: u64, phase: &str, threads: usize) -> Result<()> {
     if !PHASES.contains(&phase) {
         bail!("unknown phase {phase}");
     }
     let client = if target == "weft" { Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?) } else { None };
     let threads = threads.max(1) as u64;
     let one = |i: u64| -> Result<()> {
-        let name = format!("{dir}/f{i}");
+        let name = format!("{dir}/{prefix}f{i}");
         match (&client, phase) {
             // As mdtest: open(O_CREAT) then close.
             (Some(c), "create") => c.create(&name, weft_client::CreateOptions { exclusive: true, ..Default::default() })?.close()?,

@@ -96,7 +96,7 @@ fn code_of(e: &Error) -> c_int {
         Error::InvalidPath(_) => WEFT_ERR_INVALID_PATH,
         Error::BadRequest(_) | Error::View(_) => WEFT_ERR_BAD_REQUEST,
         Error::Io { .. } | Error::TooLarge { .. } => WEFT_ERR_IO,
-        Error::TooManyLinks(_) => WEFT_ERR_BAD_REQUEST,
+        Error::TooManyLinks(_) | Error::CrossShard(_) => WEFT_ERR_BAD_REQUEST,
         Error::NoSpace { .. } => WEFT_ERR_NO_SPACE,
         Error::Busy { .. } | Error::Net(NetError::Busy { .. }) => WEFT_ERR_BUSY,
         Error::LeaseExpired(_) => WEFT_ERR_LEASE_EXPIRED,

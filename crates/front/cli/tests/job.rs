@@ -175,7 +175,7 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     std::fs::write(input.join("sub/big"), &big).unwrap();
     std::fs::write(input.join("small"), b"hello").unwrap();
     let stage_in = format!("{}:weft:/in", input.display());
-    let out = ok(&start_local(&s, &hosts("node", 3), &["--stage-in", &stage_in]), "start");
+    let out = ok(&start_local(&s, &hosts("node", 3), &["--stage-in", &stage_in, "--meta-shards", "2"]), "start");
     assert!(out.contains("Weft job up: 3 servers") && out.contains("export WEFT_CLUSTER="), "{out}");
     // Every rank on its own data directory, rank 0 with the metadata.
     let rs = ranks(&s);
@@ -183,6 +183,7 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     let cluster = s.job().join("cluster.toml");
     let cf = weft_net::ClusterFile::load(&cluster).unwrap();
     assert_eq!(cf.data_servers().len(), 3, "every node stores data");
+    assert_eq!(cf.meta_shards().iter().map(|s| s.id).collect::<Vec<_>>(), [0, 1], "ranks 0 and 1 keep the metadata");
     // The stage-in is there, byte for byte, striped over the servers.
     let c = weft_client::Client::connect(&cluster).unwrap();
     let f = c.open("/in/sub/big", false).unwrap();

@@ -16,6 +16,7 @@ pub fn of(e: &Error) -> Errno {
         Error::NoSpace { .. } => libc::ENOSPC,
         Error::TooLarge { .. } => libc::EFBIG,
         Error::TooManyLinks(_) => libc::EMLINK,
+        Error::CrossShard(_) => libc::EXDEV,
         Error::Busy { .. } => libc::EBUSY,
         _ => libc::EIO,
     })

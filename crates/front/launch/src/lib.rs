@@ -73,6 +73,9 @@ pub struct ClusterSpec {
     pub emulate: Option<EmulateSpec>,
     /// How clients prove themselves.
     pub auth: AuthSpec,
+    /// Metadata shards (K): server 0 and servers 1..K hold the metadata
+    /// (fixed for the cluster's life; see `weft_wire::shard`).
+    pub meta_shards: usize,
 }
 
 /// A new cluster's authentication (an existing one keeps its own).
@@ -104,7 +107,7 @@ const EMULATED_PORT: u16 = 7100;
 
 impl Default for ClusterSpec {
     fn default() -> Self {
-        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false, meta_sync_window_ms: weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS, emulate: None, auth: AuthSpec::Secret }
+        ClusterSpec { data_servers: 4, default_stripe_size: 64 * 1024, die_with_parent: true, lock_ttl_ms: 10_000, server_env: Vec::new(), root_squash: false, meta_sync_window_ms: weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS, emulate: None, auth: AuthSpec::Secret, meta_shards: 1 }
     }
 }
 
@@ -181,13 +184,17 @@ impl LocalCluster {
             }
             c
         } else {
-            let servers = (0..=spec.data_servers)
-                .map(|i| ServerEntry {
-                    id: i as u32,
-                    addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                    services: if i == 0 { vec![Service::Meta, Service::Lock] } else { vec![Service::Data] },
-                    dir: dir.join(format!("srv{i}")),
-                })
+            let shards = spec.meta_shards.max(1);
+            if shards > 1 && matches!(spec.auth, AuthSpec::Munge { .. }) {
+                return Err(fail("more than one metadata shard runs with --auth secret only, for now"));
+            }
+            let services = |i: usize| match i {
+                0 => vec![Service::Meta, Service::Lock],
+                i if i < shards => vec![Service::Meta],
+                _ => vec![Service::Data],
+            };
+            let servers = (0..shards + spec.data_servers)
+                .map(|i| ServerEntry { id: i as u32, addr: SocketAddr::from(([127, 0, 0, 1], 0)), services: services(i), dir: dir.join(format!("srv{i}")) })
                 .collect();
             let mut c = ClusterFile {
                 auth: AuthMode::Secret,

@@ -89,6 +89,7 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) ->
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let src_dir = t.parent_for_change(cred, &from_parent)?;
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
+        super::shards::check_unmarked(tx, dst_dir.id, to)?;
         let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
         let src = t.inode(id)?;
         check_sticky(cred, &src_dir, &src, from)?;
@@ -148,6 +149,7 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> R
         return Err(err(ErrorCode::Permission, format!("uid {} may not link {from}: it neither owns it nor may read and write it (protected hard links)", cred.uid)));
     }
     let dir = t.parent_for_change(cred, &to_parent)?;
+    super::shards::check_unmarked(tx, dir.id, to)?;
     if t.child(dir.id.0, to_name)?.is_some() {
         return Err(err(ErrorCode::Exists, format!("{to} already exists")));
     }

@@ -20,6 +20,8 @@ mod grants;
 mod migrate;
 mod group_commit;
 mod path;
+mod sharded;
+mod shards;
 mod shared_pointers;
 mod store;
 mod sizes;
@@ -27,6 +29,7 @@ mod sync_window;
 mod tables;
 
 pub use path::components;
+pub use shards::ShardPlace;
 pub use store::RESERVE_BYTES;
 pub use tables::{MetaError, ROOT};
 use tables::*;
@@ -62,6 +65,11 @@ pub struct MetaService {
     sizes: sizes::KnownSizes,
     /// Capabilities for the data servers (see [`grants`]).
     grants: grants::Grants,
+    /// This server's place among the metadata shards (see [`shards`]).
+    shards: Arc<shards::Shards>,
+    /// Set inside a batch when a change went into the directory log (that
+    /// commit is made durable before any shard is told of it).
+    logged: AtomicBool,
 }
 
 fn init_root(db: &Database) -> Result<()> {
@@ -71,6 +79,9 @@ fn init_root(db: &Database) -> Result<()> {
         tx.open_table(DIRENTS)?;
         let mut counters = tx.open_table(COUNTERS)?;
         tx.open_table(LINKS)?;
+        tx.open_table(shards::REPLOG)?;
+        tx.open_table(shards::APPLIED)?;
+        tx.open_table(shards::MARKED)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();
             let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, nlink: 2, layout: None };
@@ -95,6 +106,7 @@ const ID_BLOCK: u64 = 4096;
 
 /// Moves `next_id` up to the ceiling (durably); returns the first new id.
 fn skip_to_ceiling(db: &Database) -> Result<u64> {
+    // (Shards round each id up to their own residue when they hand it out.)
     let tx = db.begin_write()?;
     let first = {
         let mut counters = tx.open_table(COUNTERS)?;
@@ -111,7 +123,7 @@ fn skip_to_ceiling(db: &Database) -> Result<u64> {
 /// Whether answering this mutation must wait for its commit to be durable
 /// even within a window: its answer lets a client delete data objects.
 fn must_be_durable(op: &MetaReq, r: &Result<Response>) -> bool {
-    matches!((op, r), (MetaReq::Sync, _) | (MetaReq::Unlink { .. }, Ok(Response::Attr(_))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some(_) })))
+    matches!((op, r), (MetaReq::Sync | MetaReq::Replica { .. }, _) | (MetaReq::Unlink { .. }, Ok(Response::Attr(_))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some(_) })))
 }
 
 
@@ -131,8 +143,10 @@ impl MetaService {
     /// Opens (or creates) the database in `dir/meta.redb`.
     /// Opens the service in `dir`. `window`: make commits durable within
     /// it rather than each before its answer (see [`sync_window`]).
-    pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64, caps: weft_wire::CapKey, window: Option<Duration>) -> Result<Self> {
+    /// `place`: which metadata shard this is (see [`shards`]).
+    pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64, caps: weft_wire::CapKey, window: Option<Duration>, place: ShardPlace) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
+        let shards = Arc::new(shards::Shards::new(place, caps.clone())?);
         let store = Arc::new(store::Store::open(dir)?);
         init_root(&*store.db()?)?;
         let first = skip_to_ceiling(&*store.db()?)?;
@@ -148,9 +162,14 @@ impl MetaService {
             min_next_id: std::sync::atomic::AtomicU64::new(first),
             sizes: sizes::KnownSizes::new(first),
             grants: grants::Grants::new(caps),
+            shards,
+            logged: AtomicBool::new(false),
         };
         if let Some(w) = svc.window {
             sync_window::start(&svc.store, &svc.commits, &svc.pending, w).map_err(|e| err(ErrorCode::Io, format!("cannot start the metadata flusher: {e}")))?;
+        }
+        if svc.shards.sharded() {
+            svc.start_sharded()?;
         }
         Ok(svc)
     }
@@ -230,6 +249,9 @@ impl MetaService {
         if matches!(op, MetaReq::Sync) && self.window.is_none() {
             return Response::Ok;
         }
+        if let Some(answer) = self.sharded_request(cred, &op) {
+            return answer;
+        }
         if let MetaReq::Renew { old } = op {
             let renewed = self.store.db().map_err(MetaError::from).and_then(|db| self.grants.renew(&db, cred, &old));
             return renewed.unwrap_or_else(|e| Response::error(e.code, e.message));
@@ -244,16 +266,25 @@ impl MetaService {
                 }
                 r
             }
-            _ => self.commits.submit(
-                (cred, op),
-                |batch| self.commit_batch(batch),
-                |_| Err(err(ErrorCode::Internal, "the metadata commit this change was part of failed inside the server (a bug; see its log): the change was not made")),
-            ),
+            MetaReq::ReaddirShard { .. } => self.store.db().map_err(MetaError::from).and_then(|db| self.dispatch(&db, cred, &op)),
+            _ => {
+                let r = self.submit(cred, op.clone());
+                self.after_commit(&op, r)
+            }
         };
         match (r, granting) {
             (Ok(rsp), Some(op)) => self.grants.attach(cred, &op, rsp),
             (r, _) => r.unwrap_or_else(|e| Response::error(e.code, e.message)),
         }
+    }
+
+    /// A mutation, in the next group commit.
+    fn submit(&self, cred: Cred, op: MetaReq) -> Result<Response> {
+        self.commits.submit(
+            (cred, op),
+            |batch| self.commit_batch(batch),
+            |_| Err(err(ErrorCode::Internal, "the metadata commit this change was part of failed inside the server (a bug; see its log): the change was not made")),
+        )
     }
 
     /// One group of mutations in one durable commit (see [`group_commit`]).
@@ -304,6 +335,7 @@ impl MetaService {
         let db = self.store.db()?;
         let mut tx = db.begin_write()?;
         self.ceiling_moved.store(false, Ordering::Relaxed);
+        self.logged.store(false, Ordering::Relaxed);
         let mut results = Vec::with_capacity(batch.len());
         let mut created = Vec::new();
         for (cred, op) in batch {
@@ -323,7 +355,7 @@ impl MetaService {
             results.push(r);
         }
         let overdue = self.window.is_some_and(|w| self.pending.older_than(w));
-        let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || batch.iter().zip(&results).any(|((_, op), r)| must_be_durable(op, r));
+        let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || self.logged.load(Ordering::Relaxed) || batch.iter().zip(&results).any(|((_, op), r)| must_be_durable(op, r));
         if !durable {
             tx.set_durability(redb::Durability::None);
         }
@@ -360,9 +392,12 @@ impl MetaService {
 
     fn apply_other(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<Response> {
         match op {
-            MetaReq::Mkdir { path, mode } => self
-                .insert_new(tx, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default(), target: None })
-                .map(Response::Attr),
+            MetaReq::Mkdir { path, mode } => {
+                let a = self.insert_new(tx, cred, path, NewEntry { kind: FileKind::Dir, mode: *mode, exclusive: true, hint: LayoutHint::default(), target: None })?;
+                self.log_mkdir(tx, path, &a)?;
+                Ok(Response::Attr(a))
+            }
+            MetaReq::Replica { coord, seq, op, .. } => self.shards.apply(tx, *coord, *seq, op),
             // Links' own permission bits are never used (as on Linux).
             MetaReq::Symlink { path, target } => self
                 .insert_new(tx, cred, path, NewEntry { kind: FileKind::Symlink, mode: 0o777, exclusive: true, hint: LayoutHint::default(), target: Some(target) })
@@ -383,10 +418,10 @@ impl MetaService {
             // The capability to delete the replaced file's objects is added
             // once the rename is durable (`grants`).
             MetaReq::Rename { from, to } => entries::rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
-            MetaReq::Chmod { path, mode } => attrs::change(tx, cred, Target::Path(path), AttrChange::Mode(*mode)).map(Response::Attr),
-            MetaReq::SetTimes { path, mtime_ns } => attrs::change(tx, cred, Target::Path(path), AttrChange::Mtime(*mtime_ns)).map(Response::Attr),
-            MetaReq::Chown { path, uid, gid } => attrs::change(tx, cred, Target::Path(path), AttrChange::Owner { uid: *uid, gid: *gid }).map(Response::Attr),
-            MetaReq::Change { file, change } => attrs::change(tx, cred, Target::Id(*file), *change).map(Response::Attr),
+            MetaReq::Chmod { path, mode } => self.change(tx, cred, Target::Path(path), AttrChange::Mode(*mode)),
+            MetaReq::SetTimes { path, mtime_ns } => self.change(tx, cred, Target::Path(path), AttrChange::Mtime(*mtime_ns)),
+            MetaReq::Chown { path, uid, gid } => self.change(tx, cred, Target::Path(path), AttrChange::Owner { uid: *uid, gid: *gid }),
+            MetaReq::Change { file, change } => self.change(tx, cred, Target::Id(*file), *change),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
     }
@@ -420,7 +455,7 @@ impl MetaService {
                 Ok(Response::Stat { attr, size, cap: None })
             }
             MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
-            MetaReq::Readdir { path, after, max } => readdir(db, cred, path, after, *max).map(|r| match r {
+            MetaReq::Readdir { path, after, max } | MetaReq::ReaddirShard { path, after, max, .. } => readdir(db, cred, path, after, *max, self.shards.sharded().then_some(&*self.shards)).map(|r| match r {
                 Response::Entries { mut entries, more } => {
                     self.sizes.fill(&mut entries);
                     Response::Entries { entries, more }
@@ -465,7 +500,9 @@ fn open_file(db: &Database, cred: Cred, path: &str, write: bool) -> Result<FileA
     Ok(a)
 }
 
-fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32) -> Result<Response> {
+/// A page of a directory's entries; on a sharded cluster those this
+/// shard keeps (the client merges every shard's pages).
+fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32, shards: Option<&shards::Shards>) -> Result<Response> {
     let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
     let t = read_tables(db)?;
     let dir = t.walk(cred, &comps)?;
@@ -481,7 +518,7 @@ fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32) -> Resu
     for item in t.dirents.range((dir.id.0, after)..(dir.id.0 + 1, ""))? {
         let (k, v) = item?;
         let name = k.value().1;
-        if name == after {
+        if name == after || shards.is_some_and(|s| !s.owns(dir.id, name)) {
             continue;
         }
         let attr = t.inode(v.value())?;
@@ -526,6 +563,7 @@ impl MetaService {
         let attr = {
             let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
             let parent = t.parent_for_change(cred, &parent_comps)?;
+            shards::check_unmarked(tx, parent.id, path)?;
             if let Some(existing) = t.child(parent.id.0, name)? {
                 let a = t.inode(existing)?;
                 if exclusive || kind != FileKind::File {
@@ -541,7 +579,9 @@ impl MetaService {
                 return Ok((a, false));
             }
             let mut counters = tx.open_table(COUNTERS)?;
-            let id = counters.get("next_id")?.map(|v| v.value()).unwrap_or(ROOT.0 + 1).max(self.min_next_id.load(Ordering::Relaxed));
+            let at = counters.get("next_id")?.map(|v| v.value()).unwrap_or(ROOT.0 + 1).max(self.min_next_id.load(Ordering::Relaxed));
+            // A shard's ids route home (`weft_wire::shard`).
+            let id = weft_wire::shard::next_id_of(at, self.shards.place.index, self.shards.place.count).ok_or_else(|| err(ErrorCode::NoSpace, "file ids are used up"))?;
             counters.insert("next_id", id + 1)?;
             self.min_next_id.fetch_max(id + 1, Ordering::Relaxed);
             if id >= counters.get("id_ceiling")?.map_or(0, |v| v.value()) {
@@ -599,7 +639,7 @@ mod window_tests {
     fn a_reopen_within_a_window_reuses_no_id_and_the_next_sync_reports_the_loss() {
         let dir = std::env::temp_dir().join(format!("weft-window-{}", rand::random::<u64>()));
         let key = weft_wire::CapKey::derive(&weft_wire::Secret::new(*b"0123456789abcdef"));
-        let m = MetaService::open(&dir, vec![ServerId(1)], 65536, key, Some(Duration::from_secs(60))).unwrap();
+        let m = MetaService::open(&dir, vec![ServerId(1)], 65536, key, Some(Duration::from_secs(60)), ShardPlace::alone()).unwrap();
         let first = create(&m, "/a");
         // The first create raised the id ceiling (a durable commit); this
         // one is only in the window.

@@ -59,6 +59,16 @@ struct Counters {
     coll_rounds: AtomicU64,
 }
 
+/// Where server `id` sits among the cluster's metadata shards.
+fn shard_place(cluster: &ClusterFile, id: ServerId) -> crate::meta::ShardPlace {
+    let shards = cluster.meta_shards();
+    let index = shards.iter().position(|s| s.id == id.0).unwrap_or(0) as u32;
+    let peers = shards.iter().enumerate().filter(|(k, _)| *k as u32 != index).map(|(k, s)| (k as u32, s.addr)).collect();
+    // Secret mode only (the cluster file refuses several shards otherwise).
+    let auth = (shards.len() > 1).then(|| weft_net::ClientAuth::Secret(cluster.secret()));
+    crate::meta::ShardPlace { index, count: shards.len() as u32, peers, auth }
+}
+
 /// The services of one server and its counters.
 pub struct Server {
     id: u32,
@@ -96,7 +106,7 @@ impl Server {
             }
         };
         let meta = has(Service::Meta)
-            .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms))))
+            .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms)), shard_place(cluster, id)))
             .transpose()
             .map_err(|e| ServeError::Open { service: "meta", dir: dir.clone(), reason: e.to_string() })?;
         let data = has(Service::Data)

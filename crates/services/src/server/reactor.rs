@@ -85,6 +85,10 @@ pub struct Reactor {
     limits: Arc<ConnLimits>,
     budget: Arc<MemoryBudget>,
     workers: Workers,
+    /// Directory changes pushed by other metadata shards, on a thread of
+    /// their own: a shard pushing its changes waits only for this, never
+    /// for client requests (which may themselves wait on a push).
+    replicas: Workers,
     /// Checks MUNGE proofs off the loop.
     verifier: Verifier,
     done: Receiver<Done>,
@@ -103,6 +107,7 @@ impl Reactor {
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (replier, done) = Replier::new(waker);
         let workers = Workers::start(worker_count(), server.clone(), &replier);
+        let replicas = Workers::start(1, server.clone(), &replier);
         let verifier = Verifier::start(server.clone(), &replier);
         let budget = server.budget.clone();
         let turns = ReadTurns::new(server.id, super::read_slots());
@@ -120,6 +125,7 @@ impl Reactor {
             limits: Arc::new(ConnLimits::from_env()),
             budget,
             workers,
+            replicas,
             verifier,
             done,
             turns,
@@ -347,6 +353,10 @@ impl Reactor {
             if let Some(job) = self.turns.admit(file, order, offset, job) {
                 self.workers.submit(job);
             }
+            return;
+        }
+        if let Request::Meta { op: weft_wire::MetaReq::Replica { .. }, .. } = &job.req {
+            self.replicas.submit(job);
             return;
         }
         self.workers.submit(job);

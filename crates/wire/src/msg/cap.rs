@@ -109,6 +109,14 @@ impl CapKey {
         *h.finalize().as_bytes()
     }
 
+    /// A MAC under this key of `bytes` in the domain `what` (for other
+    /// messages only servers may send, such as replica changes).
+    pub fn mac_of(&self, what: &[u8], bytes: &[u8]) -> [u8; 32] {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(what).update(&(bytes.len() as u64).to_le_bytes()).update(bytes);
+        *h.finalize().as_bytes()
+    }
+
     pub fn issue(&self, file: FileId, rights: u8, expires: u64) -> Capability {
         Capability { file, rights, expires, mac: self.mac(file, rights, expires) }
     }

@@ -189,6 +189,12 @@ pub enum MetaReq {
     /// fsyncdir on a cluster that commits metadata within a window).
     /// Answered with `Ok` once it is.
     Sync,
+    /// `Readdir` on a cluster of `shards` metadata shards: the entries this
+    /// shard keeps; the client asks every shard and merges by name.
+    ReaddirShard { path: String, after: String, max: u32, shards: u32 },
+    /// A directory change pushed by metadata shard `coord` (its `seq`-th);
+    /// only servers may send it (`mac`, see [`super::replica`]).
+    Replica { coord: u32, seq: u64, op: Box<super::replica::ReplicaOp>, mac: [u8; 32] },
 }
 
 /// What [`MetaReq::Change`] changes.
@@ -348,6 +354,14 @@ impl MetaReq {
             MetaReq::Sync => {
                 e.u8(23);
             }
+            MetaReq::ReaddirShard { path, after, max, shards } => {
+                e.u8(24).str(path).str(after).u32(*max).u32(*shards);
+            }
+            MetaReq::Replica { coord, seq, op, mac } => {
+                e.u8(25).u32(*coord).u64(*seq);
+                op.encode(e);
+                e.raw(mac);
+            }
             MetaReq::Change { file, change } => {
                 e.u8(19).u64(file.0);
                 match change {
@@ -371,13 +385,8 @@ impl MetaReq {
             3 => MetaReq::Stat { path: path(d)? },
             4 => MetaReq::Open { path: path(d)?, write: d.bool()? },
             5 => {
-                let p = path(d)?;
-                let after = d.str("name", MAX_NAME_LEN)?;
-                let max = d.u32()?;
-                if max as usize > MAX_DIR_PAGE {
-                    return Err(DecodeError::TooLong { what: "readdir page", len: max.into(), limit: MAX_DIR_PAGE as u64 });
-                }
-                MetaReq::Readdir { path: p, after, max }
+                let (path, after, max) = readdir_page(d)?;
+                MetaReq::Readdir { path, after, max }
             }
             6 => MetaReq::Unlink { path: path(d)? },
             7 => MetaReq::Rmdir { path: path(d)? },
@@ -431,8 +440,67 @@ impl MetaReq {
             }
             22 => MetaReq::Link { from: path(d)?, to: path(d)? },
             23 => MetaReq::Sync,
+            24 => {
+                let (path, after, max) = readdir_page(d)?;
+                let shards = d.u32()?;
+                if shards == 0 {
+                    return Err(DecodeError::Invalid("a cluster has at least one metadata shard"));
+                }
+                MetaReq::ReaddirShard { path, after, max, shards }
+            }
+            25 => MetaReq::Replica { coord: d.u32()?, seq: d.u64()?, op: Box::new(super::replica::ReplicaOp::decode(d)?), mac: d.fixed()? },
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
+    }
+}
+
+fn readdir_page(d: &mut Decoder<'_>) -> Result<(String, String, u32), DecodeError> {
+    let p = path(d)?;
+    let after = d.str("name", MAX_NAME_LEN)?;
+    let max = d.u32()?;
+    if max as usize > MAX_DIR_PAGE {
+        return Err(DecodeError::TooLong { what: "readdir page", len: max.into(), limit: MAX_DIR_PAGE as u64 });
+    }
+    Ok((p, after, max))
+}
+
+impl MetaReq {
+    /// The path a request names (a rename's or link's source; a listing's
+    /// directory is not an entry of its own): where a sharded cluster
+    /// keeps it.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            MetaReq::Rename { from: p, .. }
+            | MetaReq::Link { from: p, .. }
+            | MetaReq::Create { path: p, .. }
+            | MetaReq::Mkdir { path: p, .. }
+            | MetaReq::Stat { path: p }
+            | MetaReq::Open { path: p, .. }
+            | MetaReq::Unlink { path: p }
+            | MetaReq::Rmdir { path: p }
+            | MetaReq::Chmod { path: p, .. }
+            | MetaReq::Chown { path: p, .. }
+            | MetaReq::Symlink { path: p, .. }
+            | MetaReq::Readlink { path: p }
+            | MetaReq::SetTimes { path: p, .. }
+            | MetaReq::StatSize { path: p }
+            | MetaReq::Mknod { path: p, .. } => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The file a request names by its id.
+    pub fn file(&self) -> Option<FileId> {
+        match self {
+            MetaReq::Close { file, .. } | MetaReq::SetSize { file, .. } | MetaReq::StatId { file } | MetaReq::Change { file, .. } => Some(*file),
+            MetaReq::Renew { old } => Some(old.file),
+            _ => None,
+        }
+    }
+
+    /// Whether the request only reads the namespace.
+    pub fn reads_only(&self) -> bool {
+        matches!(self, MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::ReaddirShard { .. } | MetaReq::Readlink { .. })
     }
 }
 

@@ -10,10 +10,11 @@ pub mod data;
 pub mod handshake;
 pub mod lock;
 pub mod meta;
+pub mod replica;
 
 use crate::limits::{MAX_DIR_PAGE, MAX_ERROR_MSG, MAX_NAME_LEN, MAX_PAYLOAD_LEN};
 use cap::Capability;
-use crate::{DataReq, DecodeError, Decoder, Encoder, ErrorCode, FileAttr, ServerStats};
+use crate::{DataReq, DecodeError, Decoder, Encoder, ErrorCode, FileAttr, FileId, ServerStats};
 use lock::LockReq;
 use meta::{Cred, DirEntry, MetaReq};
 
@@ -67,6 +68,9 @@ pub enum Response {
     Granted { attr: FileAttr, cap: Capability },
     /// A fresh capability (`MetaReq::Capability`).
     Cap(Capability),
+    /// Not this metadata shard's: ask shard `shard` of `shards`; the
+    /// path's parent directory has id `parent` (for the client's cache).
+    Route { shard: u32, shards: u32, parent: FileId },
 }
 
 impl Request {
@@ -237,6 +241,9 @@ impl Response {
                 e.u8(16);
                 cap.encode(&mut e);
             }
+            Response::Route { shard, shards, parent } => {
+                e.u8(17).u32(*shard).u32(*shards).u64(parent.0);
+            }
         }
         e.finish()
     }
@@ -279,6 +286,13 @@ impl Response {
             14 => Response::Measure { epoch: d.u64()? },
             15 => Response::Granted { attr: FileAttr::decode(&mut d)?, cap: Capability::decode(&mut d)? },
             16 => Response::Cap(Capability::decode(&mut d)?),
+            17 => {
+                let (shard, shards, parent) = (d.u32()?, d.u32()?, FileId(d.u64()?));
+                if shards == 0 || shard >= shards {
+                    return Err(DecodeError::Invalid("a route names a shard outside the shard count"));
+                }
+                Response::Route { shard, shards, parent }
+            }
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;
@@ -350,6 +364,9 @@ mod tests {
             any::<u64>().prop_map(|f| MetaReq::StatId { file: FileId(f) }),
             (name(), any::<u32>(), any::<bool>()).prop_map(|(path, mode, fifo)| MetaReq::Mknod { path, mode, kind: if fifo { FileKind::Fifo } else { FileKind::Socket } }),
             (name(), name()).prop_map(|(from, to)| MetaReq::Link { from, to }),
+            Just(MetaReq::Sync),
+            (name(), name(), 0u32..=MAX_DIR_PAGE as u32, 1u32..64).prop_map(|(path, after, max, shards)| MetaReq::ReaddirShard { path, after, max, shards }),
+            (any::<u32>(), any::<u64>(), any::<u64>(), any::<[u8; 32]>()).prop_map(|(coord, seq, dir, mac)| MetaReq::Replica { coord, seq, op: Box::new(replica::ReplicaOp::Mark { dir: FileId(dir) }), mac }),
             (any::<u64>(), 0u8..3, any::<u32>(), any::<i64>()).prop_map(|(f, k, v, t)| MetaReq::Change {
                 file: FileId(f),
                 change: [AttrChange::Mode(v), AttrChange::Owner { uid: v, gid: v / 3 }, AttrChange::Mtime(t)][k as usize],
@@ -408,6 +425,7 @@ mod tests {
             proptest::option::of((attr(), cap())).prop_map(|replaced| Response::Renamed { replaced }),
             (attr(), cap()).prop_map(|(attr, cap)| Response::Granted { attr, cap }),
             cap().prop_map(Response::Cap),
+            (1u32..64, any::<u32>(), any::<u64>()).prop_map(|(shards, s, p)| Response::Route { shard: s % shards, shards, parent: FileId(p) }),
             any::<u64>().prop_map(|bytes| Response::Written { bytes }),
             any::<u64>().prop_map(|object_size| Response::Read { object_size }),
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),

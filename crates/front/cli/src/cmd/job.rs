@@ -55,7 +55,7 @@ struct StartArgs {
     /// More options for the launcher, e.g. "--mca plm_rsh_agent /path/agent".
     #[arg(long, env = "WEFT_LAUNCHER_ARGS", allow_hyphen_values = true)]
     launcher_args: Option<String>,
-    /// Metadata servers (this version runs one).
+    /// Metadata shards: ranks 0 to K-1 keep the namespace (see docs/architecture.md).
     #[arg(long, default_value_t = 1)]
     meta_shards: u32,
     /// Each node's data directory (node-local disk); servers keep data in

@@ -56,6 +56,10 @@ pub struct UpArgs {
     /// before its answer). See docs/semantics.md.
     #[arg(long, value_enum, default_value = "window")]
     meta_sync: MetaSync,
+    /// Metadata shards: servers holding the namespace, entries spread over
+    /// them by hash (fixed for the cluster's life; see docs/architecture.md).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    meta_shards: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -96,6 +100,7 @@ pub fn up(a: UpArgs) -> Result<()> {
     };
     let spec = ClusterSpec { data_servers: a.servers as usize, default_stripe_size: a.stripe_size, die_with_parent: !a.detach, emulate, auth,
         root_squash: a.root_squash,
+        meta_shards: a.meta_shards as usize,
         meta_sync_window_ms: if a.meta_sync == MetaSync::Op { 0 } else { weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS },
         ..ClusterSpec::default()
     };

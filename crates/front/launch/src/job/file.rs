@@ -68,6 +68,9 @@ impl JobFile {
         if self.servers == 0 || self.servers > super::rank::MAX_SERVERS {
             return Err(format!("servers = {}: from 1 to {}", self.servers, super::rank::MAX_SERVERS));
         }
+        if self.meta_shards == 0 || self.meta_shards > self.servers || self.meta_shards as usize > weft_net::cluster::MAX_META_SHARDS {
+            return Err(format!("meta_shards = {}: from 1 to the server count, {} (at most {})", self.meta_shards, self.servers, weft_net::cluster::MAX_META_SHARDS));
+        }
         if self.bootstrap_timeout_ms == 0 || self.bootstrap_timeout_ms > 86_400_000 {
             return Err(format!("bootstrap_timeout_ms = {}: from 1 to 86400000", self.bootstrap_timeout_ms));
         }

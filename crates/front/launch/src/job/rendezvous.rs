@@ -120,10 +120,14 @@ pub fn wait_all(dir: &Path, job: &JobFile, timeout: Duration) -> Result<Vec<Rank
     }
 }
 
-/// The services rank `k` hosts: rank 0 metadata and locks as well as data,
-/// every other rank data (each node stores).
-pub fn services_of(rank: u32) -> Vec<Service> {
-    if rank == 0 { vec![Service::Meta, Service::Lock, Service::Data] } else { vec![Service::Data] }
+/// The services rank `k` hosts: every rank data (each node stores), the
+/// first `meta_shards` ranks a metadata shard each, rank 0 locks too.
+pub fn services_of(rank: u32, meta_shards: u32) -> Vec<Service> {
+    match rank {
+        0 => vec![Service::Meta, Service::Lock, Service::Data],
+        r if r < meta_shards => vec![Service::Meta, Service::Data],
+        _ => vec![Service::Data],
+    }
 }
 
 /// The cluster file every server derives from the same records.
@@ -133,7 +137,7 @@ pub fn derive(job: &JobFile, records: &[RankRecord]) -> Result<ClusterFile, Laun
         .enumerate()
         .map(|(k, r)| {
             let addr = r.addr.ok_or_else(|| fail(format!("server {k} on {} gave no address", r.host)))?;
-            Ok(ServerEntry { id: k as u32, addr, services: services_of(k as u32), dir: r.dir.clone() })
+            Ok(ServerEntry { id: k as u32, addr, services: services_of(k as u32, job.meta_shards), dir: r.dir.clone() })
         })
         .collect::<Result<Vec<_>, LaunchError>>()?;
     Ok(ClusterFile {

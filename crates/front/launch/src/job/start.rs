@@ -97,13 +97,14 @@ fn own_job_dir(dir: &Path) -> Result<PathBuf, LaunchError> {
 /// Starts the job (see the module's documentation). Setting `cancel`
 /// (from a signal handler) stops what was started and fails the start.
 pub fn start(spec: &JobSpec, cancel: &AtomicBool) -> Result<Started, LaunchError> {
-    match spec.meta_shards {
-        0 => return Err(fail("--meta-shards must be at least 1")),
-        1 => {}
-        k => return Err(fail(format!("--meta-shards {k}: this version runs one metadata server per cluster; use --meta-shards 1"))),
-    }
     if spec.nodes.is_empty() {
         return Err(fail("no nodes to start servers on"));
+    }
+    match spec.meta_shards {
+        0 => return Err(fail("--meta-shards must be at least 1")),
+        k if k as usize > spec.nodes.len() => return Err(fail(format!("--meta-shards {k}: at most one shard per node, and the job has {} node(s)", spec.nodes.len()))),
+        k if k as usize > weft_net::cluster::MAX_META_SHARDS => return Err(fail(format!("--meta-shards {k}: at most {}", weft_net::cluster::MAX_META_SHARDS))),
+        _ => {}
     }
     if spec.nodes.len() > super::rank::MAX_SERVERS as usize {
         return Err(fail(format!("{} nodes: at most {}", spec.nodes.len(), super::rank::MAX_SERVERS)));

@@ -51,6 +51,13 @@ impl Common {
         let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link, disk_bps: self.disk, client_nodes: self.client_nodes });
         weft_bench::BenchCluster::get_emulated(exe, given, servers, self.dir.as_deref(), emulate, env)
     }
+
+    /// [`Common::cluster`] with `meta_shards` metadata shards (temporary).
+    pub(super) fn cluster_sharded(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize, meta_shards: usize) -> anyhow::Result<weft_bench::BenchCluster> {
+        let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link, disk_bps: self.disk, client_nodes: self.client_nodes });
+        let spec = weft_launch::ClusterSpec { data_servers: servers, emulate, meta_shards, ..weft_launch::ClusterSpec::default() };
+        weft_bench::BenchCluster::get_spec(exe, given, self.dir.as_deref(), spec)
+    }
 }
 
 #[derive(Subcommand)]
@@ -148,6 +155,14 @@ pub(super) enum Which {
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 4)]
         servers: usize,
+        /// Metadata shards of the temporary clusters, one cluster per
+        /// entry (with --cluster: that cluster's own).
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        meta_shards: Vec<usize>,
+        /// mdtest's shapes: `easy` (a directory per process), `hard` (one
+        /// directory for all).
+        #[arg(long, value_delimiter = ',', default_value = "easy")]
+        shape: Vec<String>,
     },
     /// Streaming through the FUSE mount (issue 12): fio 1 MiB sequential writes (fsync'd) and cold reads, mount vs local, same run. Needs root and fio.
     Fuse {
@@ -297,6 +312,9 @@ pub(super) enum Which {
         files: u64,
         #[arg(long)]
         phase: String,
+        /// Names are DIR/PREFIXf0, DIR/PREFIXf1, ...
+        #[arg(long, default_value = "")]
+        prefix: String,
         #[arg(long, default_value_t = 1)]
         threads: usize,
     },

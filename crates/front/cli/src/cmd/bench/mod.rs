@@ -62,14 +62,26 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
             }
         }
-        Which::Md { common, procs, threads, mount, files, repeats, servers } => {
-            let bc = common.cluster(&exe, cluster, servers)?;
+        Which::Md { common, procs, threads, mount, files, repeats, servers, meta_shards, shape } => {
+            let shapes = shape.iter().map(|s| md::Shape::parse(s)).collect::<anyhow::Result<Vec<_>>>()?;
+            if cluster.is_some() && meta_shards != [1] {
+                anyhow::bail!("--meta-shards starts temporary clusters: leave out --cluster (a given cluster has its own)");
+            }
+            if meta_shards.is_empty() || meta_shards.iter().any(|&k| k == 0 || k > 64) {
+                anyhow::bail!("--meta-shards: each count from 1 to 64");
+            }
             let quiet = common.json;
-            let rows = md::run(&exe, &bc, &md::Params { procs, threads, mount, files, repeats }, &|what| {
-                if !quiet {
-                    eprintln!("bench md: {what}");
-                }
-            })?;
+            let mut rows = Vec::new();
+            for &k in &meta_shards {
+                let bc = common.cluster_sharded(&exe, cluster, servers, k)?;
+                let params = md::Params { procs: procs.clone(), threads: threads.clone(), mount, files, repeats, shapes: shapes.clone() };
+                rows.extend(md::run(&exe, &bc, &params, &|what| {
+                    if !quiet {
+                        eprintln!("bench md: {what}");
+                    }
+                })?);
+            }
+            let bc_file = cluster.map(std::path::Path::to_path_buf);
             let csv = csv_path(&common, "md");
             if emit(&common, &csv, &rows, Default::default())? {
                 let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or_else(|| "-".to_string(), f);
@@ -77,6 +89,8 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     .iter()
                     .map(|r| {
                         vec![
+                            r.meta_shards.to_string(),
+                            r.shape.to_string(),
                             r.procs.to_string(),
                             r.threads.to_string(),
                             r.op.to_string(),
@@ -88,11 +102,11 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                         ]
                     })
                     .collect();
-                let window = weft_net::ClusterFile::load(&bc.cluster_file).map_or(0, |c| c.meta_sync_window_ms);
+                let window = bc_file.map_or(weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS, |f| weft_net::ClusterFile::load(&f).map_or(0, |c| c.meta_sync_window_ms));
                 let durability = if window == 0 { "Weft's creates durable when answered".to_string() } else { format!("Weft's creates durable within {window} ms, as a journal's") };
                 print_table(
                     &format!("Metadata rates, {files} files per process, median of {repeats} ({durability}; local ones not fsync'd)"),
-                    &["procs", "threads", "op", "api ops/s", "local ops/s", "api/local", "mount ops/s", "mount/api"],
+                    &["K", "shape", "procs", "threads", "op", "api ops/s", "local ops/s", "api/local", "mount ops/s", "mount/api"],
                     &table,
                 );
                 out!("(GekkoFS reports ~73k creates/s per node; issue 12 measured 1.6k/s at 1 process, ~4.8k/s at 4)\nCSV: {}", csv.display())?;
@@ -587,7 +601,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             cw::worker(t, &path, size, transfer, fsync, read)?;
         }
         Which::NetPeer => net::peer()?,
-        Which::MdWorker { target, dir, files, phase, threads } => md::worker(&target, &dir, files, &phase, threads)?,
+        Which::MdWorker { target, dir, files, phase, threads, prefix } => md::worker(&target, &dir, &prefix, files, &phase, threads)?,
         Which::IonodeColl { pattern, matrix, op, path } => ionode::coll_worker(&pattern, matrix, &op, &path)?,
         Which::IonodeProbe { cpu, seconds, units_per_sync, barrier } => ionode::worker(cpu, seconds, units_per_sync, barrier.as_deref())?,
         Which::Io500Worker { dir, phase, rank, procs, easy_bytes, hard_segments, files } => io500::worker(&dir, &phase, rank, procs, easy_bytes, hard_segments, files)?,

@@ -1,0 +1,235 @@
+//! Metadata on several shards (issue 23): entries spread by hash, every
+//! directory on every shard, listings merged, rmdir checked on every
+//! shard, directory changes pushed to all and caught up after a restart.
+
+mod common;
+
+use common::TestCluster;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use weft_client::{Client, ClientOptions, CreateOptions, Error, FileId};
+use weft_launch::ClusterSpec;
+use weft_wire::shard::{entry_shard, home_shard};
+use weft_wire::Cred;
+
+const K: u32 = 3;
+
+fn sharded(name: &str) -> TestCluster {
+    TestCluster::start_spec(name, ClusterSpec { data_servers: 2, meta_shards: K as usize, ..ClusterSpec::default() })
+}
+
+fn excl() -> CreateOptions {
+    CreateOptions { exclusive: true, ..CreateOptions::default() }
+}
+
+/// A name in directory `dir` kept by shard `shard` (`prefix` plus a number).
+fn name_on(dir: FileId, shard: u32, prefix: &str) -> String {
+    (0..).map(|i| format!("{prefix}{i}")).find(|n| entry_shard(dir, n, K) == shard).unwrap()
+}
+
+fn id_of(c: &Client, path: &str) -> FileId {
+    c.stat(path).unwrap().0.id
+}
+
+#[test]
+fn files_spread_over_every_shard_and_listings_merge_them_sorted() {
+    let tc = sharded("shards-list");
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    c.mkdir("/d/sub", 0o755).unwrap();
+    let mut want = BTreeSet::from(["sub".to_string()]);
+    let mut homes = BTreeSet::new();
+    for i in 0..300 {
+        let name = format!("f{i:03}");
+        let f = c.create(&format!("/d/{name}"), excl()).unwrap();
+        f.write_at(0, name.as_bytes()).unwrap();
+        homes.insert(home_shard(f.attr().id, K));
+        want.insert(name);
+    }
+    assert_eq!(homes.len(), K as usize, "files are made on every shard");
+    let got: Vec<String> = c.readdir("/d").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(got, want.iter().cloned().collect::<Vec<_>>(), "every shard's entries, once each, sorted");
+    // A fresh client (no directory ids known yet) finds each file.
+    let fresh = tc.client();
+    for i in (0..300).step_by(7) {
+        let name = format!("f{i:03}");
+        let f = fresh.open(&format!("/d/{name}"), false).unwrap();
+        let mut buf = vec![0; name.len()];
+        f.read_at(0, &mut buf).unwrap();
+        assert_eq!(buf, name.as_bytes());
+    }
+    for name in want.iter().filter(|n| n.starts_with('f')) {
+        c.unlink(&format!("/d/{name}")).unwrap();
+    }
+    c.rmdir("/d/sub").unwrap();
+    assert!(c.readdir("/d").unwrap().is_empty());
+    c.rmdir("/d").unwrap();
+    assert!(matches!(c.stat("/d"), Err(Error::NotFound(_))));
+}
+
+#[test]
+fn rmdir_is_refused_while_any_shard_keeps_an_entry_and_then_works_everywhere() {
+    let tc = sharded("shards-rmdir");
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let d = id_of(&c, "/d");
+    for shard in 0..K {
+        let name = name_on(d, shard, "x");
+        c.create(&format!("/d/{name}"), excl()).unwrap();
+        assert!(matches!(c.rmdir("/d"), Err(Error::NotEmpty(_))), "an entry on shard {shard} keeps /d");
+        // The refused rmdir left /d usable on every shard.
+        for other in 0..K {
+            let n = name_on(d, other, "after");
+            c.create(&format!("/d/{n}"), excl()).unwrap();
+            c.unlink(&format!("/d/{n}")).unwrap();
+        }
+        c.unlink(&format!("/d/{name}")).unwrap();
+    }
+    c.rmdir("/d").unwrap();
+    for shard in 0..K {
+        let name = name_on(d, shard, "y");
+        assert!(matches!(c.create(&format!("/d/{name}"), excl()), Err(Error::NotFound(_))), "shard {shard} still has /d");
+    }
+    // The name is free again, for a new directory with a new id.
+    c.mkdir("/d", 0o755).unwrap();
+    assert_ne!(id_of(&c, "/d"), d);
+}
+
+#[test]
+fn directory_changes_reach_every_shard() {
+    let tc = sharded("shards-dirs");
+    let root = tc.client();
+    root.mkdir("/a", 0o777).unwrap();
+    root.mkdir("/a/b", 0o777).unwrap();
+    root.mkdir("/a/b/c", 0o777).unwrap();
+    let c_id = id_of(&root, "/a/b/c");
+    let user = {
+        let o = ClientOptions { cred: Cred::new(1000, 1000), ..ClientOptions::default() };
+        Client::with_options(tc.cluster(), o).unwrap()
+    };
+    // Made on one shard, /a/b/c takes entries on all of them.
+    for shard in 0..K {
+        user.create(&format!("/a/b/c/{}", name_on(c_id, shard, "u")), excl()).unwrap();
+    }
+    // A chmod of a directory is every shard's to enforce.
+    root.chmod("/a/b/c", 0o755).unwrap();
+    for shard in 0..K {
+        let name = name_on(c_id, shard, "denied");
+        assert!(matches!(user.create(&format!("/a/b/c/{name}"), excl()), Err(Error::Permission(_))), "shard {shard} did not learn the chmod");
+    }
+    root.chmod("/a", 0o700).unwrap();
+    for shard in 0..K {
+        let name = name_on(c_id, shard, "u");
+        assert!(matches!(user.stat(&format!("/a/b/c/{name}")), Err(Error::Permission(_))), "shard {shard} lets uid 1000 search /a");
+    }
+    // Link counts: 2 + subdirectories, on whichever shard answers.
+    assert_eq!(root.stat("/a/b").unwrap().0.nlink, 3);
+}
+
+#[test]
+fn a_directory_made_while_a_shard_is_down_reaches_it_when_it_returns() {
+    let mut tc = sharded("shards-down");
+    let c = tc.client_with_timeout(Duration::from_secs(3));
+    c.mkdir("/d", 0o755).unwrap();
+    let d = id_of(&c, "/d");
+    // /d/late is made by its own entry's shard; stop another one.
+    let maker = entry_shard(d, "late", K);
+    let down = (maker + 1) % K;
+    tc.lc.kill(down as usize);
+    let made = c.mkdir("/d/late", 0o755);
+    assert!(matches!(&made, Err(Error::Io { message, .. }) if message.contains(&format!("shard {down}"))), "the answer names the shard that did not take it: {made:?}");
+    // A second change of the same maker, behind the first in its log.
+    let later = name_on(d, maker, "later");
+    assert!(c.mkdir(&format!("/d/{later}"), 0o755).is_err());
+    // The third shard took both at once: a shard down holds back only itself.
+    let late = id_of(&c, "/d/late");
+    let third = (maker + 2) % K;
+    c.create(&format!("/d/late/{}", name_on(late, third, "t")), excl()).unwrap();
+    let later_id = id_of(&c, &format!("/d/{later}"));
+    c.create(&format!("/d/{later}/{}", name_on(later_id, third, "t")), excl()).unwrap();
+    tc.lc.restart(down as usize).unwrap();
+    // The maker pushes its log again by itself (every second).
+    let name = name_on(late, down, "z");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match c.create(&format!("/d/late/{name}"), excl()) {
+            Ok(_) => break,
+            Err(Error::NotFound(_) | Error::Net(_) | Error::Io { .. }) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => panic!("shard {down} never learned of /d/late: {e}"),
+        }
+    }
+}
+
+#[test]
+fn renames_and_links_within_a_shard_work_and_across_shards_say_exdev() {
+    let tc = sharded("shards-rename");
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let d = id_of(&c, "/d");
+    let a = name_on(d, 0, "a");
+    let same = name_on(d, 0, "b");
+    let other = name_on(d, 1, "c");
+    c.create(&format!("/d/{a}"), excl()).unwrap().write_at(0, b"data").unwrap();
+    c.rename(&format!("/d/{a}"), &format!("/d/{same}")).unwrap();
+    assert_eq!(c.stat(&format!("/d/{same}")).unwrap().1, 4);
+    assert!(matches!(c.rename(&format!("/d/{same}"), &format!("/d/{other}")), Err(Error::CrossShard(_))));
+    assert!(matches!(c.link(&format!("/d/{same}"), &format!("/d/{other}")), Err(Error::CrossShard(_))));
+    // Nothing half-done: the file is where it was, the other name free.
+    assert_eq!(c.stat(&format!("/d/{same}")).unwrap().1, 4);
+    assert!(matches!(c.stat(&format!("/d/{other}")), Err(Error::NotFound(_))));
+    c.mkdir("/d/sub", 0o755).unwrap();
+    assert!(matches!(c.rename("/d/sub", "/d/sub2"), Err(Error::CrossShard(_))), "directory renames are not built on shards yet");
+}
+
+#[test]
+fn a_client_with_another_shard_count_is_told_so() {
+    let tc = sharded("shards-count");
+    let mut one = tc.cluster();
+    for s in &mut one.servers[1..] {
+        s.services.retain(|s| *s != weft_net::Service::Meta);
+    }
+    let c = Client::with_options(one, ClientOptions::default()).unwrap();
+    let e = c.readdir("/").unwrap_err();
+    assert!(e.to_string().contains("metadata shard"), "{e}");
+    // Some name under the root is another shard's: its route says K.
+    let name = name_on(FileId(1), 2, "n");
+    let e = c.stat(&format!("/{name}")).unwrap_err();
+    assert!(e.to_string().contains("metadata shard"), "{e}");
+}
+
+#[test]
+fn replica_changes_need_the_servers_key() {
+    let tc = sharded("shards-forged");
+    let cf = tc.cluster();
+    let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let d = id_of(&c, "/d");
+    // A client that holds the cluster file tries to mark /d on shard 1
+    // as shard 0 would, with a MAC it made up.
+    let op = weft_wire::ReplicaOp::Mark { dir: d };
+    let req = weft_wire::Request::Meta { cred: Cred::new(0, 0), op: weft_wire::MetaReq::Replica { coord: 0, seq: 1_000, op: Box::new(op), mac: [7; 32] } };
+    let reply = ep.call(cf.meta_shards()[1].addr, req.encode()).unwrap();
+    assert!(matches!(weft_wire::Response::decode(&reply.body).unwrap(), weft_wire::Response::Error { code: weft_wire::ErrorCode::Permission, .. }));
+    // /d still takes entries on shard 1.
+    c.create(&format!("/d/{}", name_on(d, 1, "ok")), excl()).unwrap();
+}
+
+#[test]
+fn the_mount_carries_a_tree_on_three_shards() {
+    if !common::mount::nix_is_root() && std::env::var_os("WEFT_TEST_SKIP_ROOT").is_some() {
+        return;
+    }
+    let tc = sharded("shards-mount");
+    let m = common::mount::Mount::new(&tc, "mnt");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../wire");
+    let dst = m.point.join("tree");
+    let st = std::process::Command::new("cp").arg("-r").arg(&src).arg(&dst).status().unwrap();
+    assert!(st.success());
+    let st = std::process::Command::new("diff").arg("-r").arg(&src).arg(&dst).status().unwrap();
+    assert!(st.success(), "the tree reads back as written, at once");
+    let st = std::process::Command::new("rm").arg("-rf").arg(&dst).status().unwrap();
+    assert!(st.success(), "rm -rf on three shards");
+    assert_eq!(std::fs::read_dir(&m.point).unwrap().count(), 0);
+    m.unmount();
+}

@@ -1,0 +1,245 @@
+//! The service's requests on a sharded cluster (see [`super::shards`]):
+//! which shard answers, the directory changes pushed once committed, and
+//! rmdir's two steps.
+
+use super::entries;
+use super::path::components;
+use super::shards::{self, MARKED};
+use super::tables::{err, now_ns, read_tables, split_parent, Result, Tables, DIRENTS, INODES};
+use super::{attrs, MetaError, MetaService, ROOT};
+use redb::Database;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_wire::shard::home_shard;
+use weft_wire::{AttrChange, Cred, ErrorCode, FileAttr, FileId, FileKind, MetaReq, ReplicaOp, Response};
+
+/// How often a shard retries pushing a log that a shard did not take.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+
+impl MetaService {
+    /// Answers at once what sharding decides: a request for another shard
+    /// (routed), a replica message without a valid seal, a listing made for
+    /// another shard count, a rename across shards, and rmdir (two steps).
+    /// `None`: serve it as on one shard.
+    pub(super) fn sharded_request(&self, cred: Cred, op: &MetaReq) -> Option<Response> {
+        if let MetaReq::Replica { coord, seq, op, mac } = op {
+            return self.shards.check_replica(*coord, *seq, op, mac).err().map(|e| Response::error(e.code, e.message));
+        }
+        let k = self.shards.place.count;
+        let decided = || -> Result<Option<Response>> {
+            match op {
+                MetaReq::ReaddirShard { shards, .. } if *shards != k => return Err(shard_count_differs(*shards, k)),
+                MetaReq::Readdir { .. } if k > 1 => return Err(shard_count_differs(1, k)),
+                _ if k == 1 => return Ok(None),
+                _ => {}
+            }
+            let db = self.store.db()?;
+            if let Some(route) = self.route_of(&db, op)? {
+                return Ok(Some(route));
+            }
+            match op {
+                MetaReq::Rmdir { path } => self.rmdir_sharded(&db, cred, path).map(|()| Some(Response::Ok)),
+                _ => Ok(None),
+            }
+        };
+        decided().unwrap_or_else(|e| Some(Response::error(e.code, e.message)))
+    }
+
+    /// Which shard must answer `op`, if not this one; an error for a rename
+    /// or link this first step of sharding does not make (across shards,
+    /// or of a directory).
+    fn route_of(&self, db: &Database, op: &MetaReq) -> Result<Option<Response>> {
+        let s = &self.shards;
+        Ok(match op {
+            MetaReq::ReaddirShard { .. } | MetaReq::Sync | MetaReq::Replica { .. } | MetaReq::Readdir { .. } => None,
+            // Shared file pointers are in shard 0's memory.
+            MetaReq::SharedPointer { .. } => (s.place.index != 0).then_some(Response::Route { shard: 0, shards: s.place.count, parent: FileId(0) }),
+            MetaReq::Rename { from, to } | MetaReq::Link { from, to } => {
+                let route = self.route_path(db, from, true)?;
+                if route.is_none() {
+                    self.check_same_shard(db, op, from, to)?;
+                }
+                route
+            }
+            _ => match (op.file(), op.path()) {
+                (Some(file), _) => s.route_id(file),
+                (None, Some(path)) => self.route_path(db, path, !op.reads_only())?,
+                (None, None) => None,
+            },
+        })
+    }
+
+    /// The route for a request on `path`: the shard of its entry. The
+    /// root is on every shard; its changes are made by its home shard.
+    fn route_path(&self, db: &Database, path: &str, change: bool) -> Result<Option<Response>> {
+        // A bad path is the request's own error, reported where it is served.
+        let Ok(comps) = components(path) else { return Ok(None) };
+        let Some((name, parent_comps)) = comps.split_last() else {
+            return Ok(if change { self.shards.route_id(ROOT) } else { None });
+        };
+        // Directories are on every shard: a parent that is not found, or
+        // not searchable, is not found or refused on every shard alike.
+        let Ok(parent) = read_tables(db)?.walk(Cred::new(0, 0), parent_comps) else { return Ok(None) };
+        if parent.kind != FileKind::Dir {
+            return Ok(None);
+        }
+        Ok(self.shards.route(parent.id, name))
+    }
+
+    /// A rename or link is made here only when both names are this shard's
+    /// and it moves no directory (directories are on every shard).
+    fn check_same_shard(&self, db: &Database, op: &MetaReq, from: &str, to: &str) -> Result<()> {
+        let t = read_tables(db)?;
+        let root = Cred::new(0, 0);
+        let (to_parent, to_name) = split_parent(to)?;
+        let Ok(dst_dir) = t.walk(root, &to_parent) else { return Ok(()) };
+        let moves_dir = matches!(op, MetaReq::Rename { .. }) && components(from).ok().and_then(|c| t.walk(root, &c).ok()).is_some_and(|a| a.kind == FileKind::Dir);
+        if moves_dir {
+            return Err(err(ErrorCode::CrossShard, format!("renaming directory {from} on a cluster of {} metadata shards is not built yet", self.shards.place.count)));
+        }
+        if dst_dir.kind == FileKind::Dir && !self.shards.owns(dst_dir.id, to_name) {
+            return Err(err(ErrorCode::CrossShard, format!("{from} and {to} are kept by different metadata shards: a rename or link between them is not built yet")));
+        }
+        Ok(())
+    }
+
+    /// A new directory goes into the log, to be pushed to every shard.
+    pub(super) fn log_mkdir(&self, tx: &redb::WriteTransaction, path: &str, attr: &FileAttr) -> Result<()> {
+        if !self.shards.sharded() {
+            return Ok(());
+        }
+        let (parent_comps, name) = split_parent(path)?;
+        let parent = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? }.walk(Cred::new(0, 0), &parent_comps)?;
+        self.shards.log(tx, &ReplicaOp::Mkdir { parent: parent.id, name: name.to_owned(), attr: attr.clone() })?;
+        self.logged.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// An attribute change; a directory's goes into the log.
+    pub(super) fn change(&self, tx: &redb::WriteTransaction, cred: Cred, target: attrs::Target<'_>, change: AttrChange) -> Result<Response> {
+        let a = attrs::change(tx, cred, target, change)?;
+        if self.shards.sharded() && a.kind == FileKind::Dir {
+            self.shards.log(tx, &ReplicaOp::SetAttr { dir: a.id, mode: a.mode, uid: a.uid, gid: a.gid, mtime_ns: a.mtime_ns, ctime_ns: a.ctime_ns })?;
+            self.logged.store(true, Ordering::Relaxed);
+        }
+        Ok(Response::Attr(a))
+    }
+
+    /// After a mutation's commit: a directory change it logged is pushed
+    /// to every shard before the answer. A shard that did not take it makes
+    /// the answer an error (the change stays logged and is pushed again).
+    pub(super) fn after_commit(&self, op: &MetaReq, r: Result<Response>) -> Result<Response> {
+        let logs = matches!(op, MetaReq::Mkdir { .. } | MetaReq::Chmod { .. } | MetaReq::Chown { .. } | MetaReq::SetTimes { .. } | MetaReq::Change { .. });
+        if !(logs && self.shards.sharded() && r.is_ok()) {
+            return r;
+        }
+        let db = self.store.db()?;
+        if self.shards.log_pending(&db) {
+            self.shards.push(&db, None)?;
+        }
+        r
+    }
+
+    /// rmdir on a sharded cluster: every local check, then `Mark` on every
+    /// shard (one holding an entry of the directory refuses), then the
+    /// removal, or `Unmark` if a shard refused.
+    fn rmdir_sharded(&self, db: &Database, cred: Cred, path: &str) -> Result<()> {
+        let (parent_comps, name) = split_parent(path)?;
+        let (dir, mark) = self.commits.exclusive(|| -> Result<(FileId, u64)> {
+            let probe = db.begin_write()?;
+            let found = entries::remove(&probe, cred, path, true);
+            probe.abort()?;
+            let dir = found?.attr.id;
+            if home_shard(dir, self.shards.place.count) != self.shards.place.index {
+                return Err(err(ErrorCode::Internal, format!("directory {path} was made by another shard")));
+            }
+            let tx = db.begin_write()?;
+            tx.open_table(MARKED)?.insert(dir.0, 0)?;
+            let seq = self.shards.log(&tx, &ReplicaOp::Mark { dir })?;
+            tx.commit()?;
+            self.pending.note_durable();
+            Ok((dir, seq))
+        })?;
+        let refused = match self.shards.push(db, Some(mark)) {
+            Ok(refused) => refused,
+            Err(e) => {
+                self.unmark(db, dir);
+                return Err(e);
+            }
+        };
+        if !refused.is_empty() {
+            self.unmark(db, dir);
+            return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty (metadata shards {refused:?} keep entries of it)")));
+        }
+        let removed = self.commits.exclusive(|| -> Result<()> {
+            let tx = db.begin_write()?;
+            let parent = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? }.walk(cred, &parent_comps)?;
+            entries::remove(&tx, cred, path, true)?;
+            tx.open_table(MARKED)?.remove(dir.0)?;
+            self.shards.log(&tx, &ReplicaOp::Rmdir { parent: parent.id, name: name.to_owned(), dir, time_ns: now_ns() })?;
+            tx.commit()?;
+            self.pending.note_durable();
+            Ok(())
+        });
+        if let Err(e) = removed {
+            self.unmark(db, dir);
+            return Err(e);
+        }
+        self.shards.push(db, None).map(|_| ())
+    }
+
+    /// Abandons an rmdir: `dir` takes entries again here and, once pushed,
+    /// on every shard (a failed push is retried in the background).
+    fn unmark(&self, db: &Database, dir: FileId) {
+        let logged = self.commits.exclusive(|| -> Result<()> {
+            let tx = db.begin_write()?;
+            tx.open_table(MARKED)?.remove(dir.0)?;
+            self.shards.log(&tx, &ReplicaOp::Unmark { dir })?;
+            tx.commit()?;
+            self.pending.note_durable();
+            Ok(())
+        });
+        match logged.and_then(|()| self.shards.push(db, None)) {
+            Ok(_) => {}
+            Err(e) => tracing::warn!(target: "weft::meta", dir = dir.0, error = %e, "an abandoned rmdir's unmark is not on every shard yet"),
+        }
+    }
+
+    /// At start: rmdirs a stop cut short are abandoned, and a thread pushes
+    /// whatever the log still holds until every shard took it.
+    pub(super) fn start_sharded(&self) -> Result<()> {
+        {
+            let db = self.store.db()?;
+            for dir in shards::own_marks(&db, &self.shards)? {
+                tracing::info!(target: "weft::meta", dir = dir.0, "abandoning an rmdir cut short by a stop");
+                let tx = db.begin_write()?;
+                tx.open_table(MARKED)?.remove(dir.0)?;
+                self.shards.log(&tx, &ReplicaOp::Unmark { dir })?;
+                tx.commit()?;
+            }
+        }
+        let store = Arc::downgrade(&self.store);
+        let shards = Arc::downgrade(&self.shards);
+        std::thread::Builder::new()
+            .name("weft-meta-push".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(RETRY_EVERY);
+                    let (Some(store), Some(shards)) = (store.upgrade(), shards.upgrade()) else { return };
+                    let Ok(db) = store.db() else { continue };
+                    if shards.log_pending(&db)
+                        && let Err(e) = shards.push(&db, None)
+                    {
+                        tracing::debug!(target: "weft::meta", error = %e, "directory log not taken by every shard yet");
+                    }
+                }
+            })
+            .map_err(|e| err(ErrorCode::Io, format!("cannot start the directory log's pusher: {e}")))?;
+        Ok(())
+    }
+}
+
+fn shard_count_differs(client: u32, servers: u32) -> MetaError {
+    err(ErrorCode::BadRequest, format!("this cluster has {servers} metadata shard(s) but the client's cluster file names {client}: use the cluster file the servers were started with"))
+}

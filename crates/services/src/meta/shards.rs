@@ -1,0 +1,315 @@
+//! Metadata on K shards (see `weft_wire::shard` for the placement).
+//!
+//! Entries and files live on the shard their `(parent id, name)` hashes
+//! to; directories live on every shard, so each shard walks paths and
+//! checks permissions alone. A directory change is made by its home shard
+//! (the coordinator: the shard that made it) in one local transaction that
+//! also appends it to the shard's directory log; the coordinator then
+//! pushes the log, in order, to every other shard, which applies each
+//! entry once (by the coordinator's sequence number) and durably. An entry
+//! leaves the log once every shard has it; a restarted coordinator pushes
+//! what is left, so a crash between the local commit and the pushes is
+//! rolled forward, never half-applied for good.
+//!
+//! rmdir is two steps: the home shard pushes `Mark` (each shard refuses if
+//! it holds an entry of the directory, else refuses new entries in it),
+//! then `Rmdir` if no shard refused, or `Unmark`. A restarted coordinator
+//! unmarks what it had marked (its rmdir was not answered).
+//!
+//! Pushes go to each shard's replica thread (`server::reactor`), which
+//! never waits on another shard, so two shards pushing to each other
+//! cannot wait on each other.
+
+use super::tables::{decode_attr, encode_attr, err, MetaError, Result, Tables, COUNTERS, DIRENTS, INODES};
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+use weft_net::{ClientAuth, Endpoint, EndpointConfig};
+use weft_wire::msg::replica::{check_seal, seal};
+use weft_wire::shard::{entry_shard, home_shard};
+use weft_wire::{CapKey, Cred, ErrorCode, FileId, FileKind, MetaReq, ReplicaOp, Request, Response};
+
+/// This shard's directory changes not yet taken by every other shard.
+pub(super) const REPLOG: TableDefinition<u64, &[u8]> = TableDefinition::new("replica_log");
+/// The last sequence number applied from each coordinator.
+pub(super) const APPLIED: TableDefinition<u32, u64> = TableDefinition::new("replica_applied");
+/// Directories being removed (rmdir's first step): no new entries.
+pub(super) const MARKED: TableDefinition<u64, u64> = TableDefinition::new("marked_dirs");
+
+/// How long a push waits for one shard before the change is reported as
+/// not taken (it stays in the log and is pushed again).
+const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where this server sits among the metadata shards.
+#[derive(Debug, Clone)]
+pub struct ShardPlace {
+    /// Its shard number.
+    pub index: u32,
+    /// K.
+    pub count: u32,
+    /// Every other shard: number and address.
+    pub peers: Vec<(u32, SocketAddr)>,
+    /// How this shard proves itself to the others (the cluster's secret).
+    pub auth: Option<ClientAuth>,
+}
+
+impl ShardPlace {
+    /// A cluster of one shard.
+    pub fn alone() -> Self {
+        ShardPlace { index: 0, count: 1, peers: Vec::new(), auth: None }
+    }
+}
+
+pub(super) struct Shards {
+    pub(super) place: ShardPlace,
+    key: CapKey,
+    endpoint: Option<Endpoint>,
+    /// The last log entry each peer (in `place.peers` order) took; held
+    /// through a push, so one push at a time and each shard gets the log in
+    /// order. Zero after a start: everything is sent again (peers apply
+    /// each entry once).
+    acked: Mutex<Vec<u64>>,
+}
+
+impl Shards {
+    pub(super) fn new(place: ShardPlace, key: CapKey) -> std::io::Result<Self> {
+        let endpoint = match (&place.auth, place.count > 1) {
+            (Some(auth), true) => Some(Endpoint::new(auth.clone(), EndpointConfig { op_timeout: PUSH_TIMEOUT, ..EndpointConfig::default() })?),
+            (None, true) => return Err(std::io::Error::other("a metadata shard needs the cluster's credentials to reach the others")),
+            _ => None,
+        };
+        let acked = Mutex::new(vec![0; place.peers.len()]);
+        Ok(Shards { place, key, endpoint, acked })
+    }
+
+    pub(super) fn sharded(&self) -> bool {
+        self.place.count > 1
+    }
+
+    /// Is entry `name` of directory `parent` kept here?
+    pub(super) fn owns(&self, parent: FileId, name: &str) -> bool {
+        entry_shard(parent, name, self.place.count) == self.place.index
+    }
+
+    /// The answer sending a client to the shard of `(parent, name)`, if
+    /// that is not this one.
+    pub(super) fn route(&self, parent: FileId, name: &str) -> Option<Response> {
+        let shard = entry_shard(parent, name, self.place.count);
+        (shard != self.place.index).then_some(Response::Route { shard, shards: self.place.count, parent })
+    }
+
+    /// The answer sending a client to file `id`'s home shard, if not here.
+    pub(super) fn route_id(&self, id: FileId) -> Option<Response> {
+        let shard = home_shard(id, self.place.count);
+        (shard != self.place.index).then_some(Response::Route { shard, shards: self.place.count, parent: FileId(0) })
+    }
+
+    /// Refuses a replica message not sealed by another shard of this cluster.
+    pub(super) fn check_replica(&self, coord: u32, seq: u64, op: &ReplicaOp, mac: &[u8; 32]) -> Result<()> {
+        if coord >= self.place.count || coord == self.place.index || !check_seal(&self.key, coord, seq, op, mac) {
+            return Err(err(ErrorCode::Permission, "a directory change from something other than another metadata shard of this cluster"));
+        }
+        Ok(())
+    }
+
+    /// Appends `op` to this shard's log in `tx` (pushed after the commit).
+    pub(super) fn log(&self, tx: &WriteTransaction, op: &ReplicaOp) -> Result<u64> {
+        let mut counters = tx.open_table(COUNTERS)?;
+        let seq = counters.get("replica_seq")?.map_or(0, |v| v.value()) + 1;
+        counters.insert("replica_seq", seq)?;
+        tx.open_table(REPLOG)?.insert(seq, op.to_bytes().as_slice())?;
+        Ok(seq)
+    }
+
+    /// Pushes the log, in order, to every other shard: each gets the
+    /// entries it has not acknowledged, so a shard that is down holds back
+    /// only itself. Entries every shard took leave the log. Returns the
+    /// shards that refused the `Mark` at sequence number `mark` (if given);
+    /// fails naming a shard that did not take an entry (it stays logged
+    /// and is pushed again later).
+    pub(super) fn push(&self, db: &redb::Database, mark: Option<u64>) -> Result<Vec<u32>> {
+        let Some(endpoint) = &self.endpoint else { return Ok(Vec::new()) };
+        let mut acked = self.acked.lock().unwrap_or_else(PoisonError::into_inner);
+        let entries: Vec<(u64, ReplicaOp)> = {
+            let tx = db.begin_read()?;
+            let log = tx.open_table(REPLOG)?;
+            let mut v = Vec::new();
+            for item in log.iter()? {
+                let (k, val) = item?;
+                let op = ReplicaOp::from_bytes(val.value()).map_err(|e| err(ErrorCode::Internal, format!("corrupt directory log entry {}: {e}", k.value())))?;
+                v.push((k.value(), op));
+            }
+            v
+        };
+        let peers = &self.place.peers;
+        let mut refused = Vec::new();
+        let mut failure: Option<MetaError> = None;
+        let mut down = vec![false; peers.len()];
+        for (seq, op) in &entries {
+            let mac = seal(&self.key, self.place.index, *seq, op);
+            let body = Request::Meta { cred: Cred::new(0, 0), op: MetaReq::Replica { coord: self.place.index, seq: *seq, op: Box::new(op.clone()), mac } }.encode();
+            let to: Vec<usize> = (0..peers.len()).filter(|&p| !down[p] && acked[p] < *seq).collect();
+            if to.is_empty() {
+                continue;
+            }
+            let mut calls: Vec<weft_net::Call<'_>> = to.iter().map(|&p| weft_net::Call::new(peers[p].1, body.clone())).collect();
+            endpoint.run_within(&mut calls, usize::MAX, PUSH_TIMEOUT);
+            for (p, call) in to.into_iter().zip(calls) {
+                let (shard, addr) = peers[p];
+                let answer = call.result.expect("run fills every result").map_err(|e| e.to_string()).and_then(|r| Response::decode(&r.body).map_err(|e| e.to_string()));
+                let problem = match answer {
+                    Ok(Response::Ok) => None,
+                    Ok(Response::Error { code: ErrorCode::NotEmpty, .. }) if matches!(op, ReplicaOp::Mark { .. }) => {
+                        if Some(*seq) == mark {
+                            refused.push(shard);
+                        }
+                        None
+                    }
+                    Ok(Response::Error { code, message }) => Some(err(code, format!("metadata shard {shard} ({addr}) refused directory change {seq}: {message}"))),
+                    Ok(other) => Some(err(ErrorCode::Internal, format!("metadata shard {shard} ({addr}) answered a directory change with {other:?}"))),
+                    Err(e) => Some(err(ErrorCode::Io, format!("metadata shard {shard} ({addr}) did not take a directory change ({e}); it is kept and reaches that shard when it answers"))),
+                };
+                match problem {
+                    None => acked[p] = *seq,
+                    Some(e) => {
+                        down[p] = true;
+                        failure.get_or_insert(e);
+                    }
+                }
+            }
+        }
+        let taken = acked.iter().copied().min().unwrap_or(0);
+        if entries.first().is_some_and(|(seq, _)| *seq <= taken) {
+            let tx = db.begin_write()?;
+            {
+                let mut log = tx.open_table(REPLOG)?;
+                for (seq, _) in entries.iter().take_while(|(seq, _)| *seq <= taken) {
+                    log.remove(*seq)?;
+                }
+            }
+            tx.commit()?;
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(refused),
+        }
+    }
+
+    /// Whether this shard's log holds anything.
+    pub(super) fn log_pending(&self, db: &redb::Database) -> bool {
+        let pending = || -> Result<bool> { Ok(db.begin_read()?.open_table(REPLOG)?.first()?.is_some()) };
+        self.sharded() && pending().unwrap_or(false)
+    }
+
+    /// Applies a change another shard pushed, once: a sequence number
+    /// already applied is answered as before without applying it again.
+    pub(super) fn apply(&self, tx: &WriteTransaction, coord: u32, seq: u64, op: &ReplicaOp) -> Result<Response> {
+        let mut applied = tx.open_table(APPLIED)?;
+        let last = applied.get(coord)?.map_or(0, |v| v.value());
+        if seq <= last {
+            // A resend (the answer was lost): a Mark's answer is whether
+            // the mark stands.
+            return Ok(match op {
+                ReplicaOp::Mark { dir } if tx.open_table(MARKED)?.get(dir.0)?.is_none() => Response::error(ErrorCode::NotEmpty, "refused before"),
+                _ => Response::Ok,
+            });
+        }
+        if seq != last + 1 {
+            return Err(err(ErrorCode::Internal, format!("directory change {seq} of shard {coord} arrived after {last}: a change is missing")));
+        }
+        applied.insert(coord, seq)?;
+        drop(applied);
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        match op {
+            ReplicaOp::Mkdir { parent, name, attr } => {
+                if attr.kind != FileKind::Dir || home_shard(attr.id, self.place.count) != coord {
+                    return Err(err(ErrorCode::Internal, format!("shard {coord} pushed a directory {} it did not make", attr.id.0)));
+                }
+                t.inodes.insert(attr.id.0, encode_attr(attr).as_slice())?;
+                t.dirents.insert((parent.0, name.as_str()), attr.id.0)?;
+                if t.inodes.get(parent.0)?.is_some() {
+                    t.entries_changed(parent.0, 1, attr.ctime_ns)?;
+                }
+            }
+            ReplicaOp::SetAttr { dir, mode, uid, gid, mtime_ns, ctime_ns } => {
+                let old = t.inodes.get(dir.0)?.map(|v| decode_attr(v.value())).transpose()?;
+                if let Some(mut a) = old {
+                    (a.mode, a.uid, a.gid, a.mtime_ns, a.ctime_ns) = (*mode, *uid, *gid, *mtime_ns, *ctime_ns);
+                    t.inodes.insert(dir.0, encode_attr(&a).as_slice())?;
+                }
+            }
+            ReplicaOp::Mark { dir } => {
+                if self.holds_entries_of(&t, *dir)? {
+                    return Ok(Response::error(ErrorCode::NotEmpty, format!("shard {} holds entries of directory {}", self.place.index, dir.0)));
+                }
+                tx.open_table(MARKED)?.insert(dir.0, seq)?;
+            }
+            ReplicaOp::Unmark { dir } => {
+                tx.open_table(MARKED)?.remove(dir.0)?;
+            }
+            ReplicaOp::Rmdir { parent, name, dir, time_ns } => {
+                if t.child(parent.0, name)? == Some(dir.0) {
+                    t.dirents.remove((parent.0, name.as_str()))?;
+                    if t.inodes.get(parent.0)?.is_some() {
+                        t.entries_changed(parent.0, -1, *time_ns)?;
+                    }
+                }
+                // Entries of subdirectories whose own removal from their
+                // home shard is still on its way.
+                let orphans: Vec<String> = t.dirents.range((dir.0, "")..(dir.0 + 1, ""))?.map(|e| e.map(|(k, _)| k.value().1.to_owned())).collect::<std::result::Result<_, _>>()?;
+                for name in orphans {
+                    t.dirents.remove((dir.0, name.as_str()))?;
+                }
+                t.inodes.remove(dir.0)?;
+                tx.open_table(MARKED)?.remove(dir.0)?;
+            }
+        }
+        Ok(Response::Ok)
+    }
+
+    /// Whether this shard keeps an entry of `dir` (not the copies of
+    /// subdirectories other shards keep).
+    pub(super) fn holds_entries_of<I, D>(&self, t: &Tables<I, D>, dir: FileId) -> Result<bool>
+    where
+        I: ReadableTable<u64, &'static [u8]>,
+        D: ReadableTable<(u64, &'static str), u64>,
+    {
+        for item in t.dirents.range((dir.0, "")..(dir.0 + 1, ""))? {
+            let (k, _) = item?;
+            if self.owns(dir, k.value().1) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Refuses a new entry in a directory being removed.
+pub(super) fn check_unmarked(tx: &WriteTransaction, dir: FileId, path: &str) -> Result<()> {
+    if tx.open_table(MARKED)?.get(dir.0)?.is_some() {
+        return Err(err(ErrorCode::NotFound, format!("the directory of {path} is being removed")));
+    }
+    Ok(())
+}
+
+/// Directories this shard marked for removal (an rmdir cut short by a
+/// stop): they are unmarked when it starts.
+pub(super) fn own_marks(db: &redb::Database, shards: &Shards) -> Result<Vec<FileId>> {
+    let tx = db.begin_read()?;
+    let marked = tx.open_table(MARKED)?;
+    let mut v = Vec::new();
+    for item in marked.iter()? {
+        let (k, _) = item?;
+        if home_shard(FileId(k.value()), shards.place.count) == shards.place.index {
+            v.push(FileId(k.value()));
+        }
+    }
+    Ok(v)
+}
+
+impl From<std::io::Error> for MetaError {
+    fn from(e: std::io::Error) -> Self {
+        err(ErrorCode::Io, e.to_string())
+    }
+}

@@ -1,0 +1,133 @@
+//! Directory changes a metadata shard pushes to the others (see
+//! [`crate::shard`]). Each carries its coordinator's sequence number, so a
+//! shard applies each once and in order, and a MAC under the servers' key,
+//! so only a server may send one.
+//!
+//! # Wire format
+//! `MetaReq::Replica`: `coord u32 | seq u64 | op | mac[32]`, with
+//! `mac = blake3_keyed(key, "weft replica" | coord | seq | op)`.
+
+use super::meta::FileAttr;
+use crate::limits::MAX_NAME_LEN;
+use crate::{CapKey, DecodeError, Decoder, Encoder, FileId};
+
+/// One change to the directories every shard keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicaOp {
+    /// A new directory `attr` named `name` in `parent`.
+    Mkdir { parent: FileId, name: String, attr: FileAttr },
+    /// Directory `dir`'s mode, owner and times (its link count is each
+    /// shard's own count of the subdirectories it was told of).
+    SetAttr { dir: FileId, mode: u32, uid: u32, gid: u32, mtime_ns: i64, ctime_ns: i64 },
+    /// Directory `dir` is about to be removed: refuse new entries in it.
+    /// Answered `NotEmpty` by a shard that holds an entry of it.
+    Mark { dir: FileId },
+    /// The removal was abandoned: entries may be made in `dir` again.
+    Unmark { dir: FileId },
+    /// Directory `dir`, named `name` in `parent`, is removed.
+    Rmdir { parent: FileId, name: String, dir: FileId, time_ns: i64 },
+}
+
+impl ReplicaOp {
+    pub fn encode(&self, e: &mut Encoder) {
+        match self {
+            ReplicaOp::Mkdir { parent, name, attr } => {
+                e.u8(1).u64(parent.0).str(name);
+                attr.encode(e);
+            }
+            ReplicaOp::SetAttr { dir, mode, uid, gid, mtime_ns, ctime_ns } => {
+                e.u8(2).u64(dir.0).u32(*mode).u32(*uid).u32(*gid).i64(*mtime_ns).i64(*ctime_ns);
+            }
+            ReplicaOp::Mark { dir } => {
+                e.u8(3).u64(dir.0);
+            }
+            ReplicaOp::Unmark { dir } => {
+                e.u8(4).u64(dir.0);
+            }
+            ReplicaOp::Rmdir { parent, name, dir, time_ns } => {
+                e.u8(5).u64(parent.0).str(name).u64(dir.0).i64(*time_ns);
+            }
+        }
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        Ok(match d.u8()? {
+            1 => {
+                let (parent, name) = (FileId(d.u64()?), name(d)?);
+                ReplicaOp::Mkdir { parent, name, attr: FileAttr::decode(d)? }
+            }
+            2 => ReplicaOp::SetAttr { dir: FileId(d.u64()?), mode: d.u32()?, uid: d.u32()?, gid: d.u32()?, mtime_ns: d.i64()?, ctime_ns: d.i64()? },
+            3 => ReplicaOp::Mark { dir: FileId(d.u64()?) },
+            4 => ReplicaOp::Unmark { dir: FileId(d.u64()?) },
+            5 => ReplicaOp::Rmdir { parent: FileId(d.u64()?), name: name(d)?, dir: FileId(d.u64()?), time_ns: d.i64()? },
+            t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
+        })
+    }
+
+    /// The op's bytes, as stored in a coordinator's log.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut e = Encoder::new();
+        self.encode(&mut e);
+        e.finish()
+    }
+
+    /// An op read back from a log, whole.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut d = Decoder::new(b);
+        let op = Self::decode(&mut d)?;
+        d.finish()?;
+        Ok(op)
+    }
+}
+
+fn name(d: &mut Decoder<'_>) -> Result<String, DecodeError> {
+    let n = d.str("name", MAX_NAME_LEN)?;
+    if n.is_empty() || n.contains('/') || n == "." || n == ".." {
+        return Err(DecodeError::Invalid("a directory name is non-empty, without '/', not . or .."));
+    }
+    Ok(n)
+}
+
+/// The MAC of a replica message.
+pub fn seal(key: &CapKey, coord: u32, seq: u64, op: &ReplicaOp) -> [u8; 32] {
+    let mut e = Encoder::new();
+    e.u32(coord).u64(seq);
+    op.encode(&mut e);
+    key.mac_of(b"weft replica", &e.finish())
+}
+
+/// Whether `mac` is the MAC of this replica message (constant time).
+pub fn check_seal(key: &CapKey, coord: u32, seq: u64, op: &ReplicaOp, mac: &[u8; 32]) -> bool {
+    blake3::Hash::from(seal(key, coord, seq, op)) == blake3::Hash::from(*mac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::meta::FileKind;
+    use crate::Secret;
+
+    #[test]
+    fn ops_round_trip_and_a_changed_op_breaks_the_seal() {
+        let key = CapKey::derive(&Secret::new(*b"0123456789abcdef"));
+        let attr = FileAttr { id: FileId(9), kind: FileKind::Dir, mode: 0o755, uid: 1, gid: 2, mtime_ns: 3, ctime_ns: 4, nlink: 2, layout: None };
+        let ops = [
+            ReplicaOp::Mkdir { parent: FileId(1), name: "d".into(), attr },
+            ReplicaOp::SetAttr { dir: FileId(9), mode: 0o700, uid: 1, gid: 2, mtime_ns: 5, ctime_ns: 6 },
+            ReplicaOp::Mark { dir: FileId(9) },
+            ReplicaOp::Unmark { dir: FileId(9) },
+            ReplicaOp::Rmdir { parent: FileId(1), name: "d".into(), dir: FileId(9), time_ns: 7 },
+        ];
+        for op in &ops {
+            assert_eq!(&ReplicaOp::from_bytes(&op.to_bytes()).unwrap(), op);
+            let mac = seal(&key, 2, 10, op);
+            assert!(check_seal(&key, 2, 10, op, &mac));
+            assert!(!check_seal(&key, 2, 11, op, &mac), "another sequence number");
+            assert!(!check_seal(&key, 3, 10, op, &mac), "another coordinator");
+        }
+        assert!(!check_seal(&key, 2, 10, &ops[2], &seal(&key, 2, 10, &ops[3])));
+        let mut bad = ops[4].to_bytes();
+        bad[9 + 4] = b'/';
+        assert!(ReplicaOp::from_bytes(&bad).is_err(), "a name with a slash");
+    }
+}

@@ -161,24 +161,87 @@ fn a_directory_made_while_a_shard_is_down_reaches_it_when_it_returns() {
 }
 
 #[test]
-fn renames_and_links_within_a_shard_work_and_across_shards_say_exdev() {
+fn renames_within_and_across_shards_move_the_file_whole() {
     let tc = sharded("shards-rename");
     let c = tc.client();
-    c.mkdir("/d", 0o755).unwrap();
+    c.mkdir("/d", 0o777).unwrap();
     let d = id_of(&c, "/d");
     let a = name_on(d, 0, "a");
     let same = name_on(d, 0, "b");
     let other = name_on(d, 1, "c");
-    c.create(&format!("/d/{a}"), excl()).unwrap().write_at(0, b"data").unwrap();
+    let f = c.create(&format!("/d/{a}"), excl()).unwrap();
+    f.write_at(0, b"data").unwrap();
+    f.close().unwrap();
     c.rename(&format!("/d/{a}"), &format!("/d/{same}")).unwrap();
     assert_eq!(c.stat(&format!("/d/{same}")).unwrap().1, 4);
-    assert!(matches!(c.rename(&format!("/d/{same}"), &format!("/d/{other}")), Err(Error::CrossShard(_))));
-    assert!(matches!(c.link(&format!("/d/{same}"), &format!("/d/{other}")), Err(Error::CrossShard(_))));
-    // Nothing half-done: the file is where it was, the other name free.
-    assert_eq!(c.stat(&format!("/d/{same}")).unwrap().1, 4);
-    assert!(matches!(c.stat(&format!("/d/{other}")), Err(Error::NotFound(_))));
+    // Across shards: one name after, the same file (id, bytes).
+    let id = id_of(&c, &format!("/d/{same}"));
+    c.rename(&format!("/d/{same}"), &format!("/d/{other}")).unwrap();
+    assert!(matches!(c.stat(&format!("/d/{same}")), Err(Error::NotFound(_))));
+    assert_eq!(id_of(&c, &format!("/d/{other}")), id);
+    let moved = c.open(&format!("/d/{other}"), true).unwrap();
+    moved.write_at(4, b"+more").unwrap();
+    // Requests by id (close, a change by inode) find it on its new shard.
+    moved.close().unwrap();
+    c.change(id, weft_client::AttrChange::Mode(0o600)).unwrap();
+    let (attr, size) = c.stat(&format!("/d/{other}")).unwrap();
+    assert_eq!((attr.mode & 0o7777, size), (0o600, 9));
+    let names: Vec<String> = c.readdir("/d").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, std::slice::from_ref(&other));
+    // Over an existing file on the other shard (write a temporary, rename
+    // it over the real one, as git and editors do): the old one is gone.
+    let tmp = name_on(d, 2, "tmp");
+    let t = c.create(&format!("/d/{tmp}"), excl()).unwrap();
+    t.write_at(0, b"new").unwrap();
+    t.close().unwrap();
+    c.rename(&format!("/d/{tmp}"), &format!("/d/{other}")).unwrap();
+    let back = c.open(&format!("/d/{other}"), false).unwrap();
+    let mut buf = vec![0; 16];
+    assert_eq!(back.read_at(0, &mut buf).unwrap(), 3);
+    assert_eq!(&buf[..3], b"new");
+    // The target shard checks the target's directory: refused, nothing moved.
+    c.mkdir("/closed", 0o755).unwrap();
+    let closed = id_of(&c, "/closed");
+    let user = Client::with_options(tc.cluster(), ClientOptions { cred: Cred::new(1000, 1000), ..ClientOptions::default() }).unwrap();
+    let mine = name_on(d, entry_shard(closed, "x", K), "u");
+    user.create(&format!("/d/{mine}"), excl()).unwrap();
+    assert!(matches!(user.rename(&format!("/d/{mine}"), "/closed/x"), Err(Error::Permission(_))));
+    assert!(user.stat(&format!("/d/{mine}")).is_ok(), "a refused rename leaves the file where it was");
+    // Not built yet: links across shards, directories renamed.
+    let elsewhere = name_on(d, (entry_shard(d, &other, K) + 1) % K, "l");
+    assert!(matches!(c.link(&format!("/d/{other}"), &format!("/d/{elsewhere}")), Err(Error::CrossShard(_))));
     c.mkdir("/d/sub", 0o755).unwrap();
     assert!(matches!(c.rename("/d/sub", "/d/sub2"), Err(Error::CrossShard(_))), "directory renames are not built on shards yet");
+}
+
+#[test]
+fn a_rename_to_a_shard_that_is_down_is_finished_when_it_returns() {
+    let mut tc = sharded("shards-rename-down");
+    let c = tc.client_with_timeout(Duration::from_secs(3));
+    c.mkdir("/d", 0o755).unwrap();
+    let d = id_of(&c, "/d");
+    let from = format!("/d/{}", name_on(d, 0, "f"));
+    let to = format!("/d/{}", name_on(d, 1, "g"));
+    let f = c.create(&from, excl()).unwrap();
+    f.write_at(0, b"kept").unwrap();
+    f.close().unwrap();
+    tc.lc.kill(1);
+    let r = c.rename(&from, &to);
+    assert!(matches!(&r, Err(Error::Io { message, .. }) if message.contains("shard 1")), "{r:?}");
+    // Meanwhile the file is where it was and changes no further.
+    assert!(c.stat(&from).is_ok());
+    assert!(matches!(c.unlink(&from), Err(Error::Busy { .. })), "a file being renamed away is not removed under it");
+    tc.lc.restart(1).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.stat(&from).is_ok() {
+        assert!(Instant::now() < deadline, "the rename was never finished");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Exactly one name, the new one, with the bytes.
+    let g = c.open(&to, false).unwrap();
+    let mut buf = vec![0; 4];
+    g.read_at(0, &mut buf).unwrap();
+    assert_eq!(&buf, b"kept");
 }
 
 #[test]
@@ -228,6 +291,17 @@ fn the_mount_carries_a_tree_on_three_shards() {
     assert!(st.success());
     let st = std::process::Command::new("diff").arg("-r").arg(&src).arg(&dst).status().unwrap();
     assert!(st.success(), "the tree reads back as written, at once");
+    // rename(2) within one directory: most pairs of names are on two shards.
+    let srcdir = dst.join("src");
+    for e in std::fs::read_dir(src.join("src")).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            let name = e.file_name().into_string().unwrap();
+            std::fs::rename(srcdir.join(&name), srcdir.join(format!("{name}.renamed"))).unwrap();
+            assert_eq!(std::fs::read(srcdir.join(format!("{name}.renamed"))).unwrap(), std::fs::read(e.path()).unwrap(), "{name}");
+            assert!(!srcdir.join(&name).exists());
+        }
+    }
     let st = std::process::Command::new("rm").arg("-rf").arg(&dst).status().unwrap();
     assert!(st.success(), "rm -rf on three shards");
     assert_eq!(std::fs::read_dir(&m.point).unwrap().count(), 0);

@@ -29,6 +29,7 @@ pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, chan
             (a, format!("file {}", id.0))
         }
     };
+    super::shards::check_not_moving(tx, a.id, &name)?;
     match change {
         AttrChange::Mode(mode) => chmod(cred, &mut a, mode, &name)?,
         AttrChange::Owner { uid, gid } => chown(cred, &mut a, uid, gid, &name)?,

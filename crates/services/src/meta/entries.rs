@@ -3,8 +3,9 @@
 //! (its link count); its objects are deleted only with its last name.
 
 use super::path::components;
+use super::shards::check_not_moving;
 use super::tables::{check_sticky, encode_attr, err, may, now_ns, split_parent, Result, Tables, WriteTables, DIRENTS, INODES, LINKS, R, W};
-use redb::WriteTransaction;
+use redb::{ReadableTable, WriteTransaction};
 use weft_wire::{Cred, ErrorCode, FileAttr, FileKind};
 
 /// What removing a name did.
@@ -47,6 +48,7 @@ pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bo
         let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
         let attr = t.inode(id)?;
         check_sticky(cred, &parent, &attr, path)?;
+        check_not_moving(tx, attr.id, path)?;
         let dir = attr.kind == FileKind::Dir;
         match (want_dir, dir) {
             (false, true) => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
@@ -93,23 +95,16 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) ->
         let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
         let src = t.inode(id)?;
         check_sticky(cred, &src_dir, &src, from)?;
-        let now = now_ns();
-        let mut replaced = None;
-        if let Some(old) = t.child(dst_dir.id.0, to_name)? {
-            if old == id {
-                // Two names of one file: rename(2) does nothing.
-                return Ok(None);
-            }
-            let dst = t.inode(old)?;
-            check_sticky(cred, &dst_dir, &dst, to)?;
-            match (src.kind == FileKind::Dir, dst.kind == FileKind::Dir) {
-                (false, true) => return Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
-                (true, false) => return Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
-                (true, true) if !t.is_empty_dir(old)? => return Err(err(ErrorCode::NotEmpty, format!("{to} is not empty"))),
-                _ => {}
-            }
-            replaced = Some((drop_name(&mut t, &dst, now)?, dst));
+        check_not_moving(tx, src.id, from)?;
+        if t.child(dst_dir.id.0, to_name)? == Some(id) {
+            // Two names of one file: rename(2) does nothing.
+            return Ok(None);
         }
+        let now = now_ns();
+        let replaced = match replaceable(tx, &t, cred, &dst_dir, to_name, to, src.kind == FileKind::Dir)? {
+            Some(dst) => Some((drop_name(&mut t, &dst, now)?, dst)),
+            None => None,
+        };
         t.dirents.remove((src_dir.id.0, from_name))?;
         t.dirents.insert((dst_dir.id.0, to_name), id)?;
         // Both directories changed; a directory moved takes its ".." link
@@ -131,6 +126,74 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) ->
     Ok((dst.kind == FileKind::File).then_some(dst))
 }
 
+/// The entry at `to_name` in `dst_dir` that a rename of a directory (`dir`)
+/// or not to `to` would replace, checked as rename(2) does; `None` if the
+/// name is free.
+fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred, dst_dir: &FileAttr, to_name: &str, to: &str, dir: bool) -> Result<Option<FileAttr>> {
+    let Some(old) = t.child(dst_dir.id.0, to_name)? else { return Ok(None) };
+    let dst = t.inode(old)?;
+    check_sticky(cred, dst_dir, &dst, to)?;
+    check_not_moving(tx, dst.id, to)?;
+    match (dir, dst.kind == FileKind::Dir) {
+        (false, true) => Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
+        (true, false) => Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
+        (true, true) if !t.is_empty_dir(old)? => Err(err(ErrorCode::NotEmpty, format!("{to} is not empty"))),
+        _ => Ok(Some(dst)),
+    }
+}
+
+/// The target shard's half of a rename across shards: file `attr` (not a
+/// directory; a symbolic link with its `target`) takes the name `to` here,
+/// replacing what rename(2) would; returns a replaced file whose last name
+/// that was (its objects are the client's to delete).
+pub(super) fn adopt(tx: &WriteTransaction, cred: Cred, to: &str, attr: &FileAttr, target: Option<&str>) -> Result<Option<FileAttr>> {
+    let (to_parent, to_name) = split_parent(to)?;
+    let replaced = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let dst_dir = t.parent_for_change(cred, &to_parent)?;
+        super::shards::check_unmarked(tx, dst_dir.id, to)?;
+        if t.inodes.get(attr.id.0)?.is_some() {
+            return Err(err(ErrorCode::Internal, format!("file {} is already on this shard", attr.id.0)));
+        }
+        let dst = replaceable(tx, &t, cred, &dst_dir, to_name, to, false)?;
+        let now = now_ns();
+        let replaced = match dst {
+            Some(dst) => Some((drop_name(&mut t, &dst, now)?, dst)),
+            None => None,
+        };
+        let mut a = attr.clone();
+        a.ctime_ns = now;
+        t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
+        t.dirents.insert((dst_dir.id.0, to_name), a.id.0)?;
+        t.entries_changed(dst_dir.id.0, 0, now)?;
+        replaced
+    };
+    if let Some(target) = target {
+        tx.open_table(LINKS)?.insert(attr.id.0, target)?;
+    }
+    let Some((true, dst)) = replaced else { return Ok(None) };
+    forget_inode(tx, &dst)?;
+    Ok((dst.kind == FileKind::File).then_some(dst))
+}
+
+/// The source shard's half of a rename across shards: checks that the
+/// entry `from` may be renamed away as `cred` (search and write on its
+/// directory, the sticky bit, not a directory, no other names) and returns
+/// its directory and attributes.
+pub(super) fn leaving(tx: &WriteTransaction, cred: Cred, from: &str) -> Result<(FileAttr, FileAttr)> {
+    let (from_parent, from_name) = split_parent(from)?;
+    let t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    let dir = t.parent_for_change(cred, &from_parent)?;
+    let id = t.child(dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
+    let a = t.inode(id)?;
+    check_sticky(cred, &dir, &a, from)?;
+    check_not_moving(tx, a.id, from)?;
+    if a.kind == FileKind::Dir || a.nlink > 1 {
+        return Err(err(ErrorCode::CrossShard, format!("{from} is a directory or has other names: its rename to another metadata shard is not built yet")));
+    }
+    Ok((dir, a))
+}
+
 /// link(2): `to` becomes another name of what `from` names (not a
 /// directory). As Linux's protected hard links: someone other than the
 /// owner (or root) may link only a regular file it may read and write
@@ -140,6 +203,7 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> R
     let (to_parent, to_name) = split_parent(to)?;
     let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
     let mut a = t.walk(cred, &from_comps)?;
+    check_not_moving(tx, a.id, from)?;
     if a.kind == FileKind::Dir {
         return Err(err(ErrorCode::Permission, format!("{from} is a directory: directories have no hard links")));
     }

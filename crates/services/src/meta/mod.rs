@@ -1,13 +1,16 @@
 //! The metadata service: directories, files, attributes and layouts in redb.
 //!
-//! Tables (keys are file ids, so the service can later be partitioned by id):
+//! Tables:
 //!
 //! | table      | key              | value                         |
 //! |------------|------------------|-------------------------------|
 //! | `inodes`   | `u64` file id    | `FileAttr` in its wire encoding |
 //! | `dirents`  | `(u64 dir, name)`| `u64` child id                |
-//! | `counters` | `"next_id"`, `"next_rr"`, `"id_ceiling"` | `u64` |
+//! | `counters` | `"next_id"`, `"next_rr"`, `"id_ceiling"`, `"replica_seq"` | `u64` |
 //! | `links`    | `u64` file id    | a symbolic link's target      |
+//!
+//! and, on a cluster of several metadata shards, the directory log and
+//! the records of renames across shards (see [`shards`]).
 //!
 //! Every mutation is one write transaction. With `meta_sync_window_ms = 0`
 //! it is committed durably before the answer is sent, so an acknowledged
@@ -20,6 +23,7 @@ mod grants;
 mod migrate;
 mod group_commit;
 mod path;
+mod reads;
 mod sharded;
 mod shards;
 mod shared_pointers;
@@ -39,8 +43,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use weft_wire::{AttrChange, Cred, DirEntry, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
+use weft_wire::{AttrChange, Cred, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
 use attrs::Target;
+use reads::{open_file, readdir, readlink, stat};
 
 /// The metadata service of one server.
 pub struct MetaService {
@@ -62,7 +67,7 @@ pub struct MetaService {
     /// and their ids must not be handed out again.
     min_next_id: std::sync::atomic::AtomicU64,
     /// Sizes known without asking the data servers (see [`sizes`]).
-    sizes: sizes::KnownSizes,
+    sizes: Arc<sizes::KnownSizes>,
     /// Capabilities for the data servers (see [`grants`]).
     grants: grants::Grants,
     /// This server's place among the metadata shards (see [`shards`]).
@@ -82,6 +87,9 @@ fn init_root(db: &Database) -> Result<()> {
         tx.open_table(shards::REPLOG)?;
         tx.open_table(shards::APPLIED)?;
         tx.open_table(shards::MARKED)?;
+        tx.open_table(shards::MOVING)?;
+        tx.open_table(shards::MOVED)?;
+        tx.open_table(shards::ADOPTED)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();
             let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, nlink: 2, layout: None };
@@ -146,10 +154,11 @@ impl MetaService {
     /// `place`: which metadata shard this is (see [`shards`]).
     pub fn open(dir: &Path, data_servers: Vec<ServerId>, default_stripe_size: u64, caps: weft_wire::CapKey, window: Option<Duration>, place: ShardPlace) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| err(ErrorCode::Io, format!("cannot create {}: {e}", dir.display())))?;
-        let shards = Arc::new(shards::Shards::new(place, caps.clone())?);
         let store = Arc::new(store::Store::open(dir)?);
         init_root(&*store.db()?)?;
         let first = skip_to_ceiling(&*store.db()?)?;
+        let sizes = Arc::new(sizes::KnownSizes::new(first, place.index, place.count));
+        let shards = Arc::new(shards::Shards::new(place, caps.clone(), sizes.clone())?);
         let svc = MetaService {
             store,
             data_servers,
@@ -160,7 +169,7 @@ impl MetaService {
             pending: Default::default(),
             ceiling_moved: AtomicBool::new(false),
             min_next_id: std::sync::atomic::AtomicU64::new(first),
-            sizes: sizes::KnownSizes::new(first),
+            sizes,
             grants: grants::Grants::new(caps),
             shards,
             logged: AtomicBool::new(false),
@@ -468,70 +477,6 @@ impl MetaService {
     }
 }
 
-
-fn stat(db: &Database, cred: Cred, path: &str) -> Result<FileAttr> {
-    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    read_tables(db)?.walk(cred, &comps)
-}
-
-fn readlink(db: &Database, cred: Cred, path: &str) -> Result<String> {
-    let a = stat(db, cred, path)?;
-    if a.kind != FileKind::Symlink {
-        return Err(err(ErrorCode::BadRequest, format!("{path} is not a symbolic link")));
-    }
-    let tx = db.begin_read()?;
-    let links = tx.open_table(LINKS)?;
-    let target = links.get(a.id.0)?.ok_or_else(|| err(ErrorCode::Internal, format!("symbolic link {path} has no target")))?;
-    Ok(target.value().to_owned())
-}
-
-fn open_file(db: &Database, cred: Cred, path: &str, write: bool) -> Result<FileAttr> {
-    let a = stat(db, cred, path)?;
-    if write && a.kind == FileKind::Dir {
-        return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
-    }
-    if a.kind == FileKind::Symlink {
-        return Err(err(ErrorCode::BadRequest, format!("{path} is a symbolic link: Weft's paths do not follow links (a mount's do)")));
-    }
-    if matches!(a.kind, FileKind::Fifo | FileKind::Socket) {
-        return Err(err(ErrorCode::BadRequest, format!("{path} is a FIFO or socket: it has no data in Weft (a mount's kernel opens it)")));
-    }
-    check(cred, &a, if write { W } else { R }, if write { "write this file" } else { "read this file" })?;
-    Ok(a)
-}
-
-/// A page of a directory's entries; on a sharded cluster those this
-/// shard keeps (the client merges every shard's pages).
-fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32, shards: Option<&shards::Shards>) -> Result<Response> {
-    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    let t = read_tables(db)?;
-    let dir = t.walk(cred, &comps)?;
-    if dir.kind != FileKind::Dir {
-        return Err(err(ErrorCode::NotDir, format!("{path} is not a directory")));
-    }
-    check(cred, &dir, R, "list this directory")?;
-    let mut entries = Vec::new();
-    let mut more = false;
-    // A page also ends before its encoding would pass the body limit
-    // (entries of wide files carry their whole server list).
-    let mut bytes = 16usize;
-    for item in t.dirents.range((dir.id.0, after)..(dir.id.0 + 1, ""))? {
-        let (k, v) = item?;
-        let name = k.value().1;
-        if name == after || shards.is_some_and(|s| !s.owns(dir.id, name)) {
-            continue;
-        }
-        let attr = t.inode(v.value())?;
-        let size = 4 + name.len() + encode_attr(&attr).len() + 9;
-        if entries.len() == max as usize || (bytes + size > weft_wire::limits::MAX_BODY_LEN as usize && !entries.is_empty()) {
-            more = true;
-            break;
-        }
-        bytes += size;
-        entries.push(DirEntry { name: name.to_owned(), attr, size: None });
-    }
-    Ok(Response::Entries { entries, more })
-}
 
 impl MetaService {
     fn layout_for(&self, hint: LayoutHint, rr: u64) -> Result<StripeLayout> {

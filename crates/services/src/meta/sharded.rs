@@ -7,7 +7,7 @@ use super::path::components;
 use super::shards::{self, MARKED};
 use super::tables::{err, now_ns, read_tables, split_parent, Result, Tables, DIRENTS, INODES};
 use super::{attrs, MetaError, MetaService, ROOT};
-use redb::Database;
+use redb::{Database, ReadableTable};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +35,7 @@ impl MetaService {
                 _ => {}
             }
             let db = self.store.db()?;
-            if let Some(route) = self.route_of(&db, op)? {
+            if let Some(route) = self.route_of(&db, cred, op)? {
                 return Ok(Some(route));
             }
             match op {
@@ -46,24 +46,22 @@ impl MetaService {
         decided().unwrap_or_else(|e| Some(Response::error(e.code, e.message)))
     }
 
-    /// Which shard must answer `op`, if not this one; an error for a rename
-    /// or link this first step of sharding does not make (across shards,
-    /// or of a directory).
-    fn route_of(&self, db: &Database, op: &MetaReq) -> Result<Option<Response>> {
+    /// The answer when it is not this shard's alone to make as on one
+    /// shard: a route to another shard, a rename across shards (made
+    /// here, two-phase), or an error for a rename or link this step of
+    /// sharding does not make (a link across shards, a directory's rename).
+    fn route_of(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Option<Response>> {
         let s = &self.shards;
         Ok(match op {
             MetaReq::ReaddirShard { .. } | MetaReq::Sync | MetaReq::Replica { .. } | MetaReq::Readdir { .. } => None,
             // Shared file pointers are in shard 0's memory.
             MetaReq::SharedPointer { .. } => (s.place.index != 0).then_some(Response::Route { shard: 0, shards: s.place.count, parent: FileId(0) }),
-            MetaReq::Rename { from, to } | MetaReq::Link { from, to } => {
-                let route = self.route_path(db, from, true)?;
-                if route.is_none() {
-                    self.check_same_shard(db, op, from, to)?;
-                }
-                route
-            }
+            MetaReq::Rename { from, to } | MetaReq::Link { from, to } => match self.route_path(db, from, true)? {
+                Some(route) => Some(route),
+                None => self.other_shard_of(db, op, from, to)?.map(|target| self.rename_across(db, cred, from, to, target)),
+            },
             _ => match (op.file(), op.path()) {
-                (Some(file), _) => s.route_id(file),
+                (Some(file), _) => self.route_file(db, file)?,
                 (None, Some(path)) => self.route_path(db, path, !op.reads_only())?,
                 (None, None) => None,
             },
@@ -87,21 +85,68 @@ impl MetaService {
         Ok(self.shards.route(parent.id, name))
     }
 
-    /// A rename or link is made here only when both names are this shard's
-    /// and it moves no directory (directories are on every shard).
-    fn check_same_shard(&self, db: &Database, op: &MetaReq, from: &str, to: &str) -> Result<()> {
+    /// Where a request naming file `id` goes: here if its inode is here,
+    /// else where it was renamed to, else its home.
+    fn route_file(&self, db: &Database, id: FileId) -> Result<Option<Response>> {
+        if read_tables(db)?.inodes.get(id.0)?.is_some() {
+            return Ok(None);
+        }
+        Ok(match shards::moved_to(db, id)? {
+            Some(shard) => Some(Response::Route { shard, shards: self.shards.place.count, parent: FileId(0) }),
+            None => self.shards.route_id(id),
+        })
+    }
+
+    /// The other shard a rename's target name is kept by, if not this one;
+    /// an error for what this step of sharding does not do: a link across
+    /// shards, a directory renamed on several shards.
+    fn other_shard_of(&self, db: &Database, op: &MetaReq, from: &str, to: &str) -> Result<Option<u32>> {
         let t = read_tables(db)?;
         let root = Cred::new(0, 0);
         let (to_parent, to_name) = split_parent(to)?;
-        let Ok(dst_dir) = t.walk(root, &to_parent) else { return Ok(()) };
+        let Ok(dst_dir) = t.walk(root, &to_parent) else { return Ok(None) };
         let moves_dir = matches!(op, MetaReq::Rename { .. }) && components(from).ok().and_then(|c| t.walk(root, &c).ok()).is_some_and(|a| a.kind == FileKind::Dir);
         if moves_dir {
             return Err(err(ErrorCode::CrossShard, format!("renaming directory {from} on a cluster of {} metadata shards is not built yet", self.shards.place.count)));
         }
-        if dst_dir.kind == FileKind::Dir && !self.shards.owns(dst_dir.id, to_name) {
-            return Err(err(ErrorCode::CrossShard, format!("{from} and {to} are kept by different metadata shards: a rename or link between them is not built yet")));
+        if dst_dir.kind != FileKind::Dir || self.shards.owns(dst_dir.id, to_name) {
+            return Ok(None);
         }
-        Ok(())
+        if matches!(op, MetaReq::Link { .. }) {
+            return Err(err(ErrorCode::CrossShard, format!("{from} and {to} are kept by different metadata shards: a link between them is not built yet")));
+        }
+        Ok(Some(weft_wire::shard::entry_shard(dst_dir.id, to_name, self.shards.place.count)))
+    }
+
+    /// A rename of a file to a name another shard keeps, two-phase: this
+    /// shard records the rename with an `Adopt` for `target` in its log
+    /// (the file is changed no further here), pushes it, and when the
+    /// target took the file (with rename(2)'s checks there) removes the
+    /// source entry; if the target refused, nothing moved. A stop in
+    /// between is finished from the log when this shard starts again.
+    fn rename_across(&self, db: &Database, cred: Cred, from: &str, to: &str, target: u32) -> Response {
+        let recorded = self.commits.exclusive(|| -> Result<u64> {
+            let tx = db.begin_write()?;
+            let (dir, attr) = entries::leaving(&tx, cred, from)?;
+            let link = if attr.kind == FileKind::Symlink { tx.open_table(super::tables::LINKS)?.get(attr.id.0)?.map(|v| v.value().to_owned()) } else { None };
+            let (_, name) = split_parent(from)?;
+            let seq = self.shards.log(&tx, &ReplicaOp::Adopt { shard: target, cred, to: to.to_owned(), attr: attr.clone(), target: link })?;
+            shards::start_moving(&tx, attr.id, &shards::Moving { seq, parent: dir.id, name: name.to_owned() })?;
+            tx.commit()?;
+            self.pending.note_durable();
+            Ok(seq)
+        });
+        let seq = match recorded {
+            Ok(seq) => seq,
+            Err(e) => return Response::error(e.code, e.message),
+        };
+        let pushed = self.shards.push(db);
+        match (self.shards.take_settled(seq), pushed) {
+            (Some(r @ Response::Renamed { .. }), _) => self.grants.attach(cred, &MetaReq::Rename { from: from.into(), to: to.into() }, r),
+            (Some(refusal), _) => refusal,
+            (None, Err(e)) => Response::error(e.code, format!("{}; the rename of {from} is finished or undone when that shard answers", e.message)),
+            (None, Ok(_)) => Response::error(ErrorCode::Io, format!("metadata shard {target} has not answered the rename of {from} yet; it is finished or undone when it does")),
+        }
     }
 
     /// A new directory goes into the log, to be pushed to every shard.
@@ -136,7 +181,7 @@ impl MetaService {
         }
         let db = self.store.db()?;
         if self.shards.log_pending(&db) {
-            self.shards.push(&db, None)?;
+            self.shards.push(&db)?;
         }
         r
     }
@@ -161,8 +206,8 @@ impl MetaService {
             self.pending.note_durable();
             Ok((dir, seq))
         })?;
-        let refused = match self.shards.push(db, Some(mark)) {
-            Ok(refused) => refused,
+        let refused: Vec<u32> = match self.shards.push(db) {
+            Ok(answers) => answers.into_iter().filter(|a| a.seq == mark && matches!(a.response, Response::Error { code: ErrorCode::NotEmpty, .. })).map(|a| a.shard).collect(),
             Err(e) => {
                 self.unmark(db, dir);
                 return Err(e);
@@ -186,7 +231,7 @@ impl MetaService {
             self.unmark(db, dir);
             return Err(e);
         }
-        self.shards.push(db, None).map(|_| ())
+        self.shards.push(db).map(|_| ())
     }
 
     /// Abandons an rmdir: `dir` takes entries again here and, once pushed,
@@ -200,7 +245,7 @@ impl MetaService {
             self.pending.note_durable();
             Ok(())
         });
-        match logged.and_then(|()| self.shards.push(db, None)) {
+        match logged.and_then(|()| self.shards.push(db)) {
             Ok(_) => {}
             Err(e) => tracing::warn!(target: "weft::meta", dir = dir.0, error = %e, "an abandoned rmdir's unmark is not on every shard yet"),
         }
@@ -229,7 +274,7 @@ impl MetaService {
                     let (Some(store), Some(shards)) = (store.upgrade(), shards.upgrade()) else { return };
                     let Ok(db) = store.db() else { continue };
                     if shards.log_pending(&db)
-                        && let Err(e) = shards.push(&db, None)
+                        && let Err(e) = shards.push(&db)
                     {
                         tracing::debug!(target: "weft::meta", error = %e, "directory log not taken by every shard yet");
                     }

@@ -23,7 +23,7 @@
 use super::tables::{decode_attr, encode_attr, err, MetaError, Result, Tables, COUNTERS, DIRENTS, INODES};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::net::SocketAddr;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use weft_net::{ClientAuth, Endpoint, EndpointConfig};
 use weft_wire::msg::replica::{check_seal, seal};
@@ -36,6 +36,45 @@ pub(super) const REPLOG: TableDefinition<u64, &[u8]> = TableDefinition::new("rep
 pub(super) const APPLIED: TableDefinition<u32, u64> = TableDefinition::new("replica_applied");
 /// Directories being removed (rmdir's first step): no new entries.
 pub(super) const MARKED: TableDefinition<u64, u64> = TableDefinition::new("marked_dirs");
+/// Files this shard is renaming to another: id to [`Moving`].
+pub(super) const MOVING: TableDefinition<u64, &[u8]> = TableDefinition::new("moving_files");
+/// Files renamed from this shard to another: id to that shard (requests
+/// by id are sent on).
+pub(super) const MOVED: TableDefinition<u64, u32> = TableDefinition::new("moved_files");
+/// Renames across shards this shard was asked to take: (coordinator,
+/// sequence number) to whether it took the file (a resend's answer).
+pub(super) const ADOPTED: TableDefinition<(u32, u64), u8> = TableDefinition::new("adopted_files");
+
+/// A rename across shards in progress on its source shard: the `Adopt` at
+/// `seq` and the source entry it removes once the target took the file.
+pub(super) struct Moving {
+    pub(super) seq: u64,
+    pub(super) parent: FileId,
+    pub(super) name: String,
+}
+
+impl Moving {
+    fn encode(&self) -> Vec<u8> {
+        let mut e = weft_wire::Encoder::new();
+        e.u64(self.seq).u64(self.parent.0).str(&self.name);
+        e.finish()
+    }
+
+    fn decode(b: &[u8]) -> Result<Self> {
+        let mut d = weft_wire::Decoder::new(b);
+        let m = (|| Ok::<_, weft_wire::DecodeError>(Moving { seq: d.u64()?, parent: FileId(d.u64()?), name: d.str("name", weft_wire::limits::MAX_NAME_LEN)? }))();
+        m.map_err(|e| err(ErrorCode::Internal, format!("corrupt rename record: {e}")))
+    }
+}
+
+/// A shard's answer to a pushed `Mark` or `Adopt` (what the coordinator
+/// waits for).
+#[derive(Debug)]
+pub(super) struct Answer {
+    pub(super) seq: u64,
+    pub(super) shard: u32,
+    pub(super) response: Response,
+}
 
 /// How long a push waits for one shard before the change is reported as
 /// not taken (it stays in the log and is pushed again).
@@ -70,17 +109,23 @@ pub(super) struct Shards {
     /// order. Zero after a start: everything is sent again (peers apply
     /// each entry once).
     acked: Mutex<Vec<u64>>,
+    /// Sizes this shard vouches for: a file renamed away leaves them.
+    sizes: Arc<super::sizes::KnownSizes>,
+    /// Renames across shards settled, by their `Adopt`'s sequence number,
+    /// with the target's answer, until the request that made each takes it
+    /// (another push may have settled it).
+    settled: Mutex<std::collections::HashMap<u64, Response>>,
 }
 
 impl Shards {
-    pub(super) fn new(place: ShardPlace, key: CapKey) -> std::io::Result<Self> {
+    pub(super) fn new(place: ShardPlace, key: CapKey, sizes: Arc<super::sizes::KnownSizes>) -> std::io::Result<Self> {
         let endpoint = match (&place.auth, place.count > 1) {
             (Some(auth), true) => Some(Endpoint::new(auth.clone(), EndpointConfig { op_timeout: PUSH_TIMEOUT, ..EndpointConfig::default() })?),
             (None, true) => return Err(std::io::Error::other("a metadata shard needs the cluster's credentials to reach the others")),
             _ => None,
         };
         let acked = Mutex::new(vec![0; place.peers.len()]);
-        Ok(Shards { place, key, endpoint, acked })
+        Ok(Shards { place, key, endpoint, acked, sizes, settled: Default::default() })
     }
 
     pub(super) fn sharded(&self) -> bool {
@@ -124,11 +169,12 @@ impl Shards {
 
     /// Pushes the log, in order, to every other shard: each gets the
     /// entries it has not acknowledged, so a shard that is down holds back
-    /// only itself. Entries every shard took leave the log. Returns the
-    /// shards that refused the `Mark` at sequence number `mark` (if given);
-    /// fails naming a shard that did not take an entry (it stays logged
-    /// and is pushed again later).
-    pub(super) fn push(&self, db: &redb::Database, mark: Option<u64>) -> Result<Vec<u32>> {
+    /// only itself. Entries every shard took leave the log, but for a
+    /// rename not yet settled here. Returns the answers to `Mark`s (every
+    /// shard's) and `Adopt`s (the target's); settles the renames whose
+    /// target answered; fails naming a shard that did not take an entry
+    /// (it stays logged and is pushed again later).
+    pub(super) fn push(&self, db: &redb::Database) -> Result<Vec<Answer>> {
         let Some(endpoint) = &self.endpoint else { return Ok(Vec::new()) };
         let mut acked = self.acked.lock().unwrap_or_else(PoisonError::into_inner);
         let entries: Vec<(u64, ReplicaOp)> = {
@@ -143,7 +189,7 @@ impl Shards {
             v
         };
         let peers = &self.place.peers;
-        let mut refused = Vec::new();
+        let mut answers = Vec::new();
         let mut failure: Option<MetaError> = None;
         let mut down = vec![false; peers.len()];
         for (seq, op) in &entries {
@@ -159,13 +205,12 @@ impl Shards {
                 let (shard, addr) = peers[p];
                 let answer = call.result.expect("run fills every result").map_err(|e| e.to_string()).and_then(|r| Response::decode(&r.body).map_err(|e| e.to_string()));
                 let problem = match answer {
-                    Ok(Response::Ok) => None,
-                    Ok(Response::Error { code: ErrorCode::NotEmpty, .. }) if matches!(op, ReplicaOp::Mark { .. }) => {
-                        if Some(*seq) == mark {
-                            refused.push(shard);
-                        }
+                    Ok(response) if matches!(op, ReplicaOp::Mark { .. }) || matches!(op, ReplicaOp::Adopt { shard: to, .. } if *to == shard) => {
+                        // Refusals included: they are these ops' answers.
+                        answers.push(Answer { seq: *seq, shard, response });
                         None
                     }
+                    Ok(Response::Ok) => None,
                     Ok(Response::Error { code, message }) => Some(err(code, format!("metadata shard {shard} ({addr}) refused directory change {seq}: {message}"))),
                     Ok(other) => Some(err(ErrorCode::Internal, format!("metadata shard {shard} ({addr}) answered a directory change with {other:?}"))),
                     Err(e) => Some(err(ErrorCode::Io, format!("metadata shard {shard} ({addr}) did not take a directory change ({e}); it is kept and reaches that shard when it answers"))),
@@ -179,12 +224,23 @@ impl Shards {
                 }
             }
         }
+        self.settle(db, &answers)?;
         let taken = acked.iter().copied().min().unwrap_or(0);
-        if entries.first().is_some_and(|(seq, _)| *seq <= taken) {
+        let unsettled: Vec<u64> = {
+            let tx = db.begin_read()?;
+            let moving = tx.open_table(MOVING)?;
+            let mut v = Vec::new();
+            for item in moving.iter()? {
+                v.push(Moving::decode(item?.1.value())?.seq);
+            }
+            v
+        };
+        let prunable = |seq: u64| seq <= taken && !unsettled.contains(&seq);
+        if entries.first().is_some_and(|(seq, _)| prunable(*seq)) {
             let tx = db.begin_write()?;
             {
                 let mut log = tx.open_table(REPLOG)?;
-                for (seq, _) in entries.iter().take_while(|(seq, _)| *seq <= taken) {
+                for (seq, _) in entries.iter().take_while(|(seq, _)| prunable(*seq)) {
                     log.remove(*seq)?;
                 }
             }
@@ -192,8 +248,60 @@ impl Shards {
         }
         match failure {
             Some(e) => Err(e),
-            None => Ok(refused),
+            None => Ok(answers),
         }
+    }
+
+    /// Finishes the renames across shards whose target answered: the
+    /// source entry goes if the target took the file (requests by its id are
+    /// sent on there from now), else the rename is undone (nothing moved).
+    fn settle(&self, db: &redb::Database, answers: &[Answer]) -> Result<()> {
+        // (Marks' answers match no rename's sequence number.)
+        if answers.is_empty() {
+            return Ok(());
+        }
+        let tx = db.begin_write()?;
+        let mut moved_out = Vec::new();
+        let mut settled = Vec::new();
+        {
+            let mut moving = tx.open_table(MOVING)?;
+            let records: Vec<(u64, Moving)> = moving.iter()?.map(|item| item.map_err(MetaError::from).and_then(|(k, v)| Ok((k.value(), Moving::decode(v.value())?)))).collect::<Result<_>>()?;
+            for (id, m) in records {
+                let Some(answer) = answers.iter().find(|a| a.seq == m.seq) else { continue };
+                moving.remove(id)?;
+                settled.push((m.seq, answer.response.clone()));
+                if !matches!(answer.response, Response::Renamed { .. }) {
+                    continue;
+                }
+                let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+                if t.child(m.parent.0, &m.name)? == Some(id) {
+                    t.dirents.remove((m.parent.0, m.name.as_str()))?;
+                    if t.inodes.get(m.parent.0)?.is_some() {
+                        t.entries_changed(m.parent.0, 0, super::tables::now_ns())?;
+                    }
+                }
+                t.inodes.remove(id)?;
+                tx.open_table(super::tables::LINKS)?.remove(id)?;
+                tx.open_table(MOVED)?.insert(id, answer.shard)?;
+                moved_out.push(FileId(id));
+            }
+        }
+        tx.commit()?;
+        for id in moved_out {
+            self.sizes.moved_out(id);
+        }
+        let mut map = self.settled.lock().unwrap_or_else(PoisonError::into_inner);
+        // Requests that gave up waiting leave theirs: bounded.
+        if map.len() > 4096 {
+            map.clear();
+        }
+        map.extend(settled);
+        Ok(())
+    }
+
+    /// The target's answer to the rename whose `Adopt` is `seq`, once settled.
+    pub(super) fn take_settled(&self, seq: u64) -> Option<Response> {
+        self.settled.lock().unwrap_or_else(PoisonError::into_inner).remove(&seq)
     }
 
     /// Whether this shard's log holds anything.
@@ -212,6 +320,11 @@ impl Shards {
             // the mark stands.
             return Ok(match op {
                 ReplicaOp::Mark { dir } if tx.open_table(MARKED)?.get(dir.0)?.is_none() => Response::error(ErrorCode::NotEmpty, "refused before"),
+                ReplicaOp::Adopt { shard, .. } if *shard == self.place.index => match tx.open_table(ADOPTED)?.get((coord, seq))?.map(|v| v.value()) {
+                    // The replaced file's capability went with the first answer.
+                    Some(1) => Response::Renamed { replaced: None },
+                    _ => Response::error(ErrorCode::Busy, "this rename was refused before"),
+                },
                 _ => Response::Ok,
             });
         }
@@ -220,6 +333,22 @@ impl Shards {
         }
         applied.insert(coord, seq)?;
         drop(applied);
+        if let ReplicaOp::Adopt { shard, cred, to, attr, target } = op {
+            if *shard != self.place.index {
+                return Ok(Response::Ok);
+            }
+            let r = super::entries::adopt(tx, *cred, to, attr, target.as_deref());
+            if let Err(e) = &r
+                && e.storage
+            {
+                return Err(e.duplicate());
+            }
+            tx.open_table(ADOPTED)?.insert((coord, seq), u8::from(r.is_ok()))?;
+            return Ok(match r {
+                Ok(replaced) => Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) },
+                Err(e) => Response::error(e.code, e.message),
+            });
+        }
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         match op {
             ReplicaOp::Mkdir { parent, name, attr } => {
@@ -248,6 +377,7 @@ impl Shards {
             ReplicaOp::Unmark { dir } => {
                 tx.open_table(MARKED)?.remove(dir.0)?;
             }
+            ReplicaOp::Adopt { .. } => unreachable!("taken above"),
             ReplicaOp::Rmdir { parent, name, dir, time_ns } => {
                 if t.child(parent.0, name)? == Some(dir.0) {
                     t.dirents.remove((parent.0, name.as_str()))?;
@@ -290,6 +420,26 @@ pub(super) fn check_unmarked(tx: &WriteTransaction, dir: FileId, path: &str) -> 
     if tx.open_table(MARKED)?.get(dir.0)?.is_some() {
         return Err(err(ErrorCode::NotFound, format!("the directory of {path} is being removed")));
     }
+    Ok(())
+}
+
+/// Refuses a change of a file being renamed to another shard.
+pub(super) fn check_not_moving(tx: &WriteTransaction, id: FileId, path: &str) -> Result<()> {
+    if tx.open_table(MOVING)?.get(id.0)?.is_some() {
+        return Err(err(ErrorCode::Busy, format!("{path} is being renamed to another metadata shard; try again")));
+    }
+    Ok(())
+}
+
+/// Where a file that is not here went, if it was renamed away.
+pub(super) fn moved_to(db: &redb::Database, id: FileId) -> Result<Option<u32>> {
+    Ok(db.begin_read()?.open_table(MOVED)?.get(id.0)?.map(|v| v.value()))
+}
+
+/// Records a rename across shards on its source shard, in `tx` with its
+/// `Adopt` (logged): the file is changed no further here until settled.
+pub(super) fn start_moving(tx: &WriteTransaction, id: FileId, m: &Moving) -> Result<()> {
+    tx.open_table(MOVING)?.insert(id.0, m.encode().as_slice())?;
     Ok(())
 }
 

@@ -52,12 +52,20 @@ pub struct KnownSizes {
     files: Mutex<HashMap<FileId, Entry>>,
     /// The first file id this instance of the service gave out.
     first: u64,
+    /// This metadata shard and K: only files made here are tracked (one
+    /// moved here by a rename had writers elsewhere).
+    shard: u32,
+    shards: u32,
+    /// Files renamed to another shard: writers open then went on there.
+    moved_out: Mutex<std::collections::HashSet<FileId>>,
+    /// Too many files moved out to remember: nothing is tracked.
+    overflowed: std::sync::atomic::AtomicBool,
 }
 
 impl KnownSizes {
-    /// Tracks files with ids from `first` on.
-    pub fn new(first: u64) -> Self {
-        KnownSizes { files: Mutex::new(HashMap::new()), first }
+    /// Tracks files with ids from `first` on, made by shard `shard` of `shards`.
+    pub fn new(first: u64, shard: u32, shards: u32) -> Self {
+        KnownSizes { files: Mutex::new(HashMap::new()), first, shard, shards, moved_out: Default::default(), overflowed: Default::default() }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut HashMap<FileId, Entry>) -> T) -> T {
@@ -66,7 +74,7 @@ impl KnownSizes {
 
     /// The entry of a tracked file, made if there is room.
     fn entry<'a>(&self, m: &'a mut HashMap<FileId, Entry>, id: FileId, new: Entry) -> Option<&'a mut Entry> {
-        if id.0 < self.first {
+        if id.0 < self.first || self.overflowed.load(std::sync::atomic::Ordering::Relaxed) || weft_wire::shard::home_shard(id, self.shards) != self.shard || self.moved_out.lock().unwrap_or_else(PoisonError::into_inner).contains(&id) {
             return None;
         }
         if !m.contains_key(&id) && m.len() >= MAX_TRACKED {
@@ -134,6 +142,20 @@ impl KnownSizes {
     pub fn forget(&self, id: FileId) {
         self.with(|m| m.remove(&id));
     }
+
+    /// The file moved to another shard: never vouched for here again.
+    pub fn moved_out(&self, id: FileId) {
+        self.forget(id);
+        let mut m = self.moved_out.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.len() < MAX_TRACKED {
+            m.insert(id);
+        } else {
+            // Rather than grow: vouch for nothing from now on.
+            drop(m);
+            self.with(HashMap::clear);
+            self.overflowed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 /// An entry's size, if it is known and no writer is open.
@@ -147,7 +169,7 @@ mod tests {
 
     #[test]
     fn a_size_is_known_only_when_measured_after_the_last_writer() {
-        let s = KnownSizes::new(5);
+        let s = KnownSizes::new(5, 0, 1);
         let f = FileId(7);
         assert_eq!(s.known(f), None, "never seen: ask the data servers");
         s.opened(f, true);

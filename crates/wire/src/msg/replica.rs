@@ -7,8 +7,8 @@
 //! `MetaReq::Replica`: `coord u32 | seq u64 | op | mac[32]`, with
 //! `mac = blake3_keyed(key, "weft replica" | coord | seq | op)`.
 
-use super::meta::FileAttr;
-use crate::limits::MAX_NAME_LEN;
+use super::meta::{Cred, FileAttr, FileKind};
+use crate::limits::{MAX_LINK_TARGET_LEN, MAX_NAME_LEN, MAX_PATH_LEN};
 use crate::{CapKey, DecodeError, Decoder, Encoder, FileId};
 
 /// One change to the directories every shard keeps.
@@ -26,6 +26,11 @@ pub enum ReplicaOp {
     Unmark { dir: FileId },
     /// Directory `dir`, named `name` in `parent`, is removed.
     Rmdir { parent: FileId, name: String, dir: FileId, time_ns: i64 },
+    /// A rename across shards: shard `shard` takes file `attr` (and a
+    /// symbolic link's `target`) at path `to`, as `cred` asks, with
+    /// rename(2)'s checks there; answered `Renamed` or the refusal. Other
+    /// shards only count the sequence number.
+    Adopt { shard: u32, cred: Cred, to: String, attr: FileAttr, target: Option<String> },
 }
 
 impl ReplicaOp {
@@ -47,6 +52,16 @@ impl ReplicaOp {
             ReplicaOp::Rmdir { parent, name, dir, time_ns } => {
                 e.u8(5).u64(parent.0).str(name).u64(dir.0).i64(*time_ns);
             }
+            ReplicaOp::Adopt { shard, cred, to, attr, target } => {
+                e.u8(6).u32(*shard);
+                cred.encode(e);
+                e.str(to);
+                attr.encode(e);
+                match target {
+                    Some(t) => e.u8(1).str(t),
+                    None => e.u8(0),
+                };
+            }
         }
     }
 
@@ -60,6 +75,15 @@ impl ReplicaOp {
             3 => ReplicaOp::Mark { dir: FileId(d.u64()?) },
             4 => ReplicaOp::Unmark { dir: FileId(d.u64()?) },
             5 => ReplicaOp::Rmdir { parent: FileId(d.u64()?), name: name(d)?, dir: FileId(d.u64()?), time_ns: d.i64()? },
+            6 => {
+                let (shard, cred, to) = (d.u32()?, Cred::decode(d)?, d.str("path", MAX_PATH_LEN)?);
+                let attr = FileAttr::decode(d)?;
+                if attr.kind == FileKind::Dir {
+                    return Err(DecodeError::Invalid("a directory does not move between shards"));
+                }
+                let target = if d.bool()? { Some(d.str("link target", MAX_LINK_TARGET_LEN)?) } else { None };
+                ReplicaOp::Adopt { shard, cred, to, attr, target }
+            }
             t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
         })
     }
@@ -104,7 +128,6 @@ pub fn check_seal(key: &CapKey, coord: u32, seq: u64, op: &ReplicaOp, mac: &[u8;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::meta::FileKind;
     use crate::Secret;
 
     #[test]
@@ -112,11 +135,12 @@ mod tests {
         let key = CapKey::derive(&Secret::new(*b"0123456789abcdef"));
         let attr = FileAttr { id: FileId(9), kind: FileKind::Dir, mode: 0o755, uid: 1, gid: 2, mtime_ns: 3, ctime_ns: 4, nlink: 2, layout: None };
         let ops = [
-            ReplicaOp::Mkdir { parent: FileId(1), name: "d".into(), attr },
+            ReplicaOp::Mkdir { parent: FileId(1), name: "d".into(), attr: attr.clone() },
             ReplicaOp::SetAttr { dir: FileId(9), mode: 0o700, uid: 1, gid: 2, mtime_ns: 5, ctime_ns: 6 },
             ReplicaOp::Mark { dir: FileId(9) },
             ReplicaOp::Unmark { dir: FileId(9) },
             ReplicaOp::Rmdir { parent: FileId(1), name: "d".into(), dir: FileId(9), time_ns: 7 },
+            ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Symlink, layout: None, ..attr.clone() }, target: Some("t".into()) },
         ];
         for op in &ops {
             assert_eq!(&ReplicaOp::from_bytes(&op.to_bytes()).unwrap(), op);

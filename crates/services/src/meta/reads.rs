@@ -1,0 +1,72 @@
+//! The read-only requests: stat, readlink, open's checks and listings,
+//! each on a read transaction of its own.
+
+use super::path::components;
+use super::shards;
+use super::tables::{check, encode_attr, err, read_tables, Result, LINKS, R, W};
+use redb::Database;
+use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileKind, Response};
+
+pub(super) fn stat(db: &Database, cred: Cred, path: &str) -> Result<FileAttr> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    read_tables(db)?.walk(cred, &comps)
+}
+
+pub(super) fn readlink(db: &Database, cred: Cred, path: &str) -> Result<String> {
+    let a = stat(db, cred, path)?;
+    if a.kind != FileKind::Symlink {
+        return Err(err(ErrorCode::BadRequest, format!("{path} is not a symbolic link")));
+    }
+    let tx = db.begin_read()?;
+    let links = tx.open_table(LINKS)?;
+    let target = links.get(a.id.0)?.ok_or_else(|| err(ErrorCode::Internal, format!("symbolic link {path} has no target")))?;
+    Ok(target.value().to_owned())
+}
+
+pub(super) fn open_file(db: &Database, cred: Cred, path: &str, write: bool) -> Result<FileAttr> {
+    let a = stat(db, cred, path)?;
+    if write && a.kind == FileKind::Dir {
+        return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
+    }
+    if a.kind == FileKind::Symlink {
+        return Err(err(ErrorCode::BadRequest, format!("{path} is a symbolic link: Weft's paths do not follow links (a mount's do)")));
+    }
+    if matches!(a.kind, FileKind::Fifo | FileKind::Socket) {
+        return Err(err(ErrorCode::BadRequest, format!("{path} is a FIFO or socket: it has no data in Weft (a mount's kernel opens it)")));
+    }
+    check(cred, &a, if write { W } else { R }, if write { "write this file" } else { "read this file" })?;
+    Ok(a)
+}
+
+/// A page of a directory's entries; on a sharded cluster those this
+/// shard keeps (the client merges every shard's pages).
+pub(super) fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u32, shards: Option<&shards::Shards>) -> Result<Response> {
+    let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let t = read_tables(db)?;
+    let dir = t.walk(cred, &comps)?;
+    if dir.kind != FileKind::Dir {
+        return Err(err(ErrorCode::NotDir, format!("{path} is not a directory")));
+    }
+    check(cred, &dir, R, "list this directory")?;
+    let mut entries = Vec::new();
+    let mut more = false;
+    // A page also ends before its encoding would pass the body limit
+    // (entries of wide files carry their whole server list).
+    let mut bytes = 16usize;
+    for item in t.dirents.range((dir.id.0, after)..(dir.id.0 + 1, ""))? {
+        let (k, v) = item?;
+        let name = k.value().1;
+        if name == after || shards.is_some_and(|s| !s.owns(dir.id, name)) {
+            continue;
+        }
+        let attr = t.inode(v.value())?;
+        let size = 4 + name.len() + encode_attr(&attr).len() + 9;
+        if entries.len() == max as usize || (bytes + size > weft_wire::limits::MAX_BODY_LEN as usize && !entries.is_empty()) {
+            more = true;
+            break;
+        }
+        bytes += size;
+        entries.push(DirEntry { name: name.to_owned(), attr, size: None });
+    }
+    Ok(Response::Entries { entries, more })
+}

@@ -154,9 +154,8 @@ fn expect_ok(addr: SocketAddr, reply: std::result::Result<weft_net::Reply, weft_
 }
 
 impl LockSession {
-    pub(crate) fn start(cluster: &ClusterFile, endpoint: Arc<Endpoint>) -> Result<Self> {
-        let entry = cluster.lock_server().ok_or_else(|| Error::BadRequest("the cluster file names no lock service".into()))?;
-        let addr = entry.addr;
+    /// A session with the lock server at `addr` of `cluster`.
+    pub(crate) fn start(cluster: &ClusterFile, addr: SocketAddr, endpoint: Arc<Endpoint>) -> Result<Self> {
         let wait_ms: u32 = std::env::var("WEFT_LOCK_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(60_000);
         let base = endpoint.config().op_timeout;
         // An acquire may legitimately wait `wait_ms`; the server answers by then.
@@ -308,7 +307,7 @@ impl LockGuard {
 
     pub fn release(mut self) -> Result<()> {
         match self.lock.take() {
-            Some(l) => self.client.lock_session()?.release(self.file, l),
+            Some(l) => self.client.lock_session(self.file)?.release(self.file, l),
             None => Ok(()),
         }
     }
@@ -316,7 +315,7 @@ impl LockGuard {
     /// Releases without waiting for the lock service's answer.
     pub(crate) fn release_soon(mut self) -> Result<()> {
         match self.lock.take() {
-            Some(l) => self.client.lock_session()?.release_soon(self.file, l),
+            Some(l) => self.client.lock_session(self.file)?.release_soon(self.file, l),
             None => Ok(()),
         }
     }
@@ -325,7 +324,7 @@ impl LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if let Some(l) = self.lock.take()
-            && let Ok(s) = self.client.lock_session()
+            && let Ok(s) = self.client.lock_session(self.file)
         {
             let _ = s.release(self.file, l);
         }

@@ -66,9 +66,9 @@ pub(crate) struct Inner {
     /// one connection per server for the whole client.
     pub(crate) endpoint: Arc<Endpoint>,
     pub(crate) options: ClientOptions,
-    /// The lock-service session, started on first use (shared with the
-    /// clients made by [`Client::with_cred`]).
-    lock: Arc<Mutex<Option<Arc<LockSession>>>>,
+    /// A session with each lock server, started on first use (shared
+    /// with the clients made by [`Client::with_cred`]).
+    lock: Arc<Mutex<Vec<Option<Arc<LockSession>>>>>,
     /// Which metadata shard each request goes to.
     shards: Arc<ShardRouter>,
 }
@@ -91,7 +91,8 @@ impl Client {
         let endpoint = Endpoint::new(auth, options.endpoint.clone())
             .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
         let shards = Arc::new(ShardRouter::new(&cluster));
-        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock: Arc::new(Mutex::new(None)), shards }) })
+        let lock = Arc::new(Mutex::new(vec![None; cluster.lock_servers().len()]));
+        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock, shards }) })
     }
 
     /// This client acting as `cred` for namespace requests (a FUSE mount
@@ -429,15 +430,22 @@ impl Client {
         calls.into_iter().try_for_each(|c| Client::response(c).map(|_| ()))
     }
 
-    /// This client's lock session, started on first use.
-    pub(crate) fn lock_session(&self) -> Result<Arc<LockSession>> {
-        let mut slot = self.inner.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// This client's session with the lock server that keeps `file`'s
+    /// locks (`ClusterFile::lock_servers`), started on first use.
+    pub(crate) fn lock_session(&self, file: FileId) -> Result<Arc<LockSession>> {
+        let servers = self.inner.cluster.lock_servers();
+        if servers.is_empty() {
+            return Err(Error::BadRequest("the cluster file names no lock service".into()));
+        }
+        let k = weft_wire::shard::home_shard(file, servers.len() as u32) as usize;
+        let mut sessions = self.inner.lock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = &mut sessions[k];
         // A lapsed session was reported once (its access failed with
         // `LeaseExpired`); later accesses get a fresh one.
         if let Some(s) = slot.as_ref().filter(|s| !s.is_lapsed()) {
             return Ok(s.clone());
         }
-        let s = Arc::new(LockSession::start(&self.inner.cluster, self.inner.endpoint.clone())?);
+        let s = Arc::new(LockSession::start(&self.inner.cluster, servers[k].addr, self.inner.endpoint.clone())?);
         *slot = Some(s.clone());
         Ok(s)
     }
@@ -446,7 +454,7 @@ impl Client {
     /// (at most `WEFT_LOCK_WAIT_MS`, default 60 s, then `Busy`).
     pub fn lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent]) -> Result<LockGuard> {
         let id = file.attr().id;
-        let lock = self.lock_session()?.acquire(id, file.capability()?, exclusive, extents)?;
+        let lock = self.lock_session(id)?.acquire(id, file.capability()?, exclusive, extents)?;
         Ok(LockGuard::new(self.clone(), id, lock))
     }
 
@@ -455,7 +463,7 @@ impl Client {
     pub fn lock_within(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent], wait: std::time::Duration) -> Result<LockGuard> {
         let id = file.attr().id;
         let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
-        let lock = self.lock_session()?.acquire_within(id, file.capability()?, exclusive, extents, wait_ms)?;
+        let lock = self.lock_session(id)?.acquire_within(id, file.capability()?, exclusive, extents, wait_ms)?;
         Ok(LockGuard::new(self.clone(), id, lock))
     }
 

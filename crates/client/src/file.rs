@@ -175,7 +175,7 @@ impl File {
     /// handshakes, first lease), so the first access does not pay for it.
     pub fn set_atomicity(&mut self, on: bool) -> Result<()> {
         if on {
-            self.client.lock_session()?;
+            self.client.lock_session(self.attr.id)?;
         }
         self.atomic = on;
         Ok(())

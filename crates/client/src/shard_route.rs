@@ -50,8 +50,11 @@ impl ShardRouter {
         match (op.file(), op.path()) {
             (Some(file), _) => home_shard(file, k),
             (None, Some(path)) => self.of_path(path),
-            // Shared file pointers: shard 0.
-            (None, None) => 0,
+            (None, None) => match op {
+                // Shared file pointers by their token.
+                MetaReq::SharedPointer { token, .. } => (token % u64::from(k)) as u32,
+                _ => 0,
+            },
         }
     }
 

@@ -277,9 +277,15 @@ impl ClusterFile {
         self.meta_shards().len() as u32
     }
 
-    /// The server hosting the lock service, if any.
+    /// The server hosting the lock service, if any (the first of several).
     pub fn lock_server(&self) -> Option<&ServerEntry> {
         self.servers.iter().find(|s| s.services.contains(&Service::Lock))
+    }
+
+    /// Every server hosting the lock service, in order: file `id`'s locks
+    /// are kept by the `weft_wire::shard::home_shard(id, n)`-th of the `n`.
+    pub fn lock_servers(&self) -> Vec<&ServerEntry> {
+        self.servers.iter().filter(|s| s.services.contains(&Service::Lock)).collect()
     }
 
     pub fn data_servers(&self) -> Vec<ServerId> {

@@ -307,3 +307,34 @@ fn the_mount_carries_a_tree_on_three_shards() {
     assert_eq!(std::fs::read_dir(&m.point).unwrap().count(), 0);
     m.unmount();
 }
+
+#[test]
+fn locks_and_shared_pointers_are_kept_by_every_shard() {
+    let tc = sharded("shards-locks");
+    let (c, other) = (tc.client(), tc.client());
+    c.mkdir("/d", 0o777).unwrap();
+    let d = id_of(&c, "/d");
+    let mut guards = Vec::new();
+    let mut files = Vec::new();
+    for shard in 0..K {
+        let f = c.create(&format!("/d/{}", name_on(d, shard, "f")), excl()).unwrap();
+        assert_eq!(home_shard(f.attr().id, K), shard);
+        let whole = [weft_client::Extent::range(0, 100).unwrap()];
+        guards.push(c.lock(&f, true, &whole).unwrap());
+        // Held: another client waits in vain.
+        let g = other.open(&format!("/d/{}", name_on(d, shard, "f")), true).unwrap();
+        assert!(matches!(other.lock_within(&g, true, &whole, Duration::ZERO), Err(Error::Busy { .. })));
+        files.push(f);
+    }
+    // Each file's locks are on its own shard's lock server.
+    let held: Vec<u64> = c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Lock)).map(|s| s.stats.unwrap().locks_held).collect();
+    assert_eq!(held, vec![1; K as usize], "one lock on each shard's lock server");
+    drop(guards);
+    // Shared file pointers, spread by token, each counts on its own.
+    for token in 1..=6u64 {
+        c.shared_pointer(token, weft_client::PointerOp::Set(token * 10)).unwrap();
+    }
+    for token in 1..=6u64 {
+        assert_eq!(other.shared_pointer(token, weft_client::PointerOp::FetchAdd(1)).unwrap(), token * 10);
+    }
+}

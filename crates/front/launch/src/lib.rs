@@ -190,7 +190,8 @@ impl LocalCluster {
             }
             let services = |i: usize| match i {
                 0 => vec![Service::Meta, Service::Lock],
-                i if i < shards => vec![Service::Meta],
+                // Each shard keeps the locks of the files it made too.
+                i if i < shards => vec![Service::Meta, Service::Lock],
                 _ => vec![Service::Data],
             };
             let servers = (0..shards + spec.data_servers)

@@ -283,7 +283,7 @@ impl MetaService {
         };
         match (r, granting) {
             (Ok(rsp), Some(op)) => self.grants.attach(cred, &op, rsp),
-            (r, _) => r.unwrap_or_else(|e| Response::error(e.code, e.message)),
+            (r, _) => r.unwrap_or_else(MetaError::into_response),
         }
     }
 
@@ -435,6 +435,11 @@ impl MetaService {
         }
     }
 
+    /// The shards, when there are several (reads route as they walk).
+    fn routing(&self) -> Option<&shards::Shards> {
+        self.shards.sharded().then_some(&*self.shards)
+    }
+
     /// Whether `cred` may write file `id` (which must exist).
     fn may_write(&self, cred: Cred, id: FileId) -> Result<()> {
         let tx = self.store.db()?.begin_read()?;
@@ -449,8 +454,8 @@ impl MetaService {
     /// Read-only requests, on a read transaction of their own.
     fn dispatch(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Response> {
         match op {
-            MetaReq::Stat { path } => stat(db, cred, path).map(Response::Attr),
-            MetaReq::StatSize { path } => stat(db, cred, path).map(|attr| {
+            MetaReq::Stat { path } => stat(db, cred, path, self.routing()).map(Response::Attr),
+            MetaReq::StatSize { path } => stat(db, cred, path, self.routing()).map(|attr| {
                 let size = if attr.kind == FileKind::File { self.sizes.known(attr.id) } else { None };
                 Response::Stat { attr, size, cap: None }
             }),
@@ -463,7 +468,7 @@ impl MetaService {
                 let size = if attr.kind == FileKind::File { self.sizes.known(attr.id) } else { None };
                 Ok(Response::Stat { attr, size, cap: None })
             }
-            MetaReq::Open { path, write } => open_file(db, cred, path, *write).map(Response::Attr),
+            MetaReq::Open { path, write } => open_file(db, cred, path, *write, self.routing()).map(Response::Attr),
             MetaReq::Readdir { path, after, max } | MetaReq::ReaddirShard { path, after, max, .. } => readdir(db, cred, path, after, *max, self.shards.sharded().then_some(&*self.shards)).map(|r| match r {
                 Response::Entries { mut entries, more } => {
                     self.sizes.fill(&mut entries);
@@ -471,7 +476,7 @@ impl MetaService {
                 }
                 other => other,
             }),
-            MetaReq::Readlink { path } => readlink(db, cred, path).map(|target| Response::Link { target }),
+            MetaReq::Readlink { path } => readlink(db, cred, path, self.routing()).map(|target| Response::Link { target }),
             _ => Err(err(ErrorCode::Internal, "not a read-only request")),
         }
     }

@@ -3,17 +3,27 @@
 
 use super::path::components;
 use super::shards;
-use super::tables::{check, encode_attr, err, read_tables, Result, LINKS, R, W};
+use super::tables::{check, encode_attr, err, read_tables, routed, Result, LINKS, R, W};
 use redb::Database;
 use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileKind, Response};
 
-pub(super) fn stat(db: &Database, cred: Cred, path: &str) -> Result<FileAttr> {
+/// The entry at `path`; on a sharded cluster, a route (as an error) if
+/// another shard keeps it, found on the way (one walk, one transaction).
+pub(super) fn stat(db: &Database, cred: Cred, path: &str, shards: Option<&shards::Shards>) -> Result<FileAttr> {
     let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
-    read_tables(db)?.walk(cred, &comps)
+    let t = read_tables(db)?;
+    let (Some(s), Some((name, parent_comps))) = (shards, comps.split_last()) else { return t.walk(cred, &comps) };
+    let parent = t.walk(cred, parent_comps)?;
+    if parent.kind == FileKind::Dir
+        && let Some(Response::Route { shard, shards, parent }) = s.route(parent.id, name)
+    {
+        return Err(routed(shard, shards, parent));
+    }
+    t.walk_from(cred, parent, parent_comps, name)
 }
 
-pub(super) fn readlink(db: &Database, cred: Cred, path: &str) -> Result<String> {
-    let a = stat(db, cred, path)?;
+pub(super) fn readlink(db: &Database, cred: Cred, path: &str, shards: Option<&shards::Shards>) -> Result<String> {
+    let a = stat(db, cred, path, shards)?;
     if a.kind != FileKind::Symlink {
         return Err(err(ErrorCode::BadRequest, format!("{path} is not a symbolic link")));
     }
@@ -23,8 +33,8 @@ pub(super) fn readlink(db: &Database, cred: Cred, path: &str) -> Result<String> 
     Ok(target.value().to_owned())
 }
 
-pub(super) fn open_file(db: &Database, cred: Cred, path: &str, write: bool) -> Result<FileAttr> {
-    let a = stat(db, cred, path)?;
+pub(super) fn open_file(db: &Database, cred: Cred, path: &str, write: bool, shards: Option<&shards::Shards>) -> Result<FileAttr> {
+    let a = stat(db, cred, path, shards)?;
     if write && a.kind == FileKind::Dir {
         return Err(err(ErrorCode::IsDir, format!("{path} is a directory")));
     }

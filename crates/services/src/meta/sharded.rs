@@ -43,7 +43,7 @@ impl MetaService {
                 _ => Ok(None),
             }
         };
-        decided().unwrap_or_else(|e| Some(Response::error(e.code, e.message)))
+        decided().unwrap_or_else(|e| Some(e.into_response()))
     }
 
     /// The answer when it is not this shard's alone to make as on one
@@ -54,15 +54,20 @@ impl MetaService {
         let s = &self.shards;
         Ok(match op {
             MetaReq::ReaddirShard { .. } | MetaReq::Sync | MetaReq::Replica { .. } | MetaReq::Readdir { .. } => None,
-            // Shared file pointers are in shard 0's memory.
-            MetaReq::SharedPointer { .. } => (s.place.index != 0).then_some(Response::Route { shard: 0, shards: s.place.count, parent: FileId(0) }),
+            // Shared file pointers are in memory, spread by their token.
+            MetaReq::SharedPointer { token, .. } => {
+                let shard = (token % u64::from(s.place.count)) as u32;
+                (shard != s.place.index).then_some(Response::Route { shard, shards: s.place.count, parent: FileId(0) })
+            }
             MetaReq::Rename { from, to } | MetaReq::Link { from, to } => match self.route_path(db, from, true)? {
                 Some(route) => Some(route),
                 None => self.other_shard_of(db, op, from, to)?.map(|target| self.rename_across(db, cred, from, to, target)),
             },
             _ => match (op.file(), op.path()) {
                 (Some(file), _) => self.route_file(db, file)?,
-                (None, Some(path)) => self.route_path(db, path, !op.reads_only())?,
+                // Reads route as they walk (`reads::stat`).
+                (None, Some(_)) if op.reads_only() => None,
+                (None, Some(path)) => self.route_path(db, path, true)?,
                 (None, None) => None,
             },
         })

@@ -27,17 +27,35 @@ pub struct MetaError {
     pub message: String,
     /// The database itself failed (not the request): the store recovers.
     pub(super) storage: bool,
+    /// Not an error: another metadata shard keeps what the request names
+    /// (the `Route` answer; found while walking its path).
+    pub(super) route: Option<(u32, u32, FileId)>,
 }
 
 impl MetaError {
     /// The same error again, for each request of a group that failed together.
     pub(super) fn duplicate(&self) -> Self {
-        MetaError { code: self.code, message: self.message.clone(), storage: self.storage }
+        MetaError { code: self.code, message: self.message.clone(), storage: self.storage, route: self.route }
     }
 }
 
 pub(super) fn err(code: ErrorCode, message: impl Into<String>) -> MetaError {
-    MetaError { code, message: message.into(), storage: false }
+    MetaError { code, message: message.into(), storage: false, route: None }
+}
+
+/// The answer "ask shard `shard` of `shards`" (see [`MetaError::route`]).
+pub(super) fn routed(shard: u32, shards: u32, parent: FileId) -> MetaError {
+    MetaError { code: ErrorCode::Internal, message: format!("ask metadata shard {shard}"), storage: false, route: Some((shard, shards, parent)) }
+}
+
+impl MetaError {
+    /// The response this error is answered with.
+    pub(super) fn into_response(self) -> weft_wire::Response {
+        match self.route {
+            Some((shard, shards, parent)) => weft_wire::Response::Route { shard, shards, parent },
+            None => weft_wire::Response::error(self.code, self.message),
+        }
+    }
 }
 
 macro_rules! db_err {
@@ -48,7 +66,7 @@ macro_rules! db_err {
                 let message = format!("metadata database: {e}");
                 // redb passes the OS error's text through.
                 let code = if message.contains("No space left") { ErrorCode::NoSpace } else { ErrorCode::Io };
-                MetaError { code, message, storage: true }
+                MetaError { code, message, storage: true, route: None }
             }
         }
     )*};
@@ -59,7 +77,7 @@ impl From<super::store::Unavailable> for MetaError {
     fn from(e: super::store::Unavailable) -> Self {
         // Not a storage error of this request: nothing to reopen now (the
         // next request tries again).
-        MetaError { code: ErrorCode::Io, message: e.0, storage: false }
+        MetaError { code: ErrorCode::Io, message: e.0, storage: false, route: None }
     }
 }
 
@@ -143,6 +161,17 @@ impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str),
             cur = self.inode(id)?;
         }
         Ok(cur)
+    }
+
+    /// The last step of [`Tables::walk`]: entry `name` of `dir`, which the
+    /// walk of `dir_comps` found.
+    pub(super) fn walk_from(&self, cred: Cred, dir: FileAttr, dir_comps: &[&str], name: &str) -> Result<FileAttr> {
+        if dir.kind != FileKind::Dir {
+            return Err(err(ErrorCode::NotDir, format!("/{} is not a directory", dir_comps.join("/"))));
+        }
+        check(cred, &dir, X, "search this directory")?;
+        let id = self.child(dir.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("/{}/{name} does not exist", dir_comps.join("/")).replacen("//", "/", 1)))?;
+        self.inode(id)
     }
 
     /// The parent directory of a path, checked to be a directory the caller may change.

@@ -121,11 +121,10 @@ pub fn wait_all(dir: &Path, job: &JobFile, timeout: Duration) -> Result<Vec<Rank
 }
 
 /// The services rank `k` hosts: every rank data (each node stores), the
-/// first `meta_shards` ranks a metadata shard each, rank 0 locks too.
+/// first `meta_shards` ranks a metadata shard and a lock server each.
 pub fn services_of(rank: u32, meta_shards: u32) -> Vec<Service> {
     match rank {
-        0 => vec![Service::Meta, Service::Lock, Service::Data],
-        r if r < meta_shards => vec![Service::Meta, Service::Data],
+        r if r < meta_shards.max(1) => vec![Service::Meta, Service::Lock, Service::Data],
         _ => vec![Service::Data],
     }
 }

@@ -52,10 +52,11 @@ impl Common {
         weft_bench::BenchCluster::get_emulated(exe, given, servers, self.dir.as_deref(), emulate, env)
     }
 
-    /// [`Common::cluster`] with `meta_shards` metadata shards (temporary).
-    pub(super) fn cluster_sharded(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize, meta_shards: usize) -> anyhow::Result<weft_bench::BenchCluster> {
+    /// [`Common::cluster`] with `meta_shards` metadata shards and metadata
+    /// durable within `meta_sync_window_ms` (temporary).
+    pub(super) fn cluster_sharded(&self, exe: &std::path::Path, given: Option<&std::path::Path>, servers: usize, meta_shards: usize, meta_sync_window_ms: u64) -> anyhow::Result<weft_bench::BenchCluster> {
         let emulate = self.emulate.then_some(weft_launch::EmulateSpec { link_bps: self.link, disk_bps: self.disk, client_nodes: self.client_nodes });
-        let spec = weft_launch::ClusterSpec { data_servers: servers, emulate, meta_shards, ..weft_launch::ClusterSpec::default() };
+        let spec = weft_launch::ClusterSpec { data_servers: servers, emulate, meta_shards, meta_sync_window_ms, ..weft_launch::ClusterSpec::default() };
         weft_bench::BenchCluster::get_spec(exe, given, self.dir.as_deref(), spec)
     }
 }
@@ -163,6 +164,10 @@ pub(super) enum Which {
         /// directory for all).
         #[arg(long, value_delimiter = ',', default_value = "easy")]
         shape: Vec<String>,
+        /// Temporary clusters' metadata durability: `window` (within 10 ms,
+        /// the default) or `op` (each change fsync'd before its answer).
+        #[arg(long, default_value = "window")]
+        meta_sync: String,
     },
     /// Streaming through the FUSE mount (issue 12): fio 1 MiB sequential writes (fsync'd) and cold reads, mount vs local, same run. Needs root and fio.
     Fuse {

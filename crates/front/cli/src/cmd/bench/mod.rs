@@ -62,7 +62,12 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)\nCSV: {}", csv.display())?;
             }
         }
-        Which::Md { common, procs, threads, mount, files, repeats, servers, meta_shards, shape } => {
+        Which::Md { common, procs, threads, mount, files, repeats, servers, meta_shards, shape, meta_sync } => {
+            let window = match meta_sync.as_str() {
+                "window" => weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS,
+                "op" => 0,
+                other => anyhow::bail!("--meta-sync {other:?}: window or op"),
+            };
             let shapes = shape.iter().map(|s| md::Shape::parse(s)).collect::<anyhow::Result<Vec<_>>>()?;
             if cluster.is_some() && meta_shards != [1] {
                 anyhow::bail!("--meta-shards starts temporary clusters: leave out --cluster (a given cluster has its own)");
@@ -73,7 +78,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let quiet = common.json;
             let mut rows = Vec::new();
             for &k in &meta_shards {
-                let bc = common.cluster_sharded(&exe, cluster, servers, k)?;
+                let bc = common.cluster_sharded(&exe, cluster, servers, k, window)?;
                 let params = md::Params { procs: procs.clone(), threads: threads.clone(), mount, files, repeats, shapes: shapes.clone() };
                 rows.extend(md::run(&exe, &bc, &params, &|what| {
                     if !quiet {
@@ -83,6 +88,22 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
             let bc_file = cluster.map(std::path::Path::to_path_buf);
             let csv = csv_path(&common, "md");
+            // Rate against processes, a series per shard count and shape.
+            let panels: Vec<weft_bench::plot::Panel> = ["create", "stat", "unlink"]
+                .iter()
+                .map(|op| {
+                    let mut series: Vec<weft_bench::plot::Series> = Vec::new();
+                    for r in rows.iter().filter(|r| r.op == *op && r.threads == threads[0]) {
+                        let name = format!("K={} {}", r.meta_shards, r.shape);
+                        match series.iter_mut().find(|s| s.name == name) {
+                            Some(s) => s.points.push((r.procs as f64, r.weft_ops_s)),
+                            None => series.push(weft_bench::plot::Series { name, points: vec![(r.procs as f64, r.weft_ops_s)] }),
+                        }
+                    }
+                    weft_bench::plot::Panel { title: format!("{op}s per second through the API"), x_label: "processes".into(), y_label: "ops/s".into(), series }
+                })
+                .collect();
+            let plots = weft_bench::plot::write(&csv.with_extension(""), &panels)?;
             if emit(&common, &csv, &rows, Default::default())? {
                 let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or_else(|| "-".to_string(), f);
                 let table: Vec<Vec<String>> = rows
@@ -102,7 +123,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                         ]
                     })
                     .collect();
-                let window = bc_file.map_or(weft_net::cluster::DEFAULT_META_SYNC_WINDOW_MS, |f| weft_net::ClusterFile::load(&f).map_or(0, |c| c.meta_sync_window_ms));
+                let window = bc_file.map_or(window, |f| weft_net::ClusterFile::load(&f).map_or(0, |c| c.meta_sync_window_ms));
                 let durability = if window == 0 { "Weft's creates durable when answered".to_string() } else { format!("Weft's creates durable within {window} ms, as a journal's") };
                 print_table(
                     &format!("Metadata rates, {files} files per process, median of {repeats} ({durability}; local ones not fsync'd)"),
@@ -110,6 +131,9 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     &table,
                 );
                 out!("(GekkoFS reports ~73k creates/s per node; issue 12 measured 1.6k/s at 1 process, ~4.8k/s at 4)\nCSV: {}", csv.display())?;
+                for p in &plots {
+                    out!("Plot: {}", p.display())?;
+                }
             }
         }
         Which::Fuse { common, jobs, size, repeats, servers } => {

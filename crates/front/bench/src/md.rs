@@ -70,7 +70,9 @@ pub struct Row {
     pub mount_over_api: Option<f64>,
 }
 
-const PHASES: [&str; 3] = ["create", "stat", "unlink"];
+/// `list`: each process lists its directory once (the hard shape's holds
+/// every process's files); its rate is entries listed per second.
+const PHASES: [&str; 4] = ["create", "stat", "list", "unlink"];
 
 pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
     if p.files == 0 || p.repeats == 0 || p.procs.is_empty() || p.procs.contains(&0) || p.threads.is_empty() || p.threads.contains(&0) {
@@ -90,7 +92,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         // The hard shape: every process in directory 0, names told apart.
         let dirs = if shape == Shape::Hard { 1 } else { procs };
         let dir_index = |r: usize| if shape == Shape::Hard { 0 } else { r };
-        let mut rates: [[Vec<f64>; 3]; 3] = Default::default();
+        let mut rates: [[Vec<f64>; 3]; 4] = Default::default();
         for rep in 0..p.repeats {
             // Each side first, middle and last in turn.
             for k in 0..sides.len() {
@@ -119,7 +121,8 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
                         .collect();
                     let secs = run_workers(weft_bin, bc, &args, &[])?;
                     let column = sides.iter().position(|s| *s == side).expect("a side");
-                    rates[k][column].push((procs as u64 * p.files) as f64 / secs);
+                    let per_process = if *phase == "list" { p.files * (procs / dirs) as u64 } else { p.files };
+                    rates[k][column].push((procs as u64 * per_process) as f64 / secs);
                 }
                 for r in 0..dirs {
                     match side {
@@ -145,6 +148,18 @@ pub fn worker(target: &str, dir: &str, prefix: &str, files: u64, phase: &str, th
         bail!("unknown phase {phase}");
     }
     let client = if target == "weft" { Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?) } else { None };
+    if phase == "list" {
+        return timed(|| {
+            let n = match &client {
+                Some(c) => c.readdir(dir)?.len() as u64,
+                None => std::fs::read_dir(dir)?.count() as u64,
+            };
+            if n < files {
+                bail!("{dir} lists {n} entries, fewer than the {files} made");
+            }
+            Ok(())
+        });
+    }
     let threads = threads.max(1) as u64;
     let one = |i: u64| -> Result<()> {
         let name = format!("{dir}/{prefix}f{i}");

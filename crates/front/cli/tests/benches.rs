@@ -121,3 +121,18 @@ fn the_io_node_experiment_runs_every_mode_and_both_ops() {
         }
     }
 }
+
+/// `weft bench md --meta-shards` (issue 23): one temporary cluster per
+/// shard count, both shapes, every phase (a listing that finds fewer
+/// entries than were made fails the run); a row per K, shape, process
+/// count and phase, and the plot.
+#[test]
+fn metadata_rates_run_on_each_shard_count_and_shape() {
+    let (rows, files) = bench_rows("md", &["md", "--meta-shards", "1,2", "--shape", "easy,hard", "--procs", "1,2", "--files", "20", "--repeats", "1", "--servers", "1"]);
+    let mut keys: Vec<(u64, String, u64, String)> = rows.iter().map(|r| (r["meta_shards"].as_u64().unwrap(), r["shape"].as_str().unwrap().to_owned(), r["procs"].as_u64().unwrap(), r["op"].as_str().unwrap().to_owned())).collect();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), 2 * 2 * 2 * 4, "{keys:?}");
+    assert!(rows.iter().all(|r| r["weft_ops_s"].as_f64().is_some_and(|x| x.is_finite() && x > 0.0)), "{rows:?}");
+    assert!(files.iter().any(|f| f == "out.png"), "{files:?}");
+}

@@ -89,7 +89,7 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let bc_file = cluster.map(std::path::Path::to_path_buf);
             let csv = csv_path(&common, "md");
             // Rate against processes, a series per shard count and shape.
-            let panels: Vec<weft_bench::plot::Panel> = ["create", "stat", "unlink"]
+            let panels: Vec<weft_bench::plot::Panel> = ["create", "stat", "list", "unlink"]
                 .iter()
                 .map(|op| {
                     let mut series: Vec<weft_bench::plot::Series> = Vec::new();

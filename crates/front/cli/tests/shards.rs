@@ -183,6 +183,16 @@ fn renames_within_and_across_shards_move_the_file_whole() {
     moved.write_at(4, b"+more").unwrap();
     // Requests by id (close, a change by inode) find it on its new shard.
     moved.close().unwrap();
+    // (A close's error is not reported: ask by hand.) The source sends a
+    // request by id on to the file's new shard.
+    let cf = tc.cluster();
+    let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
+    let ask = |shard: u32, op: weft_wire::MetaReq| {
+        let reply = ep.call(cf.meta_shards()[shard as usize].addr, weft_wire::Request::Meta { cred: Cred::new(0, 0), op }.encode()).unwrap();
+        weft_wire::Response::decode(&reply.body).unwrap()
+    };
+    assert_eq!(ask(0, weft_wire::MetaReq::StatId { file: id }), weft_wire::Response::Route { shard: 1, shards: K, parent: FileId(0) });
+    assert!(matches!(ask(1, weft_wire::MetaReq::StatId { file: id }), weft_wire::Response::Stat { .. }));
     c.change(id, weft_client::AttrChange::Mode(0o600)).unwrap();
     let (attr, size) = c.stat(&format!("/d/{other}")).unwrap();
     assert_eq!((attr.mode & 0o7777, size), (0o600, 9));
@@ -195,10 +205,14 @@ fn renames_within_and_across_shards_move_the_file_whole() {
     t.write_at(0, b"new").unwrap();
     t.close().unwrap();
     c.rename(&format!("/d/{tmp}"), &format!("/d/{other}")).unwrap();
+    assert!(matches!(c.stat(&format!("/d/{tmp}")), Err(Error::NotFound(_))), "one name after the rename");
     let back = c.open(&format!("/d/{other}"), false).unwrap();
     let mut buf = vec![0; 16];
     assert_eq!(back.read_at(0, &mut buf).unwrap(), 3);
     assert_eq!(&buf[..3], b"new");
+    // The moved file, replaced, is gone: its new shard says so (not
+    // "ask its home", which would send the request back).
+    assert!(matches!(ask(1, weft_wire::MetaReq::StatId { file: id }), weft_wire::Response::Error { code: weft_wire::ErrorCode::NotFound, .. }));
     // The target shard checks the target's directory: refused, nothing moved.
     c.mkdir("/closed", 0o755).unwrap();
     let closed = id_of(&c, "/closed");
@@ -233,9 +247,12 @@ fn a_rename_to_a_shard_that_is_down_is_finished_when_it_returns() {
     assert!(matches!(c.unlink(&from), Err(Error::Busy { .. })), "a file being renamed away is not removed under it");
     tc.lc.restart(1).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while c.stat(&from).is_ok() {
-        assert!(Instant::now() < deadline, "the rename was never finished");
-        std::thread::sleep(Duration::from_millis(200));
+    loop {
+        match c.stat(&from) {
+            Err(Error::NotFound(_)) => break,
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            r => panic!("the rename was never finished: {r:?}"),
+        }
     }
     // Exactly one name, the new one, with the bytes.
     let g = c.open(&to, false).unwrap();
@@ -274,6 +291,16 @@ fn replica_changes_need_the_servers_key() {
     let req = weft_wire::Request::Meta { cred: Cred::new(0, 0), op: weft_wire::MetaReq::Replica { coord: 0, seq: 1_000, op: Box::new(op), mac: [7; 32] } };
     let reply = ep.call(cf.meta_shards()[1].addr, req.encode()).unwrap();
     assert!(matches!(weft_wire::Response::decode(&reply.body).unwrap(), weft_wire::Response::Error { code: weft_wire::ErrorCode::Permission, .. }));
+    // Nor as itself, nor as a shard that does not exist, even with a
+    // right MAC (a key holder in secret mode could make one).
+    let key = weft_wire::CapKey::derive(&cf.secret());
+    for coord in [1, K] {
+        let op = weft_wire::ReplicaOp::Mark { dir: d };
+        let mac = weft_wire::msg::replica::seal(&key, coord, 1, &op);
+        let req = weft_wire::Request::Meta { cred: Cred::new(0, 0), op: weft_wire::MetaReq::Replica { coord, seq: 1, op: Box::new(op), mac } };
+        let reply = ep.call(cf.meta_shards()[1].addr, req.encode()).unwrap();
+        assert!(matches!(weft_wire::Response::decode(&reply.body).unwrap(), weft_wire::Response::Error { code: weft_wire::ErrorCode::Permission, .. }), "coordinator {coord}");
+    }
     // /d still takes entries on shard 1.
     c.create(&format!("/d/{}", name_on(d, 1, "ok")), excl()).unwrap();
 }

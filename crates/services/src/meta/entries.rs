@@ -6,7 +6,7 @@ use super::path::components;
 use super::shards::check_not_moving;
 use super::tables::{check_sticky, encode_attr, err, may, now_ns, split_parent, Result, Tables, WriteTables, DIRENTS, INODES, LINKS, R, W};
 use redb::{ReadableTable, WriteTransaction};
-use weft_wire::{Cred, ErrorCode, FileAttr, FileKind};
+use weft_wire::{Cred, ErrorCode, FileAttr, FileId, FileKind};
 
 /// What removing a name did.
 pub(super) struct Removed {
@@ -146,12 +146,17 @@ fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred, dst_dir: 
 /// directory; a symbolic link with its `target`) takes the name `to` here,
 /// replacing what rename(2) would; returns a replaced file whose last name
 /// that was (its objects are the client's to delete).
-pub(super) fn adopt(tx: &WriteTransaction, cred: Cred, to: &str, attr: &FileAttr, target: Option<&str>) -> Result<Option<FileAttr>> {
+/// `owns` says whether this shard keeps an entry (the source routed the
+/// rename on its own snapshot).
+pub(super) fn adopt(tx: &WriteTransaction, cred: Cred, to: &str, attr: &FileAttr, target: Option<&str>, owns: impl Fn(FileId, &str) -> bool) -> Result<Option<FileAttr>> {
     let (to_parent, to_name) = split_parent(to)?;
     let replaced = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
         super::shards::check_unmarked(tx, dst_dir.id, to)?;
+        if !owns(dst_dir.id, to_name) {
+            return Err(err(ErrorCode::CrossShard, format!("{to} is kept by another metadata shard than the rename was sent to (its directory was made anew); try again")));
+        }
         if t.inodes.get(attr.id.0)?.is_some() {
             return Err(err(ErrorCode::Internal, format!("file {} is already on this shard", attr.id.0)));
         }

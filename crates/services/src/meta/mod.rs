@@ -230,6 +230,11 @@ impl MetaService {
     /// storage failure reopens the database (see [`store`]); a delete that
     /// failed for lack of space runs once more with the reserve released.
     pub fn handle(&self, cred: Cred, op: MetaReq) -> Response {
+        // First: on a sharded cluster even requests served from memory
+        // (a close, a renewal, a shared pointer) may be another shard's.
+        if let Some(answer) = self.sharded_request(cred, &op) {
+            return answer;
+        }
         // In memory, no database: the pointer table answers on its own.
         if let MetaReq::SharedPointer { token, op } = op {
             return match self.pointers.apply(cred.uid, token, op) {
@@ -257,9 +262,6 @@ impl MetaService {
         // Every commit is durable already unless there is a window.
         if matches!(op, MetaReq::Sync) && self.window.is_none() {
             return Response::Ok;
-        }
-        if let Some(answer) = self.sharded_request(cred, &op) {
-            return answer;
         }
         if let MetaReq::Renew { old } = op {
             let renewed = self.store.db().map_err(MetaError::from).and_then(|db| self.grants.renew(&db, cred, &old));
@@ -514,6 +516,11 @@ impl MetaService {
             let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
             let parent = t.parent_for_change(cred, &parent_comps)?;
             shards::check_unmarked(tx, parent.id, path)?;
+            // Routed on an earlier snapshot: the parent may have been made
+            // anew since (its id decides the shard).
+            if let Some(Response::Route { shard, shards, parent }) = self.routing().and_then(|s| s.route(parent.id, name)) {
+                return Err(tables::routed(shard, shards, parent));
+            }
             if let Some(existing) = t.child(parent.id.0, name)? {
                 let a = t.inode(existing)?;
                 if exclusive || kind != FileKind::File {

@@ -34,42 +34,44 @@ impl MetaService {
                 _ if k == 1 => return Ok(None),
                 _ => {}
             }
-            let db = self.store.db()?;
-            if let Some(route) = self.route_of(&db, cred, op)? {
-                return Ok(Some(route));
-            }
-            match op {
-                MetaReq::Rmdir { path } => self.rmdir_sharded(&db, cred, path).map(|()| Some(Response::Ok)),
+            // The database is held only while routing: the steps below wait
+            // for the commit turn, whose holder may need to reopen it.
+            let route = self.route_of(&*self.store.db()?, op)?;
+            match (route, op) {
+                (Some(Decision::Answer(r)), _) => Ok(Some(*r)),
+                (Some(Decision::RenameTo(target)), MetaReq::Rename { from, to }) => Ok(Some(self.rename_across(cred, from, to, target))),
+                (_, MetaReq::Rmdir { path }) => self.rmdir_sharded(cred, path).map(|()| Some(Response::Ok)),
                 _ => Ok(None),
             }
         };
         decided().unwrap_or_else(|e| Some(e.into_response()))
     }
 
-    /// The answer when it is not this shard's alone to make as on one
-    /// shard: a route to another shard, a rename across shards (made
-    /// here, two-phase), or an error for a rename or link this step of
-    /// sharding does not make (a link across shards, a directory's rename).
-    fn route_of(&self, db: &Database, cred: Cred, op: &MetaReq) -> Result<Option<Response>> {
+    /// What is not this shard's alone to answer as on one shard: a route
+    /// to another shard, a rename across shards (made here, two-phase), or
+    /// an error for a rename or link this step of sharding does not make
+    /// (a link across shards, a directory's rename).
+    fn route_of(&self, db: &Database, op: &MetaReq) -> Result<Option<Decision>> {
         let s = &self.shards;
+        let answer = |r: Option<Response>| r.map(|r| Decision::Answer(Box::new(r)));
         Ok(match op {
             MetaReq::ReaddirShard { .. } | MetaReq::Sync | MetaReq::Replica { .. } | MetaReq::Readdir { .. } => None,
             // Shared file pointers are in memory, spread by their token.
             MetaReq::SharedPointer { token, .. } => {
                 let shard = (token % u64::from(s.place.count)) as u32;
-                (shard != s.place.index).then_some(Response::Route { shard, shards: s.place.count, parent: FileId(0) })
+                answer((shard != s.place.index).then_some(Response::Route { shard, shards: s.place.count, parent: FileId(0) }))
             }
             MetaReq::Rename { from, to } | MetaReq::Link { from, to } => match self.route_path(db, from, true)? {
-                Some(route) => Some(route),
-                None => self.other_shard_of(db, op, from, to)?.map(|target| self.rename_across(db, cred, from, to, target)),
+                Some(route) => Some(Decision::Answer(Box::new(route))),
+                None => self.other_shard_of(db, op, from, to)?.map(Decision::RenameTo),
             },
-            _ => match (op.file(), op.path()) {
+            _ => answer(match (op.file(), op.path()) {
                 (Some(file), _) => self.route_file(db, file)?,
                 // Reads route as they walk (`reads::stat`).
                 (None, Some(_)) if op.reads_only() => None,
                 (None, Some(path)) => self.route_path(db, path, true)?,
                 (None, None) => None,
-            },
+            }),
         })
     }
 
@@ -91,14 +93,16 @@ impl MetaService {
     }
 
     /// Where a request naming file `id` goes: here if its inode is here,
-    /// else where it was renamed to, else its home.
+    /// else where it was renamed to, else its home; a file renamed here
+    /// from its home and gone since is not found (not sent back home).
     fn route_file(&self, db: &Database, id: FileId) -> Result<Option<Response>> {
         if read_tables(db)?.inodes.get(id.0)?.is_some() {
             return Ok(None);
         }
         Ok(match shards::moved_to(db, id)? {
             Some(shard) => Some(Response::Route { shard, shards: self.shards.place.count, parent: FileId(0) }),
-            None => self.shards.route_id(id),
+            None if home_shard(id, self.shards.place.count) != self.shards.place.index => Some(Response::error(ErrorCode::NotFound, format!("file {} does not exist", id.0))),
+            None => None,
         })
     }
 
@@ -129,8 +133,9 @@ impl MetaService {
     /// target took the file (with rename(2)'s checks there) removes the
     /// source entry; if the target refused, nothing moved. A stop in
     /// between is finished from the log when this shard starts again.
-    fn rename_across(&self, db: &Database, cred: Cred, from: &str, to: &str, target: u32) -> Response {
+    fn rename_across(&self, cred: Cred, from: &str, to: &str, target: u32) -> Response {
         let recorded = self.commits.exclusive(|| -> Result<u64> {
+            let db = self.store.db()?;
             let tx = db.begin_write()?;
             let (dir, attr) = entries::leaving(&tx, cred, from)?;
             let link = if attr.kind == FileKind::Symlink { tx.open_table(super::tables::LINKS)?.get(attr.id.0)?.map(|v| v.value().to_owned()) } else { None };
@@ -145,10 +150,11 @@ impl MetaService {
             Ok(seq) => seq,
             Err(e) => return Response::error(e.code, e.message),
         };
-        let pushed = self.shards.push(db);
+        let pushed = self.shards.push(&self.store);
         match (self.shards.take_settled(seq), pushed) {
             (Some(r @ Response::Renamed { .. }), _) => self.grants.attach(cred, &MetaReq::Rename { from: from.into(), to: to.into() }, r),
-            (Some(refusal), _) => refusal,
+            (Some(Response::Refused { code, message }), _) => Response::error(code, message),
+            (Some(other), _) => Response::error(ErrorCode::Internal, format!("metadata shard {target} answered the rename of {from} with {other:?}")),
             (None, Err(e)) => Response::error(e.code, format!("{}; the rename of {from} is finished or undone when that shard answers", e.message)),
             (None, Ok(_)) => Response::error(ErrorCode::Io, format!("metadata shard {target} has not answered the rename of {from} yet; it is finished or undone when it does")),
         }
@@ -180,13 +186,14 @@ impl MetaService {
     /// to every shard before the answer. A shard that did not take it makes
     /// the answer an error (the change stays logged and is pushed again).
     pub(super) fn after_commit(&self, op: &MetaReq, r: Result<Response>) -> Result<Response> {
-        let logs = matches!(op, MetaReq::Mkdir { .. } | MetaReq::Chmod { .. } | MetaReq::Chown { .. } | MetaReq::SetTimes { .. } | MetaReq::Change { .. });
-        if !(logs && self.shards.sharded() && r.is_ok()) {
-            return r;
-        }
-        let db = self.store.db()?;
-        if self.shards.log_pending(&db) {
-            self.shards.push(&db)?;
+        // Only a directory's change is logged.
+        let logged = match (op, &r) {
+            (MetaReq::Mkdir { .. }, Ok(_)) => true,
+            (MetaReq::Chmod { .. } | MetaReq::Chown { .. } | MetaReq::SetTimes { .. } | MetaReq::Change { .. }, Ok(Response::Attr(a))) => a.kind == FileKind::Dir,
+            _ => false,
+        };
+        if logged && self.shards.sharded() {
+            self.shards.push(&self.store)?;
         }
         r
     }
@@ -194,9 +201,10 @@ impl MetaService {
     /// rmdir on a sharded cluster: every local check, then `Mark` on every
     /// shard (one holding an entry of the directory refuses), then the
     /// removal, or `Unmark` if a shard refused.
-    fn rmdir_sharded(&self, db: &Database, cred: Cred, path: &str) -> Result<()> {
+    fn rmdir_sharded(&self, cred: Cred, path: &str) -> Result<()> {
         let (parent_comps, name) = split_parent(path)?;
         let (dir, mark) = self.commits.exclusive(|| -> Result<(FileId, u64)> {
+            let db = self.store.db()?;
             let probe = db.begin_write()?;
             let found = entries::remove(&probe, cred, path, true);
             probe.abort()?;
@@ -211,18 +219,20 @@ impl MetaService {
             self.pending.note_durable();
             Ok((dir, seq))
         })?;
-        let refused: Vec<u32> = match self.shards.push(db) {
-            Ok(answers) => answers.into_iter().filter(|a| a.seq == mark && matches!(a.response, Response::Error { code: ErrorCode::NotEmpty, .. })).map(|a| a.shard).collect(),
-            Err(e) => {
-                self.unmark(db, dir);
-                return Err(e);
-            }
-        };
-        if !refused.is_empty() {
-            self.unmark(db, dir);
+        let pushed = self.shards.push(&self.store);
+        // Whichever push carried the Mark kept its answers.
+        let answers = self.shards.take_marks(mark);
+        if let Err(e) = pushed {
+            self.unmark(dir);
+            return Err(e);
+        }
+        let refused: Vec<u32> = answers.iter().filter(|(_, refused)| *refused).map(|(shard, _)| *shard).collect();
+        if !refused.is_empty() || answers.len() != self.shards.place.peers.len() {
+            self.unmark(dir);
             return Err(err(ErrorCode::NotEmpty, format!("{path} is not empty (metadata shards {refused:?} keep entries of it)")));
         }
         let removed = self.commits.exclusive(|| -> Result<()> {
+            let db = self.store.db()?;
             let tx = db.begin_write()?;
             let parent = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? }.walk(cred, &parent_comps)?;
             entries::remove(&tx, cred, path, true)?;
@@ -233,16 +243,17 @@ impl MetaService {
             Ok(())
         });
         if let Err(e) = removed {
-            self.unmark(db, dir);
+            self.unmark(dir);
             return Err(e);
         }
-        self.shards.push(db).map(|_| ())
+        self.shards.push(&self.store)
     }
 
     /// Abandons an rmdir: `dir` takes entries again here and, once pushed,
     /// on every shard (a failed push is retried in the background).
-    fn unmark(&self, db: &Database, dir: FileId) {
+    fn unmark(&self, dir: FileId) {
         let logged = self.commits.exclusive(|| -> Result<()> {
+            let db = self.store.db()?;
             let tx = db.begin_write()?;
             tx.open_table(MARKED)?.remove(dir.0)?;
             self.shards.log(&tx, &ReplicaOp::Unmark { dir })?;
@@ -250,7 +261,7 @@ impl MetaService {
             self.pending.note_durable();
             Ok(())
         });
-        match logged.and_then(|()| self.shards.push(db)) {
+        match logged.and_then(|()| self.shards.push(&self.store)) {
             Ok(_) => {}
             Err(e) => tracing::warn!(target: "weft::meta", dir = dir.0, error = %e, "an abandoned rmdir's unmark is not on every shard yet"),
         }
@@ -277,10 +288,8 @@ impl MetaService {
                 loop {
                     std::thread::sleep(RETRY_EVERY);
                     let (Some(store), Some(shards)) = (store.upgrade(), shards.upgrade()) else { return };
-                    let Ok(db) = store.db() else { continue };
-                    if shards.log_pending(&db)
-                        && let Err(e) = shards.push(&db)
-                    {
+                    let pending = store.db().is_ok_and(|db| shards.log_pending(&db));
+                    if pending && let Err(e) = shards.push(&store) {
                         tracing::debug!(target: "weft::meta", error = %e, "directory log not taken by every shard yet");
                     }
                 }
@@ -288,6 +297,14 @@ impl MetaService {
             .map_err(|e| err(ErrorCode::Io, format!("cannot start the directory log's pusher: {e}")))?;
         Ok(())
     }
+}
+
+/// What routing decided for a request this shard must not serve as on one shard.
+enum Decision {
+    /// Answer this (a route, an error).
+    Answer(Box<Response>),
+    /// A rename to a name the given shard keeps.
+    RenameTo(u32),
 }
 
 fn shard_count_differs(client: u32, servers: u32) -> MetaError {

@@ -74,7 +74,12 @@ pub(super) struct Answer {
     pub(super) seq: u64,
     pub(super) shard: u32,
     pub(super) response: Response,
+    /// To a `Mark` (else to an `Adopt`).
+    pub(super) mark: bool,
 }
+
+/// Directory changes a shard keeps for others at most.
+const MAX_LOG: u64 = 100_000;
 
 /// How long a push waits for one shard before the change is reported as
 /// not taken (it stays in the log and is pushed again).
@@ -115,6 +120,8 @@ pub(super) struct Shards {
     /// with the target's answer, until the request that made each takes it
     /// (another push may have settled it).
     settled: Mutex<std::collections::HashMap<u64, Response>>,
+    /// Answers to `Mark`s by sequence number: (shard, refused).
+    marks: Mutex<std::collections::HashMap<u64, Vec<(u32, bool)>>>,
 }
 
 impl Shards {
@@ -125,7 +132,7 @@ impl Shards {
             _ => None,
         };
         let acked = Mutex::new(vec![0; place.peers.len()]);
-        Ok(Shards { place, key, endpoint, acked, sizes, settled: Default::default() })
+        Ok(Shards { place, key, endpoint, acked, sizes, settled: Default::default(), marks: Default::default() })
     }
 
     pub(super) fn sharded(&self) -> bool {
@@ -159,7 +166,13 @@ impl Shards {
     }
 
     /// Appends `op` to this shard's log in `tx` (pushed after the commit).
+    /// A log that a shard has not taken for long is bounded: new
+    /// directory changes wait (`Busy`) until it takes them.
     pub(super) fn log(&self, tx: &WriteTransaction, op: &ReplicaOp) -> Result<u64> {
+        use redb::ReadableTableMetadata;
+        if tx.open_table(REPLOG)?.len()? >= MAX_LOG {
+            return Err(err(ErrorCode::Busy, format!("{MAX_LOG} directory changes of this shard are not on every shard yet (a shard is down?): try again once they are")));
+        }
         let mut counters = tx.open_table(COUNTERS)?;
         let seq = counters.get("replica_seq")?.map_or(0, |v| v.value()) + 1;
         counters.insert("replica_seq", seq)?;
@@ -170,18 +183,22 @@ impl Shards {
     /// Pushes the log, in order, to every other shard: each gets the
     /// entries it has not acknowledged, so a shard that is down holds back
     /// only itself. Entries every shard took leave the log, but for a
-    /// rename not yet settled here. Returns the answers to `Mark`s (every
-    /// shard's) and `Adopt`s (the target's); settles the renames whose
-    /// target answered; fails naming a shard that did not take an entry
-    /// (it stays logged and is pushed again later).
-    pub(super) fn push(&self, db: &redb::Database) -> Result<Vec<Answer>> {
-        let Some(endpoint) = &self.endpoint else { return Ok(Vec::new()) };
+    /// rename not yet settled here. The answers to `Mark`s (every shard's)
+    /// are kept by sequence number for the rmdir that waits for them
+    /// ([`Shards::take_marks`], whichever push carried them); renames whose
+    /// target answered are settled. Fails naming a shard that did not take
+    /// an entry (it stays logged and is pushed again later). The database
+    /// is held only to read and write, never across the network.
+    pub(super) fn push(&self, store: &super::store::Store) -> Result<()> {
+        let Some(endpoint) = &self.endpoint else { return Ok(()) };
         let mut acked = self.acked.lock().unwrap_or_else(PoisonError::into_inner);
+        let from = acked.iter().copied().min().unwrap_or(0) + 1;
         let entries: Vec<(u64, ReplicaOp)> = {
+            let db = store.db()?;
             let tx = db.begin_read()?;
             let log = tx.open_table(REPLOG)?;
             let mut v = Vec::new();
-            for item in log.iter()? {
+            for item in log.range(from..)? {
                 let (k, val) = item?;
                 let op = ReplicaOp::from_bytes(val.value()).map_err(|e| err(ErrorCode::Internal, format!("corrupt directory log entry {}: {e}", k.value())))?;
                 v.push((k.value(), op));
@@ -193,25 +210,28 @@ impl Shards {
         let mut failure: Option<MetaError> = None;
         let mut down = vec![false; peers.len()];
         for (seq, op) in &entries {
-            let mac = seal(&self.key, self.place.index, *seq, op);
-            let body = Request::Meta { cred: Cred::new(0, 0), op: MetaReq::Replica { coord: self.place.index, seq: *seq, op: Box::new(op.clone()), mac } }.encode();
             let to: Vec<usize> = (0..peers.len()).filter(|&p| !down[p] && acked[p] < *seq).collect();
             if to.is_empty() {
                 continue;
             }
+            let mac = seal(&self.key, self.place.index, *seq, op);
+            let body = Request::Meta { cred: Cred::new(0, 0), op: MetaReq::Replica { coord: self.place.index, seq: *seq, op: Box::new(op.clone()), mac } }.encode();
             let mut calls: Vec<weft_net::Call<'_>> = to.iter().map(|&p| weft_net::Call::new(peers[p].1, body.clone())).collect();
             endpoint.run_within(&mut calls, usize::MAX, PUSH_TIMEOUT);
             for (p, call) in to.into_iter().zip(calls) {
                 let (shard, addr) = peers[p];
                 let answer = call.result.expect("run fills every result").map_err(|e| e.to_string()).and_then(|r| Response::decode(&r.body).map_err(|e| e.to_string()));
+                // Taken: `Ok`, a rename's `Renamed`, or `Refused` (applied
+                // by refusing). An `Error` means it was not applied.
                 let problem = match answer {
-                    Ok(response) if matches!(op, ReplicaOp::Mark { .. }) || matches!(op, ReplicaOp::Adopt { shard: to, .. } if *to == shard) => {
-                        // Refusals included: they are these ops' answers.
-                        answers.push(Answer { seq: *seq, shard, response });
+                    Ok(response @ (Response::Ok | Response::Renamed { .. } | Response::Refused { .. })) => {
+                        let mark = matches!(op, ReplicaOp::Mark { .. });
+                        if mark || matches!(op, ReplicaOp::Adopt { shard: to, .. } if *to == shard) {
+                            answers.push(Answer { seq: *seq, shard, response, mark });
+                        }
                         None
                     }
-                    Ok(Response::Ok) => None,
-                    Ok(Response::Error { code, message }) => Some(err(code, format!("metadata shard {shard} ({addr}) refused directory change {seq}: {message}"))),
+                    Ok(Response::Error { code, message }) => Some(err(code, format!("metadata shard {shard} ({addr}) did not take directory change {seq}: {message}"))),
                     Ok(other) => Some(err(ErrorCode::Internal, format!("metadata shard {shard} ({addr}) answered a directory change with {other:?}"))),
                     Err(e) => Some(err(ErrorCode::Io, format!("metadata shard {shard} ({addr}) did not take a directory change ({e}); it is kept and reaches that shard when it answers"))),
                 };
@@ -224,7 +244,9 @@ impl Shards {
                 }
             }
         }
-        self.settle(db, &answers)?;
+        self.keep_marks(&answers);
+        let db = store.db()?;
+        self.settle(&db, &answers)?;
         let taken = acked.iter().copied().min().unwrap_or(0);
         let unsettled: Vec<u64> = {
             let tx = db.begin_read()?;
@@ -235,28 +257,57 @@ impl Shards {
             }
             v
         };
-        let prunable = |seq: u64| seq <= taken && !unsettled.contains(&seq);
-        if entries.first().is_some_and(|(seq, _)| prunable(*seq)) {
+        let prunable: Vec<u64> = {
+            let tx = db.begin_read()?;
+            let log = tx.open_table(REPLOG)?;
+            let mut v = Vec::new();
+            for item in log.range(..=taken)? {
+                let seq = item?.0.value();
+                if unsettled.contains(&seq) {
+                    break;
+                }
+                v.push(seq);
+            }
+            v
+        };
+        if !prunable.is_empty() {
             let tx = db.begin_write()?;
             {
                 let mut log = tx.open_table(REPLOG)?;
-                for (seq, _) in entries.iter().take_while(|(seq, _)| prunable(*seq)) {
-                    log.remove(*seq)?;
+                for seq in prunable {
+                    log.remove(seq)?;
                 }
             }
             tx.commit()?;
         }
         match failure {
             Some(e) => Err(e),
-            None => Ok(answers),
+            None => Ok(()),
         }
+    }
+
+    /// Keeps the answers to `Mark`s for the rmdirs that wait for them.
+    fn keep_marks(&self, answers: &[Answer]) {
+        let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
+        // An rmdir that gave up leaves its answers: bounded.
+        if marks.len() > 4096 {
+            marks.clear();
+        }
+        for a in answers.iter().filter(|a| a.mark) {
+            marks.entry(a.seq).or_default().push((a.shard, matches!(a.response, Response::Refused { .. })));
+        }
+    }
+
+    /// The shards that answered the `Mark` at `seq`, and whether each refused.
+    pub(super) fn take_marks(&self, seq: u64) -> Vec<(u32, bool)> {
+        self.marks.lock().unwrap_or_else(PoisonError::into_inner).remove(&seq).unwrap_or_default()
     }
 
     /// Finishes the renames across shards whose target answered: the
     /// source entry goes if the target took the file (requests by its id are
     /// sent on there from now), else the rename is undone (nothing moved).
     fn settle(&self, db: &redb::Database, answers: &[Answer]) -> Result<()> {
-        // (Marks' answers match no rename's sequence number.)
+        let answers: Vec<&Answer> = answers.iter().filter(|a| !a.mark).collect();
         if answers.is_empty() {
             return Ok(());
         }
@@ -319,11 +370,11 @@ impl Shards {
             // A resend (the answer was lost): a Mark's answer is whether
             // the mark stands.
             return Ok(match op {
-                ReplicaOp::Mark { dir } if tx.open_table(MARKED)?.get(dir.0)?.is_none() => Response::error(ErrorCode::NotEmpty, "refused before"),
+                ReplicaOp::Mark { dir } if tx.open_table(MARKED)?.get(dir.0)?.is_none() => refused(ErrorCode::NotEmpty, "refused before"),
                 ReplicaOp::Adopt { shard, .. } if *shard == self.place.index => match tx.open_table(ADOPTED)?.get((coord, seq))?.map(|v| v.value()) {
                     // The replaced file's capability went with the first answer.
                     Some(1) => Response::Renamed { replaced: None },
-                    _ => Response::error(ErrorCode::Busy, "this rename was refused before"),
+                    _ => refused(ErrorCode::Busy, "this rename was refused before"),
                 },
                 _ => Response::Ok,
             });
@@ -331,13 +382,15 @@ impl Shards {
         if seq != last + 1 {
             return Err(err(ErrorCode::Internal, format!("directory change {seq} of shard {coord} arrived after {last}: a change is missing")));
         }
+        // Checked before anything is written (the batch commits the rest).
+        self.check_op(coord, op)?;
         applied.insert(coord, seq)?;
         drop(applied);
         if let ReplicaOp::Adopt { shard, cred, to, attr, target } = op {
             if *shard != self.place.index {
                 return Ok(Response::Ok);
             }
-            let r = super::entries::adopt(tx, *cred, to, attr, target.as_deref());
+            let r = super::entries::adopt(tx, *cred, to, attr, target.as_deref(), |dir, name| self.owns(dir, name));
             if let Err(e) = &r
                 && e.storage
             {
@@ -346,15 +399,12 @@ impl Shards {
             tx.open_table(ADOPTED)?.insert((coord, seq), u8::from(r.is_ok()))?;
             return Ok(match r {
                 Ok(replaced) => Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) },
-                Err(e) => Response::error(e.code, e.message),
+                Err(e) => refused(e.code, e.message),
             });
         }
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         match op {
             ReplicaOp::Mkdir { parent, name, attr } => {
-                if attr.kind != FileKind::Dir || home_shard(attr.id, self.place.count) != coord {
-                    return Err(err(ErrorCode::Internal, format!("shard {coord} pushed a directory {} it did not make", attr.id.0)));
-                }
                 t.inodes.insert(attr.id.0, encode_attr(attr).as_slice())?;
                 t.dirents.insert((parent.0, name.as_str()), attr.id.0)?;
                 if t.inodes.get(parent.0)?.is_some() {
@@ -370,7 +420,7 @@ impl Shards {
             }
             ReplicaOp::Mark { dir } => {
                 if self.holds_entries_of(&t, *dir)? {
-                    return Ok(Response::error(ErrorCode::NotEmpty, format!("shard {} holds entries of directory {}", self.place.index, dir.0)));
+                    return Ok(refused(ErrorCode::NotEmpty, format!("shard {} holds entries of directory {}", self.place.index, dir.0)));
                 }
                 tx.open_table(MARKED)?.insert(dir.0, seq)?;
             }
@@ -385,10 +435,15 @@ impl Shards {
                         t.entries_changed(parent.0, -1, *time_ns)?;
                     }
                 }
-                // Entries of subdirectories whose own removal from their
-                // home shard is still on its way.
+                // Copies of subdirectories whose own removal from their
+                // home shard is still on its way go; an entry this shard
+                // keeps cannot be here (its Mark refused), and stays.
                 let orphans: Vec<String> = t.dirents.range((dir.0, "")..(dir.0 + 1, ""))?.map(|e| e.map(|(k, _)| k.value().1.to_owned())).collect::<std::result::Result<_, _>>()?;
                 for name in orphans {
+                    if self.owns(*dir, &name) {
+                        tracing::error!(target: "weft::meta", dir = dir.0, name = %name, "a removed directory still has an entry this shard keeps");
+                        continue;
+                    }
                     t.dirents.remove((dir.0, name.as_str()))?;
                 }
                 t.inodes.remove(dir.0)?;
@@ -396,6 +451,23 @@ impl Shards {
             }
         }
         Ok(Response::Ok)
+    }
+
+    /// What a coordinator may push: directories it is the home of, a
+    /// rename to a shard that exists.
+    fn check_op(&self, coord: u32, op: &ReplicaOp) -> Result<()> {
+        let k = self.place.count;
+        let dir = match op {
+            ReplicaOp::Mkdir { attr, .. } if attr.kind != FileKind::Dir => return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed a directory that is not one"))),
+            ReplicaOp::Mkdir { attr, .. } => attr.id,
+            ReplicaOp::SetAttr { dir, .. } | ReplicaOp::Mark { dir } | ReplicaOp::Unmark { dir } | ReplicaOp::Rmdir { dir, .. } => *dir,
+            ReplicaOp::Adopt { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a rename to shard {shard} of {k}"))),
+            ReplicaOp::Adopt { .. } => return Ok(()),
+        };
+        if home_shard(dir, k) != coord {
+            return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed a change of directory {}, which shard {} keeps", dir.0, home_shard(dir, k))));
+        }
+        Ok(())
     }
 
     /// Whether this shard keeps an entry of `dir` (not the copies of
@@ -412,6 +484,14 @@ impl Shards {
             }
         }
         Ok(false)
+    }
+}
+
+/// A pushed change applied by refusing it.
+fn refused(code: ErrorCode, message: impl Into<String>) -> Response {
+    match Response::error(code, message) {
+        Response::Error { code, message } => Response::Refused { code, message },
+        other => other,
     }
 }
 

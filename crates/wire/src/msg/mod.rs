@@ -71,6 +71,10 @@ pub enum Response {
     /// Not this metadata shard's: ask shard `shard` of `shards`; the
     /// path's parent directory has id `parent` (for the client's cache).
     Route { shard: u32, shards: u32, parent: FileId },
+    /// A shard applied a pushed directory change by refusing it (a `Mark`
+    /// of a directory it keeps entries of, an `Adopt` rename(2) would
+    /// refuse): unlike `Error`, the change counts as taken.
+    Refused { code: ErrorCode, message: String },
 }
 
 impl Request {
@@ -244,6 +248,9 @@ impl Response {
             Response::Route { shard, shards, parent } => {
                 e.u8(17).u32(*shard).u32(*shards).u64(parent.0);
             }
+            Response::Refused { code, message } => {
+                e.u8(18).u16(*code as u16).str(message);
+            }
         }
         e.finish()
     }
@@ -292,6 +299,11 @@ impl Response {
                     return Err(DecodeError::Invalid("a route names a shard outside the shard count"));
                 }
                 Response::Route { shard, shards, parent }
+            }
+            18 => {
+                let raw = d.u16()?;
+                let code = ErrorCode::from_u16(raw).ok_or(DecodeError::BadTag { what: "error code", tag: raw.into() })?;
+                Response::Refused { code, message: d.str("error message", MAX_ERROR_MSG)? }
             }
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
@@ -426,6 +438,7 @@ mod tests {
             (attr(), cap()).prop_map(|(attr, cap)| Response::Granted { attr, cap }),
             cap().prop_map(Response::Cap),
             (1u32..64, any::<u32>(), any::<u64>()).prop_map(|(shards, s, p)| Response::Route { shard: s % shards, shards, parent: FileId(p) }),
+            (0usize..ErrorCode::ALL.len(), "[ -~]{0,50}").prop_map(|(i, message)| Response::Refused { code: ErrorCode::ALL[i], message }),
             any::<u64>().prop_map(|bytes| Response::Written { bytes }),
             any::<u64>().prop_map(|object_size| Response::Read { object_size }),
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),

@@ -5,7 +5,8 @@
 //!
 //! # Wire format
 //! `MetaReq::Replica`: `coord u32 | seq u64 | op | mac[32]`, with
-//! `mac = blake3_keyed(key, "weft replica" | coord | seq | op)`.
+//! `mac = blake3_keyed(key, "weft replica" | len u64 | coord | seq | op)`
+//! (`len`: the byte length of `coord | seq | op`).
 
 use super::meta::{Cred, FileAttr, FileKind};
 use crate::limits::{MAX_LINK_TARGET_LEN, MAX_NAME_LEN, MAX_PATH_LEN};

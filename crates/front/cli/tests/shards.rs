@@ -365,3 +365,30 @@ fn locks_and_shared_pointers_are_kept_by_every_shard() {
         assert_eq!(other.shared_pointer(token, weft_client::PointerOp::FetchAdd(1)).unwrap(), token * 10);
     }
 }
+
+#[test]
+fn a_directorys_times_follow_entries_made_on_other_shards() {
+    let tc = sharded("shards-times");
+    let c = tc.client();
+    c.mkdir("/d", 0o755).unwrap();
+    let d = id_of(&c, "/d");
+    let home = home_shard(d, K);
+    let mtime = |c: &Client| c.stat("/d").unwrap().0.mtime_ns;
+    // Waits (bounded) until the directory's mtime passes `than`.
+    let moves_past = |than: i64, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while mtime(&c) <= than {
+            assert!(Instant::now() < deadline, "/d's mtime never followed {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let before = mtime(&c);
+    std::thread::sleep(Duration::from_millis(20));
+    let name = format!("/d/{}", name_on(d, (home + 1) % K, "f"));
+    c.create(&name, excl()).unwrap();
+    moves_past(before, "a create on another shard");
+    let before = mtime(&c);
+    std::thread::sleep(Duration::from_millis(20));
+    c.unlink(&name).unwrap();
+    moves_past(before, "an unlink on another shard");
+}

@@ -349,11 +349,17 @@ impl MetaService {
         self.logged.store(false, Ordering::Relaxed);
         let mut results = Vec::with_capacity(batch.len());
         let mut created = Vec::new();
+        tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
         for (cred, op) in batch {
             // Every mutation checks everything before it writes, so one that
             // fails leaves nothing for the others to see (at most an id
             // counter moved on: ids are never reused anyway).
+            let before = tables::CHANGED_DIRS.with(|c| c.borrow().len());
             let r = self.apply(&tx, *cred, op);
+            // A pushed change's directory times came from its home already.
+            if matches!(op, MetaReq::Replica { .. }) {
+                tables::CHANGED_DIRS.with(|c| c.borrow_mut().truncate(before));
+            }
             if let (MetaReq::Create { .. }, Ok((_, true))) = (op, &r) {
                 created.push(results.len());
             }
@@ -371,6 +377,8 @@ impl MetaService {
             tx.set_durability(redb::Durability::None);
         }
         tx.commit()?;
+        let changed = tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut()));
+        self.shards.touched(changed);
         if durable {
             self.pending.note_durable();
             // Under the turn and with nothing pending: the reserve is not

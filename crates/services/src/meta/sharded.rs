@@ -288,6 +288,9 @@ impl MetaService {
                 loop {
                     std::thread::sleep(RETRY_EVERY);
                     let (Some(store), Some(shards)) = (store.upgrade(), shards.upgrade()) else { return };
+                    if let Err(e) = shards.send_touches(&store) {
+                        tracing::debug!(target: "weft::meta", error = %e, "directory times not told to every shard yet");
+                    }
                     let pending = store.db().is_ok_and(|db| shards.log_pending(&db));
                     if pending && let Err(e) = shards.push(&store) {
                         tracing::debug!(target: "weft::meta", error = %e, "directory log not taken by every shard yet");

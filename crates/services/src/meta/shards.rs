@@ -122,6 +122,9 @@ pub(super) struct Shards {
     settled: Mutex<std::collections::HashMap<u64, Response>>,
     /// Answers to `Mark`s by sequence number: (shard, refused).
     marks: Mutex<std::collections::HashMap<u64, Vec<(u32, bool)>>>,
+    /// Directories of other homes whose entries changed here, and when:
+    /// told to every shard by the next `Touch`.
+    touches: Mutex<std::collections::HashMap<FileId, i64>>,
 }
 
 impl Shards {
@@ -132,7 +135,7 @@ impl Shards {
             _ => None,
         };
         let acked = Mutex::new(vec![0; place.peers.len()]);
-        Ok(Shards { place, key, endpoint, acked, sizes, settled: Default::default(), marks: Default::default() })
+        Ok(Shards { place, key, endpoint, acked, sizes, settled: Default::default(), marks: Default::default(), touches: Default::default() })
     }
 
     pub(super) fn sharded(&self) -> bool {
@@ -286,6 +289,45 @@ impl Shards {
         }
     }
 
+    /// A batch changed entries of these directories: those another shard
+    /// is the home of are told about at the next [`Shards::send_touches`]
+    /// (their stats are answered there).
+    pub(super) fn touched(&self, dirs: Vec<(FileId, i64)>) {
+        if !self.sharded() {
+            return;
+        }
+        let mut t = self.touches.lock().unwrap_or_else(PoisonError::into_inner);
+        for (dir, at) in dirs {
+            if home_shard(dir, self.place.count) == self.place.index {
+                continue;
+            }
+            // Bounded: past it, the oldest news is what gets lost.
+            if t.len() >= 4 * weft_wire::msg::replica::MAX_TOUCHED && !t.contains_key(&dir) {
+                continue;
+            }
+            let e = t.entry(dir).or_insert(at);
+            *e = (*e).max(at);
+        }
+    }
+
+    /// Logs and pushes what [`Shards::touched`] gathered (a directory's
+    /// times lag the entries other shards change by about this cadence).
+    pub(super) fn send_touches(&self, store: &super::store::Store) -> Result<()> {
+        let dirs: Vec<(FileId, i64)> = std::mem::take(&mut *self.touches.lock().unwrap_or_else(PoisonError::into_inner)).into_iter().collect();
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        {
+            let db = store.db()?;
+            let tx = db.begin_write()?;
+            for chunk in dirs.chunks(weft_wire::msg::replica::MAX_TOUCHED) {
+                self.log(&tx, &ReplicaOp::Touch { dirs: chunk.to_vec() })?;
+            }
+            tx.commit()?;
+        }
+        self.push(store)
+    }
+
     /// Keeps the answers to `Mark`s for the rmdirs that wait for them.
     fn keep_marks(&self, answers: &[Answer]) {
         let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
@@ -428,6 +470,16 @@ impl Shards {
                 tx.open_table(MARKED)?.remove(dir.0)?;
             }
             ReplicaOp::Adopt { .. } => unreachable!("taken above"),
+            ReplicaOp::Touch { dirs } => {
+                for (dir, at) in dirs {
+                    let old = t.inodes.get(dir.0)?.map(|v| decode_attr(v.value())).transpose()?;
+                    if let Some(mut a) = old.filter(|a| a.kind == FileKind::Dir && (a.mtime_ns < *at || a.ctime_ns < *at)) {
+                        a.mtime_ns = a.mtime_ns.max(*at);
+                        a.ctime_ns = a.ctime_ns.max(*at);
+                        t.inodes.insert(dir.0, encode_attr(&a).as_slice())?;
+                    }
+                }
+            }
             ReplicaOp::Rmdir { parent, name, dir, time_ns } => {
                 if t.child(parent.0, name)? == Some(dir.0) {
                     t.dirents.remove((parent.0, name.as_str()))?;
@@ -462,7 +514,7 @@ impl Shards {
             ReplicaOp::Mkdir { attr, .. } => attr.id,
             ReplicaOp::SetAttr { dir, .. } | ReplicaOp::Mark { dir } | ReplicaOp::Unmark { dir } | ReplicaOp::Rmdir { dir, .. } => *dir,
             ReplicaOp::Adopt { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a rename to shard {shard} of {k}"))),
-            ReplicaOp::Adopt { .. } => return Ok(()),
+            ReplicaOp::Adopt { .. } | ReplicaOp::Touch { .. } => return Ok(()),
         };
         if home_shard(dir, k) != coord {
             return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed a change of directory {}, which shard {} keeps", dir.0, home_shard(dir, k))));

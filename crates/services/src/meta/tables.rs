@@ -201,8 +201,16 @@ impl WriteTables<'_> {
         a.mtime_ns = now;
         a.ctime_ns = now;
         self.inodes.insert(dir, encode_attr(&a).as_slice())?;
+        CHANGED_DIRS.with(|c| c.borrow_mut().push((FileId(dir), now)));
         Ok(())
     }
+}
+
+thread_local! {
+    /// Directories whose entries this thread's transaction changed, with
+    /// when (a sharded service tells their home shards; see
+    /// `shards::Touched`). Cleared by the batch that reads it.
+    pub(super) static CHANGED_DIRS: std::cell::RefCell<Vec<(FileId, i64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The tables of a read-only transaction.

@@ -32,7 +32,13 @@ pub enum ReplicaOp {
     /// rename(2)'s checks there; answered `Renamed` or the refusal. Other
     /// shards only count the sequence number.
     Adopt { shard: u32, cred: Cred, to: String, attr: FileAttr, target: Option<String> },
+    /// Entries of these directories were made or removed on the pushing
+    /// shard at these times: their mtime and ctime move up to them.
+    Touch { dirs: Vec<(FileId, i64)> },
 }
+
+/// Directories one `Touch` names at most.
+pub const MAX_TOUCHED: usize = 1024;
 
 impl ReplicaOp {
     pub fn encode(&self, e: &mut Encoder) {
@@ -63,6 +69,12 @@ impl ReplicaOp {
                     None => e.u8(0),
                 };
             }
+            ReplicaOp::Touch { dirs } => {
+                e.u8(7).u32(dirs.len() as u32);
+                for (dir, t) in dirs {
+                    e.u64(dir.0).i64(*t);
+                }
+            }
         }
     }
 
@@ -84,6 +96,11 @@ impl ReplicaOp {
                 }
                 let target = if d.bool()? { Some(d.str("link target", MAX_LINK_TARGET_LEN)?) } else { None };
                 ReplicaOp::Adopt { shard, cred, to, attr, target }
+            }
+            7 => {
+                let n = d.count("touched directories", MAX_TOUCHED, 16)?;
+                let dirs = (0..n).map(|_| Ok((FileId(d.u64()?), d.i64()?))).collect::<Result<_, DecodeError>>()?;
+                ReplicaOp::Touch { dirs }
             }
             t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
         })
@@ -141,6 +158,7 @@ mod tests {
             ReplicaOp::Mark { dir: FileId(9) },
             ReplicaOp::Unmark { dir: FileId(9) },
             ReplicaOp::Rmdir { parent: FileId(1), name: "d".into(), dir: FileId(9), time_ns: 7 },
+            ReplicaOp::Touch { dirs: vec![(FileId(9), 11), (FileId(12), -1)] },
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Symlink, layout: None, ..attr.clone() }, target: Some("t".into()) },
         ];
         for op in &ops {

@@ -71,7 +71,8 @@ pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bo
 /// Renames `from` to `to`, replacing what `to` names (a file, or an empty
 /// directory for a directory); returns a replaced file whose last name
 /// that was (its objects are the client's to delete).
-pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<Option<FileAttr>> {
+/// `owner`: whether this shard keeps a name (else the route, as an error).
+pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owner: impl Fn(FileId, &str) -> Result<()>) -> Result<Option<FileAttr>> {
     let (from_parent, from_name) = split_parent(from)?;
     let (to_parent, to_name) = split_parent(to)?;
     let mut from_full = from_parent.clone();
@@ -92,6 +93,8 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) ->
         let src_dir = t.parent_for_change(cred, &from_parent)?;
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
         super::shards::check_unmarked(tx, dst_dir.id, to)?;
+        owner(src_dir.id, from_name)?;
+        owner(dst_dir.id, to_name)?;
         let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
         let src = t.inode(id)?;
         check_sticky(cred, &src_dir, &src, from)?;
@@ -203,7 +206,8 @@ pub(super) fn leaving(tx: &WriteTransaction, cred: Cred, from: &str) -> Result<(
 /// directory). As Linux's protected hard links: someone other than the
 /// owner (or root) may link only a regular file it may read and write
 /// that is neither setuid nor setgid-executable.
-pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> Result<FileAttr> {
+/// `owner`: whether this shard keeps a name (else the route, as an error).
+pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owner: impl Fn(FileId, &str) -> Result<()>) -> Result<FileAttr> {
     let from_comps = components(from).map_err(|m| err(ErrorCode::InvalidPath, m))?;
     let (to_parent, to_name) = split_parent(to)?;
     let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
@@ -219,6 +223,7 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str) -> R
     }
     let dir = t.parent_for_change(cred, &to_parent)?;
     super::shards::check_unmarked(tx, dir.id, to)?;
+    owner(dir.id, to_name)?;
     if t.child(dir.id.0, to_name)?.is_some() {
         return Err(err(ErrorCode::Exists, format!("{to} already exists")));
     }

@@ -356,8 +356,9 @@ impl MetaService {
             // counter moved on: ids are never reused anyway).
             let before = tables::CHANGED_DIRS.with(|c| c.borrow().len());
             let r = self.apply(&tx, *cred, op);
-            // A pushed change's directory times came from its home already.
-            if matches!(op, MetaReq::Replica { .. }) {
+            // A pushed directory change moved its parent's times on every
+            // shard already; a file taken from another shard (Adopt) did not.
+            if matches!(op, MetaReq::Replica { op, .. } if !matches!(**op, weft_wire::ReplicaOp::Adopt { .. })) {
                 tables::CHANGED_DIRS.with(|c| c.borrow_mut().truncate(before));
             }
             if let (MetaReq::Create { .. }, Ok((_, true))) = (op, &r) {
@@ -425,7 +426,7 @@ impl MetaService {
             // capability to delete its objects) only with its last name.
             MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| if r.last { Response::Attr(r.attr) } else { Response::Ok }),
             MetaReq::Rmdir { path } => entries::remove(tx, cred, path, true).map(|_| Response::Ok),
-            MetaReq::Link { from, to } => entries::link(tx, cred, from, to).map(Response::Attr),
+            MetaReq::Link { from, to } => entries::link(tx, cred, from, to, |dir, name| self.check_owner(dir, name)).map(Response::Attr),
             // Its batch's commit is made durable (`must_be_durable`).
             MetaReq::Sync => Ok(Response::Ok),
             MetaReq::Mknod { path, mode, kind } => match kind {
@@ -436,12 +437,22 @@ impl MetaService {
             },
             // The capability to delete the replaced file's objects is added
             // once the rename is durable (`grants`).
-            MetaReq::Rename { from, to } => entries::rename(tx, cred, from, to).map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
+            MetaReq::Rename { from, to } => entries::rename(tx, cred, from, to, |dir, name| self.check_owner(dir, name)).map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
             MetaReq::Chmod { path, mode } => self.change(tx, cred, Target::Path(path), AttrChange::Mode(*mode)),
             MetaReq::SetTimes { path, mtime_ns } => self.change(tx, cred, Target::Path(path), AttrChange::Mtime(*mtime_ns)),
             MetaReq::Chown { path, uid, gid } => self.change(tx, cred, Target::Path(path), AttrChange::Owner { uid: *uid, gid: *gid }),
             MetaReq::Change { file, change } => self.change(tx, cred, Target::Id(*file), *change),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
+        }
+    }
+
+    /// Whether this shard keeps entry `name` of `dir`, else the route (as
+    /// an error): a request routed on an earlier snapshot may find the
+    /// directory made anew since.
+    fn check_owner(&self, dir: FileId, name: &str) -> Result<()> {
+        match self.routing().and_then(|s| s.route(dir, name)) {
+            Some(Response::Route { shard, shards, parent }) => Err(tables::routed(shard, shards, parent)),
+            _ => Ok(()),
         }
     }
 
@@ -526,9 +537,7 @@ impl MetaService {
             shards::check_unmarked(tx, parent.id, path)?;
             // Routed on an earlier snapshot: the parent may have been made
             // anew since (its id decides the shard).
-            if let Some(Response::Route { shard, shards, parent }) = self.routing().and_then(|s| s.route(parent.id, name)) {
-                return Err(tables::routed(shard, shards, parent));
-            }
+            self.check_owner(parent.id, name)?;
             if let Some(existing) = t.child(parent.id.0, name)? {
                 let a = t.inode(existing)?;
                 if exclusive || kind != FileKind::File {

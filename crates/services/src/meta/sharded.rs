@@ -96,8 +96,11 @@ impl MetaService {
     /// else where it was renamed to, else its home; a file renamed here
     /// from its home and gone since is not found (not sent back home).
     fn route_file(&self, db: &Database, id: FileId) -> Result<Option<Response>> {
-        if read_tables(db)?.inodes.get(id.0)?.is_some() {
-            return Ok(None);
+        if let Some(v) = read_tables(db)?.inodes.get(id.0)? {
+            // Every shard has every directory, but only its home changes it.
+            let home = home_shard(id, self.shards.place.count);
+            let dir = super::tables::decode_attr(v.value())?.kind == FileKind::Dir;
+            return Ok((dir && home != self.shards.place.index).then_some(Response::Route { shard: home, shards: self.shards.place.count, parent: FileId(0) }));
         }
         Ok(match shards::moved_to(db, id)? {
             Some(shard) => Some(Response::Route { shard, shards: self.shards.place.count, parent: FileId(0) }),

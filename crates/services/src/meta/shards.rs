@@ -248,8 +248,14 @@ impl Shards {
             }
         }
         self.keep_marks(&answers);
+        let settled = store.db().map_err(MetaError::from).and_then(|db| self.settle(&db, &answers));
+        if let Err(e) = settled {
+            // The targets' answers are lost with it: everything is sent
+            // again (each shard answers a resend from its records).
+            acked.iter_mut().for_each(|a| *a = 0);
+            return Err(e);
+        }
         let db = store.db()?;
-        self.settle(&db, &answers)?;
         let taken = acked.iter().copied().min().unwrap_or(0);
         let unsettled: Vec<u64> = {
             let tx = db.begin_read()?;
@@ -332,8 +338,9 @@ impl Shards {
     fn keep_marks(&self, answers: &[Answer]) {
         let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
         // An rmdir that gave up leaves its answers: bounded.
-        if marks.len() > 4096 {
-            marks.clear();
+        while marks.len() > 4096 {
+            let oldest = *marks.keys().min().expect("not empty");
+            marks.remove(&oldest);
         }
         for a in answers.iter().filter(|a| a.mark) {
             marks.entry(a.seq).or_default().push((a.shard, matches!(a.response, Response::Refused { .. })));
@@ -353,6 +360,7 @@ impl Shards {
         if answers.is_empty() {
             return Ok(());
         }
+        super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
         let tx = db.begin_write()?;
         let mut moved_out = Vec::new();
         let mut settled = Vec::new();
@@ -380,6 +388,7 @@ impl Shards {
             }
         }
         tx.commit()?;
+        self.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
         for id in moved_out {
             self.sizes.moved_out(id);
         }
@@ -450,7 +459,7 @@ impl Shards {
                 t.inodes.insert(attr.id.0, encode_attr(attr).as_slice())?;
                 t.dirents.insert((parent.0, name.as_str()), attr.id.0)?;
                 if t.inodes.get(parent.0)?.is_some() {
-                    t.entries_changed(parent.0, 1, attr.ctime_ns)?;
+                    t.entries_changed_since(parent.0, 1, attr.ctime_ns)?;
                 }
             }
             ReplicaOp::SetAttr { dir, mode, uid, gid, mtime_ns, ctime_ns } => {
@@ -473,9 +482,11 @@ impl Shards {
             ReplicaOp::Touch { dirs } => {
                 for (dir, at) in dirs {
                     let old = t.inodes.get(dir.0)?.map(|v| decode_attr(v.value())).transpose()?;
-                    if let Some(mut a) = old.filter(|a| a.kind == FileKind::Dir && (a.mtime_ns < *at || a.ctime_ns < *at)) {
+                    // Newer than the last change here (an explicit utimes
+                    // since sets ctime too, and stands).
+                    if let Some(mut a) = old.filter(|a| a.kind == FileKind::Dir && a.ctime_ns < *at) {
                         a.mtime_ns = a.mtime_ns.max(*at);
-                        a.ctime_ns = a.ctime_ns.max(*at);
+                        a.ctime_ns = *at;
                         t.inodes.insert(dir.0, encode_attr(&a).as_slice())?;
                     }
                 }
@@ -484,7 +495,7 @@ impl Shards {
                 if t.child(parent.0, name)? == Some(dir.0) {
                     t.dirents.remove((parent.0, name.as_str()))?;
                     if t.inodes.get(parent.0)?.is_some() {
-                        t.entries_changed(parent.0, -1, *time_ns)?;
+                        t.entries_changed_since(parent.0, -1, *time_ns)?;
                     }
                 }
                 // Copies of subdirectories whose own removal from their

@@ -204,6 +204,17 @@ impl WriteTables<'_> {
         CHANGED_DIRS.with(|c| c.borrow_mut().push((FileId(dir), now)));
         Ok(())
     }
+
+    /// [`WriteTables::entries_changed`] told by another shard, at `at`:
+    /// times move up to it, never back (it may arrive late).
+    pub(super) fn entries_changed_since(&mut self, dir: u64, subdirs: i32, at: i64) -> Result<()> {
+        let mut a = self.inode(dir)?;
+        a.nlink = a.nlink.checked_add_signed(subdirs).ok_or_else(|| err(ErrorCode::Internal, format!("directory {dir}'s link count {} cannot change by {subdirs}", a.nlink)))?;
+        a.mtime_ns = a.mtime_ns.max(at);
+        a.ctime_ns = a.ctime_ns.max(at);
+        self.inodes.insert(dir, encode_attr(&a).as_slice())?;
+        Ok(())
+    }
 }
 
 thread_local! {

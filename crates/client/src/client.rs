@@ -145,6 +145,17 @@ impl Client {
     /// (see [`crate::shard_route`]); a shard's `Route` answer sends it on.
     pub(crate) fn meta(&self, op: MetaReq) -> Result<Response> {
         let router = &self.inner.shards;
+        if router.count() == 1 {
+            // One shard: nothing to route or learn (no copy of the request).
+            let mut calls = [Call::new(router.addrs[0], Request::Meta { cred: self.inner.options.cred, op }.encode())];
+            self.run(&mut calls);
+            let [c] = calls;
+            let addr = c.peer;
+            return match Client::response(c)?.0 {
+                Response::Route { shards, .. } => Err(shard_count_differs(addr, 1, shards)),
+                r => Ok(r),
+            };
+        }
         let mut shard = router.first(&op);
         let body = Request::Meta { cred: self.inner.options.cred, op: op.clone() }.encode();
         // A route answer is right unless directories change meanwhile.
@@ -156,7 +167,7 @@ impl Client {
             match Client::response(c)?.0 {
                 Response::Route { shard: next, shards, parent } => {
                     if shards != router.count() {
-                        return Err(Error::Protocol { addr, what: format!("the cluster file names {} metadata shard(s) but the servers have {shards}: use the cluster file they were started with", router.count()) });
+                        return Err(shard_count_differs(addr, router.count(), shards));
                     }
                     if let Some(path) = op.path().filter(|_| parent.0 != 0) {
                         router.learn_parent(path, parent);
@@ -485,6 +496,11 @@ impl Client {
             })
             .collect()
     }
+}
+
+/// A server's route names another shard count than the cluster file's.
+fn shard_count_differs(addr: SocketAddr, ours: u32, theirs: u32) -> Error {
+    Error::Protocol { addr, what: format!("the cluster file names {ours} metadata shard(s) but the servers have {theirs}: use the cluster file they were started with") }
 }
 
 /// The deletion of a removed file's objects on the data servers (see

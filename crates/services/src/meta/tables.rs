@@ -196,11 +196,7 @@ impl WriteTables<'_> {
     /// Directory `dir` gained or lost an entry: its times move to `now`,
     /// and its link count by `subdirs` (a subdirectory's ".." names it).
     pub(super) fn entries_changed(&mut self, dir: u64, subdirs: i32, now: i64) -> Result<()> {
-        let mut a = self.inode(dir)?;
-        a.nlink = a.nlink.checked_add_signed(subdirs).ok_or_else(|| err(ErrorCode::Internal, format!("directory {dir}'s link count {} cannot change by {subdirs}", a.nlink)))?;
-        a.mtime_ns = now;
-        a.ctime_ns = now;
-        self.inodes.insert(dir, encode_attr(&a).as_slice())?;
+        self.change_entries(dir, subdirs, now, false)?;
         CHANGED_DIRS.with(|c| c.borrow_mut().push((FileId(dir), now)));
         Ok(())
     }
@@ -208,10 +204,15 @@ impl WriteTables<'_> {
     /// [`WriteTables::entries_changed`] told by another shard, at `at`:
     /// times move up to it, never back (it may arrive late).
     pub(super) fn entries_changed_since(&mut self, dir: u64, subdirs: i32, at: i64) -> Result<()> {
+        self.change_entries(dir, subdirs, at, true)
+    }
+
+    fn change_entries(&mut self, dir: u64, subdirs: i32, at: i64, never_back: bool) -> Result<()> {
         let mut a = self.inode(dir)?;
         a.nlink = a.nlink.checked_add_signed(subdirs).ok_or_else(|| err(ErrorCode::Internal, format!("directory {dir}'s link count {} cannot change by {subdirs}", a.nlink)))?;
-        a.mtime_ns = a.mtime_ns.max(at);
-        a.ctime_ns = a.ctime_ns.max(at);
+        let moved = |t: i64| if never_back { t.max(at) } else { at };
+        a.mtime_ns = moved(a.mtime_ns);
+        a.ctime_ns = moved(a.ctime_ns);
         self.inodes.insert(dir, encode_attr(&a).as_slice())?;
         Ok(())
     }

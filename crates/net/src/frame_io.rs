@@ -1,7 +1,10 @@
-//! Blocking frame I/O on a `TcpStream`, for servers and handshakes.
+//! Blocking frame I/O on any stream, for the blocking handshakes, tools and
+//! tests that speak raw frames (headers received by the same
+//! [`HeaderRx`] the machines use).
 
 use std::io::{self, IoSlice, Read, Write};
-use weft_wire::{DecodeError, FrameKind, Header, MsgId, Response, HEADER_LEN};
+use crate::link::frames::HeaderRx;
+use weft_wire::{DecodeError, FrameKind, Header, MsgId, Response};
 
 /// Why reading a frame failed.
 #[derive(Debug)]
@@ -21,18 +24,21 @@ impl From<io::Error> for FrameReadError {
 /// Reads and checks one header. A clean end of stream before the first byte
 /// is `Closed`.
 pub fn read_header(r: &mut impl Read) -> Result<Header, FrameReadError> {
-    let mut b = [0u8; HEADER_LEN];
-    let mut filled = 0;
-    while filled < HEADER_LEN {
-        match r.read(&mut b[filled..]) {
-            Ok(0) if filled == 0 => return Err(FrameReadError::Closed),
+    let mut rx = HeaderRx::default();
+    loop {
+        let first = rx.is_empty();
+        match r.read(rx.window()) {
+            Ok(0) if first => return Err(FrameReadError::Closed),
             Ok(0) => return Err(FrameReadError::Io(io::ErrorKind::UnexpectedEof.into())),
-            Ok(n) => filled += n,
+            Ok(n) => {
+                if let Some(h) = rx.received(n) {
+                    return h.map_err(FrameReadError::Decode);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(FrameReadError::Io(e)),
         }
     }
-    Header::decode(&b).map_err(FrameReadError::Decode)
 }
 
 /// Reads exactly `len` bytes into a new buffer; `len` was checked by

@@ -7,22 +7,31 @@
 //!   straight from the callers' buffers, and response payloads are read
 //!   straight into them. Small payloads travel eagerly; large ones use a
 //!   rendezvous (`Rts`/`Cts`/`Data`) so the receiver decides when to take them.
-//! * [`frame_io`]: blocking frame reads and writes, for servers' per-connection
-//!   threads and for handshakes.
+//! * [`link`]: one connection's protocol, client and server side, as
+//!   sans-I/O machines that the endpoint, the servers' event loop and the
+//!   blocking helpers all drive.
+//! * [`transport`]: what moves a connection's bytes (TCP).
+//! * [`budget`], [`buffers`]: the servers' memory budget and payload pool.
+//! * [`frame_io`]: blocking frame reads and writes, for tools and tests.
 //! * [`handshake`]: protocol version and shared-secret (or MUNGE) check on every connection.
 //! * [`munge`]: MUNGE credentials through libmunge, loaded at run time.
 //! * [`cluster`]: the cluster file clients and servers read.
 //!
 //! Uses `wire` only; never the client or the services. See `docs/protocol.md`.
-// Only `endpoint::views` (callers' buffers lent across threads) allows it.
+// Only `endpoint::views` (callers' buffers lent across threads) and `munge`
+// (libmunge through its C interface) allow it.
 #![deny(unsafe_code)]
 
+pub mod budget;
+pub mod buffers;
 pub mod cluster;
 pub mod endpoint;
 pub mod error;
 pub mod frame_io;
 pub mod handshake;
+pub mod link;
 pub mod munge;
+pub mod transport;
 
 pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};
 pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Reply};

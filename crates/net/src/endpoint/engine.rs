@@ -3,10 +3,11 @@
 //! socket calls it makes are non-blocking.
 
 use super::batch::{Batch, CallRef};
-use super::conn::{Conn, Hold};
+use super::conn::Conn;
+use crate::link::client::Hold;
+use crate::transport::Transport;
 use super::{sibling, Call, EndpointStats};
 use crate::NetError;
-use mio::net::TcpStream as MioStream;
 use mio::{Interest, Registry, Token};
 use std::collections::HashMap;
 use std::io;
@@ -83,7 +84,7 @@ impl Engine {
             let pay_len: usize = call.send.iter().map(|v| v.len()).sum();
             let eager = pay_len <= self.eager_limit;
             if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
-            conn.post(msg, CallRef { batch: id, index: i }, &std::mem::take(&mut call.body), pay_len, eager);
+            conn.link.post(msg, CallRef { batch: id, index: i }, &std::mem::take(&mut call.body), pay_len, eager, Instant::now());
             call.posted = true;
             b.next += 1;
             b.in_flight += 1;
@@ -111,7 +112,7 @@ impl Engine {
                 if c.readable {
                     completed += c.advance_read(addr, batches)?;
                 }
-                if c.writable && !c.out.is_empty() {
+                if c.writable && c.link.has_output() {
                     c.advance_write(addr, batches)?;
                 }
                 Ok(())
@@ -146,7 +147,7 @@ impl Engine {
         // Closing the socket (when `c` drops) takes it out of the poller.
         self.stats.dropped_connections += 1;
         let mut completed = 0;
-        for (_, r) in c.pending.drain() {
+        for r in c.link.take_owed() {
             if let Some(b) = self.batches.get_mut(&r.batch) {
                 completed += b.complete(r.index, Err(sibling(&e)));
             }
@@ -213,12 +214,12 @@ impl Engine {
     }
 
     /// A connection opened by an owner thread.
-    pub(super) fn install(&mut self, addr: SocketAddr, mut stream: MioStream, registry: &Registry) -> io::Result<()> {
+    pub(super) fn install(&mut self, addr: SocketAddr, mut transport: Box<dyn Transport>, registry: &Registry) -> io::Result<()> {
         let token = Token(self.next_token);
         self.next_token += 1;
-        registry.register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)?;
+        registry.register(transport.source(), token, Interest::READABLE | Interest::WRITABLE)?;
         self.tokens.insert(token, addr);
-        self.conns.insert(addr, Slot::Ready(Box::new(Conn::new(stream, token))));
+        self.conns.insert(addr, Slot::Ready(Box::new(Conn::new(transport, token))));
         self.stats.connects += 1;
         Ok(())
     }

@@ -36,6 +36,7 @@ mod unanswered;
 mod views;
 
 use crate::handshake::{client_handshake, ClientAuth};
+pub use crate::link::client::Reply;
 use crate::NetError;
 use engine::{Engine, Slot};
 use mio::net::TcpStream as MioStream;
@@ -88,13 +89,6 @@ impl<'a> Call<'a> {
     pub fn new(peer: SocketAddr, body: Vec<u8>) -> Self {
         Call { peer, body, send: Vec::new(), recv: Vec::new(), result: None }
     }
-}
-
-/// A response: its body and how many payload bytes landed in `recv`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub body: Vec<u8>,
-    pub payload_len: usize,
 }
 
 /// Counters, as HG counts its extra-buffer RPCs.
@@ -372,7 +366,7 @@ impl Endpoint {
     }
 
     /// A new handshaken, non-blocking connection.
-    fn connect(&self, addr: SocketAddr) -> Result<MioStream, NetError> {
+    fn connect(&self, addr: SocketAddr) -> Result<Box<dyn crate::transport::Transport>, NetError> {
         let unreachable = |source| NetError::Unreachable { addr, source };
         let mut s = TcpStream::connect_timeout(&addr, self.config.connect_timeout).map_err(unreachable)?;
         s.set_nodelay(true).map_err(unreachable)?;
@@ -382,7 +376,7 @@ impl Endpoint {
         s.set_read_timeout(None).map_err(unreachable)?;
         s.set_write_timeout(None).map_err(unreachable)?;
         s.set_nonblocking(true).map_err(unreachable)?;
-        Ok(MioStream::from_std(s))
+        Ok(Box::new(MioStream::from_std(s)))
     }
 }
 

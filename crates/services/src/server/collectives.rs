@@ -30,8 +30,8 @@
 //! request is answered exactly once: one dropped unanswered (a bug, a
 //! panic) answers `Internal` as it goes.
 
-use super::budget::{Charge, MemoryBudget};
-use super::conn::Payload;
+use weft_net::budget::{Charge, MemoryBudget};
+use weft_net::link::Payload;
 use crate::data::coll_plan::{finishing, plan};
 use crate::data::DataService;
 use std::collections::{HashMap, VecDeque};

@@ -1,11 +1,12 @@
 //! What a server lets in: connections that prove the servers' secret or,
 //! in MUNGE mode, a user's uid and gid (the handshake, run by
-//! [`super::conn`]); namespace requests only as the identity the
+//! the message layer's server machine, `weft_net::link::server`); namespace requests only as the identity the
 //! connection proved; and data requests whose capability allows them
 //! (checked here, as the request is decoded: before a rendezvous write's
 //! data is granted, and before any work is queued).
 
 use std::time::{SystemTime, UNIX_EPOCH};
+use weft_net::link::{Admission, Identity, MungeOutcome};
 use weft_net::munge::Munge;
 use weft_wire::{rights, CapKey, Challenge, Cred, DataReq, ErrorCode, Hello, Request, Secret, MAX_GROUPS};
 
@@ -16,22 +17,6 @@ pub struct Gate {
     /// MUNGE mode: the `munged` that checks clients' credentials and
     /// makes the server's own, and this server's address as clients dial it.
     munge: Option<(Munge, String)>,
-}
-
-/// A MUNGE proof's result: who, and the server's credential; or the
-/// error to send before closing.
-pub type MungeOutcome = Result<(Identity, Vec<u8>), (ErrorCode, String)>;
-
-/// Who a connection proved to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
-    /// It proved the servers' secret: a server, or a tool of the servers'
-    /// owner, or (secret mode) any client. Its requests' credentials are
-    /// believed.
-    Trusted,
-    /// It proved this uid and gid with MUNGE; the groups are the uid's
-    /// supplementary groups as this server's system knows them.
-    Verified { uid: u32, gid: u32, groups: Vec<u32> },
 }
 
 /// The right a data operation needs (any one bit of it).
@@ -92,14 +77,18 @@ impl Gate {
         Ok((Identity::Verified { uid: theirs.uid, gid: theirs.gid, groups: groups_of(theirs.uid, theirs.gid) }, ours.into_bytes()))
     }
 
-    /// The secret connections must prove.
-    pub fn secret(&self) -> &Secret {
-        &self.secret
-    }
 
     /// The key capabilities are issued and checked with.
     pub fn cap_key(&self) -> &CapKey {
         &self.caps
+    }
+
+}
+
+impl Admission for Gate {
+    /// The secret connections must prove.
+    fn secret(&self) -> &Secret {
+        &self.secret
     }
 
     /// `Err(why)` if `req` may not be served: a data request without a
@@ -108,7 +97,7 @@ impl Gate {
     /// request gets the groups the server knows for the uid; verified root
     /// may act for any user (a FUSE mount serving its node's users, as an
     /// NFS client host does).
-    pub fn admit(&self, req: &mut Request, who: &Identity) -> Result<(), String> {
+    fn admit(&self, req: &mut Request, who: &Identity) -> Result<(), String> {
         match req {
             Request::Data { cap, op } => self.caps.check(cap, op.file(), needed(op), unix_now()).map_err(|why| format!("file {}: {why}", op.file().0)),
             // Shared or exclusive alike (flock(2) takes either on any open

@@ -1,8 +1,8 @@
 //! One `weft serve` process: an event loop owns every connection
-//! ([`reactor`]), each connection's protocol is a sans-IO state machine
-//! ([`conn`]), requests run on a worker pool ([`workers`]), and every byte a
-//! peer can make the server buffer is drawn from one memory budget
-//! ([`budget`]).
+//! ([`reactor`]), each connection's protocol is the message layer's
+//! sans-IO server machine (`weft_net::link::server`), requests run on a
+//! worker pool ([`workers`]), and every byte a peer can make the server
+//! buffer is drawn from one memory budget (`weft_net::budget`).
 //!
 //! A connection that sends bytes that are not Weft frames, breaks the
 //! rendezvous rules or misses a deadline is closed (after an error frame
@@ -11,17 +11,14 @@
 //! other connection is untouched. See `docs/architecture.md` (server shape,
 //! budgets, deadlines).
 
-pub mod budget;
-mod buffers;
 mod collectives;
-pub mod conn;
 pub mod gate;
 mod reactor;
 mod read_turns;
 mod workers;
 
-pub use budget::{Charge, MemoryBudget};
-pub use conn::{Conn, ConnLimits, Payload};
+pub use weft_net::budget::{Charge, MemoryBudget};
+pub use weft_net::link::{ConnLimits, Payload, ServerConn};
 pub use read_turns::ReadTurns;
 
 use crate::data::DataService;

@@ -10,8 +10,8 @@
 //! different connections are served in parallel by the pool. A lock request
 //! that must wait does not hold its connection's turn: it is answered later.
 
-use super::budget::MemoryBudget;
-use super::conn::{Conn, ConnLimits, Event, Payload};
+use weft_net::budget::MemoryBudget;
+use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
 use super::read_turns::ReadTurns;
 use super::workers::{worker_count, ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
 use super::Server;
@@ -328,7 +328,7 @@ impl Reactor {
     /// is contained as on a worker.
     fn run_inline(&self, job: Job) -> (MsgId, Response, Payload) {
         let Job { id, req, payload, out_charge, .. } = job;
-        let mut out = super::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
+        let mut out = weft_net::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         // Inline requests never answer later.
         let later = || -> crate::lock::Answer { Box::new(|_| {}) };
         let server = &self.server;

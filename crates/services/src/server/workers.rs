@@ -7,8 +7,8 @@
 //! with an `Internal` error, and the job's buffers and budget charges are
 //! dropped with it, so the server goes on with nothing leaked.
 
-use super::budget::Charge;
-use super::conn::Payload;
+use weft_net::budget::Charge;
+use weft_net::link::Payload;
 use super::Server;
 use crate::lock::Answer;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -45,7 +45,7 @@ pub enum Done {
     /// wait, a collective's round done), with its payload.
     Late { conn: ConnRef, id: MsgId, rsp: Response, payload: Payload },
     /// A MUNGE handshake's proof checked (see [`Verifier`]).
-    Verified { conn: ConnRef, outcome: super::gate::MungeOutcome },
+    Verified { conn: ConnRef, outcome: weft_net::link::MungeOutcome },
 }
 
 /// Sends results to the loop and wakes it.
@@ -194,7 +194,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             Box::new(move |rsp| r.send(Done::Late { conn, id, rsp, payload: Payload::default() }))
         };
         // Sized by the memory drawn for it: a read's whole response.
-        let mut out = super::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
+        let mut out = weft_net::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         if let Request::Data { op: op @ (DataReq::CollWrite { .. } | DataReq::CollRead { .. }), .. } = req {
             // Held until its round is complete: answered through `reply`.
             let r = replier.clone();

@@ -1,4 +1,4 @@
-//! One connection's protocol state, sans I/O: the event loop reads bytes
+//! One connection's protocol state on the server side, sans I/O: the event loop reads bytes
 //! into the window this machine offers, tells it how many arrived, and
 //! writes out what it has queued. No sockets, threads or clocks here (`now`
 //! is passed in), so every rule below is unit-tested with plain buffers.
@@ -24,20 +24,57 @@
 //!   rendezvous not yet sent, are capped; past the first cap the connection
 //!   stops reading, past the second the peer broke the protocol.
 
-use super::budget::{Account, Charge, MemoryBudget};
-use super::gate::{Gate, Identity};
+use super::frames::{Filling, HeaderRx, Outbox};
+use crate::budget::{Account, Charge, MemoryBudget};
 use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Proof, Request, Response, HEADER_LEN};
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Proof, Request, Response, Secret};
+
+/// Who a connection proved to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Identity {
+    /// It proved the servers' secret: a server, or a tool of the servers'
+    /// owner, or (secret mode) any client. Its requests' credentials are
+    /// believed.
+    Trusted,
+    /// It proved this uid and gid with MUNGE; the groups are the uid's
+    /// supplementary groups as this server's system knows them.
+    Verified { uid: u32, gid: u32, groups: Vec<u32> },
+}
+
+/// A MUNGE proof's result: who, and the server's credential; or the
+/// error to send before closing.
+pub type MungeOutcome = Result<(Identity, Vec<u8>), (ErrorCode, String)>;
+
+/// What the server lets in, as the connection sees it: the secret a
+/// handshake must prove, and whether a decoded request may be served by
+/// the identity the connection proved (the services' `Gate`).
+pub trait Admission {
+    fn secret(&self) -> &Secret;
+    /// `Err(why)` refuses the request (answered `Permission`); the
+    /// request may be rewritten (a verified user's groups).
+    fn admit(&self, req: &mut Request, who: &Identity) -> Result<(), String>;
+}
+
+/// Admits every request of a connection that proved `Secret` (test peers
+/// and tools that run the server side of a handshake).
+impl Admission for Secret {
+    fn secret(&self) -> &Secret {
+        self
+    }
+    fn admit(&self, _: &mut Request, _: &Identity) -> Result<(), String> {
+        Ok(())
+    }
+}
 
 /// Where the handshake stands (protocol in `weft_net::handshake`).
 #[derive(Debug, Clone, Copy)]
 enum Phase {
     AwaitHello,
     AwaitProof { hello: Hello, challenge: Challenge },
-    /// A MUNGE proof is being checked off the loop ([`Conn::verified`]).
+    /// A MUNGE proof is being checked off the loop ([`ServerConn::verified`]).
     Verifying,
     Ready,
 }
@@ -103,21 +140,21 @@ pub struct Payload {
 
 impl Drop for Payload {
     fn drop(&mut self) {
-        super::buffers::give(std::mem::take(&mut self.bytes));
+        crate::buffers::give(std::mem::take(&mut self.bytes));
     }
 }
 
 /// What the connection hands its owner.
 #[derive(Debug)]
 pub enum Event {
-    /// A request to serve; answer it with [`Conn::respond`].
+    /// A request to serve; answer it with [`ServerConn::respond`].
     Request { id: MsgId, req: Request, payload: Payload },
     /// A request was refused without reaching the server (counted as bad).
     Refused,
     /// The handshake succeeded.
     Ready,
     /// A MUNGE proof to check off the loop; the answer comes back through
-    /// [`Conn::verified`].
+    /// [`ServerConn::verified`].
     Verify { hello: Hello, challenge: Challenge, cred: Vec<u8> },
 }
 
@@ -126,12 +163,18 @@ pub enum Event {
 pub struct Close(pub String);
 
 enum Rx {
-    Header { buf: [u8; HEADER_LEN], filled: usize },
+    Header(HeaderRx),
     /// Waiting for memory to read the body and payload of `head`.
     Stalled { head: Header },
     /// `payload.charge` holds the memory of body and payload.
-    Body { head: Header, body: Vec<u8>, filled: usize, payload: Payload },
+    Body { head: Header, body: Filling, payload: Payload },
     Payload { head: Header, body: Vec<u8>, payload: Payload, filled: usize },
+}
+
+impl Rx {
+    fn idle() -> Self {
+        Rx::Header(HeaderRx::default())
+    }
 }
 
 struct Pending {
@@ -146,22 +189,8 @@ struct Pending {
     granted_at: Option<Instant>,
 }
 
-struct Out {
-    /// Header and body.
-    head: Vec<u8>,
-    /// Held (with its budget) until sent.
-    payload: Payload,
-    pos: usize,
-}
-
-impl Out {
-    fn len(&self) -> usize {
-        self.head.len() + self.payload.bytes.len()
-    }
-}
-
-/// One connection's state.
-pub struct Conn {
+/// One connection's state, server side.
+pub struct ServerConn {
     limits: Arc<ConnLimits>,
     budget: Arc<MemoryBudget>,
     account: Arc<Account>,
@@ -173,8 +202,7 @@ pub struct Conn {
     /// Absolute deadlines; `None` when nothing is under way.
     handshake_by: Option<Instant>,
     frame_by: Option<Instant>,
-    send_by: Option<Instant>,
-    out: VecDeque<Out>,
+    out: Outbox<Payload>,
     /// Requests handed out and not answered.
     queued: usize,
     pending: HashMap<u64, Pending>,
@@ -185,23 +213,23 @@ pub struct Conn {
     identity: Identity,
 }
 
-impl Conn {
+impl ServerConn {
     /// `server_nonce` must be fresh and random (it is what makes a
     /// recorded handshake useless on this connection).
     pub fn new(now: Instant, limits: Arc<ConnLimits>, budget: Arc<MemoryBudget>, server_nonce: [u8; 16]) -> Self {
         let handshake_by = Some(now + limits.handshake_deadline);
-        Conn {
+        let send_deadline = limits.send_deadline;
+        ServerConn {
             limits,
             budget,
             account: Arc::default(),
             phase: Phase::AwaitHello,
             server_nonce,
             closing: None,
-            rx: Rx::Header { buf: [0; HEADER_LEN], filled: 0 },
+            rx: Rx::idle(),
             handshake_by,
             frame_by: None,
-            send_by: None,
-            out: VecDeque::new(),
+            out: Outbox::new(send_deadline),
             queued: 0,
             pending: HashMap::new(),
             waiting: VecDeque::new(),
@@ -227,10 +255,10 @@ impl Conn {
 
     /// Nothing in progress: no partial frame, nothing queued or owed.
     pub fn is_idle(&self) -> bool {
-        matches!(self.rx, Rx::Header { filled: 0, .. }) && self.out.is_empty() && self.queued == 0 && self.pending.is_empty()
+        matches!(&self.rx, Rx::Header(h) if h.is_empty()) && self.out.is_empty() && self.queued == 0 && self.pending.is_empty()
     }
 
-    /// Set once the connection must close; it does when [`Conn::wants_close`].
+    /// Set once the connection must close; it does when [`ServerConn::wants_close`].
     pub fn closing(&self) -> Option<&Close> {
         self.closing.as_ref()
     }
@@ -248,9 +276,9 @@ impl Conn {
             return None;
         }
         let w = match &mut self.rx {
-            Rx::Header { buf, filled } => &mut buf[*filled..],
+            Rx::Header(h) => h.window(),
             Rx::Stalled { .. } => return None,
-            Rx::Body { body, filled, .. } => &mut body[*filled..],
+            Rx::Body { body, .. } => body.window(),
             Rx::Payload { payload, filled, .. } => &mut payload.bytes[*filled..],
         };
         debug_assert!(!w.is_empty(), "settle leaves no empty window");
@@ -266,27 +294,24 @@ impl Conn {
         self.closing.is_none() && self.queued < self.limits.max_queued && self.out.len() < self.limits.max_queued
     }
 
-    /// Paused for memory: the owner calls [`Conn::retry`] when some is returned.
+    /// Paused for memory: the owner calls [`ServerConn::retry`] when some is returned.
     pub fn is_stalled(&self) -> bool {
         matches!(self.rx, Rx::Stalled { .. }) || (!self.waiting.is_empty() && self.closing.is_none())
     }
 
-    /// `n` bytes arrived in the window [`Conn::rx_window`] gave.
-    pub fn received(&mut self, n: usize, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
+    /// `n` bytes arrived in the window [`ServerConn::rx_window`] gave.
+    pub fn received(&mut self, n: usize, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
         if n == 0 {
             return;
         }
         let complete = match &mut self.rx {
-            Rx::Header { buf, filled } => {
-                if *filled == 0 {
+            Rx::Header(h) => {
+                if h.is_empty() {
                     self.frame_by = Some(now + self.limits.frame_deadline);
                 }
-                *filled += n;
-                if *filled < HEADER_LEN {
-                    return;
-                }
-                match Header::decode(buf) {
-                    Ok(head) => {
+                match h.received(n) {
+                    None => return,
+                    Some(Ok(head)) => {
                         if let Err(why) = self.admit(&head) {
                             self.fail(ErrorCode::BadRequest, why, now);
                             return;
@@ -295,15 +320,12 @@ impl Conn {
                         self.retry(now, gate, events);
                         return;
                     }
-                    Err(e) => self.fail(ErrorCode::BadRequest, format!("bad frame header: {e}"), now),
+                    Some(Err(e)) => self.fail(ErrorCode::BadRequest, format!("bad frame header: {e}"), now),
                 }
                 false
             }
             Rx::Stalled { .. } => unreachable!("no window while stalled"),
-            Rx::Body { body, filled, .. } => {
-                *filled += n;
-                *filled == body.len()
-            }
+            Rx::Body { body, .. } => body.received(n),
             Rx::Payload { payload, filled, .. } => {
                 *filled += n;
                 *filled == payload.bytes.len()
@@ -317,11 +339,11 @@ impl Conn {
     /// Moves body -> payload -> done past every part with nothing left to
     /// read (empty bodies and payloads included); on done, handles the
     /// frame. After it the window is never empty.
-    fn settle(&mut self, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
+    fn settle(&mut self, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
         loop {
-            match std::mem::replace(&mut self.rx, Rx::Header { buf: [0; HEADER_LEN], filled: 0 }) {
-                Rx::Body { head, body, filled, payload } if filled == body.len() => {
-                    self.rx = Rx::Payload { head, body, payload, filled: 0 };
+            match std::mem::replace(&mut self.rx, Rx::idle()) {
+                Rx::Body { head, body, payload } if body.is_full() => {
+                    self.rx = Rx::Payload { head, body: body.buf, payload, filled: 0 };
                 }
                 Rx::Payload { head, body, payload, filled } if filled == payload.bytes.len() => {
                     self.frame_by = None;
@@ -345,7 +367,7 @@ impl Conn {
         let handshake = match self.phase {
             Phase::AwaitHello => Some((FrameKind::Hello, Hello::LEN..=Hello::LEN)),
             // A MUNGE credential has no fixed size.
-            Phase::AwaitProof { hello, .. } if hello.munge() => Some((FrameKind::Proof, 1..=weft_net::munge::MAX_CRED_LEN)),
+            Phase::AwaitProof { hello, .. } if hello.munge() => Some((FrameKind::Proof, 1..=crate::munge::MAX_CRED_LEN)),
             Phase::AwaitProof { .. } => Some((FrameKind::Proof, Proof::LEN..=Proof::LEN)),
             // The client waits for the `Welcome`: nothing may come now.
             Phase::Verifying => return Err(format!("a {:?} frame before the handshake finished", head.kind)),
@@ -377,7 +399,7 @@ impl Conn {
 
     /// Tries to draw the memory a stalled frame needs, and to grant waiting
     /// rendezvous requests. Call when memory was returned.
-    pub fn retry(&mut self, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
+    pub fn retry(&mut self, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
         if let Rx::Stalled { head } = self.rx {
             // A Data frame's payload was drawn with its grant; an Rts reads
             // a body only (its payload comes with the Data frame).
@@ -391,8 +413,8 @@ impl Conn {
                     charge.merge(p.grant.take().expect("admitted"));
                 }
                 let pay_len = if head.kind == FrameKind::Rts { 0 } else { head.pay_len as usize };
-                let payload = Payload { bytes: super::buffers::take(pay_len), charge: Some(charge) };
-                self.rx = Rx::Body { head, body: super::buffers::take(head.body_len as usize), filled: 0, payload };
+                let payload = Payload { bytes: crate::buffers::take(pay_len), charge: Some(charge) };
+                self.rx = Rx::Body { head, body: Filling::new(crate::buffers::take(head.body_len as usize)), payload };
                 self.settle(now, gate, events);
             }
         }
@@ -400,12 +422,12 @@ impl Conn {
     }
 
     /// Handles one whole frame.
-    fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
+    fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
         self.frame_decoded(head, &body, payload, now, gate, events);
-        super::buffers::give(body);
+        crate::buffers::give(body);
     }
 
-    fn frame_decoded(&mut self, head: Header, body: &[u8], payload: Payload, now: Instant, gate: &Gate, events: &mut Vec<Event>) {
+    fn frame_decoded(&mut self, head: Header, body: &[u8], payload: Payload, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
         match self.phase {
             Phase::AwaitHello => {
                 match Hello::decode(body) {
@@ -480,7 +502,7 @@ impl Conn {
 
     /// The outcome of a MUNGE proof handed out with [`Event::Verify`]: the
     /// connection opens as the proven user, or is refused and closes.
-    pub fn verified(&mut self, outcome: super::gate::MungeOutcome, now: Instant, events: &mut Vec<Event>) {
+    pub fn verified(&mut self, outcome: MungeOutcome, now: Instant, events: &mut Vec<Event>) {
         if !matches!(self.phase, Phase::Verifying) || self.closing.is_some() {
             return;
         }
@@ -543,12 +565,8 @@ impl Conn {
     }
 
     fn push(&mut self, kind: FrameKind, id: MsgId, body: &[u8], payload: Payload, now: Instant) {
-        let mut head = Header::new(kind, id, body.len(), payload.bytes.len()).encode().to_vec();
-        head.extend_from_slice(body);
-        if self.out.is_empty() {
-            self.send_by = Some(now + self.limits.send_deadline);
-        }
-        self.out.push_back(Out { head, payload, pos: 0 });
+        let pay_len = payload.bytes.len();
+        self.out.push(kind, id, body, payload, pay_len, now);
     }
 
     /// Queues an error frame and closes once it is sent.
@@ -559,7 +577,7 @@ impl Conn {
         self.push(FrameKind::Response, MsgId(0), &Response::error(code, why.clone()).encode(), Payload::default(), now);
         self.closing = Some(Close(why));
         // Nothing more will be read: drop the partial frame and its memory.
-        self.rx = Rx::Header { buf: [0; HEADER_LEN], filled: 0 };
+        self.rx = Rx::idle();
         self.pending.clear();
         self.waiting.clear();
     }
@@ -568,50 +586,24 @@ impl Conn {
     pub fn abort(&mut self, why: impl Into<String>) {
         self.out.clear();
         self.closing = Some(Close(why.into()));
-        self.rx = Rx::Header { buf: [0; HEADER_LEN], filled: 0 };
+        self.rx = Rx::idle();
         self.pending.clear();
         self.waiting.clear();
     }
 
     /// The bytes to send next, as slices (at most `max` of them).
     pub fn tx_slices(&self, max: usize) -> Vec<IoSlice<'_>> {
-        let mut v = Vec::new();
-        for o in &self.out {
-            let mut skip = o.pos;
-            for part in [&o.head[..], &o.payload.bytes[..]] {
-                if skip >= part.len() {
-                    skip -= part.len();
-                    continue;
-                }
-                v.push(IoSlice::new(&part[skip..]));
-                skip = 0;
-                if v.len() == max {
-                    return v;
-                }
-            }
-        }
-        v
+        self.out.slices(max, |p: &Payload| std::iter::once(&p.bytes[..]))
     }
 
     pub fn has_output(&self) -> bool {
         !self.out.is_empty()
     }
 
-    /// `n` bytes of [`Conn::tx_slices`] went out.
-    pub fn sent(&mut self, mut n: usize, now: Instant) {
-        while n > 0 {
-            let front = self.out.front_mut().expect("sent bytes belong to queued frames");
-            let left = front.len() - front.pos;
-            if n >= left {
-                n -= left;
-                self.out.pop_front();
-                // The next response's deadline starts when it reaches the head.
-                self.send_by = (!self.out.is_empty()).then(|| now + self.limits.send_deadline);
-            } else {
-                front.pos += n;
-                n = 0;
-            }
-        }
+    /// `n` bytes of [`ServerConn::tx_slices`] went out.
+    pub fn sent(&mut self, n: usize, now: Instant) {
+        // Sent frames drop here, returning their payloads' memory.
+        self.out.sent(n, now);
     }
 
     /// The reason to close now, if a deadline passed.
@@ -623,7 +615,7 @@ impl Conn {
         if late(self.frame_by) {
             return Some(format!("frame not complete within {:?} of its first byte", self.limits.frame_deadline));
         }
-        if late(self.send_by) {
+        if self.out.overdue(now) {
             return Some(format!("response not taken within {:?}", self.limits.send_deadline));
         }
         if self.pending.values().any(|p| late(p.granted_at.map(|t| t + self.limits.frame_deadline))) {
@@ -634,5 +626,5 @@ impl Conn {
 }
 
 #[cfg(test)]
-#[path = "conn_tests.rs"]
+#[path = "server_tests.rs"]
 mod tests;

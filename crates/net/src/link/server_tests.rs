@@ -1,15 +1,42 @@
-//! Unit tests of the connection state machine (`conn.rs`): bytes in,
-//! frames and events out, with plain buffers and no sockets.
+//! Unit tests of the server's connection machine (`server.rs`): bytes
+//! in, frames and events out, with plain buffers and no sockets.
 
 use super::*;
-use weft_wire::{rights, Capability, DataReq, FileId, Piece, Secret};
+use crate::budget::MemoryBudget;
+use weft_wire::{rights, CapKey, Capability, DataReq, FileId, Piece, Secret, HEADER_LEN};
+
+type Conn = ServerConn;
+
+/// The services' gate in small: data requests need a valid capability.
+struct Gate {
+    secret: Secret,
+    caps: CapKey,
+}
+
+impl Gate {
+    fn cap_key(&self) -> &CapKey {
+        &self.caps
+    }
+}
+
+impl Admission for Gate {
+    fn secret(&self) -> &Secret {
+        &self.secret
+    }
+    fn admit(&self, req: &mut Request, _: &Identity) -> Result<(), String> {
+        match req {
+            Request::Data { cap, op } => self.caps.check(cap, op.file(), rights::READ | rights::WRITE, 0).map_err(|why| why.to_string()),
+            _ => Ok(()),
+        }
+    }
+}
 
 fn secret() -> Secret {
     Secret::new(vec![7u8; 16])
 }
 
 fn gate() -> Gate {
-    Gate::new(secret())
+    Gate { caps: CapKey::derive(&secret()), secret: secret() }
 }
 
 fn conn(limits: ConnLimits, budget: u64) -> Conn {

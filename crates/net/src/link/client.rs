@@ -1,0 +1,370 @@
+//! The client side of a ready connection, sans I/O: requests posted under
+//! message ids, rendezvous data sent when the server grants it (`Cts`),
+//! responses matched to the calls that are owed them.
+//!
+//! | payload size | frames |
+//! |---|---|
+//! | `<= eager limit` | `Request(body, payload)` -> `Response` |
+//! | `>  eager limit` | `Rts(body)` -> `Cts` -> `Data(payload)` -> `Response` |
+//!
+//! A call is named by the owner's tag `T`; the machine never holds the
+//! callers' buffers. It asks for a payload's bytes by tag when sending
+//! ([`ClientConn::tx_slices`]) and says which call a response payload
+//! belongs to when receiving ([`ClientRx::Payload`]), so payloads move
+//! between the transport and the callers' own buffers with no copy.
+//!
+//! A response before its `Cts` is the server refusing the payload: the
+//! data is never sent. A response to an id never posted, a `Cts` for an id
+//! not waiting for one, or a response payload longer than its call asked
+//! for is a protocol violation: the owner drops the connection.
+
+use super::frames::{Filling, HeaderRx, OutFrame, Outbox};
+use std::collections::{HashMap, HashSet};
+use std::io::IoSlice;
+use std::time::Instant;
+use weft_wire::{FrameKind, Header, MsgId};
+
+/// A response: its body and how many payload bytes landed in the call's
+/// buffers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub body: Vec<u8>,
+    pub payload_len: usize,
+}
+
+/// A call answered: its tag and the reply.
+pub type Completion<T> = (T, Reply);
+
+/// What a frame in the queue carries: a call's payload, or nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct OutTag<T> {
+    pub call: T,
+}
+
+struct Owed<T> {
+    call: T,
+    pay_len: usize,
+}
+
+/// Where the next received bytes go.
+#[derive(Debug)]
+pub enum ClientRx<T> {
+    Header(HeaderRx),
+    Body { head: Header, body: Filling },
+    /// A response's payload: into call `to`'s buffers from offset `done`
+    /// (`None`: the call was abandoned and the bytes are dropped).
+    Payload { to: Option<T>, id: u64, body: Vec<u8>, total: usize, done: usize },
+}
+
+impl<T> ClientRx<T> {
+    fn idle() -> Self {
+        ClientRx::Header(HeaderRx::default())
+    }
+}
+
+/// How much of some calls a connection holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    Nothing,
+    /// Only whole frames not yet started and answers not yet begun: they
+    /// can be withdrawn without disturbing the stream.
+    Withdrawable,
+    /// A frame half written or half read, or a rendezvous the server is
+    /// waiting on: the connection must be dropped.
+    MidFrame,
+}
+
+/// One ready connection's client-side state.
+pub struct ClientConn<T> {
+    out: Outbox<OutTag<T>>,
+    rx: ClientRx<T>,
+    /// msg id -> call, for requests posted here and not answered.
+    pending: HashMap<u64, Owed<T>>,
+    /// Ids of rendezvous requests whose `Cts` has not come.
+    awaiting_cts: HashSet<u64>,
+    /// Ids of abandoned calls whose answers are still to come.
+    discard: HashSet<u64>,
+}
+
+impl<T> Default for ClientConn<T> {
+    fn default() -> Self {
+        // No send deadline of its own: its calls have theirs.
+        ClientConn { out: Outbox::default(), rx: ClientRx::idle(), pending: HashMap::new(), awaiting_cts: HashSet::new(), discard: HashSet::new() }
+    }
+}
+
+impl<T: Copy> ClientConn<T> {
+    /// Nothing queued, owed or half received.
+    pub fn is_idle(&self) -> bool {
+        self.out.is_empty() && self.pending.is_empty() && self.discard.is_empty() && matches!(&self.rx, ClientRx::Header(h) if h.is_empty())
+    }
+
+    pub fn has_output(&self) -> bool {
+        !self.out.is_empty()
+    }
+
+    /// Calls posted and not answered.
+    pub fn owed(&self) -> impl Iterator<Item = T> + '_ {
+        self.pending.values().map(|o| o.call)
+    }
+
+    /// Forgets every call (the connection is being dropped); returns those
+    /// still owed an answer.
+    pub fn take_owed(&mut self) -> Vec<T> {
+        self.awaiting_cts.clear();
+        self.pending.drain().map(|(_, o)| o.call).collect()
+    }
+
+    /// Queues one call's request: eager (`Request` with its payload), or
+    /// an `Rts` announcing it.
+    pub fn post(&mut self, id: u64, call: T, body: &[u8], pay_len: usize, eager: bool, now: Instant) {
+        if eager {
+            self.out.push(FrameKind::Request, MsgId(id), body, OutTag { call }, pay_len, now);
+        } else {
+            self.out.push_announce(FrameKind::Rts, MsgId(id), body, pay_len, OutTag { call }, now);
+            self.awaiting_cts.insert(id);
+        }
+        self.pending.insert(id, Owed { call, pay_len });
+    }
+
+    /// How much of the calls `mine` picks this connection holds.
+    pub fn hold(&self, mine: impl Fn(&T) -> bool) -> Hold {
+        if matches!(&self.rx, ClientRx::Payload { to: Some(c), .. } if mine(c)) {
+            return Hold::MidFrame;
+        }
+        if self.out.frames().any(|f| mine(&f.payload.call) && (f.pos > 0 || f.kind == FrameKind::Data)) {
+            return Hold::MidFrame;
+        }
+        // An `Rts` already sent and not yet answered by `Cts`: the server
+        // would wait for data that never comes.
+        let rts_sent = |id: &u64| !self.out.frames().any(|f| f.id == *id);
+        if self.awaiting_cts.iter().any(|id| self.pending.get(id).is_some_and(|o| mine(&o.call)) && rts_sent(id)) {
+            return Hold::MidFrame;
+        }
+        if self.pending.values().any(|o| mine(&o.call)) || self.out.frames().any(|f| mine(&f.payload.call)) {
+            Hold::Withdrawable
+        } else {
+            Hold::Nothing
+        }
+    }
+
+    /// Withdraws the calls `mine` picks (which must be `Withdrawable`):
+    /// unsent frames go, answers to sent requests will be read and dropped.
+    pub fn withdraw(&mut self, mine: impl Fn(&T) -> bool) {
+        let unsent: HashSet<u64> = self.out.frames().filter(|f| mine(&f.payload.call)).map(|f| f.id).collect();
+        self.out.retain(|f| !mine(&f.payload.call));
+        let gone: Vec<u64> = self.pending.iter().filter(|(_, o)| mine(&o.call)).map(|(&id, _)| id).collect();
+        for id in gone {
+            self.pending.remove(&id);
+            self.awaiting_cts.remove(&id);
+            if !unsent.contains(&id) {
+                self.discard.insert(id);
+            }
+        }
+    }
+
+    /// The bytes to send next, as at most `max` slices; `parts` gives a
+    /// call's payload as slices in order.
+    pub fn tx_slices<'a, I>(&'a self, max: usize, parts: impl Fn(T) -> I) -> Vec<IoSlice<'a>>
+    where
+        I: Iterator<Item = &'a [u8]>,
+    {
+        self.out.slices(max, |t: &'a OutTag<T>| parts(t.call))
+    }
+
+    /// `n` bytes of [`ClientConn::tx_slices`] went out.
+    pub fn sent(&mut self, n: usize, now: Instant) -> Vec<OutFrame<OutTag<T>>> {
+        self.out.sent(n, now)
+    }
+
+    /// Where the next received bytes go (exactly what the current frame
+    /// still needs).
+    pub fn rx(&mut self) -> &mut ClientRx<T> {
+        &mut self.rx
+    }
+
+    /// `n` bytes arrived where [`ClientConn::rx`] said. Returns the calls
+    /// now answered, or the violation that must drop the connection;
+    /// `room(call)` is how many payload bytes a call's buffers take.
+    pub fn received(&mut self, n: usize, now: Instant, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
+        match &mut self.rx {
+            ClientRx::Header(h) => match h.received(n) {
+                None => return Ok(Vec::new()),
+                Some(Ok(head)) => self.rx = ClientRx::Body { head, body: Filling::new(vec![0; head.body_len as usize]) },
+                Some(Err(e)) => return Err(format!("bad frame header: {e}")),
+            },
+            ClientRx::Body { body, .. } => {
+                body.received(n);
+            }
+            ClientRx::Payload { done, .. } => *done += n,
+        }
+        self.settle(now, room)
+    }
+
+    /// Acts on every part now complete (empty bodies and payloads complete
+    /// without further bytes).
+    fn settle(&mut self, now: Instant, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
+        let mut done = Vec::new();
+        loop {
+            match std::mem::replace(&mut self.rx, ClientRx::idle()) {
+                ClientRx::Body { head, body } if body.is_full() => self.frame(head, body.buf, now, &room)?,
+                ClientRx::Payload { to, id, body, total, done: got } if got == total => {
+                    match to {
+                        Some(call) => {
+                            self.pending.remove(&id);
+                            // A response before `Cts` means the server refused the payload.
+                            self.awaiting_cts.remove(&id);
+                            done.push((call, Reply { body, payload_len: total }));
+                        }
+                        None => {
+                            self.discard.remove(&id);
+                        }
+                    }
+                }
+                other => {
+                    self.rx = other;
+                    return Ok(done);
+                }
+            }
+        }
+    }
+
+    /// A whole frame from the server (its payload, if any, still to come).
+    fn frame(&mut self, head: Header, body: Vec<u8>, now: Instant, room: &impl Fn(T) -> usize) -> Result<(), String> {
+        let id = head.msg_id.0;
+        match head.kind {
+            FrameKind::Cts => {
+                if head.pay_len != 0 || !self.awaiting_cts.remove(&id) {
+                    return Err(format!("Cts for unknown message {id}"));
+                }
+                let owed = self.pending.get(&id).ok_or_else(|| format!("Cts for unknown message {id}"))?;
+                let (call, pay_len) = (owed.call, owed.pay_len);
+                self.out.push(FrameKind::Data, MsgId(id), &[], OutTag { call }, pay_len, now);
+                Ok(())
+            }
+            FrameKind::Response => {
+                let total = head.pay_len as usize;
+                let to = match self.pending.get(&id) {
+                    Some(o) => {
+                        let room = room(o.call);
+                        if total > room {
+                            return Err(format!("response payload {total} bytes exceeds the {room} bytes asked for"));
+                        }
+                        Some(o.call)
+                    }
+                    None if self.discard.contains(&id) => None,
+                    None => return Err(format!("response to unknown message {id}")),
+                };
+                self.rx = ClientRx::Payload { to, id, body, total, done: 0 };
+                Ok(())
+            }
+            k => Err(format!("unexpected {k:?} frame")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(c: &mut ClientConn<u32>, bytes: &[u8], room: usize) -> Result<Vec<Completion<u32>>, String> {
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < bytes.len() {
+            let n = match c.rx() {
+                ClientRx::Header(h) => {
+                    let w = h.window();
+                    let n = w.len().min(bytes.len() - at);
+                    w[..n].copy_from_slice(&bytes[at..at + n]);
+                    n
+                }
+                ClientRx::Body { body, .. } => {
+                    let w = body.window();
+                    let n = w.len().min(bytes.len() - at);
+                    w[..n].copy_from_slice(&bytes[at..at + n]);
+                    n
+                }
+                ClientRx::Payload { total, done, .. } => (*total - *done).min(bytes.len() - at),
+            };
+            at += n;
+            got.extend(c.received(n, Instant::now(), |_| room)?);
+        }
+        Ok(got)
+    }
+
+    fn frame(kind: FrameKind, id: u64, body: &[u8], payload: &[u8]) -> Vec<u8> {
+        let mut v = Header::new(kind, MsgId(id), body.len(), payload.len()).encode().to_vec();
+        v.extend_from_slice(body);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn sent_kinds(c: &mut ClientConn<u32>) -> Vec<(FrameKind, u64)> {
+        let n: usize = c.tx_slices(64, |_| std::iter::once(&[0u8; 8][..])).iter().map(|s| s.len()).sum();
+        c.sent(n, Instant::now()).iter().map(|f| (f.kind, f.id)).collect()
+    }
+
+    #[test]
+    fn a_rendezvous_sends_its_data_only_after_cts() {
+        let mut c = ClientConn::default();
+        c.post(5, 50u32, b"body", 8, false, Instant::now());
+        assert_eq!(sent_kinds(&mut c), [(FrameKind::Rts, 5)]);
+        assert!(feed(&mut c, &frame(FrameKind::Cts, 5, &[], &[]), 0).unwrap().is_empty());
+        assert_eq!(sent_kinds(&mut c), [(FrameKind::Data, 5)]);
+        let done = feed(&mut c, &frame(FrameKind::Response, 5, b"ok", &[]), 0).unwrap();
+        assert_eq!(done, [(50, Reply { body: b"ok".to_vec(), payload_len: 0 })]);
+        assert!(c.is_idle());
+    }
+
+    #[test]
+    fn a_response_before_cts_refuses_the_data() {
+        let mut c = ClientConn::default();
+        c.post(5, 50u32, b"", 8, false, Instant::now());
+        sent_kinds(&mut c);
+        assert_eq!(feed(&mut c, &frame(FrameKind::Response, 5, b"no", &[]), 0).unwrap().len(), 1);
+        // A late Cts for it is a violation, and no Data went out.
+        assert!(feed(&mut c, &frame(FrameKind::Cts, 5, &[], &[]), 0).unwrap_err().contains("Cts for unknown"));
+        assert!(!c.has_output());
+    }
+
+    #[test]
+    fn violations_are_reported() {
+        let mut c = ClientConn::default();
+        c.post(1, 10u32, b"", 0, true, Instant::now());
+        assert!(feed(&mut c, &frame(FrameKind::Response, 2, b"", &[]), 0).unwrap_err().contains("unknown message 2"));
+        let mut c = ClientConn::default();
+        c.post(1, 10u32, b"", 0, true, Instant::now());
+        assert!(feed(&mut c, &frame(FrameKind::Response, 1, b"", &[1, 2, 3]), 2).unwrap_err().contains("exceeds the 2 bytes"));
+        let mut c = ClientConn::default();
+        assert!(feed(&mut c, &frame(FrameKind::Request, 1, b"", &[]), 0).unwrap_err().contains("unexpected"));
+        let mut c: ClientConn<u32> = ClientConn::default();
+        assert!(feed(&mut c, &[0xFF; 40], 0).unwrap_err().contains("bad frame header"));
+    }
+
+    #[test]
+    fn withdrawn_calls_answers_are_dropped_and_unsent_frames_never_go() {
+        let now = Instant::now();
+        let mut c = ClientConn::default();
+        c.post(1, 1u32, b"a", 0, true, now);
+        sent_kinds(&mut c);
+        c.post(2, 1u32, b"b", 0, true, now);
+        c.post(3, 2u32, b"c", 0, true, now);
+        assert_eq!(c.hold(|&t| t == 1), Hold::Withdrawable);
+        c.withdraw(|&t| t == 1);
+        assert_eq!(c.hold(|&t| t == 1), Hold::Nothing);
+        assert_eq!(sent_kinds(&mut c), [(FrameKind::Request, 3)]);
+        // The answer to 1 (sent before the withdrawal) is read and dropped.
+        assert!(feed(&mut c, &frame(FrameKind::Response, 1, b"x", &[9, 9]), 0).unwrap().is_empty());
+        assert_eq!(feed(&mut c, &frame(FrameKind::Response, 3, b"y", &[]), 0).unwrap().len(), 1);
+        assert!(c.is_idle());
+    }
+
+    #[test]
+    fn an_rts_sent_without_cts_holds_the_connection() {
+        let mut c = ClientConn::default();
+        c.post(1, 1u32, b"", 100, false, Instant::now());
+        assert_eq!(c.hold(|&t| t == 1), Hold::Withdrawable);
+        sent_kinds(&mut c);
+        assert_eq!(c.hold(|&t| t == 1), Hold::MidFrame);
+    }
+}

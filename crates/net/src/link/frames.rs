@@ -1,0 +1,281 @@
+//! The framing both sides of a connection share, sans I/O: a header being
+//! received ([`HeaderRx`]), a body or payload being filled ([`Filling`]),
+//! and the queue of frames waiting to go out ([`Outbox`]).
+//!
+//! Each receiving part offers a window of exactly the bytes its part still
+//! needs, so no byte of a later frame is read early; the owner reads into
+//! the window from whatever transport it has and reports how many arrived.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::time::{Duration, Instant};
+use weft_wire::{DecodeError, FrameKind, Header, MsgId, HEADER_LEN};
+
+/// A frame header being received.
+#[derive(Debug, Clone)]
+pub struct HeaderRx {
+    buf: [u8; HEADER_LEN],
+    filled: usize,
+}
+
+impl Default for HeaderRx {
+    fn default() -> Self {
+        HeaderRx { buf: [0; HEADER_LEN], filled: 0 }
+    }
+}
+
+impl HeaderRx {
+    /// No byte of the next frame has arrived.
+    pub fn is_empty(&self) -> bool {
+        self.filled == 0
+    }
+
+    /// Where the header's missing bytes go (never empty).
+    pub fn window(&mut self) -> &mut [u8] {
+        &mut self.buf[self.filled..]
+    }
+
+    /// `n` bytes arrived in the window; the decoded header once whole (and
+    /// the receiver is empty again for the next one).
+    pub fn received(&mut self, n: usize) -> Option<Result<Header, DecodeError>> {
+        self.filled += n;
+        debug_assert!(self.filled <= HEADER_LEN, "more bytes than the window");
+        if self.filled < HEADER_LEN {
+            return None;
+        }
+        self.filled = 0;
+        Some(Header::decode(&self.buf))
+    }
+}
+
+/// A buffer of known length being filled.
+#[derive(Debug, Default)]
+pub struct Filling {
+    pub buf: Vec<u8>,
+    pub filled: usize,
+}
+
+impl Filling {
+    pub fn new(buf: Vec<u8>) -> Self {
+        Filling { buf, filled: 0 }
+    }
+
+    pub fn window(&mut self) -> &mut [u8] {
+        &mut self.buf[self.filled..]
+    }
+
+    /// `n` bytes arrived; whether the buffer is now full.
+    pub fn received(&mut self, n: usize) -> bool {
+        self.filled += n;
+        self.is_full()
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.filled == self.buf.len()
+    }
+}
+
+/// One frame waiting to go out: its header and body encoded, then the
+/// payload the owner names by `P` (its own bytes, or a caller's buffers).
+#[derive(Debug)]
+pub struct OutFrame<P> {
+    pub kind: FrameKind,
+    pub id: u64,
+    head: Vec<u8>,
+    pub payload: P,
+    pay_len: usize,
+    /// Bytes of this frame already written.
+    pub pos: usize,
+}
+
+impl<P> OutFrame<P> {
+    fn len(&self) -> usize {
+        self.head.len() + self.pay_len
+    }
+}
+
+/// Frames queued for sending, in order, with an absolute deadline for the
+/// frame at the head (a peer that stops reading is noticed).
+#[derive(Debug)]
+pub struct Outbox<P> {
+    frames: VecDeque<OutFrame<P>>,
+    /// How long the frame at the head may take to go out.
+    deadline: Duration,
+    head_by: Option<Instant>,
+}
+
+/// No deadline: the owner bounds its sends otherwise.
+impl<P> Default for Outbox<P> {
+    fn default() -> Self {
+        Outbox::new(Duration::MAX)
+    }
+}
+
+impl<P> Outbox<P> {
+    pub fn new(deadline: Duration) -> Self {
+        Outbox { frames: VecDeque::new(), deadline, head_by: None }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    pub fn frames(&self) -> impl Iterator<Item = &OutFrame<P>> {
+        self.frames.iter()
+    }
+
+    /// Queues a frame whose payload (`pay_len` bytes) `payload` names; the
+    /// deadline to send it starts once it reaches the head.
+    pub fn push(&mut self, kind: FrameKind, id: MsgId, body: &[u8], payload: P, pay_len: usize, now: Instant) {
+        self.queue(kind, id, body, (pay_len, pay_len), payload, now);
+    }
+
+    /// Queues a frame that announces `pay_len` payload bytes without
+    /// carrying them (an `Rts`: they follow in a `Data` frame once granted).
+    pub fn push_announce(&mut self, kind: FrameKind, id: MsgId, body: &[u8], pay_len: usize, payload: P, now: Instant) {
+        self.queue(kind, id, body, (pay_len, 0), payload, now);
+    }
+
+    /// `(announced, carried)`: the payload length the header names, and
+    /// how many payload bytes follow it.
+    fn queue(&mut self, kind: FrameKind, id: MsgId, body: &[u8], (announced, carried): (usize, usize), payload: P, now: Instant) {
+        let mut head = Header::new(kind, id, body.len(), announced).encode().to_vec();
+        head.extend_from_slice(body);
+        if self.frames.is_empty() {
+            // A deadline past the clock's range is none.
+            self.head_by = now.checked_add(self.deadline);
+        }
+        self.frames.push_back(OutFrame { kind, id: id.0, head, payload, pay_len: carried, pos: 0 });
+    }
+
+    /// Keeps only the frames `keep` accepts (never the one being written).
+    pub fn retain(&mut self, mut keep: impl FnMut(&OutFrame<P>) -> bool) {
+        let mut first = true;
+        self.frames.retain(|f| std::mem::take(&mut first) && f.pos > 0 || keep(f));
+        if self.frames.is_empty() {
+            self.head_by = None;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.frames.clear();
+        self.head_by = None;
+    }
+
+    /// The bytes to send next, as at most `max` slices; `parts` gives a
+    /// frame's payload as slices in order.
+    pub fn slices<'a, I>(&'a self, max: usize, parts: impl Fn(&'a P) -> I) -> Vec<IoSlice<'a>>
+    where
+        I: Iterator<Item = &'a [u8]>,
+    {
+        let mut v = Vec::with_capacity(max.min(64));
+        for f in &self.frames {
+            let mut skip = f.pos;
+            let payload = (f.pay_len > 0).then(|| parts(&f.payload)).into_iter().flatten();
+            for part in std::iter::once(&f.head[..]).chain(payload) {
+                if skip >= part.len() {
+                    skip -= part.len();
+                    continue;
+                }
+                v.push(IoSlice::new(&part[skip..]));
+                skip = 0;
+                if v.len() == max {
+                    return v;
+                }
+            }
+        }
+        v
+    }
+
+    /// `n` bytes of [`Outbox::slices`] went out; returns the frames now
+    /// wholly sent. The next frame's deadline starts as it reaches the head.
+    pub fn sent(&mut self, mut n: usize, now: Instant) -> Vec<OutFrame<P>> {
+        let mut done = Vec::new();
+        while n > 0 {
+            let front = self.frames.front_mut().expect("sent bytes belong to queued frames");
+            let left = front.len() - front.pos;
+            if n >= left {
+                n -= left;
+                done.extend(self.frames.pop_front());
+                self.head_by = if self.frames.is_empty() { None } else { now.checked_add(self.deadline) };
+            } else {
+                front.pos += n;
+                n = 0;
+            }
+        }
+        done
+    }
+
+    /// Whether the frame at the head missed its deadline.
+    pub fn overdue(&self, now: Instant) -> bool {
+        self.head_by.is_some_and(|d| now >= d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the write sizes, the bytes that go out are the frames'
+        /// headers, bodies and payloads in order, each once.
+        #[test]
+        fn sent_bytes_are_the_frames_in_order(frames in proptest::collection::vec((0usize..40, 0usize..300), 1..8), cuts in proptest::collection::vec(1usize..97, 1..64)) {
+            let now = Instant::now();
+            let mut ob: Outbox<Vec<u8>> = Outbox::new(Duration::from_secs(1));
+            let mut want = Vec::new();
+            for (i, &(b, p)) in frames.iter().enumerate() {
+                let body = vec![i as u8; b];
+                let pay: Vec<u8> = (0..p).map(|k| (k * 7 + i) as u8).collect();
+                want.extend_from_slice(&Header::new(FrameKind::Response, MsgId(i as u64), b, p).encode());
+                want.extend_from_slice(&body);
+                want.extend_from_slice(&pay);
+                ob.push(FrameKind::Response, MsgId(i as u64), &body, pay, p, now);
+            }
+            let mut got = Vec::new();
+            let mut k = 0;
+            let mut whole = 0;
+            while !ob.is_empty() {
+                let slices = ob.slices(3, |p: &Vec<u8>| std::iter::once(&p[..]));
+                let flat: Vec<u8> = slices.iter().flat_map(|s| s.iter().copied()).collect();
+                let n = cuts[k % cuts.len()].min(flat.len());
+                k += 1;
+                got.extend_from_slice(&flat[..n]);
+                whole += ob.sent(n, now).len();
+            }
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(whole, frames.len());
+        }
+    }
+
+    #[test]
+    fn a_header_arrives_in_pieces() {
+        let bytes = Header::new(FrameKind::Cts, MsgId(9), 0, 0).encode();
+        let mut rx = HeaderRx::default();
+        assert!(rx.is_empty());
+        rx.window()[..5].copy_from_slice(&bytes[..5]);
+        assert!(rx.received(5).is_none());
+        assert!(!rx.is_empty());
+        let rest = rx.window().len();
+        rx.window().copy_from_slice(&bytes[5..]);
+        let h = rx.received(rest).unwrap().unwrap();
+        assert_eq!((h.kind, h.msg_id), (FrameKind::Cts, MsgId(9)));
+        assert!(rx.is_empty());
+    }
+
+    #[test]
+    fn retain_never_drops_a_frame_half_written() {
+        let now = Instant::now();
+        let mut ob: Outbox<()> = Outbox::default();
+        ob.push(FrameKind::Request, MsgId(1), b"abc", (), 0, now);
+        ob.push(FrameKind::Request, MsgId(2), b"def", (), 0, now);
+        ob.sent(HEADER_LEN + 1, now);
+        ob.retain(|_| false);
+        assert_eq!(ob.frames().map(|f| f.id).collect::<Vec<_>>(), [1]);
+    }
+}

@@ -1,0 +1,41 @@
+//! What moves a connection's bytes. The protocol machines ([`crate::link`])
+//! never touch one; the endpoint and the servers' event loop move bytes
+//! between a machine and its transport. TCP is the one transport today.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+
+/// A non-blocking, pollable byte stream to one peer.
+pub trait Transport: Send {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize>;
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
+    /// Whether a connection with nothing in flight is still usable: no byte
+    /// to read and no end of stream (the peer restarted or misbehaved).
+    fn idle_is_healthy(&self) -> bool;
+    /// Its readiness source, to register with a poller.
+    fn source(&mut self) -> &mut dyn mio::event::Source;
+    /// A short name for status output.
+    fn kind(&self) -> &'static str;
+}
+
+impl Transport for mio::net::TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        Read::read(self, buf)
+    }
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        Read::read_vectored(self, bufs)
+    }
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        Write::write_vectored(self, bufs)
+    }
+    fn idle_is_healthy(&self) -> bool {
+        let mut b = [0u8; 1];
+        matches!(self.peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        self
+    }
+    fn kind(&self) -> &'static str {
+        "tcp"
+    }
+}

@@ -7,6 +7,8 @@
 //!   straight from the callers' buffers, and response payloads are read
 //!   straight into them. Small payloads travel eagerly; large ones use a
 //!   rendezvous (`Rts`/`Cts`/`Data`) so the receiver decides when to take them.
+//!   Calls run blocking (`run`) or stay in flight while the caller works
+//!   (`scope`, `post`, `test`, `wait`).
 //! * [`link`]: one connection's protocol, client and server side, as
 //!   sans-I/O machines that the endpoint, the servers' event loop and the
 //!   blocking helpers all drive.
@@ -34,6 +36,6 @@ pub mod munge;
 pub mod transport;
 
 pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};
-pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Reply};
+pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Posted, Reply, Scope};
 pub use error::NetError;
 pub use handshake::ClientAuth;

@@ -6,80 +6,20 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::time::Duration;
-use weft_net::frame_io::{read_header, read_vec, write_frame};
+use weft_net::frame_io::write_frame;
 use weft_net::handshake::server_handshake;
 use weft_net::{Call, Endpoint, EndpointConfig, NetError};
-use weft_wire::{FrameKind, Header, MsgId, Secret};
+use weft_wire::{FrameKind, Header};
 
-fn secret() -> Secret {
-    Secret::new(vec![0x5A; 16])
-}
-
-fn config() -> EndpointConfig {
-    EndpointConfig { eager_limit: 64 * 1024, connect_timeout: Duration::from_secs(5), op_timeout: Duration::from_secs(10) }
-}
-
-/// A one-connection peer: handshakes, then runs `script` on the stream.
-fn peer(script: impl FnOnce(&mut TcpStream) + Send + 'static) -> (SocketAddr, std::thread::JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let h = std::thread::spawn(move || {
-        let (mut s, _) = l.accept().unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        server_handshake(&mut s, &secret(), rand::random()).map_err(|e| format!("{e:?}")).unwrap();
-        script(&mut s);
-    });
-    (addr, h)
-}
-
-/// One request as the peer saw it: kind, id, body, payload.
-struct Seen {
-    id: MsgId,
-    body: Vec<u8>,
-    payload: Vec<u8>,
-}
-
-/// Reads the next complete request, eager or by rendezvous (answering
-/// each `Rts` with `Cts` at once; its data may come after other frames).
-fn next_request(s: &mut TcpStream, rts: &mut HashMap<u64, (Vec<u8>, u32)>) -> Seen {
-    loop {
-        let h = read_header(s).map_err(|e| format!("{e:?}")).unwrap();
-        let body = read_vec(s, h.body_len as usize).unwrap();
-        match h.kind {
-            FrameKind::Request => return Seen { id: h.msg_id, body, payload: read_vec(s, h.pay_len as usize).unwrap() },
-            FrameKind::Rts => {
-                rts.insert(h.msg_id.0, (body, h.pay_len));
-                write_frame(s, FrameKind::Cts, h.msg_id, &[], &[]).unwrap();
-            }
-            FrameKind::Data => {
-                let (body, announced) = rts.remove(&h.msg_id.0).expect("data for an announced message");
-                assert_eq!(announced, h.pay_len);
-                return Seen { id: h.msg_id, body, payload: read_vec(s, h.pay_len as usize).unwrap() };
-            }
-            k => panic!("unexpected {k:?}"),
-        }
-    }
-}
-
-fn pattern(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
-}
+mod peer;
+use peer::{config, echo_reversed, next_request, pattern, peer, secret, Seen};
 
 #[test]
 fn eager_and_rendezvous_calls_carry_their_payloads_both_ways() {
     let sizes = [0usize, 1, 1000, 64 * 1024, 64 * 1024 + 1, 300_000];
-    let (addr, h) = peer(move |s| {
-        let mut rts = HashMap::new();
-        for _ in 0..sizes.len() {
-            let r = next_request(s, &mut rts);
-            // Echo the payload reversed, with the body as the answer's body.
-            let mut back = r.payload.clone();
-            back.reverse();
-            write_frame(s, FrameKind::Response, r.id, &r.body, &[&back]).unwrap();
-        }
-    });
+    let (addr, h) = echo_reversed(sizes.len());
     let ep = Endpoint::new(secret(), config()).unwrap();
     let sends: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &n)| pattern(k as u8, n)).collect();
     let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();

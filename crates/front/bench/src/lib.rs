@@ -21,6 +21,7 @@ pub mod md;
 pub mod mpi;
 pub mod mpiio_cost;
 pub mod net;
+pub mod net_icount;
 pub mod noncontig;
 pub mod plot;
 pub mod report;

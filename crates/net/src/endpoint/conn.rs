@@ -9,10 +9,9 @@ use crate::link::client::{ClientConn, ClientRx, Hold};
 use crate::transport::Transport;
 use crate::NetError;
 use mio::Token;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
-use std::time::Instant;
 
 /// Most iovecs handed to one `writev`/`readv`: Linux's `IOV_MAX`, so a
 /// list-I/O payload of many small pieces goes out in few calls.
@@ -70,7 +69,7 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(io_fail(addr, e)),
             };
-            self.link.sent(n, Instant::now());
+            self.link.sent(n);
         }
         Ok(())
     }
@@ -127,7 +126,7 @@ impl Conn {
                 Err(e) => return Err(io_fail(addr, e)),
             };
             let room = |c: CallRef| batches.get(&c.batch).map_or(0, |b| b.calls[c.index].recv.iter().map(|r| r.len()).sum());
-            let answered = self.link.received(n, Instant::now(), room).map_err(|what| violation(addr, what))?;
+            let answered = self.link.received(n, room).map_err(|what| violation(addr, what))?;
             for (c, reply) in answered {
                 if let Some(b) = batches.get_mut(&c.batch) {
                     completed += b.complete(c.index, Ok(reply));

@@ -9,7 +9,8 @@ use crate::transport::Transport;
 use super::{sibling, Call, EndpointStats};
 use crate::NetError;
 use mio::{Interest, Registry, Token};
-use std::collections::HashMap;
+// Keys are this process's own ids and its cluster's addresses: a fast hash.
+use rustc_hash::FxHashMap as HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -25,6 +26,7 @@ pub(super) struct Engine {
     pub(super) conns: HashMap<SocketAddr, Slot>,
     tokens: HashMap<Token, SocketAddr>,
     pub(super) batches: HashMap<u64, Batch>,
+    feed_ids: Vec<u64>,
     next_msg: u64,
     next_batch: u64,
     next_token: usize,
@@ -84,7 +86,7 @@ impl Engine {
             let pay_len: usize = call.send.iter().map(|v| v.len()).sum();
             let eager = pay_len <= self.eager_limit;
             if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
-            conn.link.post(msg, CallRef { batch: id, index: i }, &std::mem::take(&mut call.body), pay_len, eager, Instant::now());
+            conn.link.post(msg, CallRef { batch: id, index: i }, &std::mem::take(&mut call.body), pay_len, eager);
             call.posted = true;
             b.next += 1;
             b.in_flight += 1;
@@ -95,8 +97,12 @@ impl Engine {
     /// [`Engine::feed`] for every batch; returns the number posted and
     /// whether some batch now waits for its owner to connect.
     pub(super) fn feed_all(&mut self) -> (usize, bool) {
-        let ids: Vec<u64> = self.batches.keys().copied().collect();
+        // The ids' vector is kept, so a pass allocates nothing.
+        let mut ids = std::mem::take(&mut self.feed_ids);
+        ids.clear();
+        ids.extend(self.batches.keys().copied());
         let posted = ids.iter().map(|&id| self.feed(id)).sum();
+        self.feed_ids = ids;
         (posted, self.batches.values().any(|b| b.connect.is_some()))
     }
 

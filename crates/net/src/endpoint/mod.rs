@@ -32,11 +32,13 @@
 mod batch;
 mod conn;
 mod engine;
+mod posted;
 mod unanswered;
 mod views;
 
 use crate::handshake::{client_handshake, ClientAuth};
 pub use crate::link::client::Reply;
+pub use posted::{Posted, Scope};
 use crate::NetError;
 use engine::{Engine, Slot};
 use mio::net::TcpStream as MioStream;
@@ -148,6 +150,12 @@ impl Endpoint {
         self.lock().conns.values().filter(|s| matches!(s, Slot::Ready(_))).count()
     }
 
+    /// Batches of calls the engine holds now (posted and not yet taken
+    /// back by their owners).
+    pub fn batches_in_flight(&self) -> usize {
+        self.lock().batches.len()
+    }
+
     /// Runs one call alone; a shorthand for request/response exchanges.
     pub fn call(&self, peer: SocketAddr, body: Vec<u8>) -> Result<Reply, NetError> {
         self.call_within(peer, body, self.config.op_timeout)
@@ -178,14 +186,26 @@ impl Endpoint {
     /// The general form: a window and a deadline of its own (`timeout`
     /// from now), e.g. for a lock request that may wait long.
     pub fn run_within(&self, calls: &mut [Call<'_>], window: usize, timeout: Duration) {
+        let Some(id) = self.post_batch(calls, window, timeout) else { return };
+        // From here the engine holds views of `calls`' buffers: they must be
+        // withdrawn before this frame is left, also by unwinding.
+        let guard = Abandon { ep: self, id };
+        self.wait_batch(id, calls, timeout);
+        std::mem::forget(guard);
+    }
+
+    /// Hands `calls` to the engine as a batch (nothing is sent yet);
+    /// `None` if there are none. Calls no server may take fail here, before
+    /// any byte goes out: a frame the server refuses would cost every
+    /// thread its connection. The caller must keep `calls`' buffers alive
+    /// until the batch is finished or cancelled (`wait_batch`, `Abandon`).
+    fn post_batch(&self, calls: &mut [Call<'_>], window: usize, timeout: Duration) -> Option<u64> {
         for c in calls.iter_mut() {
             c.result = None;
         }
         if calls.is_empty() {
-            return;
+            return None;
         }
-        // Calls no server may take fail here, before any byte goes out: a
-        // frame the server refuses would cost every thread its connection.
         let limits = |c: &Call<'_>| {
             let pay: usize = c.send.iter().map(|p| p.len()).sum();
             if c.body.len() > MAX_BODY_LEN as usize || pay > MAX_PAYLOAD_LEN as usize {
@@ -196,19 +216,18 @@ impl Endpoint {
         };
         let now = Instant::now();
         let refused: Vec<(usize, NetError)> = calls.iter().enumerate().filter_map(|(i, c)| limits(c).or_else(|| self.unanswered.refuse(c.peer, now)).map(|e| (i, e))).collect();
-        let id = {
-            let mut eng = self.lock();
-            let id = eng.add_batch(calls, window, timeout);
-            let b = eng.batches.get_mut(&id).expect("just added");
-            for (i, e) in refused {
-                b.complete(i, Err(e));
-            }
-            id
-        };
-        // From here the engine holds views of `calls`' buffers: they must be
-        // withdrawn before this frame is left, also by unwinding. (The guard
-        // comes before the lock guard, so an unwind unlocks first.)
-        let guard = Abandon { ep: self, id };
+        let mut eng = self.lock();
+        let id = eng.add_batch(calls, window, timeout);
+        let b = eng.batches.get_mut(&id).expect("just added");
+        for (i, e) in refused {
+            b.complete(i, Err(e));
+        }
+        Some(id)
+    }
+
+    /// Drives (or waits for the driver) until batch `id` is done, then
+    /// takes it out, filling `calls`' results.
+    fn wait_batch(&self, id: u64, calls: &mut [Call<'_>], timeout: Duration) {
         let mut eng = self.lock();
         loop {
             let posted = eng.feed(id);
@@ -223,7 +242,6 @@ impl Endpoint {
                 if eng.finish(id, calls) > 0 && eng.driving {
                     let _ = self.waker.wake();
                 }
-                std::mem::forget(guard);
                 self.wake_sleepers(eng);
                 self.note_answers(calls, timeout);
                 return;
@@ -248,6 +266,38 @@ impl Endpoint {
             eng.sleepers += 1;
             eng = self.turn.wait_timeout(eng, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
             eng.sleepers -= 1;
+        }
+    }
+
+    /// Moves batch `id` on without waiting: posts what its window allows
+    /// (opening a connection it needs, which may block up to the connect
+    /// timeout), and, unless another thread is driving, makes one pass
+    /// over every connection. Returns whether the batch is done.
+    fn test_batch(&self, id: u64) -> bool {
+        let mut eng = self.lock();
+        loop {
+            let posted = eng.feed(id);
+            if let Some(peer) = eng.batches[&id].connect {
+                eng = self.open(eng, id, peer);
+                continue;
+            }
+            if eng.batches[&id].is_done() {
+                return true;
+            }
+            if eng.batches[&id].deadline <= Instant::now() {
+                eng.cancel(id);
+                return true;
+            }
+            if eng.driving {
+                if posted > 0 {
+                    let _ = self.waker.wake();
+                }
+                return false;
+            }
+            eng.driving = true;
+            drop(eng);
+            self.drive_pass();
+            return self.lock().batches[&id].is_done();
         }
     }
 
@@ -292,27 +342,7 @@ impl Endpoint {
         loop {
             let timeout = {
                 let mut eng = self.lock();
-                for ev in events.iter().filter(|e| e.token() != WAKE) {
-                    let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-                    eng.ready(ev.token(), readable, ev.is_writable() || ev.is_error());
-                }
-                events.clear();
-                let mut wake_others = false;
-                loop {
-                    let (posted, wants_connect) = eng.feed_all();
-                    let completed = eng.progress();
-                    wake_others |= completed > 0 || wants_connect;
-                    // Calls completed may let batches post more; stop once
-                    // nothing moves, or at once when this batch is done.
-                    if (posted == 0 && completed == 0) || eng.batches[&id].is_done() {
-                        break;
-                    }
-                }
-                let now = Instant::now();
-                wake_others |= eng.expire_due(now) > 0;
-                if wake_others && eng.sleepers > 0 {
-                    self.turn.notify_all();
-                }
+                let now = self.advance(&mut eng, events, Some(id));
                 let b = &eng.batches[&id];
                 if b.is_done() || b.connect.is_some() {
                     return;
@@ -327,6 +357,50 @@ impl Endpoint {
                 self.wake_sleepers(eng);
             }
         }
+    }
+
+    /// One pass of the driver without waiting: collects readiness and
+    /// moves every connection's frames. The caller set `driving`.
+    fn drive_pass(&self) {
+        let _turn = TurnGuard(self);
+        let mut poller = self.poller.lock().unwrap_or_else(PoisonError::into_inner);
+        let (poll, events) = &mut *poller;
+        if let Err(e) = poll.poll(events, Some(Duration::ZERO))
+            && e.kind() != io::ErrorKind::Interrupted
+        {
+            self.lock().drop_all(&e);
+            return;
+        }
+        self.advance(&mut self.lock(), events, None);
+    }
+
+    /// Applies the readiness `poll` reported, then posts and moves frames
+    /// until nothing moves (or batch `until` is done), fails batches past
+    /// their deadline and wakes the threads whose calls completed. Returns
+    /// the time it looked at the clock.
+    fn advance(&self, eng: &mut Engine, events: &mut Events, until: Option<u64>) -> Instant {
+        for ev in events.iter().filter(|e| e.token() != WAKE) {
+            let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
+            eng.ready(ev.token(), readable, ev.is_writable() || ev.is_error());
+        }
+        events.clear();
+        let mut wake_others = false;
+        loop {
+            let (posted, wants_connect) = eng.feed_all();
+            let completed = eng.progress();
+            wake_others |= completed > 0 || wants_connect;
+            // Calls completed may let batches post more; stop once nothing
+            // moves, or at once when the driver's own batch is done.
+            if (posted == 0 && completed == 0) || until.is_some_and(|id| eng.batches[&id].is_done()) {
+                break;
+            }
+        }
+        let now = Instant::now();
+        wake_others |= eng.expire_due(now) > 0;
+        if wake_others && eng.sleepers > 0 {
+            self.turn.notify_all();
+        }
+        now
     }
 
     /// Opens a connection to `peer` for batch `id`, with the engine

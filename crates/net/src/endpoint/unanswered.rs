@@ -5,7 +5,8 @@
 //! call tries the server again; an answer clears it.
 
 use crate::NetError;
-use std::collections::HashMap;
+// Keys are this process's own ids and its cluster's addresses: a fast hash.
+use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};

@@ -18,8 +18,9 @@
 //! not waiting for one, or a response payload longer than its call asked
 //! for is a protocol violation: the owner drops the connection.
 
-use super::frames::{Filling, HeaderRx, OutFrame, Outbox};
-use std::collections::{HashMap, HashSet};
+use super::frames::{Filling, HeaderRx, Outbox};
+// Keys are ids this process chose: a fast hash, no flooding to fear.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::io::IoSlice;
 use std::time::Instant;
 use weft_wire::{FrameKind, Header, MsgId};
@@ -84,12 +85,21 @@ pub struct ClientConn<T> {
     awaiting_cts: HashSet<u64>,
     /// Ids of abandoned calls whose answers are still to come.
     discard: HashSet<u64>,
+    /// The outbox's clock, never read: the client sets no send deadline
+    /// (its calls have theirs), so it need not ask the time per frame.
+    epoch: Instant,
 }
 
 impl<T> Default for ClientConn<T> {
     fn default() -> Self {
-        // No send deadline of its own: its calls have theirs.
-        ClientConn { out: Outbox::default(), rx: ClientRx::idle(), pending: HashMap::new(), awaiting_cts: HashSet::new(), discard: HashSet::new() }
+        ClientConn {
+            out: Outbox::default(),
+            rx: ClientRx::idle(),
+            pending: HashMap::default(),
+            awaiting_cts: HashSet::default(),
+            discard: HashSet::default(),
+            epoch: Instant::now(),
+        }
     }
 }
 
@@ -117,7 +127,8 @@ impl<T: Copy> ClientConn<T> {
 
     /// Queues one call's request: eager (`Request` with its payload), or
     /// an `Rts` announcing it.
-    pub fn post(&mut self, id: u64, call: T, body: &[u8], pay_len: usize, eager: bool, now: Instant) {
+    pub fn post(&mut self, id: u64, call: T, body: &[u8], pay_len: usize, eager: bool) {
+        let now = self.epoch;
         if eager {
             self.out.push(FrameKind::Request, MsgId(id), body, OutTag { call }, pay_len, now);
         } else {
@@ -173,8 +184,13 @@ impl<T: Copy> ClientConn<T> {
     }
 
     /// `n` bytes of [`ClientConn::tx_slices`] went out.
-    pub fn sent(&mut self, n: usize, now: Instant) -> Vec<OutFrame<OutTag<T>>> {
-        self.out.sent(n, now)
+    pub fn sent(&mut self, n: usize) {
+        self.out.sent(n, self.epoch);
+    }
+
+    /// The kind and id of every frame queued, in order.
+    pub fn queued(&self) -> impl Iterator<Item = (FrameKind, u64)> + '_ {
+        self.out.frames().map(|f| (f.kind, f.id))
     }
 
     /// Where the next received bytes go (exactly what the current frame
@@ -186,7 +202,7 @@ impl<T: Copy> ClientConn<T> {
     /// `n` bytes arrived where [`ClientConn::rx`] said. Returns the calls
     /// now answered, or the violation that must drop the connection;
     /// `room(call)` is how many payload bytes a call's buffers take.
-    pub fn received(&mut self, n: usize, now: Instant, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
+    pub fn received(&mut self, n: usize, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
         match &mut self.rx {
             ClientRx::Header(h) => match h.received(n) {
                 None => return Ok(Vec::new()),
@@ -198,16 +214,16 @@ impl<T: Copy> ClientConn<T> {
             }
             ClientRx::Payload { done, .. } => *done += n,
         }
-        self.settle(now, room)
+        self.settle(room)
     }
 
     /// Acts on every part now complete (empty bodies and payloads complete
     /// without further bytes).
-    fn settle(&mut self, now: Instant, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
+    fn settle(&mut self, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
         let mut done = Vec::new();
         loop {
             match std::mem::replace(&mut self.rx, ClientRx::idle()) {
-                ClientRx::Body { head, body } if body.is_full() => self.frame(head, body.buf, now, &room)?,
+                ClientRx::Body { head, body } if body.is_full() => self.frame(head, body.buf, &room)?,
                 ClientRx::Payload { to, id, body, total, done: got } if got == total => {
                     match to {
                         Some(call) => {
@@ -230,7 +246,7 @@ impl<T: Copy> ClientConn<T> {
     }
 
     /// A whole frame from the server (its payload, if any, still to come).
-    fn frame(&mut self, head: Header, body: Vec<u8>, now: Instant, room: &impl Fn(T) -> usize) -> Result<(), String> {
+    fn frame(&mut self, head: Header, body: Vec<u8>, room: &impl Fn(T) -> usize) -> Result<(), String> {
         let id = head.msg_id.0;
         match head.kind {
             FrameKind::Cts => {
@@ -239,7 +255,7 @@ impl<T: Copy> ClientConn<T> {
                 }
                 let owed = self.pending.get(&id).ok_or_else(|| format!("Cts for unknown message {id}"))?;
                 let (call, pay_len) = (owed.call, owed.pay_len);
-                self.out.push(FrameKind::Data, MsgId(id), &[], OutTag { call }, pay_len, now);
+                self.out.push(FrameKind::Data, MsgId(id), &[], OutTag { call }, pay_len, self.epoch);
                 Ok(())
             }
             FrameKind::Response => {
@@ -287,7 +303,7 @@ mod tests {
                 ClientRx::Payload { total, done, .. } => (*total - *done).min(bytes.len() - at),
             };
             at += n;
-            got.extend(c.received(n, Instant::now(), |_| room)?);
+            got.extend(c.received(n, |_| room)?);
         }
         Ok(got)
     }
@@ -300,14 +316,17 @@ mod tests {
     }
 
     fn sent_kinds(c: &mut ClientConn<u32>) -> Vec<(FrameKind, u64)> {
+        let kinds = c.queued().collect();
         let n: usize = c.tx_slices(64, |_| std::iter::once(&[0u8; 8][..])).iter().map(|s| s.len()).sum();
-        c.sent(n, Instant::now()).iter().map(|f| (f.kind, f.id)).collect()
+        c.sent(n);
+        assert!(!c.has_output());
+        kinds
     }
 
     #[test]
     fn a_rendezvous_sends_its_data_only_after_cts() {
         let mut c = ClientConn::default();
-        c.post(5, 50u32, b"body", 8, false, Instant::now());
+        c.post(5, 50u32, b"body", 8, false);
         assert_eq!(sent_kinds(&mut c), [(FrameKind::Rts, 5)]);
         assert!(feed(&mut c, &frame(FrameKind::Cts, 5, &[], &[]), 0).unwrap().is_empty());
         assert_eq!(sent_kinds(&mut c), [(FrameKind::Data, 5)]);
@@ -319,7 +338,7 @@ mod tests {
     #[test]
     fn a_response_before_cts_refuses_the_data() {
         let mut c = ClientConn::default();
-        c.post(5, 50u32, b"", 8, false, Instant::now());
+        c.post(5, 50u32, b"", 8, false);
         sent_kinds(&mut c);
         assert_eq!(feed(&mut c, &frame(FrameKind::Response, 5, b"no", &[]), 0).unwrap().len(), 1);
         // A late Cts for it is a violation, and no Data went out.
@@ -330,10 +349,10 @@ mod tests {
     #[test]
     fn violations_are_reported() {
         let mut c = ClientConn::default();
-        c.post(1, 10u32, b"", 0, true, Instant::now());
+        c.post(1, 10u32, b"", 0, true);
         assert!(feed(&mut c, &frame(FrameKind::Response, 2, b"", &[]), 0).unwrap_err().contains("unknown message 2"));
         let mut c = ClientConn::default();
-        c.post(1, 10u32, b"", 0, true, Instant::now());
+        c.post(1, 10u32, b"", 0, true);
         assert!(feed(&mut c, &frame(FrameKind::Response, 1, b"", &[1, 2, 3]), 2).unwrap_err().contains("exceeds the 2 bytes"));
         let mut c = ClientConn::default();
         assert!(feed(&mut c, &frame(FrameKind::Request, 1, b"", &[]), 0).unwrap_err().contains("unexpected"));
@@ -343,12 +362,11 @@ mod tests {
 
     #[test]
     fn withdrawn_calls_answers_are_dropped_and_unsent_frames_never_go() {
-        let now = Instant::now();
         let mut c = ClientConn::default();
-        c.post(1, 1u32, b"a", 0, true, now);
+        c.post(1, 1u32, b"a", 0, true);
         sent_kinds(&mut c);
-        c.post(2, 1u32, b"b", 0, true, now);
-        c.post(3, 2u32, b"c", 0, true, now);
+        c.post(2, 1u32, b"b", 0, true);
+        c.post(3, 2u32, b"c", 0, true);
         assert_eq!(c.hold(|&t| t == 1), Hold::Withdrawable);
         c.withdraw(|&t| t == 1);
         assert_eq!(c.hold(|&t| t == 1), Hold::Nothing);
@@ -362,7 +380,7 @@ mod tests {
     #[test]
     fn an_rts_sent_without_cts_holds_the_connection() {
         let mut c = ClientConn::default();
-        c.post(1, 1u32, b"", 100, false, Instant::now());
+        c.post(1, 1u32, b"", 100, false);
         assert_eq!(c.hold(|&t| t == 1), Hold::Withdrawable);
         sent_kinds(&mut c);
         assert_eq!(c.hold(|&t| t == 1), Hold::MidFrame);

@@ -143,7 +143,8 @@ impl<P> Outbox<P> {
     /// `(announced, carried)`: the payload length the header names, and
     /// how many payload bytes follow it.
     fn queue(&mut self, kind: FrameKind, id: MsgId, body: &[u8], (announced, carried): (usize, usize), payload: P, now: Instant) {
-        let mut head = Header::new(kind, id, body.len(), announced).encode().to_vec();
+        let mut head = Vec::with_capacity(HEADER_LEN + body.len());
+        head.extend_from_slice(&Header::new(kind, id, body.len(), announced).encode());
         head.extend_from_slice(body);
         if self.frames.is_empty() {
             // A deadline past the clock's range is none.
@@ -172,7 +173,8 @@ impl<P> Outbox<P> {
     where
         I: Iterator<Item = &'a [u8]>,
     {
-        let mut v = Vec::with_capacity(max.min(64));
+        // Two slices a frame (head, one payload part) is the common case.
+        let mut v = Vec::with_capacity(max.min(2 * self.frames.len()));
         for f in &self.frames {
             let mut skip = f.pos;
             let payload = (f.pay_len > 0).then(|| parts(&f.payload)).into_iter().flatten();
@@ -191,16 +193,18 @@ impl<P> Outbox<P> {
         v
     }
 
-    /// `n` bytes of [`Outbox::slices`] went out; returns the frames now
-    /// wholly sent. The next frame's deadline starts as it reaches the head.
-    pub fn sent(&mut self, mut n: usize, now: Instant) -> Vec<OutFrame<P>> {
-        let mut done = Vec::new();
+    /// `n` bytes of [`Outbox::slices`] went out; returns how many frames
+    /// are now wholly sent (and dropped). The next frame's deadline starts
+    /// as it reaches the head.
+    pub fn sent(&mut self, mut n: usize, now: Instant) -> usize {
+        let mut done = 0;
         while n > 0 {
             let front = self.frames.front_mut().expect("sent bytes belong to queued frames");
             let left = front.len() - front.pos;
             if n >= left {
                 n -= left;
-                done.extend(self.frames.pop_front());
+                self.frames.pop_front();
+                done += 1;
                 self.head_by = if self.frames.is_empty() { None } else { now.checked_add(self.deadline) };
             } else {
                 front.pos += n;
@@ -246,7 +250,7 @@ mod tests {
                 let n = cuts[k % cuts.len()].min(flat.len());
                 k += 1;
                 got.extend_from_slice(&flat[..n]);
-                whole += ob.sent(n, now).len();
+                whole += ob.sent(n, now);
             }
             prop_assert_eq!(got, want);
             prop_assert_eq!(whole, frames.len());

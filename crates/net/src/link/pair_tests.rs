@@ -116,7 +116,7 @@ fn run(ops: &[Op], cuts: &[usize]) -> Vec<Reply> {
             Op::Up(n) => (Request::Sink, n),
             Op::Down(n) => (Request::Source { len: n as u32 }, 0),
         };
-        c.post(i as u64 + 1, i, &req.encode(), len, len <= EAGER, Instant::now());
+        c.post(i as u64 + 1, i, &req.encode(), len, len <= EAGER);
     }
     let mut replies: Vec<Option<Reply>> = vec![None; ops.len()];
     let mut events = Vec::new();
@@ -124,7 +124,7 @@ fn run(ops: &[Op], cuts: &[usize]) -> Vec<Reply> {
         let cut = cuts[step % cuts.len()];
         // Client out.
         let bytes: Vec<u8> = c.tx_slices(4, |i| std::iter::once(&sends[i][..])).iter().flat_map(|x| x.iter().copied()).take(cut).collect();
-        c.sent(bytes.len(), Instant::now());
+        c.sent(bytes.len());
         wire.to_server.extend(bytes);
         // Server in, serve, out.
         server_in(&mut s, &mut wire, cut, &mut events);
@@ -171,7 +171,7 @@ fn run(ops: &[Op], cuts: &[usize]) -> Vec<Reply> {
             wire.to_client.drain(..n);
             budget -= n;
             let room = |i: usize| recvs[i].len();
-            for (i, r) in c.received(n, Instant::now(), room).unwrap() {
+            for (i, r) in c.received(n, room).unwrap() {
                 assert!(replies[i].replace(r).is_none(), "call {i} answered twice");
             }
         }

@@ -372,6 +372,16 @@ pub(super) enum Which {
         message: u64,
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+        /// Count instructions per request instead, client and server side,
+        /// each under callgrind (needs valgrind).
+        #[arg(long)]
+        icount: bool,
+        /// With --icount: the extra pings whose cost is counted.
+        #[arg(long, default_value_t = 2000, requires = "icount")]
+        icount_small: usize,
+        /// With --icount: the extra 1 MiB writes whose cost is counted.
+        #[arg(long, default_value_t = 16, requires = "icount")]
+        icount_bulk: usize,
     },
     /// Papers 000/001: non-contiguous patterns through views; list I/O vs one request per piece vs local pwrite/pread.
     Noncontig {
@@ -551,4 +561,12 @@ pub(super) enum Which {
     /// (internal) the raw TCP peer of `bench net`.
     #[command(hide = true)]
     NetPeer,
+    /// (internal) the counted client of `bench net --icount`.
+    #[command(hide = true)]
+    NetIcountClient {
+        #[arg(long)]
+        pings: usize,
+        #[arg(long)]
+        sinks: usize,
+    },
 }

@@ -7,7 +7,7 @@ use args::{Common, Which};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use weft_bench::report::{print_json, print_table, write_csv};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, everyday, fuse, io500, jobstart, ionode, mpiio_cost, net, noncontig as nc, sched};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, everyday, fuse, io500, jobstart, ionode, mpiio_cost, net, net_icount, noncontig as nc, sched};
 
 /// The CSV file of a benchmark: `--csv`, else `bench-results/<name>.csv`.
 fn csv_path(common: &Common, name: &str) -> PathBuf {
@@ -470,7 +470,28 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("targets: <= 65536 bytes per connection at 10,000; busy rate at 10,000 within 10% of the first count\nCSV: {}", csv.display())?;
             }
         }
-        Which::Net { common, pings, stream, message, rounds } => {
+        Which::Net { common, icount: true, icount_small, icount_bulk, .. } => {
+            let work = net_icount::work_dir(&common.dir.clone().unwrap_or_else(std::env::temp_dir));
+            let rows = net_icount::run(&exe, &work, &net_icount::Params { small: icount_small, bulk: icount_bulk });
+            let _ = std::fs::remove_dir_all(&work);
+            let rows = rows?;
+            let csv = csv_path(&common, "net-icount");
+            if emit(&common, &csv, &rows, Default::default())? {
+                let paper = |r: &net_icount::Row| match (r.side, r.op) {
+                    ("client", "small_request") => "about 2,000 (BG/L, one small send)",
+                    ("server", "small_request") => "goal <= 3,000",
+                    _ => "",
+                };
+                let table: Vec<Vec<String>> = rows.iter().map(|r| vec![r.side.into(), r.op.into(), format!("{:.0}", r.instructions), paper(r).into()]).collect();
+                print_table(
+                    &format!("Instructions of the message layer (callgrind, differences of runs: {icount_small} pings, {icount_bulk} writes of 1 MiB)"),
+                    &["side", "op", "instructions", "paper 003"],
+                    &table,
+                );
+                out!("CSV: {}", csv.display())?;
+            }
+        }
+        Which::Net { common, pings, stream, message, rounds, .. } => {
             let bc = common.cluster(&exe, cluster, 1)?;
             let row = net::run(&exe, &bc, &net::Params { pings, stream_bytes: stream, message: message as usize, rounds })?;
             let csv = csv_path(&common, "net");
@@ -625,6 +646,10 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             cw::worker(t, &path, size, transfer, fsync, read)?;
         }
         Which::NetPeer => net::peer()?,
+        Which::NetIcountClient { pings, sinks } => {
+            let cf = cluster.context("--cluster is required")?;
+            net_icount::client(cf, pings, sinks)?
+        }
         Which::MdWorker { target, dir, files, phase, threads, prefix } => md::worker(&target, &dir, &prefix, files, &phase, threads)?,
         Which::IonodeColl { pattern, matrix, op, path } => ionode::coll_worker(&pattern, matrix, &op, &path)?,
         Which::IonodeProbe { cpu, seconds, units_per_sync, barrier } => ionode::worker(cpu, seconds, units_per_sync, barrier.as_deref())?,

@@ -1,0 +1,47 @@
+//! Issue 24: the message layer's instructions per request, client and
+//! server side, counted under callgrind by `weft bench net --icount`, must
+//! not grow more than 10% over the numbers checked in below.
+//!
+//! The numbers are this test binary's (the workspace's test profile, not
+//! release): re-measure with `cargo build -p weft-cli && target/debug/weft
+//! bench net --icount --icount-small 500 --icount-bulk 4 --json` when a
+//! change makes the layer cheaper (or, deliberately, dearer), and say why
+//! in the commit. Release figures are in docs/benchmarks.md.
+
+use std::process::Command;
+
+/// (side, op, instructions), measured 2026-11-26.
+const CHECKED_IN: [(&str, &str, f64); 4] = [
+    ("client", "small_request", 8_327.0),
+    ("server", "small_request", 5_276.0),
+    ("client", "bulk_per_kib", 11.9),
+    ("server", "bulk_per_kib", 12.1),
+];
+
+#[test]
+fn instructions_per_request_stay_within_ten_percent_of_the_checked_in_counts() {
+    assert!(Command::new("valgrind").arg("--version").output().is_ok(), "valgrind is needed (scripts/install-deps.sh installs it)");
+    let dir = std::env::temp_dir().join(format!("weft-icount-test-{}", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_weft"))
+        .args(["bench", "net", "--icount", "--icount-small", "500", "--icount-bulk", "4", "--json", "--dir"])
+        .arg(&dir)
+        .arg("--csv")
+        .arg(dir.join("icount.csv"))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), CHECKED_IN.len());
+    let mut report = Vec::new();
+    for (side, op, want) in CHECKED_IN {
+        let r = rows.iter().find(|r| r["side"] == side && r["op"] == op).unwrap_or_else(|| panic!("no row for {side} {op}: {rows:?}"));
+        let got = r["instructions"].as_f64().unwrap();
+        report.push(format!("{side} {op}: {got:.1} (checked in {want})"));
+        // Far below the number means the count broke (nothing measured),
+        // not that the layer got twice as cheap unnoticed.
+        assert!(got > want * 0.5, "{side} {op}: {got:.1} instructions, under half the checked-in {want}: re-measure and update CHECKED_IN\n{}", report.join("\n"));
+        assert!(got <= want * 1.10, "{side} {op}: {got:.1} instructions, more than 10% over the checked-in {want}\n{}", report.join("\n"));
+    }
+}

@@ -125,6 +125,11 @@ impl Client {
         self.inner.endpoint.run_window(calls, window);
     }
 
+    /// How this client reaches `addr` now (`tcp`, `shm`), if connected.
+    pub fn transport_of(&self, addr: std::net::SocketAddr) -> Option<&'static str> {
+        self.inner.endpoint.transport_of(addr)
+    }
+
     /// Connections this client has open now (one per server it has used).
     pub fn connections(&self) -> usize {
         self.inner.endpoint.connections()

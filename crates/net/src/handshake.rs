@@ -64,9 +64,9 @@ impl From<&ClientAuth> for ClientAuth {
 }
 
 /// Client side, blocking: drives the handshake machine
-/// ([`crate::link::hello`]) over `stream`, which must have read/write
-/// timeouts set.
-pub fn client_handshake(stream: &mut TcpStream, addr: SocketAddr, auth: impl Into<ClientAuth>, nonce: [u8; 16]) -> Result<(), NetError> {
+/// ([`crate::link::hello`]) over `stream` (TCP or shared memory), which
+/// must time out its reads and writes.
+pub fn client_handshake(stream: &mut (impl Read + Write), addr: SocketAddr, auth: impl Into<ClientAuth>, nonce: [u8; 16]) -> Result<(), NetError> {
     let io_err = |e: std::io::Error| NetError::Unreachable { addr, source: e };
     let (mut machine, hello) = ClientHello::new(&auth.into(), addr, nonce);
     write_frame(stream, FrameKind::Hello, MsgId(0), &hello, &[]).map_err(io_err)?;

@@ -12,7 +12,8 @@
 //! * [`link`]: one connection's protocol, client and server side, as
 //!   sans-I/O machines that the endpoint, the servers' event loop and the
 //!   blocking helpers all drive.
-//! * [`transport`]: what moves a connection's bytes (TCP).
+//! * [`transport`]: what moves a connection's bytes: TCP, or shared memory
+//!   rings for a client on the server's node.
 //! * [`budget`], [`buffers`]: the servers' memory budget and payload pool.
 //! * [`frame_io`]: blocking frame reads and writes, for tools and tests.
 //! * [`handshake`]: protocol version and shared-secret (or MUNGE) check on every connection.
@@ -20,8 +21,9 @@
 //! * [`cluster`]: the cluster file clients and servers read.
 //!
 //! Uses `wire` only; never the client or the services. See `docs/protocol.md`.
-// Only `endpoint::views` (callers' buffers lent across threads) and `munge`
-// (libmunge through its C interface) allow it.
+// Only `endpoint::views` (callers' buffers lent across threads), `munge`
+// (libmunge through its C interface) and `transport::{ring, shm}` (shared
+// memory between processes) allow it.
 #![deny(unsafe_code)]
 
 pub mod budget;
@@ -36,6 +38,6 @@ pub mod munge;
 pub mod transport;
 
 pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};
-pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Posted, Reply, Scope};
+pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Posted, Reply, Scope, TransportChoice};
 pub use error::NetError;
 pub use handshake::ClientAuth;

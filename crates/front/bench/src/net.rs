@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
-use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig};
+use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, TransportChoice};
 use weft_wire::{Request, HEADER_LEN};
 
 #[derive(Debug, Clone)]
@@ -19,47 +19,87 @@ pub struct Params {
     pub stream_bytes: u64,
     pub message: usize,
     pub rounds: usize,
+    /// Weft's transports to measure, each beside raw TCP.
+    pub transports: Vec<TransportChoice>,
 }
 
+/// One measure of one transport (`op` is `rtt` or `stream`); `ratio` is to
+/// raw TCP in the same rounds, for every transport, so shared memory's
+/// shows its gain. The raw TCP rows have transport `raw-tcp`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    pub rtt_us_weft: f64,
-    pub rtt_us_tcp: f64,
-    pub rtt_ratio: f64,
-    pub stream_mb_s_weft: f64,
-    pub stream_mb_s_tcp: f64,
-    pub stream_ratio: f64,
-    pub message_bytes: usize,
+    pub transport: &'static str,
+    pub op: &'static str,
+    /// Bytes per message (25 for a ping).
+    pub size: usize,
+    /// Round trip (rtt rows).
+    pub rtt_us: Option<f64>,
+    /// Throughput (stream rows).
+    pub mb_s: Option<f64>,
+    pub ratio: f64,
 }
 
 /// Size of a Weft ping on the wire (header plus one-byte body), so the raw
 /// TCP ping moves exactly as many bytes.
 const PING_BYTES: usize = HEADER_LEN + 1;
 
-pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Row> {
-    if p.pings == 0 || p.rounds == 0 || p.message == 0 || p.stream_bytes < p.message as u64 {
-        bail!("pings, rounds and message size must be at least 1, and the stream at least one message");
+/// The name of a transport in rows and tables.
+pub fn transport_name(t: TransportChoice) -> &'static str {
+    match t {
+        TransportChoice::Tcp => "tcp",
+        TransportChoice::Shm => "shm",
+        TransportChoice::Auto => "auto",
+    }
+}
+
+pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
+    if p.pings == 0 || p.rounds == 0 || p.message == 0 || p.stream_bytes < p.message as u64 || p.transports.is_empty() {
+        bail!("pings, rounds and message size must be at least 1, the stream at least one message, and one transport given");
     }
     let cf = ClusterFile::load(&bc.cluster_file)?;
     let data = cf.data_servers()[0];
     let addr = cf.server(data).expect("data server").addr;
-    let ep = Endpoint::new(cf.secret(), EndpointConfig::default())?;
+    let eps = p
+        .transports
+        .iter()
+        .map(|&transport| Ok(Endpoint::new(cf.secret(), EndpointConfig { transport, ..EndpointConfig::default() })?))
+        .collect::<Result<Vec<_>>>()?;
     let mut peer = Command::new(weft_bin).args(["bench", "net-peer"]).stdout(Stdio::piped()).spawn().context("cannot start the TCP peer")?;
     let mut line = String::new();
     BufReader::new(peer.stdout.take().expect("piped")).read_line(&mut line)?;
     let raw: SocketAddr = line.trim().parse().with_context(|| format!("peer said {line:?}"))?;
     let payload = vec![7u8; p.message];
-    let (mut rw, mut rt, mut sw, mut st) = (vec![], vec![], vec![], vec![]);
-    for _ in 0..p.rounds {
-        rw.push(weft_rtt(&ep, addr, p.pings)?);
+    let k = eps.len();
+    let (mut rw, mut rt, mut sw, mut st) = (vec![vec![]; k], vec![], vec![vec![]; k], vec![]);
+    for round in 0..p.rounds {
+        // Alternating which goes first, round by round.
         rt.push(tcp_rtt(raw, p.pings)?);
-        sw.push(weft_stream(&ep, addr, &payload, p.stream_bytes)?);
+        for i in (0..k).map(|i| if round % 2 == 0 { i } else { k - 1 - i }) {
+            rw[i].push(weft_rtt(&eps[i], addr, p.pings)?);
+        }
         st.push(tcp_stream(raw, &payload, p.stream_bytes)?);
+        for i in (0..k).map(|i| if round % 2 == 0 { i } else { k - 1 - i }) {
+            sw[i].push(weft_stream(&eps[i], addr, &payload, p.stream_bytes)?);
+        }
     }
     let _ = peer.kill();
     let _ = peer.wait();
-    let (rtt_w, rtt_t, s_w, s_t) = (median(rw), median(rt), median(sw), median(st));
-    Ok(Row { rtt_us_weft: rtt_w, rtt_us_tcp: rtt_t, rtt_ratio: rtt_w / rtt_t, stream_mb_s_weft: s_w, stream_mb_s_tcp: s_t, stream_ratio: s_w / s_t, message_bytes: p.message })
+    for (i, ep) in eps.iter().enumerate() {
+        if p.transports[i] == TransportChoice::Shm && ep.stats().shm_connects == 0 {
+            bail!("the shm endpoint did not connect over shared memory");
+        }
+    }
+    let (rtt_t, s_t) = (median(rt), median(st));
+    let mut rows = vec![
+        Row { transport: "raw-tcp", op: "rtt", size: PING_BYTES, rtt_us: Some(rtt_t), mb_s: None, ratio: 1.0 },
+        Row { transport: "raw-tcp", op: "stream", size: p.message, rtt_us: None, mb_s: Some(s_t), ratio: 1.0 },
+    ];
+    for (i, &t) in p.transports.iter().enumerate() {
+        let (r, s) = (median(std::mem::take(&mut rw[i])), median(std::mem::take(&mut sw[i])));
+        rows.push(Row { transport: transport_name(t), op: "rtt", size: PING_BYTES, rtt_us: Some(r), mb_s: None, ratio: r / rtt_t });
+        rows.push(Row { transport: transport_name(t), op: "stream", size: p.message, rtt_us: None, mb_s: Some(s), ratio: s / s_t });
+    }
+    Ok(rows)
 }
 
 fn weft_rtt(ep: &Endpoint, addr: SocketAddr, n: usize) -> Result<f64> {

@@ -1,5 +1,6 @@
-//! Instructions per request of the message layer, client and server side
-//! (paper 003 counts about 2,000 instructions per small send on BG/L).
+//! Instructions per request of the message layer, client and server side,
+//! per transport (paper 003 counts about 2,000 instructions per small send
+//! on BG/L).
 //!
 //! A server and a client each run under callgrind (valgrind), which counts
 //! every user-space instruction a process executes, all threads included.
@@ -18,11 +19,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_net::cluster::{AuthMode, ServerEntry, Service, DEFAULT_META_SYNC_WINDOW_MS};
-use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig};
+use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, TransportChoice};
 use weft_wire::Request;
 
 #[derive(Debug, Clone)]
 pub struct Params {
+    /// The client's transports, each counted on its own.
+    pub transports: Vec<TransportChoice>,
     /// Extra small requests (pings) of the second run.
     pub small: usize,
     /// Extra 1 MiB writes of the third run.
@@ -32,6 +35,8 @@ pub struct Params {
 /// One measured cost.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// `tcp` or `shm`.
+    pub transport: &'static str,
     /// `client` or `server`.
     pub side: &'static str,
     /// `small_request` or `bulk_per_kib`.
@@ -51,17 +56,23 @@ pub fn run(weft_bin: &Path, work: &Path, p: &Params) -> Result<Vec<Row>> {
     if Command::new("valgrind").arg("--version").output().is_err() {
         bail!("valgrind is not installed (Debian: apt install valgrind); --icount runs both sides under callgrind");
     }
-    let base = counts(weft_bin, &work.join("base"), BASE_PINGS, 0)?;
-    let small = counts(weft_bin, &work.join("small"), BASE_PINGS + p.small, 0)?;
-    let bulk = counts(weft_bin, &work.join("bulk"), BASE_PINGS, p.bulk)?;
-    let per = |more: u64, less: u64, n: f64| more.saturating_sub(less) as f64 / n;
-    let kib = (p.bulk * BULK_BYTES / 1024) as f64;
-    Ok(vec![
-        Row { side: "client", op: "small_request", instructions: per(small.client, base.client, p.small as f64) },
-        Row { side: "server", op: "small_request", instructions: per(small.server, base.server, p.small as f64) },
-        Row { side: "client", op: "bulk_per_kib", instructions: per(bulk.client, base.client, kib) },
-        Row { side: "server", op: "bulk_per_kib", instructions: per(bulk.server, base.server, kib) },
-    ])
+    let mut rows = Vec::new();
+    for &t in &p.transports {
+        let name = crate::net::transport_name(t);
+        let run = |what: &str, pings, sinks| counts(weft_bin, &work.join(format!("{name}-{what}")), name, pings, sinks);
+        let base = run("base", BASE_PINGS, 0)?;
+        let small = run("small", BASE_PINGS + p.small, 0)?;
+        let bulk = run("bulk", BASE_PINGS, p.bulk)?;
+        let per = |more: u64, less: u64, n: f64| more.saturating_sub(less) as f64 / n;
+        let kib = (p.bulk * BULK_BYTES / 1024) as f64;
+        rows.extend([
+            Row { transport: name, side: "client", op: "small_request", instructions: per(small.client, base.client, p.small as f64) },
+            Row { transport: name, side: "server", op: "small_request", instructions: per(small.server, base.server, p.small as f64) },
+            Row { transport: name, side: "client", op: "bulk_per_kib", instructions: per(bulk.client, base.client, kib) },
+            Row { transport: name, side: "server", op: "bulk_per_kib", instructions: per(bulk.server, base.server, kib) },
+        ]);
+    }
+    Ok(rows)
 }
 
 struct Counts {
@@ -96,8 +107,9 @@ fn stop(mut child: Child) -> Result<()> {
 }
 
 /// One run: a metadata server, a data server under callgrind and a client
-/// under callgrind sending `pings` pings and `sinks` 1 MiB writes.
-fn counts(weft_bin: &Path, dir: &Path, pings: usize, sinks: usize) -> Result<Counts> {
+/// under callgrind (over `transport`) sending `pings` pings and `sinks`
+/// 1 MiB writes.
+fn counts(weft_bin: &Path, dir: &Path, transport: &str, pings: usize, sinks: usize) -> Result<Counts> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     let entry = |id: u32, services: Vec<Service>| -> Result<ServerEntry> {
@@ -139,6 +151,7 @@ fn counts(weft_bin: &Path, dir: &Path, pings: usize, sinks: usize) -> Result<Cou
         .args(["bench", "net-icount-client", "--cluster"])
         .arg(&file)
         .args(["--pings", &pings.to_string(), "--sinks", &sinks.to_string()])
+        .env("WEFT_TRANSPORT", transport)
         .stdout(log("client.log")?)
         .stderr(log("client.err")?)
         .status()
@@ -192,6 +205,10 @@ pub fn client(cluster: &Path, pings: usize, sinks: usize) -> Result<()> {
     let addr = cf.server(cf.data_servers()[0]).context("no data server")?.addr;
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default())?;
     let ping = Request::Ping.encode();
+    ep.call(addr, ping.clone())?;
+    if ep.config().transport == TransportChoice::Shm && ep.stats().shm_connects == 0 {
+        bail!("asked for shared memory, connected over TCP");
+    }
     for _ in 0..pings {
         ep.call(addr, ping.clone())?;
     }

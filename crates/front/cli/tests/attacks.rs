@@ -372,3 +372,76 @@ fn the_servers_files_are_readable_by_their_user_only() {
     let open: Vec<_> = seen.iter().filter(|(_, m)| m & 0o077 != 0).collect();
     assert!(open.is_empty(), "readable by others: {open:?}");
 }
+
+/// Issue 24: a local client that breaks the shared-memory rings' rules
+/// loses its connection, and the server lives, panics nowhere, and serves
+/// a well-behaved client over shared memory. Two breaks: a client-to-server
+/// tail a ring and a half past the server's head; and a server-to-client
+/// head far ahead of the server's tail, before a hello whose challenge the
+/// server must then write. Fails without the rings' position checks (the
+/// second computed its room by an underflowing subtraction: a contained
+/// panic here, writes past the mapping in a release build).
+#[test]
+fn a_client_that_breaks_the_shared_rings_loses_only_its_connection() {
+    use weft_net::transport::ring::HEADER;
+    use weft_net::transport::shm::RING_CAP;
+    let (lc, dir) = cluster("shm-ring", &[]);
+    let data = lc.cluster().servers.iter().find(|s| s.services.contains(&weft_net::Service::Data)).unwrap().addr;
+    let hello = {
+        let body = weft_wire::Hello { nonce: [1; 16], flags: 0 }.encode();
+        let mut f = Header::new(FrameKind::Hello, MsgId(0), body.len(), 0).encode().to_vec();
+        f.extend_from_slice(&body);
+        f
+    };
+    for case in ["client tail past the ring", "server head ahead of its tail"] {
+        let (mut bell, base) = shm_rings(data);
+        // SAFETY: offsets within the mapping, 8-aligned (ring.rs's layout).
+        unsafe {
+            if case.starts_with("client") {
+                std::ptr::write_volatile(base as *mut u64, (RING_CAP + RING_CAP / 2) as u64);
+            } else {
+                std::ptr::write_volatile(base.add(HEADER + RING_CAP + 64) as *mut u64, 1 << 63);
+                std::ptr::copy_nonoverlapping(hello.as_ptr(), base.add(HEADER), hello.len());
+                std::ptr::write_volatile(base as *mut u64, hello.len() as u64);
+            }
+        }
+        bell.write_all(&[1]).unwrap();
+        let mut b = [0u8; 16];
+        let closed = loop {
+            match bell.read(&mut b) {
+                Ok(0) | Err(_) => break true,
+                Ok(_) => continue,
+            }
+        };
+        assert!(closed, "{case}: the server kept the connection");
+    }
+    let c = client(&lc, Duration::from_secs(10));
+    served(&c, "after-broken-rings");
+    for st in c.status() {
+        assert_eq!(st.stats.unwrap().panics, 0, "a request or connection panicked");
+    }
+    drop(lc);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Asks `addr`'s server for shared-memory rings as a client would, and maps
+/// them: the doorbell socket and the mapping's base.
+fn shm_rings(addr: SocketAddr) -> (std::os::unix::net::UnixStream, *mut u8) {
+    use nix::sys::mman::{mmap, MapFlags, ProtFlags};
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use weft_net::transport::shm::{mapping_len, socket_addr, RING_CAP};
+    let bell = std::os::unix::net::UnixStream::connect_addr(&socket_addr(addr).unwrap()).unwrap();
+    bell.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut offer = [0u8; 12];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let mut iov = [std::io::IoSliceMut::new(&mut offer)];
+    let msg = recvmsg::<UnixAddr>(bell.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::empty()).unwrap();
+    let raw = msg.cmsgs().unwrap().find_map(|c| if let ControlMessageOwned::ScmRights(f) = c { f.first().copied() } else { None }).expect("the offer carries its memory");
+    // SAFETY: the descriptor the kernel just passed us.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let len = std::num::NonZeroUsize::new(mapping_len(RING_CAP)).unwrap();
+    // SAFETY: a shared mapping of the memfd, left mapped for the test.
+    let base = unsafe { mmap(None, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, &fd, 0) }.unwrap().as_ptr() as *mut u8;
+    (bell, base)
+}

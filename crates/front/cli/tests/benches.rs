@@ -136,3 +136,22 @@ fn metadata_rates_run_on_each_shard_count_and_shape() {
     assert!(rows.iter().all(|r| r["weft_ops_s"].as_f64().is_some_and(|x| x.is_finite() && x > 0.0)), "{rows:?}");
     assert!(files.iter().any(|f| f == "out.png"), "{files:?}");
 }
+
+/// `weft bench net` (issue 24): each transport beside raw TCP, in the
+/// issue's row format; the shm rows exist only if the endpoint really
+/// connected over shared memory (the bench fails otherwise).
+#[test]
+fn net_measures_each_transport_beside_raw_tcp() {
+    let (rows, _) = bench_rows("net", &["net", "--pings", "200", "--stream", "8m", "--message", "1m", "--rounds", "1", "--transport", "tcp,shm"]);
+    let key = |r: &serde_json::Value| (r["transport"].as_str().unwrap().to_string(), r["op"].as_str().unwrap().to_string());
+    let keys: Vec<(String, String)> = rows.iter().map(key).collect();
+    for t in ["raw-tcp", "tcp", "shm"] {
+        for op in ["rtt", "stream"] {
+            assert!(keys.contains(&(t.into(), op.into())), "no {t} {op} row: {keys:?}");
+        }
+    }
+    for r in &rows {
+        let v = r["rtt_us"].as_f64().or(r["mb_s"].as_f64()).unwrap();
+        assert!(v.is_finite() && v > 0.0 && r["ratio"].as_f64().unwrap() > 0.0, "{r}");
+    }
+}

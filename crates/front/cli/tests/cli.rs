@@ -73,6 +73,8 @@ fn detached_cluster_file_commands_and_down() {
 
     let status = ok(weft(cfp, &["status"]));
     assert_eq!(status.matches(" up ").count(), 3, "{status}");
+    // Servers on this node are reached over shared memory (issue 24).
+    assert_eq!(status.matches(" up    shm ").count(), 3, "{status}");
 
     let local = dir.join("local.bin");
     let data = common::pattern(5, 40 << 20);

@@ -4,26 +4,38 @@
 //!
 //! The numbers are this test binary's (the workspace's test profile, not
 //! release): re-measure with `cargo build -p weft-cli && target/debug/weft
-//! bench net --icount --icount-small 500 --icount-bulk 4 --json` when a
+//! bench net --icount --icount-small 500 --icount-bulk 16 --json` when a
 //! change makes the layer cheaper (or, deliberately, dearer), and say why
 //! in the commit. Release figures are in docs/benchmarks.md.
 
 use std::process::Command;
 
-/// (side, op, instructions), measured 2026-11-26.
-const CHECKED_IN: [(&str, &str, f64); 4] = [
-    ("client", "small_request", 8_327.0),
-    ("server", "small_request", 5_276.0),
-    ("client", "bulk_per_kib", 11.9),
-    ("server", "bulk_per_kib", 12.1),
+/// (transport, side, op, instructions), measured 2026-11-26. Shared
+/// memory's bulk counts are its copies into and out of the rings, which
+/// callgrind counts byte by byte (`rep movsb`); TCP's are in the kernel.
+const CHECKED_IN: [(&str, &str, &str, f64); 8] = [
+    ("tcp", "client", "small_request", 8_463.0),
+    ("tcp", "server", "small_request", 5_310.0),
+    ("tcp", "client", "bulk_per_kib", 12.0),
+    ("tcp", "server", "bulk_per_kib", 12.5),
+    ("shm", "client", "small_request", 10_720.0),
+    ("shm", "server", "small_request", 7_253.0),
+    ("shm", "client", "bulk_per_kib", 1_041.5),
+    ("shm", "server", "bulk_per_kib", 1_037.7),
 ];
+
+/// Instructions per KiB that a server spends in the background while a
+/// bulk run lasts (its 200 ms sweeps): 16 MiB of TCP bulk cost it about
+/// 200,000 instructions, so its per-KiB count moves by a few run to run
+/// (12.3 to 16.3 measured) while every other count repeats to 0.5%.
+const BULK_NOISE_PER_KIB: f64 = 5.0;
 
 #[test]
 fn instructions_per_request_stay_within_ten_percent_of_the_checked_in_counts() {
     assert!(Command::new("valgrind").arg("--version").output().is_ok(), "valgrind is needed (scripts/install-deps.sh installs it)");
     let dir = std::env::temp_dir().join(format!("weft-icount-test-{}", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_weft"))
-        .args(["bench", "net", "--icount", "--icount-small", "500", "--icount-bulk", "4", "--json", "--dir"])
+        .args(["bench", "net", "--icount", "--icount-small", "500", "--icount-bulk", "16", "--json", "--dir"])
         .arg(&dir)
         .arg("--csv")
         .arg(dir.join("icount.csv"))
@@ -35,13 +47,17 @@ fn instructions_per_request_stay_within_ten_percent_of_the_checked_in_counts() {
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), CHECKED_IN.len());
     let mut report = Vec::new();
-    for (side, op, want) in CHECKED_IN {
-        let r = rows.iter().find(|r| r["side"] == side && r["op"] == op).unwrap_or_else(|| panic!("no row for {side} {op}: {rows:?}"));
+    for (transport, side, op, want) in CHECKED_IN {
+        let r = rows
+            .iter()
+            .find(|r| r["transport"] == transport && r["side"] == side && r["op"] == op)
+            .unwrap_or_else(|| panic!("no row for {transport} {side} {op}: {rows:?}"));
         let got = r["instructions"].as_f64().unwrap();
-        report.push(format!("{side} {op}: {got:.1} (checked in {want})"));
+        let slack = if op == "bulk_per_kib" { BULK_NOISE_PER_KIB } else { 0.0 };
+        report.push(format!("{transport} {side} {op}: {got:.1} (checked in {want})"));
         // Far below the number means the count broke (nothing measured),
         // not that the layer got twice as cheap unnoticed.
-        assert!(got > want * 0.5, "{side} {op}: {got:.1} instructions, under half the checked-in {want}: re-measure and update CHECKED_IN\n{}", report.join("\n"));
-        assert!(got <= want * 1.10, "{side} {op}: {got:.1} instructions, more than 10% over the checked-in {want}\n{}", report.join("\n"));
+        assert!(got > want * 0.5, "{transport} {side} {op}: {got:.1} instructions, under half the checked-in {want}: re-measure and update CHECKED_IN\n{}", report.join("\n"));
+        assert!(got <= want * 1.10 + slack, "{transport} {side} {op}: {got:.1} instructions, more than 10% over the checked-in {want}\n{}", report.join("\n"));
     }
 }

@@ -136,6 +136,7 @@ impl Engine {
     /// Records readiness that `poll` reported for `token`.
     pub(super) fn ready(&mut self, token: Token, readable: bool, writable: bool) {
         if let Some(Slot::Ready(c)) = self.tokens.get(&token).and_then(|a| self.conns.get_mut(a)) {
+            let (readable, writable) = c.transport.on_event(readable, writable);
             c.readable |= readable;
             c.writable |= writable;
         }
@@ -227,6 +228,9 @@ impl Engine {
         self.tokens.insert(token, addr);
         self.conns.insert(addr, Slot::Ready(Box::new(Conn::new(transport, token))));
         self.stats.connects += 1;
+        if self.conns.get(&addr).is_some_and(|s| matches!(s, Slot::Ready(c) if c.transport.kind() == "shm")) {
+            self.stats.shm_connects += 1;
+        }
         Ok(())
     }
 

@@ -37,6 +37,8 @@ mod unanswered;
 mod views;
 
 use crate::handshake::{client_handshake, ClientAuth};
+use crate::transport::shm::ShmTransport;
+use crate::transport::Transport;
 pub use crate::link::client::Reply;
 pub use posted::{Posted, Scope};
 use crate::NetError;
@@ -59,15 +61,42 @@ pub struct EndpointConfig {
     pub connect_timeout: Duration,
     /// Deadline for one batch of calls (`WEFT_TIMEOUT_MS`).
     pub op_timeout: Duration,
+    /// How to reach a server (`WEFT_TRANSPORT`: `auto`, `tcp`, `shm`).
+    pub transport: TransportChoice,
+}
+
+/// Which transport a connection uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransportChoice {
+    /// Shared memory when the server is on this node, else TCP.
+    #[default]
+    Auto,
+    Tcp,
+    /// Shared memory only: a server on another node is unreachable.
+    Shm,
+}
+
+impl TransportChoice {
+    /// `auto`, `tcp` or `shm`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "auto" => Some(TransportChoice::Auto),
+            "tcp" => Some(TransportChoice::Tcp),
+            "shm" => Some(TransportChoice::Shm),
+            _ => None,
+        }
+    }
 }
 
 impl Default for EndpointConfig {
     fn default() -> Self {
         let op_ms = std::env::var("WEFT_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000);
+        let transport = std::env::var("WEFT_TRANSPORT").ok().and_then(|v| TransportChoice::parse(&v)).unwrap_or_default();
         EndpointConfig {
             eager_limit: 64 * 1024,
             connect_timeout: Duration::from_secs(3),
             op_timeout: Duration::from_millis(op_ms),
+            transport,
         }
     }
 }
@@ -97,6 +126,8 @@ impl<'a> Call<'a> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EndpointStats {
     pub connects: u64,
+    /// Of them, over shared memory.
+    pub shm_connects: u64,
     pub eager: u64,
     pub rendezvous: u64,
     pub dropped_connections: u64,
@@ -148,6 +179,14 @@ impl Endpoint {
     /// Connections open now.
     pub fn connections(&self) -> usize {
         self.lock().conns.values().filter(|s| matches!(s, Slot::Ready(_))).count()
+    }
+
+    /// The transport of the open connection to `peer` (`tcp`, `shm`), if any.
+    pub fn transport_of(&self, peer: SocketAddr) -> Option<&'static str> {
+        match self.lock().conns.get(&peer) {
+            Some(Slot::Ready(c)) => Some(c.transport.kind()),
+            _ => None,
+        }
     }
 
     /// Batches of calls the engine holds now (posted and not yet taken
@@ -439,8 +478,28 @@ impl Endpoint {
         eng
     }
 
-    /// A new handshaken, non-blocking connection.
-    fn connect(&self, addr: SocketAddr) -> Result<Box<dyn crate::transport::Transport>, NetError> {
+    /// A new handshaken, non-blocking connection: over shared memory
+    /// when the server is on this node (and the choice allows), else TCP.
+    fn connect(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
+        match self.config.transport {
+            TransportChoice::Tcp => self.connect_tcp(addr),
+            TransportChoice::Shm => self.connect_shm(addr),
+            TransportChoice::Auto => match self.connect_shm(addr) {
+                Ok(t) => Ok(t),
+                // No server of that address on this node: the usual case
+                // for a remote one.
+                Err(NetError::Unreachable { source, .. }) if matches!(source.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => self.connect_tcp(addr),
+                Err(e) => {
+                    // A server here that offers no usable rings (its budget,
+                    // or a squatter on its name): TCP still gets the truth.
+                    tracing::debug!(target: "weft::net", peer = %addr, error = %e, "shared memory refused; using TCP");
+                    self.connect_tcp(addr)
+                }
+            },
+        }
+    }
+
+    fn connect_tcp(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
         let unreachable = |source| NetError::Unreachable { addr, source };
         let mut s = TcpStream::connect_timeout(&addr, self.config.connect_timeout).map_err(unreachable)?;
         s.set_nodelay(true).map_err(unreachable)?;
@@ -451,6 +510,12 @@ impl Endpoint {
         s.set_write_timeout(None).map_err(unreachable)?;
         s.set_nonblocking(true).map_err(unreachable)?;
         Ok(Box::new(MioStream::from_std(s)))
+    }
+
+    fn connect_shm(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
+        let mut t = ShmTransport::connect(addr, self.config.connect_timeout).map_err(|source| NetError::Unreachable { addr, source })?;
+        client_handshake(&mut t.blocking(Instant::now() + self.config.connect_timeout), addr, &self.auth, rand::random())?;
+        Ok(Box::new(t))
     }
 }
 

@@ -15,7 +15,7 @@ pub fn secret() -> Secret {
 }
 
 pub fn config() -> EndpointConfig {
-    EndpointConfig { eager_limit: 64 * 1024, connect_timeout: Duration::from_secs(5), op_timeout: Duration::from_secs(10) }
+    EndpointConfig { eager_limit: 64 * 1024, connect_timeout: Duration::from_secs(5), op_timeout: Duration::from_secs(10), ..EndpointConfig::default() }
 }
 
 /// A one-connection peer: handshakes, then runs `script` on the stream.

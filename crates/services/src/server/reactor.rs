@@ -15,10 +15,13 @@ use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
 use super::read_turns::ReadTurns;
 use super::workers::{worker_count, ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
 use super::Server;
-use mio::net::{TcpListener, TcpStream};
+use mio::net::{TcpListener, UnixListener};
+use weft_net::budget::Charge;
+use weft_net::transport::shm::{mapping_len, socket_addr, ShmTransport, RING_CAP};
+use weft_net::transport::Transport;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::VecDeque;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
@@ -27,8 +30,10 @@ use weft_wire::{DataReq, ErrorCode, FrameKind, Header, MsgId, Request, Response}
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
+/// Clients on this node asking for shared-memory rings.
+const SHM_LISTENER: Token = Token(2);
 /// Slot k is token k + FIRST_SLOT.
-const FIRST_SLOT: usize = 2;
+const FIRST_SLOT: usize = 3;
 
 /// How often deadlines are checked: a deadline is enforced within this.
 const SWEEP_EVERY: Duration = Duration::from_millis(200);
@@ -38,7 +43,9 @@ const MAX_IOVECS: usize = 1024;
 
 struct Slot {
     conn: Conn,
-    stream: TcpStream,
+    stream: Box<dyn Transport>,
+    /// The memory of a shared-memory connection's rings.
+    _rings: Option<Charge>,
     peer: SocketAddr,
     generation: u64,
     /// Requests of this connection not yet dispatched, in arrival order.
@@ -77,6 +84,8 @@ pub struct Reactor {
     server: Arc<Server>,
     poll: Poll,
     listener: TcpListener,
+    /// `None` if the name was taken (clients then use TCP).
+    shm_listener: Option<UnixListener>,
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
     next_gen: u64,
@@ -84,6 +93,9 @@ pub struct Reactor {
     max_connections: usize,
     limits: Arc<ConnLimits>,
     budget: Arc<MemoryBudget>,
+    /// Shared-memory rings, apart from `budget`: idle local clients' rings
+    /// must not take the memory requests need (`WEFT_SHM_MEMORY`).
+    shm_budget: Arc<MemoryBudget>,
     workers: Workers,
     /// Directory changes pushed by other metadata shards, on a thread of
     /// their own: a shard pushing its changes waits only for this, never
@@ -104,6 +116,16 @@ impl Reactor {
         let mut listener = TcpListener::from_std(listener);
         let poll = Poll::new()?;
         poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        let shm_listener = match shm_listen(listener.local_addr()?) {
+            Ok(mut l) => {
+                poll.registry().register(&mut l, SHM_LISTENER, Interest::READABLE)?;
+                Some(l)
+            }
+            Err(e) => {
+                tracing::warn!(target: "weft::server", error = %e, "no shared-memory transport (clients on this node use TCP)");
+                None
+            }
+        };
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (replier, done) = Replier::new(waker);
         let workers = Workers::start(worker_count(), server.clone(), &replier);
@@ -117,6 +139,7 @@ impl Reactor {
             server,
             poll,
             listener,
+            shm_listener,
             slots: Vec::new(),
             free: Vec::new(),
             next_gen: 0,
@@ -124,6 +147,7 @@ impl Reactor {
             max_connections,
             limits: Arc::new(ConnLimits::from_env()),
             budget,
+            shm_budget: shm_budget(),
             workers,
             replicas,
             verifier,
@@ -148,8 +172,15 @@ impl Reactor {
             for ev in &events {
                 match ev.token() {
                     LISTENER => self.accept(),
+                    SHM_LISTENER => self.accept_shm(),
                     WAKER => {}
-                    Token(t) => self.service_contained(t - FIRST_SLOT),
+                    Token(t) => {
+                        let k = t - FIRST_SLOT;
+                        if let Some(Some(slot)) = self.slots.get_mut(k) {
+                            slot.stream.on_event(ev.is_readable(), ev.is_writable());
+                        }
+                        self.service_contained(k);
+                    }
                 }
             }
             self.completions();
@@ -189,21 +220,57 @@ impl Reactor {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let slot = self.free.pop().unwrap_or_else(|| {
-                self.slots.push(None);
-                self.slots.len() - 1
-            });
-            if let Err(e) = self.poll.registry().register(&mut stream, Token(slot + FIRST_SLOT), Interest::READABLE | Interest::WRITABLE) {
-                tracing::warn!(target: "weft::server", error = %e, "cannot register a connection");
-                self.free.push(slot);
+            self.install(Box::new(stream), None, peer);
+        }
+    }
+
+    /// A client on this node asks for shared-memory rings: they are made,
+    /// drawn from the rings' budget, and offered; past the connection limit
+    /// or that budget, the socket closes and the client uses TCP.
+    fn accept_shm(&mut self) {
+        loop {
+            let Some(l) = &self.shm_listener else { return };
+            let bell = match l.accept() {
+                Ok((bell, _)) => bell,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!(target: "weft::server", error = %e, "shared-memory accept failed");
+                    return;
+                }
+            };
+            let charge = self.shm_budget.try_charge(mapping_len(RING_CAP) as u64);
+            if self.live >= self.max_connections || charge.is_none() {
+                self.server.count_refused_connection();
                 continue;
             }
-            self.next_gen += 1;
-            let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
-            self.slots[slot] = Some(Slot { conn, stream, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false });
-            self.live += 1;
-            self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
+            // mio's stream is a std one underneath; the offer is sent blocking
+            // (a fresh socket takes it at once), then it turns non-blocking.
+            let bell = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(bell));
+            let _ = bell.set_nonblocking(false);
+            match ShmTransport::offer(bell, RING_CAP) {
+                Ok(t) => self.install(Box::new(t), charge, SocketAddr::from(([127, 0, 0, 1], 0))),
+                Err(e) => tracing::debug!(target: "weft::server", error = %e, "shared-memory offer failed"),
+            }
         }
+    }
+
+    /// Takes a new connection into a slot of the loop.
+    fn install(&mut self, mut stream: Box<dyn Transport>, rings: Option<Charge>, peer: SocketAddr) {
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            self.slots.len() - 1
+        });
+        if let Err(e) = self.poll.registry().register(stream.source(), Token(slot + FIRST_SLOT), Interest::READABLE | Interest::WRITABLE) {
+            tracing::warn!(target: "weft::server", error = %e, "cannot register a connection");
+            self.free.push(slot);
+            return;
+        }
+        self.next_gen += 1;
+        let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
+        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false });
+        self.live += 1;
+        self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// [`Reactor::service`], with a panic (a bug) costing only this
@@ -395,7 +462,7 @@ impl Reactor {
                 self.server.count_bad_request();
             }
         }
-        let _ = self.poll.registry().deregister(&mut slot.stream);
+        let _ = self.poll.registry().deregister(slot.stream.source());
         self.free.push(k);
         self.live -= 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
@@ -519,4 +586,21 @@ fn response_len(req: &Request) -> u64 {
         Request::Source { len } => (*len).into(),
         _ => 0,
     }
+}
+
+/// Listens for clients on this node on the abstract socket named after
+/// the server's TCP address (`weft_net::transport::shm`).
+fn shm_listen(addr: SocketAddr) -> io::Result<UnixListener> {
+    let l = std::os::unix::net::UnixListener::bind_addr(&socket_addr(addr)?)?;
+    l.set_nonblocking(true)?;
+    Ok(UnixListener::from_std(l))
+}
+
+/// Default memory for shared-memory rings: 128 connections of 2 MiB.
+const DEFAULT_SHM_MEMORY: u64 = 256 << 20;
+
+/// The rings' budget: `WEFT_SHM_MEMORY` (bytes, or k/m/g), else the default.
+fn shm_budget() -> Arc<MemoryBudget> {
+    let limit = std::env::var("WEFT_SHM_MEMORY").ok().and_then(|v| weft_net::budget::parse_size(&v)).unwrap_or(DEFAULT_SHM_MEMORY);
+    MemoryBudget::new(limit)
 }

@@ -7,19 +7,21 @@ use std::path::Path;
 pub fn status(cluster: Option<&Path>) -> Result<()> {
     let c = connect(cluster)?;
     out!(
-        "{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>9} {:>13} {:>19}",
-        "id", "address", "services", "state", "requests", "stored", "objects", "uptime", "connections", "buffered / budget"
+        "{:>3}  {:<21} {:<12} {:<5} {:<4} {:>10} {:>11} {:>8} {:>9} {:>13} {:>19}",
+        "id", "address", "services", "state", "via", "requests", "stored", "objects", "uptime", "connections", "buffered / budget"
     )?;
     let mut down = 0;
     for s in c.status() {
         let services: Vec<String> = s.server.services.iter().map(|x| format!("{x:?}").to_lowercase()).collect();
         match s.stats {
             Ok(st) => out!(
-                "{:>3}  {:<21} {:<12} {:<5} {:>10} {:>11} {:>8} {:>8}s {:>13} {:>19}",
+                "{:>3}  {:<21} {:<12} {:<5} {:<4} {:>10} {:>11} {:>8} {:>8}s {:>13} {:>19}",
                 s.server.id,
                 s.server.addr,
                 services.join(","),
                 "up",
+                // This command's own connection: shared memory on the server's node.
+                c.transport_of(s.server.addr).unwrap_or("-"),
                 st.requests,
                 human_bytes(st.bytes_stored),
                 st.objects,

@@ -372,6 +372,9 @@ pub(super) enum Which {
         message: u64,
         #[arg(long, default_value_t = 5)]
         rounds: usize,
+        /// Weft transports to measure, each beside raw TCP: tcp, shm.
+        #[arg(long, value_delimiter = ',', default_value = "tcp,shm")]
+        transport: Vec<String>,
         /// Count instructions per request instead, client and server side,
         /// each under callgrind (needs valgrind).
         #[arg(long)]

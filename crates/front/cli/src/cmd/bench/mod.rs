@@ -25,6 +25,17 @@ fn emit<R: serde::Serialize>(common: &Common, csv: &Path, rows: &[R], summary: s
     Ok(true)
 }
 
+/// `tcp`, `shm` (as `--transport` lists them).
+fn transports(names: &[String]) -> Result<Vec<weft_net::TransportChoice>> {
+    names
+        .iter()
+        .map(|n| match weft_net::TransportChoice::parse(n) {
+            Some(t) if t != weft_net::TransportChoice::Auto => Ok(t),
+            _ => anyhow::bail!("unknown transport {n:?}: use tcp, shm"),
+        })
+        .collect()
+}
+
 fn f1(v: f64) -> String {
     format!("{v:.1}")
 }
@@ -470,9 +481,10 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("targets: <= 65536 bytes per connection at 10,000; busy rate at 10,000 within 10% of the first count\nCSV: {}", csv.display())?;
             }
         }
-        Which::Net { common, icount: true, icount_small, icount_bulk, .. } => {
+        Which::Net { common, icount: true, icount_small, icount_bulk, transport, .. } => {
+            let transports = transports(&transport)?;
             let work = net_icount::work_dir(&common.dir.clone().unwrap_or_else(std::env::temp_dir));
-            let rows = net_icount::run(&exe, &work, &net_icount::Params { small: icount_small, bulk: icount_bulk });
+            let rows = net_icount::run(&exe, &work, &net_icount::Params { transports, small: icount_small, bulk: icount_bulk });
             let _ = std::fs::remove_dir_all(&work);
             let rows = rows?;
             let csv = csv_path(&common, "net-icount");
@@ -482,28 +494,33 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                     ("server", "small_request") => "goal <= 3,000",
                     _ => "",
                 };
-                let table: Vec<Vec<String>> = rows.iter().map(|r| vec![r.side.into(), r.op.into(), format!("{:.0}", r.instructions), paper(r).into()]).collect();
+                let table: Vec<Vec<String>> = rows.iter().map(|r| vec![r.transport.into(), r.side.into(), r.op.into(), format!("{:.0}", r.instructions), paper(r).into()]).collect();
                 print_table(
                     &format!("Instructions of the message layer (callgrind, differences of runs: {icount_small} pings, {icount_bulk} writes of 1 MiB)"),
-                    &["side", "op", "instructions", "paper 003"],
+                    &["transport", "side", "op", "instructions", "paper 003"],
                     &table,
                 );
                 out!("CSV: {}", csv.display())?;
             }
         }
-        Which::Net { common, pings, stream, message, rounds, .. } => {
+        Which::Net { common, pings, stream, message, rounds, transport, .. } => {
+            let transports = transports(&transport)?;
             let bc = common.cluster(&exe, cluster, 1)?;
-            let row = net::run(&exe, &bc, &net::Params { pings, stream_bytes: stream, message: message as usize, rounds })?;
+            let rows = net::run(&exe, &bc, &net::Params { pings, stream_bytes: stream, message: message as usize, rounds, transports })?;
             let csv = csv_path(&common, "net");
-            if emit(&common, &csv, std::slice::from_ref(&row), Default::default())? {
-                print_table(
-                    &format!("Message layer vs raw TCP on loopback (paper 003), median of {rounds} rounds"),
-                    &["measure", "weft", "raw tcp", "weft/tcp"],
-                    &[
-                        vec!["round trip (us)".into(), format!("{:.2}", row.rtt_us_weft), format!("{:.2}", row.rtt_us_tcp), format!("{:.2}", row.rtt_ratio)],
-                        vec![format!("stream MB/s ({} msgs)", super::human_bytes(message)), f1(row.stream_mb_s_weft), f1(row.stream_mb_s_tcp), format!("{:.2}", row.stream_ratio)],
-                    ],
-                );
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| {
+                        let value = match (r.rtt_us, r.mb_s) {
+                            (Some(us), _) => format!("{us:.2} us"),
+                            (_, Some(mb)) => format!("{mb:.1} MB/s"),
+                            _ => String::new(),
+                        };
+                        vec![r.transport.into(), r.op.into(), super::human_bytes(r.size as u64), value, format!("{:.2}", r.ratio)]
+                    })
+                    .collect();
+                print_table(&format!("Message layer vs raw TCP (paper 003), median of {rounds} rounds, alternating order"), &["transport", "op", "message", "value", "vs raw tcp"], &table);
                 out!("CSV: {}", csv.display())?;
             }
         }

@@ -1,6 +1,10 @@
 //! What moves a connection's bytes. The protocol machines ([`crate::link`])
 //! never touch one; the endpoint and the servers' event loop move bytes
-//! between a machine and its transport. TCP is the one transport today.
+//! between a machine and its transport: TCP, or shared memory ([`shm`])
+//! for a client on the server's node.
+
+pub mod ring;
+pub mod shm;
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 
@@ -12,6 +16,11 @@ pub trait Transport: Send {
     /// Whether a connection with nothing in flight is still usable: no byte
     /// to read and no end of stream (the peer restarted or misbehaved).
     fn idle_is_healthy(&self) -> bool;
+    /// A poll event for this transport arrived: takes what must be taken
+    /// (a doorbell) and says whether to try reading and writing.
+    fn on_event(&mut self, readable: bool, writable: bool) -> (bool, bool) {
+        (readable, writable)
+    }
     /// Its readiness source, to register with a poller.
     fn source(&mut self) -> &mut dyn mio::event::Source;
     /// A short name for status output.

@@ -37,7 +37,7 @@ fn bytes_cross_both_ways_through_many_ring_lengths() {
         assert!(got == pattern(1, n), "client -> server bytes");
         b.write_all(&pattern(2, n)).unwrap();
     });
-    let mut t = ShmTransport::connect(a, Duration::from_secs(5)).unwrap();
+    let mut t = ShmTransport::connect(a, Duration::from_secs(5), &[0, nix::unistd::geteuid().as_raw()]).unwrap();
     assert_eq!(t.kind(), "shm");
     let mut b = t.blocking(Instant::now() + Duration::from_secs(30));
     // Written in odd pieces, vectored.
@@ -64,7 +64,7 @@ fn a_closed_peer_reads_as_end_of_stream_after_its_last_bytes() {
         t.blocking(Instant::now() + Duration::from_secs(10)).write_all(b"last words").unwrap();
         // Dropped: the socket closes.
     });
-    let mut t = ShmTransport::connect(a, Duration::from_secs(5)).unwrap();
+    let mut t = ShmTransport::connect(a, Duration::from_secs(5), &[0, nix::unistd::geteuid().as_raw()]).unwrap();
     server.join().unwrap();
     let mut b = t.blocking(Instant::now() + Duration::from_secs(10));
     let mut got = Vec::new();
@@ -76,7 +76,7 @@ fn a_closed_peer_reads_as_end_of_stream_after_its_last_bytes() {
 
 #[test]
 fn no_server_on_this_node_is_not_found() {
-    let e = ShmTransport::connect(addr(), Duration::from_secs(1)).err().expect("nobody listens");
+    let e = ShmTransport::connect(addr(), Duration::from_secs(1), &[0]).err().expect("nobody listens");
     assert!(matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound), "{e}");
 }
 
@@ -99,7 +99,7 @@ fn offers_that_could_hurt_the_client_are_refused() {
     // Rings of an absurd size.
     let mut huge = b"WEFTSHM1".to_vec();
     huge.extend_from_slice(&u32::MAX.to_le_bytes());
-    for (what, bytes, want) in [("unsealed", offer.clone(), "not sealed"), ("wrong magic", b"NOTWEFT!\0\0\x10\0".to_vec(), "not a Weft"), ("huge rings", huge, "rings of")] {
+    for (what, bytes, want) in [("unsealed", offer.clone(), "sealed at its size"), ("wrong magic", b"NOTWEFT!\0\0\x10\0".to_vec(), "not a Weft"), ("huge rings", huge, "rings of")] {
         let a = addr();
         let l = listen(a);
         let fd = unsealed.try_clone().unwrap();
@@ -108,8 +108,62 @@ fn offers_that_could_hurt_the_client_are_refused() {
             offer_raw(&bell, &bytes, &fd);
             std::thread::sleep(Duration::from_millis(200));
         });
-        let e = ShmTransport::connect(a, Duration::from_secs(5)).err().unwrap_or_else(|| panic!("{what}: accepted"));
+        let e = ShmTransport::connect(a, Duration::from_secs(5), &[0, nix::unistd::geteuid().as_raw()]).err().unwrap_or_else(|| panic!("{what}: accepted"));
         assert!(e.to_string().contains(want), "{what}: {e}");
         server.join().unwrap();
     }
+}
+
+#[test]
+fn only_trusted_uids_may_offer_rings_and_remote_addresses_are_not_tried() {
+    let a = addr();
+    let l = listen(a);
+    let server = std::thread::spawn(move || {
+        let _ = l.accept();
+    });
+    // This process is not uid 12345: a process of another user offering
+    // rings could relay the handshake and sit in the middle.
+    let e = ShmTransport::connect(a, Duration::from_secs(5), &[12345]).err().expect("an untrusted offerer");
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    server.join().unwrap();
+    // An address of no interface here: no server of it can be on this
+    // node, so its name (anyone's to take) is never asked.
+    let remote = SocketAddr::from(([198, 51, 100, 1], 4000));
+    let l = listen(remote);
+    let e = ShmTransport::connect(remote, Duration::from_secs(1), &[0, nix::unistd::geteuid().as_raw()]).err().expect("a remote address");
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+    drop(l);
+}
+
+#[test]
+fn a_peer_flooding_the_doorbell_breaks_its_connection() {
+    use nix::sys::socket::{recvmsg, MsgFlags, UnixAddr};
+    let a = addr();
+    let l = listen(a);
+    let server = std::thread::spawn(move || {
+        let (bell, _) = l.accept().unwrap();
+        let mut t = ShmTransport::offer(bell, RING_CAP).unwrap();
+        let t0 = Instant::now();
+        loop {
+            // What the server's loop does on each readiness event.
+            t.on_event(true, true);
+            let mut b = [0u8; 8];
+            match Transport::read(&mut t, &mut b) {
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return,
+                r => assert!(t0.elapsed() < Duration::from_secs(10), "still serving a flooding peer: {r:?}"),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    // A raw client: takes the offer, then writes doorbells without end.
+    let mut bell = std::os::unix::net::UnixStream::connect_addr(&socket_addr(a).unwrap()).unwrap();
+    let mut offer = [0u8; 12];
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
+    recvmsg::<UnixAddr>(bell.as_raw_fd(), &mut [std::io::IoSliceMut::new(&mut offer)], Some(&mut space), MsgFlags::empty()).unwrap();
+    bell.set_nonblocking(true).unwrap();
+    let junk = [1u8; 65536];
+    while !server.is_finished() {
+        let _ = bell.write(&junk);
+    }
+    server.join().unwrap();
 }

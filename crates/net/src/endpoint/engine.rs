@@ -142,6 +142,28 @@ impl Engine {
         }
     }
 
+    /// Marks ready every connection owed answers whose transport has
+    /// input waiting (shared memory, seen without a system call). `None`
+    /// if no shared-memory connection is owed answers (nothing to spin
+    /// for), else whether one had input.
+    pub(super) fn mark_pending_input(&mut self) -> Option<bool> {
+        let (mut watched, mut any) = (false, false);
+        for slot in self.conns.values_mut() {
+            if let Slot::Ready(c) = slot
+                && !c.link.is_idle()
+                && c.transport.kind() == "shm"
+            {
+                watched = true;
+                if c.transport.input_pending() {
+                    c.readable = true;
+                    c.writable = true;
+                    any = true;
+                }
+            }
+        }
+        watched.then_some(any)
+    }
+
     /// Drops a connection, failing every call still owed an answer on it
     /// with (a copy of) `e`. Returns how many calls that completed.
     pub(super) fn drop_conn(&mut self, addr: SocketAddr, e: NetError) -> usize {

@@ -21,6 +21,12 @@ pub trait Transport: Send {
     fn on_event(&mut self, readable: bool, writable: bool) -> (bool, bool) {
         (readable, writable)
     }
+    /// Whether bytes (or an end of stream) wait to be read, without a
+    /// system call: a poller that spins before it blocks asks this
+    /// (shared memory; a socket answers `false` and is left to the poller).
+    fn input_pending(&self) -> bool {
+        false
+    }
     /// Its readiness source, to register with a poller.
     fn source(&mut self) -> &mut dyn mio::event::Source;
     /// A short name for status output.

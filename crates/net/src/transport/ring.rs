@@ -76,6 +76,10 @@ impl RingEnd {
         unsafe { self.base.add(HEADER) }
     }
 
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+
     /// Consumer: bytes waiting to be read.
     pub fn available(&self) -> Result<usize, Corrupt> {
         let used = self.tail().load(SeqCst).wrapping_sub(self.pos);
@@ -109,7 +113,10 @@ impl RingEnd {
         Ok(n)
     }
 
-    /// Copies ring bytes starting `skip` past our head into `dst`.
+    /// Copies ring bytes starting `skip` past our head into `dst`. A
+    /// hostile producer may write these bytes while we copy: we get some
+    /// bytes, never read twice (the protocol machine checks them after the
+    /// copy), and never outside the ring.
     fn copy_out(&self, skip: usize, dst: &mut [u8]) {
         let at = (self.pos.wrapping_add(skip as u64) % self.cap as u64) as usize;
         let first = dst.len().min(self.cap - at);

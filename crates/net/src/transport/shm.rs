@@ -37,6 +37,8 @@ pub const RING_CAP: usize = 1 << 20;
 const MIN_CAP: usize = 4096;
 const MAX_CAP: usize = 64 << 20;
 const MAGIC: &[u8; 8] = b"WEFTSHM1";
+/// Doorbell bytes one drain takes before the peer counts as flooding.
+const MAX_BELLS: usize = 4096;
 const OFFER_LEN: usize = 12;
 
 /// The abstract socket name a server on `addr` listens on.
@@ -47,6 +49,21 @@ pub fn socket_name(addr: SocketAddr) -> String {
 /// The abstract address of `addr`'s shared-memory socket.
 pub fn socket_addr(addr: SocketAddr) -> io::Result<UnixSocketAddr> {
     UnixSocketAddr::from_abstract_name(socket_name(addr).as_bytes())
+}
+
+/// Whether `addr`'s IP is this node's (in this network namespace): only
+/// then can its server be on the node, so only then is its socket name
+/// worth trying (a name of a remote server's would be anyone's to take).
+pub fn is_local(addr: SocketAddr) -> bool {
+    addr.ip().is_loopback() || std::net::UdpSocket::bind(SocketAddr::new(addr.ip(), 0)).is_ok()
+}
+
+/// How long a side looks at its rings before it blocks for a doorbell
+/// (`WEFT_SHM_POLL_US`, both clients and servers; default 0: block at once),
+/// capped at 10 ms, past which spinning only burns a core.
+pub fn poll_budget_from_env() -> Duration {
+    let us = std::env::var("WEFT_SHM_POLL_US").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_micros(us.min(10_000))
 }
 
 /// Bytes a connection's rings take (what the server draws from its budget).
@@ -92,6 +109,11 @@ pub struct ShmTransport {
     bell: mio::net::UnixStream,
     /// The peer closed its socket: nothing more will come.
     peer_closed: bool,
+    /// The peer broke the rules: every read and write fails.
+    broken: Option<String>,
+    /// The server keeps its memfd to free the pages when the connection
+    /// ends (the client may keep the memory mapped).
+    memfd: Option<OwnedFd>,
     // Last: the ring ends point into it.
     _map: Mapping,
 }
@@ -105,7 +127,8 @@ fn corrupt(_: Corrupt) -> io::Error {
 }
 
 impl ShmTransport {
-    /// Server side: makes the rings for the client on `bell` and offers them.
+    /// Server side: makes the rings for the client on `bell` and offers
+    /// them (`cap` a multiple of 64). Never blocks.
     pub fn offer(bell: StdUnixStream, cap: usize) -> io::Result<Self> {
         use nix::fcntl::{fcntl, FcntlArg, SealFlag};
         use nix::sys::memfd::{memfd_create, MFdFlags};
@@ -124,17 +147,41 @@ impl ShmTransport {
         bell.set_nonblocking(true)?;
         // SAFETY: both rings lie within the mapping, which the transport owns.
         let (rx, tx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, _map: map })
+        // The client's first bytes (its hello) ring the server.
+        rx.set_reader_waiting();
+        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: Some(fd), _map: map })
     }
 
     /// Client side: the rings of the server on `addr`, if one listens on
-    /// this node (`NotFound` or `ConnectionRefused` if none does).
-    pub fn connect(addr: SocketAddr, timeout: Duration) -> io::Result<Self> {
+    /// this node (`NotFound` or `ConnectionRefused` if none does), run by
+    /// one of `trusted_uids` (anyone else could relay the handshake to the
+    /// real server and sit in the middle).
+    pub fn connect(addr: SocketAddr, timeout: Duration, trusted_uids: &[u32]) -> io::Result<Self> {
         use nix::fcntl::{fcntl, FcntlArg, SealFlag};
-        let bell = StdUnixStream::connect_addr(&socket_addr(addr)?)?;
+        use nix::sys::socket::{connect, getsockopt, socket, sockopt::PeerCredentials, AddressFamily, SockFlag, SockType};
+        if !is_local(addr) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        // Non-blocking, so a listener that never accepts (its backlog
+        // full) is a refusal, not a hang.
+        let fd = socket(AddressFamily::Unix, SockType::Stream, SockFlag::SOCK_NONBLOCK | SockFlag::SOCK_CLOEXEC, None).map_err(io::Error::from)?;
+        let name = UnixAddr::new_abstract(socket_name(addr).as_bytes()).map_err(io::Error::from)?;
+        match connect(fd.as_raw_fd(), &name) {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EAGAIN) => return Err(io::ErrorKind::ConnectionRefused.into()),
+            Err(e) => return Err(e.into()),
+        }
+        let peer = getsockopt(&fd, PeerCredentials).map_err(io::Error::from)?;
+        if !trusted_uids.contains(&peer.uid()) {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, format!("the process offering shared memory for {addr} runs as uid {}, not the servers'", peer.uid())));
+        }
+        let bell = StdUnixStream::from(fd);
+        bell.set_nonblocking(false)?;
         bell.set_read_timeout(Some(timeout))?;
         let mut offer = [0u8; OFFER_LEN];
-        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+        // Room for as many descriptors as one message may carry, so none
+        // is left unclosed by a truncated control message.
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 253]);
         let (got, fd) = {
             let mut iov = [IoSliceMut::new(&mut offer)];
             let msg = recvmsg::<UnixAddr>(bell.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC).map_err(io::Error::from)?;
@@ -142,7 +189,8 @@ impl ShmTransport {
             for c in msg.cmsgs().map_err(io::Error::from)? {
                 if let ControlMessageOwned::ScmRights(fds) = c {
                     for raw in fds {
-                        // SAFETY: the kernel just gave us this descriptor.
+                        // SAFETY: the kernel just gave us this descriptor;
+                        // all but the first are closed here.
                         let owned = unsafe { OwnedFd::from_raw_fd(raw) };
                         fd.get_or_insert(owned);
                     }
@@ -155,39 +203,54 @@ impl ShmTransport {
         }
         let fd = fd.ok_or_else(|| bad("the shared-memory offer carried no memory"))?;
         let cap = u32::from_le_bytes(offer[8..].try_into().expect("4 bytes")) as usize;
-        if !(MIN_CAP..=MAX_CAP).contains(&cap) {
+        // A multiple of 64 keeps the second ring's header aligned.
+        if !(MIN_CAP..=MAX_CAP).contains(&cap) || !cap.is_multiple_of(64) {
             return Err(bad(format!("shared-memory rings of {cap} bytes")));
         }
         let len = mapping_len(cap);
-        let size = nix::sys::stat::fstat(fd.as_fd()).map_err(io::Error::from)?.st_size;
+        // Seals first, then the size: sealed memory cannot shrink after.
         let seals = fcntl(&fd, FcntlArg::F_GET_SEALS).map_err(io::Error::from)?;
         let sealed = SealFlag::from_bits_truncate(seals).contains(SealFlag::F_SEAL_SHRINK);
-        if size != len as i64 || !sealed {
-            return Err(bad("the shared memory offered is not sealed at its size"));
+        let size = nix::sys::stat::fstat(fd.as_fd()).map_err(io::Error::from)?.st_size;
+        // Plain shared memory (not huge pages, whose holes fault).
+        let tmpfs = nix::sys::statfs::fstatfs(&fd).map_err(io::Error::from)?.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC;
+        if size != len as i64 || !sealed || !tmpfs {
+            return Err(bad("the shared memory offered is not plain memory sealed at its size"));
         }
         let map = Mapping::new(&fd, len)?;
         bell.set_read_timeout(None)?;
         bell.set_nonblocking(true)?;
         // SAFETY: as in `offer`, the other way round.
         let (tx, rx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, _map: map })
+        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: None, _map: map })
     }
 
-    /// Wakes the peer (best effort: a full socket already holds wake-ups).
+    /// Wakes the peer (best effort: a socket with bytes in it has
+    /// already woken it). Never raises SIGPIPE in a host program.
     fn ring(&mut self) {
-        let _ = (&self.bell).write(&[1]);
+        let _ = nix::sys::socket::send(self.bell.as_raw_fd(), &[1], MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT);
     }
 
-    /// Takes the doorbells rung so far; notes an end of stream.
+    /// Takes the doorbells rung so far; notes an end of stream. A peer
+    /// rings once each time this side waits, so more than [`MAX_BELLS`]
+    /// at once is a peer flooding the socket to hold this thread: its
+    /// connection breaks.
     fn drain_bell(&mut self) {
-        let mut b = [0u8; 64];
+        let mut b = [0u8; 1024];
+        let mut taken = 0;
         loop {
             match (&self.bell).read(&mut b) {
                 Ok(0) => {
                     self.peer_closed = true;
                     return;
                 }
-                Ok(_) => {}
+                Ok(n) => {
+                    taken += n;
+                    if taken > MAX_BELLS {
+                        self.broken.get_or_insert_with(|| "the peer floods the doorbell".into());
+                        return;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // WouldBlock, or the peer is gone (reset): either way done.
                 Err(e) => {
@@ -231,6 +294,9 @@ impl Transport for ShmTransport {
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        if let Some(why) = &self.broken {
+            return Err(bad(why.clone()));
+        }
         loop {
             let n = self.rx.read_vectored(bufs).map_err(corrupt)?;
             if n > 0 || bufs.iter().all(|b| b.is_empty()) {
@@ -251,6 +317,9 @@ impl Transport for ShmTransport {
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if let Some(why) = &self.broken {
+            return Err(bad(why.clone()));
+        }
         if self.peer_closed {
             return Err(io::ErrorKind::BrokenPipe.into());
         }
@@ -271,11 +340,21 @@ impl Transport for ShmTransport {
     }
 
     fn idle_is_healthy(&self) -> bool {
-        let mut b = [0u8; 1];
-        // Doorbells may be pending; only the end of stream is a sign.
-        let peeked = nix::sys::socket::recv(self.bell.as_raw_fd(), &mut b, MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT);
-        let open = !matches!(peeked, Ok(0));
-        open && !self.peer_closed && self.rx.available() == Ok(0)
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        // Doorbells may be left in the socket; a hang-up behind them is
+        // what counts.
+        // (A Unix stream whose peer closed reports POLLHUP; nix drops the
+        // revents of flags it does not know, such as POLLRDHUP.)
+        let mut fds = [PollFd::new(self.bell.as_fd(), PollFlags::POLLIN)];
+        let hung_up = match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => fds[0].revents().is_none_or(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+            Err(_) => true,
+        };
+        !hung_up && !self.peer_closed && self.broken.is_none() && self.rx.available() == Ok(0)
+    }
+
+    fn input_pending(&self) -> bool {
+        self.rx.available() != Ok(0) || self.peer_closed
     }
 
     fn on_event(&mut self, _readable: bool, _writable: bool) -> (bool, bool) {
@@ -291,6 +370,46 @@ impl Transport for ShmTransport {
     fn kind(&self) -> &'static str {
         "shm"
     }
+}
+
+impl Drop for ShmTransport {
+    fn drop(&mut self) {
+        // The client may keep the memfd alive: its pages go back (punched
+        // out; no write seal, so this is allowed), so a client cycling
+        // connections cannot pin memory the budget no longer counts. A
+        // client still connected may have last bytes to read (an error
+        // saying why it was closed): those pages go after a grace period.
+        if let Some(fd) = self.memfd.take() {
+            let len = mapping_len(self.rx.capacity());
+            let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let now = Instant::now();
+            if self.peer_closed {
+                punch(&fd, len);
+            } else {
+                deferred.push_back((now + PUNCH_GRACE, fd, len));
+            }
+            while let Some((due, _, _)) = deferred.front() {
+                if *due > now && deferred.len() <= MAX_DEFERRED {
+                    break;
+                }
+                let (_, fd, len) = deferred.pop_front().expect("front exists");
+                punch(&fd, len);
+            }
+        }
+    }
+}
+
+/// How long a closed connection's rings stay readable for a client still
+/// connected, and how many may wait at once (then the oldest go at once).
+const PUNCH_GRACE: Duration = Duration::from_secs(2);
+const MAX_DEFERRED: usize = 64;
+
+/// Memfds of closed connections whose pages go later (oldest first).
+static DEFERRED: std::sync::Mutex<std::collections::VecDeque<(Instant, OwnedFd, usize)>> = std::sync::Mutex::new(std::collections::VecDeque::new());
+
+fn punch(fd: &OwnedFd, len: usize) {
+    use nix::fcntl::{fallocate, FallocateFlags};
+    let _ = fallocate(fd, FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len as i64);
 }
 
 /// [`ShmTransport::blocking`].

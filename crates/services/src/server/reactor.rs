@@ -17,7 +17,7 @@ use super::workers::{worker_count, ConnRef, Done, Job, Replier, Verifier, Verify
 use super::Server;
 use mio::net::{TcpListener, UnixListener};
 use weft_net::budget::Charge;
-use weft_net::transport::shm::{mapping_len, socket_addr, ShmTransport, RING_CAP};
+use weft_net::transport::shm::{mapping_len, poll_budget_from_env, socket_addr, ShmTransport, RING_CAP};
 use weft_net::transport::Transport;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::VecDeque;
@@ -86,6 +86,10 @@ pub struct Reactor {
     listener: TcpListener,
     /// `None` if the name was taken (clients then use TCP).
     shm_listener: Option<UnixListener>,
+    /// Slots of shared-memory connections, and how long to look at their
+    /// rings before blocking in `poll` (`WEFT_SHM_POLL_US`).
+    shm_slots: Vec<usize>,
+    shm_poll: Duration,
     slots: Vec<Option<Slot>>,
     free: Vec<usize>,
     next_gen: u64,
@@ -140,6 +144,8 @@ impl Reactor {
             poll,
             listener,
             shm_listener,
+            shm_slots: Vec::new(),
+            shm_poll: poll_budget_from_env(),
             slots: Vec::new(),
             free: Vec::new(),
             next_gen: 0,
@@ -164,7 +170,9 @@ impl Reactor {
         let mut next_sweep = Instant::now() + SWEEP_EVERY;
         loop {
             let timeout = next_sweep.saturating_duration_since(Instant::now());
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
+            let (spun, polled) = self.spin_for_input(self.shm_poll.min(timeout), &mut events);
+            if !polled
+                && let Err(e) = self.poll.poll(&mut events, Some(if spun.is_empty() { timeout } else { Duration::ZERO }))
                 && e.kind() != io::ErrorKind::Interrupted
             {
                 return Err(e);
@@ -183,6 +191,10 @@ impl Reactor {
                     }
                 }
             }
+            // Rings found with input while spinning (no doorbell came).
+            for k in spun {
+                self.service_contained(k);
+            }
             self.completions();
             // Current to this pass (one clock read), so a status report
             // never misses the loop's latest work.
@@ -193,6 +205,31 @@ impl Reactor {
                 next_sweep = now + SWEEP_EVERY;
             }
         }
+    }
+
+    /// Looks at the shared-memory connections' rings until one has input,
+    /// another connection or the listener has an event (a poll without
+    /// waiting, every few looks, so TCP clients are not held up by the
+    /// spin), or `budget` passes (nothing when it is zero). Returns the
+    /// slots with input, and whether `events` holds a poll's events.
+    fn spin_for_input(&mut self, budget: Duration, events: &mut Events) -> (Vec<usize>, bool) {
+        if budget.is_zero() || self.shm_slots.is_empty() {
+            return (Vec::new(), false);
+        }
+        let until = Instant::now() + budget;
+        for look in 0u32.. {
+            let ready: Vec<usize> = self.shm_slots.iter().copied().filter(|&k| matches!(self.slots.get(k), Some(Some(s)) if s.stream.input_pending())).collect();
+            if !ready.is_empty() || Instant::now() >= until {
+                return (ready, false);
+            }
+            if look % 8 == 7 && self.poll.poll(events, Some(Duration::ZERO)).is_ok() && !events.is_empty() {
+                return (Vec::new(), true);
+            }
+            for _ in 0..64 {
+                std::hint::spin_loop();
+            }
+        }
+        (Vec::new(), false)
     }
 
     fn accept(&mut self) {
@@ -244,10 +281,8 @@ impl Reactor {
                 self.server.count_refused_connection();
                 continue;
             }
-            // mio's stream is a std one underneath; the offer is sent blocking
-            // (a fresh socket takes it at once), then it turns non-blocking.
+            // mio's stream is a std one underneath; the offer never blocks.
             let bell = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(bell));
-            let _ = bell.set_nonblocking(false);
             match ShmTransport::offer(bell, RING_CAP) {
                 Ok(t) => self.install(Box::new(t), charge, SocketAddr::from(([127, 0, 0, 1], 0))),
                 Err(e) => tracing::debug!(target: "weft::server", error = %e, "shared-memory offer failed"),
@@ -267,6 +302,9 @@ impl Reactor {
             return;
         }
         self.next_gen += 1;
+        if stream.kind() == "shm" {
+            self.shm_slots.push(slot);
+        }
         let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
         self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false });
         self.live += 1;
@@ -463,6 +501,7 @@ impl Reactor {
             }
         }
         let _ = self.poll.registry().deregister(slot.stream.source());
+        self.shm_slots.retain(|&s| s != k);
         self.free.push(k);
         self.live -= 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
@@ -556,6 +595,7 @@ impl Reactor {
         self.server.note_loop_cpu();
         self.server.expire_collectives(now);
         self.accept();
+        self.accept_shm();
         let late: Vec<(usize, String)> = self.slots.iter().enumerate().filter_map(|(k, s)| s.as_ref()?.conn.overdue(now).map(|why| (k, why))).collect();
         for (k, why) in late {
             if let Some(Some(slot)) = self.slots.get_mut(k) {

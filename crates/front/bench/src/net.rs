@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, TransportChoice};
-use weft_wire::{Request, HEADER_LEN};
+use weft_wire::{Request, Response, HEADER_LEN};
 
 #[derive(Debug, Clone)]
 pub struct Params {
@@ -37,6 +37,9 @@ pub struct Row {
     /// Throughput (stream rows).
     pub mb_s: Option<f64>,
     pub ratio: f64,
+    /// The receiving server's CPU per GiB streamed (stream rows; for raw
+    /// TCP the echo process's): what the transport costs the server.
+    pub server_cpu_ms_per_gib: Option<f64>,
 }
 
 /// Size of a Weft ping on the wire (header plus one-byte body), so the raw
@@ -71,15 +74,22 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     let payload = vec![7u8; p.message];
     let k = eps.len();
     let (mut rw, mut rt, mut sw, mut st) = (vec![vec![]; k], vec![], vec![vec![]; k], vec![]);
+    let (mut cw, mut ct) = (vec![vec![]; k], vec![]);
+    let gib = p.stream_bytes as f64 / (1u64 << 30) as f64;
+    let peer_pid = peer.id();
     for round in 0..p.rounds {
         // Alternating which goes first, round by round.
         rt.push(tcp_rtt(raw, p.pings)?);
         for i in (0..k).map(|i| if round % 2 == 0 { i } else { k - 1 - i }) {
             rw[i].push(weft_rtt(&eps[i], addr, p.pings)?);
         }
+        let before = process_cpu_ns(peer_pid)?;
         st.push(tcp_stream(raw, &payload, p.stream_bytes)?);
+        ct.push((process_cpu_ns(peer_pid)? - before) as f64 / 1e6 / gib);
         for i in (0..k).map(|i| if round % 2 == 0 { i } else { k - 1 - i }) {
+            let before = server_cpu_ns(&eps[i], addr)?;
             sw[i].push(weft_stream(&eps[i], addr, &payload, p.stream_bytes)?);
+            cw[i].push((server_cpu_ns(&eps[i], addr)?.saturating_sub(before)) as f64 / 1e6 / gib);
         }
     }
     let _ = peer.kill();
@@ -91,13 +101,13 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     }
     let (rtt_t, s_t) = (median(rt), median(st));
     let mut rows = vec![
-        Row { transport: "raw-tcp", op: "rtt", size: PING_BYTES, rtt_us: Some(rtt_t), mb_s: None, ratio: 1.0 },
-        Row { transport: "raw-tcp", op: "stream", size: p.message, rtt_us: None, mb_s: Some(s_t), ratio: 1.0 },
+        Row { transport: "raw-tcp", op: "rtt", size: PING_BYTES, rtt_us: Some(rtt_t), mb_s: None, ratio: 1.0, server_cpu_ms_per_gib: None },
+        Row { transport: "raw-tcp", op: "stream", size: p.message, rtt_us: None, mb_s: Some(s_t), ratio: 1.0, server_cpu_ms_per_gib: Some(median(ct)) },
     ];
     for (i, &t) in p.transports.iter().enumerate() {
-        let (r, s) = (median(std::mem::take(&mut rw[i])), median(std::mem::take(&mut sw[i])));
-        rows.push(Row { transport: transport_name(t), op: "rtt", size: PING_BYTES, rtt_us: Some(r), mb_s: None, ratio: r / rtt_t });
-        rows.push(Row { transport: transport_name(t), op: "stream", size: p.message, rtt_us: None, mb_s: Some(s), ratio: s / s_t });
+        let (r, s, c) = (median(std::mem::take(&mut rw[i])), median(std::mem::take(&mut sw[i])), median(std::mem::take(&mut cw[i])));
+        rows.push(Row { transport: transport_name(t), op: "rtt", size: PING_BYTES, rtt_us: Some(r), mb_s: None, ratio: r / rtt_t, server_cpu_ms_per_gib: None });
+        rows.push(Row { transport: transport_name(t), op: "stream", size: p.message, rtt_us: None, mb_s: Some(s), ratio: s / s_t, server_cpu_ms_per_gib: Some(c) });
     }
     Ok(rows)
 }
@@ -135,6 +145,27 @@ fn weft_stream(ep: &Endpoint, addr: SocketAddr, payload: &[u8], total: u64) -> R
         sent += k;
     }
     Ok((n * payload.len()) as f64 / t.elapsed().as_secs_f64() / 1e6)
+}
+
+/// The server's CPU so far (its event loop's and its workers'), by its
+/// own thread clocks.
+fn server_cpu_ns(ep: &Endpoint, addr: SocketAddr) -> Result<u64> {
+    let r = ep.call(addr, Request::Status.encode())?;
+    match Response::decode(&r.body)? {
+        Response::Stats(st) => Ok(st.cpu_loop_ns + st.cpu_ns.iter().sum::<u64>()),
+        other => bail!("a status request was answered with {other:?}"),
+    }
+}
+
+/// A process's user and system CPU so far (`/proc/PID/stat`).
+fn process_cpu_ns(pid: u32) -> Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name (which may hold spaces), from field 3.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).context("odd /proc stat")?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0) + f.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().unwrap_or(100) as u64;
+    Ok(ticks * 1_000_000_000 / hz.max(1))
 }
 
 fn tcp_rtt(addr: SocketAddr, n: usize) -> Result<f64> {

@@ -25,10 +25,13 @@ const CHECKED_IN: [(&str, &str, &str, f64); 8] = [
 ];
 
 /// Instructions per KiB that a server spends in the background while a
-/// bulk run lasts (its 200 ms sweeps): 16 MiB of TCP bulk cost it about
-/// 200,000 instructions, so its per-KiB count moves by a few run to run
-/// (12.3 to 16.3 measured) while every other count repeats to 0.5%.
-const BULK_NOISE_PER_KIB: f64 = 5.0;
+/// run lasts (its 200 ms sweeps, while the client starts under valgrind):
+/// 16 MiB of TCP bulk cost it only about 200,000 instructions (the copy is
+/// the kernel's), so its per-KiB count moves by several run to run (12.3
+/// to 20.7 measured) while every other count repeats to 1%. An extra copy
+/// of the bytes would add about 1,000 per KiB (callgrind counts `rep
+/// movsb` per byte), far past this slack.
+const BULK_NOISE_PER_KIB: f64 = 15.0;
 
 #[test]
 fn instructions_per_request_stay_within_ten_percent_of_the_checked_in_counts() {

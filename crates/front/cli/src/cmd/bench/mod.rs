@@ -517,10 +517,15 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                             (_, Some(mb)) => format!("{mb:.1} MB/s"),
                             _ => String::new(),
                         };
-                        vec![r.transport.into(), r.op.into(), super::human_bytes(r.size as u64), value, format!("{:.2}", r.ratio)]
+                        let cpu = r.server_cpu_ms_per_gib.map_or(String::new(), |ms| format!("{ms:.0}"));
+                        vec![r.transport.into(), r.op.into(), super::human_bytes(r.size as u64), value, format!("{:.2}", r.ratio), cpu]
                     })
                     .collect();
-                print_table(&format!("Message layer vs raw TCP (paper 003), median of {rounds} rounds, alternating order"), &["transport", "op", "message", "value", "vs raw tcp"], &table);
+                print_table(
+                    &format!("Message layer vs raw TCP (paper 003), median of {rounds} rounds, alternating order"),
+                    &["transport", "op", "message", "value", "vs raw tcp", "server CPU ms/GiB"],
+                    &table,
+                );
                 out!("CSV: {}", csv.display())?;
             }
         }

@@ -432,7 +432,12 @@ impl Client {
 
     /// Renames `from` to `to`, replacing a file (or empty directory) at `to`.
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
-        match self.meta(MetaReq::Rename { from: from.into(), to: to.into() })? {
+        let renamed = self.meta(MetaReq::Rename { from: from.into(), to: to.into() })?;
+        // A directory renamed: the ids cached under both names are stale
+        // (the shards would send requests on; this saves the round trips).
+        self.inner.shards.forget_tree(from);
+        self.inner.shards.forget_tree(to);
+        match renamed {
             Response::Renamed { replaced: Some((old, cap)) } => self.delete_objects(&old, cap),
             _ => Ok(()),
         }

@@ -85,6 +85,18 @@ impl ShardRouter {
         }
     }
 
+    /// Directory `path` and everything under it were renamed away.
+    pub(crate) fn forget_tree(&self, path: &str) {
+        let Some(comps) = normalized(path) else { return };
+        let key = comps.join("/");
+        let mut dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
+        // Not a directory known here (a file's rename): nothing to scan.
+        if dirs.remove(&key).is_none() {
+            return;
+        }
+        dirs.retain(|k, _| !(k == &key || k.strip_prefix(key.as_str()).is_some_and(|rest| rest.starts_with('/'))));
+    }
+
     fn remember(&self, key: String, id: FileId) {
         let mut dirs = self.dirs.lock().unwrap_or_else(PoisonError::into_inner);
         if dirs.len() >= MAX_CACHED_DIRS {
@@ -118,5 +130,17 @@ mod tests {
         assert_eq!(r.first(&MetaReq::StatId { file: FileId(7) }), home_shard(FileId(7), 4));
         assert_eq!(r.first(&MetaReq::Stat { path: "relative".into() }), 0);
         assert_eq!(router(1).first(&MetaReq::Stat { path: "/d/x".into() }), 0);
+    }
+
+    #[test]
+    fn a_renamed_directory_is_forgotten_with_its_subtree_only() {
+        let r = router(4);
+        for (path, id) in [("/d", 2), ("/d/e", 3), ("/d/e/f", 4), ("/de", 5)] {
+            r.learn_dir(path, FileId(id));
+        }
+        r.forget_tree("/d/");
+        assert_eq!(r.first(&MetaReq::Stat { path: "/d/e/x".into() }), 0, "under the renamed directory: asked again");
+        assert_eq!(r.first(&MetaReq::Stat { path: "/d/x".into() }), 0);
+        assert_eq!(r.first(&MetaReq::Stat { path: "/de/x".into() }), entry_shard(FileId(5), "x", 4), "a sibling whose name begins alike stays");
     }
 }

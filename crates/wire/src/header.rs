@@ -26,8 +26,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// FIFOs, sockets and hard links (file kinds 4-5, meta ops 21-22, error
 /// code 17). 9: Sync (meta op 23). 10: metadata shards (meta ops 24-25,
 /// response 17, error code 18). 11: Refused (response 18), Touch
-/// (replica op 7).
-pub const PROTOCOL_VERSION: u8 = 11;
+/// (replica op 7). 12: directory renames on shards (replica ops 8-10).
+pub const PROTOCOL_VERSION: u8 = 12;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -92,7 +92,7 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, ow
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let src_dir = t.parent_for_change(cred, &from_parent)?;
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
-        super::shards::check_unmarked(tx, dst_dir.id, to)?;
+        super::shards::check_unmarked(tx, dst_dir.id, to_name, to)?;
         owner(src_dir.id, from_name)?;
         owner(dst_dir.id, to_name)?;
         let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
@@ -156,7 +156,7 @@ pub(super) fn adopt(tx: &WriteTransaction, cred: Cred, to: &str, attr: &FileAttr
     let replaced = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
-        super::shards::check_unmarked(tx, dst_dir.id, to)?;
+        super::shards::check_unmarked(tx, dst_dir.id, to_name, to)?;
         if !owns(dst_dir.id, to_name) {
             return Err(err(ErrorCode::CrossShard, format!("{to} is kept by another metadata shard than the rename was sent to (its directory was made anew); try again")));
         }
@@ -222,7 +222,7 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owne
         return Err(err(ErrorCode::Permission, format!("uid {} may not link {from}: it neither owns it nor may read and write it (protected hard links)", cred.uid)));
     }
     let dir = t.parent_for_change(cred, &to_parent)?;
-    super::shards::check_unmarked(tx, dir.id, to)?;
+    super::shards::check_unmarked(tx, dir.id, to_name, to)?;
     owner(dir.id, to_name)?;
     if t.child(dir.id.0, to_name)?.is_some() {
         return Err(err(ErrorCode::Exists, format!("{to} already exists")));

@@ -18,6 +18,7 @@
 //! or at the next fsync (see [`sync_window`]).
 
 mod attrs;
+mod dir_moves;
 mod entries;
 mod grants;
 mod migrate;
@@ -75,6 +76,9 @@ pub struct MetaService {
     /// Set inside a batch when a change went into the directory log (that
     /// commit is made durable before any shard is told of it).
     logged: AtomicBool,
+    /// Held through a directory's rename (shard 0 makes them one at a
+    /// time, see [`dir_moves`]).
+    dir_renames: std::sync::Mutex<()>,
 }
 
 fn init_root(db: &Database) -> Result<()> {
@@ -90,6 +94,7 @@ fn init_root(db: &Database) -> Result<()> {
         tx.open_table(shards::MOVING)?;
         tx.open_table(shards::MOVED)?;
         tx.open_table(shards::ADOPTED)?;
+        tx.open_table(dir_moves::PREPARED)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();
             let root = FileAttr { id: ROOT, kind: FileKind::Dir, mode: 0o777, uid: 0, gid: 0, mtime_ns: t, ctime_ns: t, nlink: 2, layout: None };
@@ -173,6 +178,7 @@ impl MetaService {
             grants: grants::Grants::new(caps),
             shards,
             logged: AtomicBool::new(false),
+            dir_renames: Default::default(),
         };
         if let Some(w) = svc.window {
             sync_window::start(&svc.store, &svc.commits, &svc.pending, w).map_err(|e| err(ErrorCode::Io, format!("cannot start the metadata flusher: {e}")))?;
@@ -534,7 +540,7 @@ impl MetaService {
         let attr = {
             let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
             let parent = t.parent_for_change(cred, &parent_comps)?;
-            shards::check_unmarked(tx, parent.id, path)?;
+            shards::check_unmarked(tx, parent.id, name, path)?;
             // Routed on an earlier snapshot: the parent may have been made
             // anew since (its id decides the shard).
             self.check_owner(parent.id, name)?;

@@ -9,17 +9,23 @@ use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileKind, Response};
 
 /// The entry at `path`; on a sharded cluster, a route (as an error) if
 /// another shard keeps it, found on the way (one walk, one transaction).
+/// A directory is answered by its home, whose copy has its times (its
+/// entry may be on another shard since a rename).
 pub(super) fn stat(db: &Database, cred: Cred, path: &str, shards: Option<&shards::Shards>) -> Result<FileAttr> {
     let comps = components(path).map_err(|m| err(ErrorCode::InvalidPath, m))?;
     let t = read_tables(db)?;
     let (Some(s), Some((name, parent_comps))) = (shards, comps.split_last()) else { return t.walk(cred, &comps) };
     let parent = t.walk(cred, parent_comps)?;
-    if parent.kind == FileKind::Dir
-        && let Some(Response::Route { shard, shards, parent }) = s.route(parent.id, name)
-    {
-        return Err(routed(shard, shards, parent));
+    let found = t.walk_from(cred, parent.clone(), parent_comps, name);
+    let route = match &found {
+        Ok(a) if a.kind == FileKind::Dir => s.route_id(a.id),
+        _ if parent.kind == FileKind::Dir => s.route(parent.id, name),
+        _ => None,
+    };
+    match route {
+        Some(Response::Route { shard, shards, parent }) => Err(routed(shard, shards, parent)),
+        _ => found,
     }
-    t.walk_from(cred, parent, parent_comps, name)
 }
 
 pub(super) fn readlink(db: &Database, cred: Cred, path: &str, shards: Option<&shards::Shards>) -> Result<String> {

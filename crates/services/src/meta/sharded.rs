@@ -2,7 +2,7 @@
 //! which shard answers, the directory changes pushed once committed, and
 //! rmdir's two steps.
 
-use super::entries;
+use super::{dir_moves, entries};
 use super::path::components;
 use super::shards::{self, MARKED};
 use super::tables::{err, now_ns, read_tables, split_parent, Result, Tables, DIRENTS, INODES};
@@ -20,7 +20,8 @@ const RETRY_EVERY: Duration = Duration::from_secs(1);
 impl MetaService {
     /// Answers at once what sharding decides: a request for another shard
     /// (routed), a replica message without a valid seal, a listing made for
-    /// another shard count, a rename across shards, and rmdir (two steps).
+    /// another shard count, a rename across shards, a directory's rename,
+    /// and rmdir (two steps).
     /// `None`: serve it as on one shard.
     pub(super) fn sharded_request(&self, cred: Cred, op: &MetaReq) -> Option<Response> {
         if let MetaReq::Replica { coord, seq, op, mac } = op {
@@ -40,6 +41,7 @@ impl MetaService {
             match (route, op) {
                 (Some(Decision::Answer(r)), _) => Ok(Some(*r)),
                 (Some(Decision::RenameTo(target)), MetaReq::Rename { from, to }) => Ok(Some(self.rename_across(cred, from, to, target))),
+                (Some(Decision::RenameDir), MetaReq::Rename { from, to }) => self.rename_dir(cred, from, to).map(Some),
                 (_, MetaReq::Rmdir { path }) => self.rmdir_sharded(cred, path).map(|()| Some(Response::Ok)),
                 _ => Ok(None),
             }
@@ -61,7 +63,12 @@ impl MetaService {
                 let shard = (token % u64::from(s.place.count)) as u32;
                 answer((shard != s.place.index).then_some(Response::Route { shard, shards: s.place.count, parent: FileId(0) }))
             }
-            MetaReq::Rename { from, to } | MetaReq::Link { from, to } => match self.route_path(db, from, true)? {
+            // Directories' renames are all made by one shard (`dir_moves`).
+            MetaReq::Rename { from, .. } if self.is_dir(db, from)? => match s.place.index == dir_moves::RENAMER {
+                true => Some(Decision::RenameDir),
+                false => answer(Some(Response::Route { shard: dir_moves::RENAMER, shards: s.place.count, parent: FileId(0) })),
+            },
+            MetaReq::Rename { from, to } | MetaReq::Link { from, to } => match self.route_path(db, from, false)? {
                 Some(route) => Some(Decision::Answer(Box::new(route))),
                 None => self.other_shard_of(db, op, from, to)?.map(Decision::RenameTo),
             },
@@ -69,27 +76,44 @@ impl MetaService {
                 (Some(file), _) => self.route_file(db, file)?,
                 // Reads route as they walk (`reads::stat`).
                 (None, Some(_)) if op.reads_only() => None,
-                (None, Some(path)) => self.route_path(db, path, true)?,
+                // A change of a directory itself is made by its home.
+                (None, Some(path)) => self.route_path(db, path, matches!(op, MetaReq::Chmod { .. } | MetaReq::Chown { .. } | MetaReq::SetTimes { .. } | MetaReq::Rmdir { .. }))?,
                 (None, None) => None,
             }),
         })
     }
 
-    /// The route for a request on `path`: the shard of its entry. The
-    /// root is on every shard; its changes are made by its home shard.
-    fn route_path(&self, db: &Database, path: &str, change: bool) -> Result<Option<Response>> {
+    /// The route for a request on `path`: the shard of its entry, or, for
+    /// a change of the entry itself (`itself`) that is a directory, its
+    /// home (which makes every change to it; a renamed directory's entry
+    /// may be on another shard). The root is on every shard; its changes
+    /// are made by its home shard.
+    fn route_path(&self, db: &Database, path: &str, itself: bool) -> Result<Option<Response>> {
         // A bad path is the request's own error, reported where it is served.
         let Ok(comps) = components(path) else { return Ok(None) };
         let Some((name, parent_comps)) = comps.split_last() else {
-            return Ok(if change { self.shards.route_id(ROOT) } else { None });
+            return Ok(self.shards.route_id(ROOT));
         };
         // Directories are on every shard: a parent that is not found, or
         // not searchable, is not found or refused on every shard alike.
-        let Ok(parent) = read_tables(db)?.walk(Cred::new(0, 0), parent_comps) else { return Ok(None) };
+        let t = read_tables(db)?;
+        let Ok(parent) = t.walk(Cred::new(0, 0), parent_comps) else { return Ok(None) };
         if parent.kind != FileKind::Dir {
             return Ok(None);
         }
+        if itself
+            && let Some(id) = t.child(parent.id.0, name)?
+            && t.inode(id)?.kind == FileKind::Dir
+        {
+            return Ok(self.shards.route_id(FileId(id)));
+        }
         Ok(self.shards.route(parent.id, name))
+    }
+
+    /// Whether `path` names a directory here.
+    fn is_dir(&self, db: &Database, path: &str) -> Result<bool> {
+        let Ok(comps) = components(path) else { return Ok(false) };
+        Ok(read_tables(db)?.walk(Cred::new(0, 0), &comps).is_ok_and(|a| a.kind == FileKind::Dir))
     }
 
     /// Where a request naming file `id` goes: here if its inode is here,
@@ -111,16 +135,11 @@ impl MetaService {
 
     /// The other shard a rename's target name is kept by, if not this one;
     /// an error for what this step of sharding does not do: a link across
-    /// shards, a directory renamed on several shards.
+    /// shards.
     fn other_shard_of(&self, db: &Database, op: &MetaReq, from: &str, to: &str) -> Result<Option<u32>> {
         let t = read_tables(db)?;
-        let root = Cred::new(0, 0);
         let (to_parent, to_name) = split_parent(to)?;
-        let Ok(dst_dir) = t.walk(root, &to_parent) else { return Ok(None) };
-        let moves_dir = matches!(op, MetaReq::Rename { .. }) && components(from).ok().and_then(|c| t.walk(root, &c).ok()).is_some_and(|a| a.kind == FileKind::Dir);
-        if moves_dir {
-            return Err(err(ErrorCode::CrossShard, format!("renaming directory {from} on a cluster of {} metadata shards is not built yet", self.shards.place.count)));
-        }
+        let Ok(dst_dir) = t.walk(Cred::new(0, 0), &to_parent) else { return Ok(None) };
         if dst_dir.kind != FileKind::Dir || self.shards.owns(dst_dir.id, to_name) {
             return Ok(None);
         }
@@ -216,6 +235,9 @@ impl MetaService {
                 return Err(err(ErrorCode::Internal, format!("directory {path} was made by another shard")));
             }
             let tx = db.begin_write()?;
+            if dir_moves::involves(&tx, dir)? {
+                return Err(err(ErrorCode::Busy, format!("{path} is part of a directory rename; try again")));
+            }
             tx.open_table(MARKED)?.insert(dir.0, 0)?;
             let seq = self.shards.log(&tx, &ReplicaOp::Mark { dir })?;
             tx.commit()?;
@@ -224,7 +246,7 @@ impl MetaService {
         })?;
         let pushed = self.shards.push(&self.store);
         // Whichever push carried the Mark kept its answers.
-        let answers = self.shards.take_marks(mark);
+        let answers: Vec<(u32, bool)> = self.shards.take_votes(mark).into_iter().map(|(shard, r)| (shard, matches!(r, Response::Refused { .. }))).collect();
         if let Err(e) = pushed {
             self.unmark(dir);
             return Err(e);
@@ -273,6 +295,7 @@ impl MetaService {
     /// At start: rmdirs a stop cut short are abandoned, and a thread pushes
     /// whatever the log still holds until every shard took it.
     pub(super) fn start_sharded(&self) -> Result<()> {
+        self.abandon_dir_moves()?;
         {
             let db = self.store.db()?;
             for dir in shards::own_marks(&db, &self.shards)? {
@@ -311,6 +334,8 @@ enum Decision {
     Answer(Box<Response>),
     /// A rename to a name the given shard keeps.
     RenameTo(u32),
+    /// A directory's rename (this is the shard that makes them).
+    RenameDir,
 }
 
 fn shard_count_differs(client: u32, servers: u32) -> MetaError {

@@ -20,6 +20,7 @@
 //! never waits on another shard, so two shards pushing to each other
 //! cannot wait on each other.
 
+use super::dir_moves;
 use super::tables::{decode_attr, encode_attr, err, MetaError, Result, Tables, COUNTERS, DIRENTS, INODES};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::net::SocketAddr;
@@ -67,15 +68,15 @@ impl Moving {
     }
 }
 
-/// A shard's answer to a pushed `Mark` or `Adopt` (what the coordinator
-/// waits for).
+/// A shard's answer to a pushed `Mark`, `PrepareMove` or `Adopt` (what
+/// the coordinator waits for).
 #[derive(Debug)]
 pub(super) struct Answer {
     pub(super) seq: u64,
     pub(super) shard: u32,
     pub(super) response: Response,
-    /// To a `Mark` (else to an `Adopt`).
-    pub(super) mark: bool,
+    /// A vote: to a `Mark` or a `PrepareMove` (else to an `Adopt`).
+    pub(super) vote: bool,
 }
 
 /// Directory changes a shard keeps for others at most.
@@ -120,8 +121,8 @@ pub(super) struct Shards {
     /// with the target's answer, until the request that made each takes it
     /// (another push may have settled it).
     settled: Mutex<std::collections::HashMap<u64, Response>>,
-    /// Answers to `Mark`s by sequence number: (shard, refused).
-    marks: Mutex<std::collections::HashMap<u64, Vec<(u32, bool)>>>,
+    /// Votes (answers to `Mark`s and `PrepareMove`s) by sequence number.
+    votes: Mutex<std::collections::HashMap<u64, Vec<(u32, Response)>>>,
     /// Directories of other homes whose entries changed here, and when:
     /// told to every shard by the next `Touch`.
     touches: Mutex<std::collections::HashMap<FileId, i64>>,
@@ -135,7 +136,7 @@ impl Shards {
             _ => None,
         };
         let acked = Mutex::new(vec![0; place.peers.len()]);
-        Ok(Shards { place, key, endpoint, acked, sizes, settled: Default::default(), marks: Default::default(), touches: Default::default() })
+        Ok(Shards { place, key, endpoint, acked, sizes, settled: Default::default(), votes: Default::default(), touches: Default::default() })
     }
 
     pub(super) fn sharded(&self) -> bool {
@@ -228,9 +229,9 @@ impl Shards {
                 // by refusing). An `Error` means it was not applied.
                 let problem = match answer {
                     Ok(response @ (Response::Ok | Response::Renamed { .. } | Response::Refused { .. })) => {
-                        let mark = matches!(op, ReplicaOp::Mark { .. });
-                        if mark || matches!(op, ReplicaOp::Adopt { shard: to, .. } if *to == shard) {
-                            answers.push(Answer { seq: *seq, shard, response, mark });
+                        let vote = matches!(op, ReplicaOp::Mark { .. } | ReplicaOp::PrepareMove(_));
+                        if vote || matches!(op, ReplicaOp::Adopt { shard: to, .. } if *to == shard) {
+                            answers.push(Answer { seq: *seq, shard, response, vote });
                         }
                         None
                     }
@@ -247,7 +248,7 @@ impl Shards {
                 }
             }
         }
-        self.keep_marks(&answers);
+        self.keep_votes(&answers);
         let settled = store.db().map_err(MetaError::from).and_then(|db| self.settle(&db, &answers));
         if let Err(e) = settled {
             // The targets' answers are lost with it: everything is sent
@@ -334,29 +335,31 @@ impl Shards {
         self.push(store)
     }
 
-    /// Keeps the answers to `Mark`s for the rmdirs that wait for them.
-    fn keep_marks(&self, answers: &[Answer]) {
-        let mut marks = self.marks.lock().unwrap_or_else(PoisonError::into_inner);
-        // An rmdir that gave up leaves its answers: bounded.
-        while marks.len() > 4096 {
-            let oldest = *marks.keys().min().expect("not empty");
-            marks.remove(&oldest);
+    /// Keeps the votes for the rmdirs and renames that wait for them.
+    fn keep_votes(&self, answers: &[Answer]) {
+        let mut votes = self.votes.lock().unwrap_or_else(PoisonError::into_inner);
+        // A request that gave up (or a resend after a restart) leaves its
+        // votes: bounded.
+        while votes.len() > 4096 {
+            let oldest = *votes.keys().min().expect("not empty");
+            votes.remove(&oldest);
         }
-        for a in answers.iter().filter(|a| a.mark) {
-            marks.entry(a.seq).or_default().push((a.shard, matches!(a.response, Response::Refused { .. })));
+        for a in answers.iter().filter(|a| a.vote) {
+            votes.entry(a.seq).or_default().push((a.shard, a.response.clone()));
         }
     }
 
-    /// The shards that answered the `Mark` at `seq`, and whether each refused.
-    pub(super) fn take_marks(&self, seq: u64) -> Vec<(u32, bool)> {
-        self.marks.lock().unwrap_or_else(PoisonError::into_inner).remove(&seq).unwrap_or_default()
+    /// The shards that voted on the change at `seq`, and their votes
+    /// (`Ok` or `Refused`).
+    pub(super) fn take_votes(&self, seq: u64) -> Vec<(u32, Response)> {
+        self.votes.lock().unwrap_or_else(PoisonError::into_inner).remove(&seq).unwrap_or_default()
     }
 
     /// Finishes the renames across shards whose target answered: the
     /// source entry goes if the target took the file (requests by its id are
     /// sent on there from now), else the rename is undone (nothing moved).
     fn settle(&self, db: &redb::Database, answers: &[Answer]) -> Result<()> {
-        let answers: Vec<&Answer> = answers.iter().filter(|a| !a.mark).collect();
+        let answers: Vec<&Answer> = answers.iter().filter(|a| !a.vote).collect();
         if answers.is_empty() {
             return Ok(());
         }
@@ -422,6 +425,7 @@ impl Shards {
             // the mark stands.
             return Ok(match op {
                 ReplicaOp::Mark { dir } if tx.open_table(MARKED)?.get(dir.0)?.is_none() => refused(ErrorCode::NotEmpty, "refused before"),
+                ReplicaOp::PrepareMove(m) if !dir_moves::holds(tx, m.dir, coord, seq)? => refused(ErrorCode::Busy, "this directory rename was refused before, or is over"),
                 ReplicaOp::Adopt { shard, .. } if *shard == self.place.index => match tx.open_table(ADOPTED)?.get((coord, seq))?.map(|v| v.value()) {
                     // The replaced file's capability went with the first answer.
                     Some(1) => Response::Renamed { replaced: None },
@@ -473,7 +477,22 @@ impl Shards {
                 if self.holds_entries_of(&t, *dir)? {
                     return Ok(refused(ErrorCode::NotEmpty, format!("shard {} holds entries of directory {}", self.place.index, dir.0)));
                 }
+                if dir_moves::involves(tx, *dir)? {
+                    return Ok(refused(ErrorCode::Busy, format!("directory {} is part of a rename on shard {}; try again", dir.0, self.place.index)));
+                }
                 tx.open_table(MARKED)?.insert(dir.0, seq)?;
+            }
+            ReplicaOp::PrepareMove(m) => {
+                drop(t);
+                return Ok(dir_moves::prepare(tx, self, coord, seq, m)?.unwrap_or(Response::Ok));
+            }
+            ReplicaOp::Move { dir, time_ns } => {
+                drop(t);
+                dir_moves::apply_move(tx, *dir, *time_ns)?;
+            }
+            ReplicaOp::Unprepare { dir } => {
+                drop(t);
+                dir_moves::unprepare(tx, *dir)?;
             }
             ReplicaOp::Unmark { dir } => {
                 tx.open_table(MARKED)?.remove(dir.0)?;
@@ -526,6 +545,10 @@ impl Shards {
             ReplicaOp::SetAttr { dir, .. } | ReplicaOp::Mark { dir } | ReplicaOp::Unmark { dir } | ReplicaOp::Rmdir { dir, .. } => *dir,
             ReplicaOp::Adopt { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a rename to shard {shard} of {k}"))),
             ReplicaOp::Adopt { .. } | ReplicaOp::Touch { .. } => return Ok(()),
+            ReplicaOp::PrepareMove(_) | ReplicaOp::Move { .. } | ReplicaOp::Unprepare { .. } if coord != dir_moves::RENAMER => {
+                return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed a directory rename, which only shard {} makes", dir_moves::RENAMER)));
+            }
+            ReplicaOp::PrepareMove(_) | ReplicaOp::Move { .. } | ReplicaOp::Unprepare { .. } => return Ok(()),
         };
         if home_shard(dir, k) != coord {
             return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed a change of directory {}, which shard {} keeps", dir.0, home_shard(dir, k))));
@@ -551,19 +574,20 @@ impl Shards {
 }
 
 /// A pushed change applied by refusing it.
-fn refused(code: ErrorCode, message: impl Into<String>) -> Response {
+pub(super) fn refused(code: ErrorCode, message: impl Into<String>) -> Response {
     match Response::error(code, message) {
         Response::Error { code, message } => Response::Refused { code, message },
         other => other,
     }
 }
 
-/// Refuses a new entry in a directory being removed.
-pub(super) fn check_unmarked(tx: &WriteTransaction, dir: FileId, path: &str) -> Result<()> {
+/// Refuses a new entry `name` in a directory being removed, or one a
+/// directory rename holds.
+pub(super) fn check_unmarked(tx: &WriteTransaction, dir: FileId, name: &str, path: &str) -> Result<()> {
     if tx.open_table(MARKED)?.get(dir.0)?.is_some() {
         return Err(err(ErrorCode::NotFound, format!("the directory of {path} is being removed")));
     }
-    Ok(())
+    super::dir_moves::check_free(tx, dir, name, path)
 }
 
 /// Refuses a change of a file being renamed to another shard.

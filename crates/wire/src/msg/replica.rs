@@ -35,6 +35,45 @@ pub enum ReplicaOp {
     /// Entries of these directories were made or removed on the pushing
     /// shard at these times: their mtime and ctime move up to them.
     Touch { dirs: Vec<(FileId, i64)> },
+    /// A directory rename's first step (sent by the rename coordinator,
+    /// shard 0, which serializes them): directory `dir`, named `from` and
+    /// replacing `replaces` (an empty directory) at `to`, or nothing. Each
+    /// shard checks its own view and holds the names (answered `Ok`) or
+    /// refuses (`Refused`).
+    PrepareMove(DirMove),
+    /// Every shard held: the rename is made, at `time_ns`.
+    Move { dir: FileId, time_ns: i64 },
+    /// A shard refused or did not answer: the names are released.
+    Unprepare { dir: FileId },
+}
+
+/// A directory rename every shard applies (see [`ReplicaOp::PrepareMove`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirMove {
+    pub dir: FileId,
+    /// The entry it leaves: (parent, name).
+    pub from: (FileId, String),
+    /// The entry it takes.
+    pub to: (FileId, String),
+    /// The empty directory `to` named before, if any.
+    pub replaces: Option<FileId>,
+}
+
+impl DirMove {
+    pub fn encode(&self, e: &mut Encoder) {
+        e.u64(self.dir.0).u64(self.from.0 .0).str(&self.from.1).u64(self.to.0 .0).str(&self.to.1).u64(self.replaces.map_or(0, |d| d.0));
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        let dir = FileId(d.u64()?);
+        let from = (FileId(d.u64()?), name(d)?);
+        let to = (FileId(d.u64()?), name(d)?);
+        let replaces = Some(FileId(d.u64()?)).filter(|r| r.0 != 0);
+        if replaces == Some(dir) || dir.0 == 0 {
+            return Err(DecodeError::Invalid("a directory rename names its directory, and replaces another"));
+        }
+        Ok(DirMove { dir, from, to, replaces })
+    }
 }
 
 /// Directories one `Touch` names at most.
@@ -75,6 +114,16 @@ impl ReplicaOp {
                     e.u64(dir.0).i64(*t);
                 }
             }
+            ReplicaOp::PrepareMove(m) => {
+                e.u8(8);
+                m.encode(e);
+            }
+            ReplicaOp::Move { dir, time_ns } => {
+                e.u8(9).u64(dir.0).i64(*time_ns);
+            }
+            ReplicaOp::Unprepare { dir } => {
+                e.u8(10).u64(dir.0);
+            }
         }
     }
 
@@ -102,6 +151,9 @@ impl ReplicaOp {
                 let dirs = (0..n).map(|_| Ok((FileId(d.u64()?), d.i64()?))).collect::<Result<_, DecodeError>>()?;
                 ReplicaOp::Touch { dirs }
             }
+            8 => ReplicaOp::PrepareMove(DirMove::decode(d)?),
+            9 => ReplicaOp::Move { dir: FileId(d.u64()?), time_ns: d.i64()? },
+            10 => ReplicaOp::Unprepare { dir: FileId(d.u64()?) },
             t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
         })
     }
@@ -159,6 +211,10 @@ mod tests {
             ReplicaOp::Unmark { dir: FileId(9) },
             ReplicaOp::Rmdir { parent: FileId(1), name: "d".into(), dir: FileId(9), time_ns: 7 },
             ReplicaOp::Touch { dirs: vec![(FileId(9), 11), (FileId(12), -1)] },
+            ReplicaOp::PrepareMove(DirMove { dir: FileId(9), from: (FileId(1), "a".into()), to: (FileId(12), "b".into()), replaces: Some(FileId(13)) }),
+            ReplicaOp::PrepareMove(DirMove { dir: FileId(9), from: (FileId(1), "a".into()), to: (FileId(1), "b".into()), replaces: None }),
+            ReplicaOp::Move { dir: FileId(9), time_ns: 8 },
+            ReplicaOp::Unprepare { dir: FileId(9) },
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Symlink, layout: None, ..attr.clone() }, target: Some("t".into()) },
         ];
         for op in &ops {
@@ -172,5 +228,7 @@ mod tests {
         let mut bad = ops[4].to_bytes();
         bad[9 + 4] = b'/';
         assert!(ReplicaOp::from_bytes(&bad).is_err(), "a name with a slash");
+        let loops = ReplicaOp::PrepareMove(DirMove { dir: FileId(9), from: (FileId(1), "a".into()), to: (FileId(1), "b".into()), replaces: Some(FileId(9)) });
+        assert!(ReplicaOp::from_bytes(&loops.to_bytes()).is_err(), "a directory replacing itself");
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod mount;
 pub mod mpi;
+pub mod shards;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

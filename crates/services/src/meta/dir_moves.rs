@@ -27,7 +27,6 @@ use super::shards::{refused, Shards, MARKED};
 use super::tables::{decode_attr, encode_attr, err, read_tables, split_parent, Result, Tables, DIRENTS, INODES};
 use super::MetaService;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
-use std::sync::PoisonError;
 use weft_wire::{Cred, DirMove, ErrorCode, FileId, FileKind, ReplicaOp, Response};
 
 /// Directory renames this shard holds the names of: directory id to
@@ -82,10 +81,25 @@ pub(super) fn check_free(tx: &WriteTransaction, dir: FileId, name: &str, path: &
     Ok(())
 }
 
-/// Whether a held rename involves directory `dir` (moves it, replaces it
-/// or moves into it): its rmdir waits.
+/// Whether a held rename involves directory `dir` (moves it, replaces it,
+/// moves out of or into it): its rmdir waits.
 pub(super) fn involves(tx: &WriteTransaction, dir: FileId) -> Result<bool> {
-    Ok(held(tx)?.iter().any(|h| h.m.dir == dir || h.m.replaces == Some(dir) || h.m.to.0 == dir))
+    Ok(held(tx)?.iter().any(|h| h.m.dir == dir || h.m.replaces == Some(dir) || h.m.to.0 == dir || h.m.from.0 == dir))
+}
+
+/// On a sharded cluster a directory's rename is shard 0's alone: one that
+/// was routed here as a file's (its name held a file, or nothing, when it
+/// was routed) is sent there, never made on this shard's copy only.
+pub(super) fn not_a_directory(tx: &WriteTransaction, shards: &Shards, from: &str) -> Result<()> {
+    if !shards.sharded() {
+        return Ok(());
+    }
+    let comps = super::path::components(from).map_err(|m| err(ErrorCode::InvalidPath, m))?;
+    let t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    match t.walk(Cred::new(0, 0), &comps) {
+        Ok(a) if a.kind == FileKind::Dir => Err(super::tables::routed(RENAMER, shards.place.count, FileId(0))),
+        _ => Ok(()),
+    }
 }
 
 /// A shard's first step: checks `m` against its own view and holds it.
@@ -157,9 +171,13 @@ pub(super) fn apply_move(tx: &WriteTransaction, dir: FileId, time_ns: i64) -> Re
     }
     t.dirents.insert((m.to.0 .0, m.to.1.as_str()), dir.0)?;
     // The moved directory's ".." names its new parent; a replaced one's
-    // is gone.
-    t.entries_changed_since(m.from.0 .0, -1, time_ns)?;
-    t.entries_changed_since(m.to.0 .0, 1 - i32::from(m.replaces.is_some()), time_ns)?;
+    // is gone. (Both parents are held from removal while the rename is;
+    // checked all the same, as the other replica ops do.)
+    for (parent, links) in [(m.from.0, -1), (m.to.0, 1 - i32::from(m.replaces.is_some()))] {
+        if t.inodes.get(parent.0)?.is_some() {
+            t.entries_changed_since(parent.0, links, time_ns)?;
+        }
+    }
     let moved = t.inodes.get(dir.0)?.map(|v| decode_attr(v.value())).transpose()?;
     if let Some(mut a) = moved {
         a.ctime_ns = a.ctime_ns.max(time_ns);
@@ -184,7 +202,13 @@ impl MetaService {
     /// A directory's rename on a sharded cluster (this is shard 0): the
     /// two steps above, one rename at a time.
     pub(super) fn rename_dir(&self, cred: Cred, from: &str, to: &str) -> Result<Response> {
-        let _one_at_a_time = self.dir_renames.lock().unwrap_or_else(PoisonError::into_inner);
+        // One at a time; others are told to try again rather than tie up
+        // this shard's workers while a rename waits for the votes.
+        let _one_at_a_time = match self.dir_renames.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(err(ErrorCode::Busy, format!("another directory rename is under way; try the rename of {from} again"))),
+        };
         let prepared = self.commits.exclusive(|| -> Result<Option<(DirMove, u64)>> {
             let db = self.store.db()?;
             let m = {
@@ -250,14 +274,16 @@ impl MetaService {
         // Not decided here (the database failed): shard 0's next start
         // abandons it.
         decided?;
-        let pushed = self.shards.push(&self.store);
-        if let Some(e) = problem {
-            if let Err(p) = pushed {
-                tracing::warn!(target: "weft::meta", dir = m.dir.0, error = %p, "an abandoned directory rename is not released on every shard yet");
-            }
-            return Err(e);
+        // Decided: a shard that did not take the decision yet gets it when
+        // it answers (every shard held, so a Move cannot be refused). The
+        // rename is made, and answered so.
+        if let Err(p) = self.shards.push(&self.store) {
+            tracing::warn!(target: "weft::meta", dir = m.dir.0, error = %p, "a directory rename's decision is not on every shard yet");
         }
-        pushed.map(|()| Response::Renamed { replaced: None })
+        match problem {
+            Some(e) => Err(e),
+            None => Ok(Response::Renamed { replaced: None }),
+        }
     }
 
     /// At start: the directory renames this shard held as their

@@ -171,10 +171,14 @@ impl Shards {
 
     /// Appends `op` to this shard's log in `tx` (pushed after the commit).
     /// A log that a shard has not taken for long is bounded: new
-    /// directory changes wait (`Busy`) until it takes them.
+    /// directory changes wait (`Busy`) until it takes them. The decisions
+    /// that end a step already logged (a rename made or abandoned, an
+    /// rmdir abandoned) are always taken, or a full log would leave names
+    /// held for good.
     pub(super) fn log(&self, tx: &WriteTransaction, op: &ReplicaOp) -> Result<u64> {
         use redb::ReadableTableMetadata;
-        if tx.open_table(REPLOG)?.len()? >= MAX_LOG {
+        let decision = matches!(op, ReplicaOp::Move { .. } | ReplicaOp::Unprepare { .. } | ReplicaOp::Unmark { .. });
+        if !decision && tx.open_table(REPLOG)?.len()? >= MAX_LOG {
             return Err(err(ErrorCode::Busy, format!("{MAX_LOG} directory changes of this shard are not on every shard yet (a shard is down?): try again once they are")));
         }
         let mut counters = tx.open_table(COUNTERS)?;

@@ -69,8 +69,11 @@ impl DirMove {
         let from = (FileId(d.u64()?), name(d)?);
         let to = (FileId(d.u64()?), name(d)?);
         let replaces = Some(FileId(d.u64()?)).filter(|r| r.0 != 0);
-        if replaces == Some(dir) || dir.0 == 0 {
-            return Err(DecodeError::Invalid("a directory rename names its directory, and replaces another"));
+        // The root (id 1) never moves nor is replaced; nothing moves into,
+        // out of or over itself.
+        let ids = [Some(dir), replaces];
+        if dir.0 <= 1 || replaces.is_some_and(|r| r.0 <= 1) || ids.contains(&Some(to.0)) || ids.contains(&Some(from.0)) || replaces == Some(dir) || from == to {
+            return Err(DecodeError::Invalid("a directory rename moves a directory other than the root to another name, replacing neither itself nor a parent"));
         }
         Ok(DirMove { dir, from, to, replaces })
     }
@@ -228,7 +231,17 @@ mod tests {
         let mut bad = ops[4].to_bytes();
         bad[9 + 4] = b'/';
         assert!(ReplicaOp::from_bytes(&bad).is_err(), "a name with a slash");
-        let loops = ReplicaOp::PrepareMove(DirMove { dir: FileId(9), from: (FileId(1), "a".into()), to: (FileId(1), "b".into()), replaces: Some(FileId(9)) });
-        assert!(ReplicaOp::from_bytes(&loops.to_bytes()).is_err(), "a directory replacing itself");
+        let ok = DirMove { dir: FileId(9), from: (FileId(1), "a".into()), to: (FileId(12), "b".into()), replaces: Some(FileId(13)) };
+        for bad in [
+            DirMove { replaces: Some(FileId(9)), ..ok.clone() },
+            DirMove { to: (FileId(9), "b".into()), ..ok.clone() },
+            DirMove { from: (FileId(9), "a".into()), ..ok.clone() },
+            DirMove { dir: FileId(1), ..ok.clone() },
+            DirMove { replaces: Some(FileId(1)), ..ok.clone() },
+            DirMove { replaces: Some(FileId(12)), ..ok.clone() },
+            DirMove { to: (FileId(1), "a".into()), ..ok.clone() },
+        ] {
+            assert!(ReplicaOp::from_bytes(&ReplicaOp::PrepareMove(bad.clone()).to_bytes()).is_err(), "{bad:?}");
+        }
     }
 }

@@ -10,6 +10,9 @@ use crate::shard_route::ShardRouter;
 use weft_net::{Call, ClusterFile, Endpoint, EndpointConfig, ServerEntry};
 use weft_wire::{AttrChange, Capability, Cred, DirEntry, FileAttr, FileId, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerId, ServerStats};
 
+/// How long a rename answered `Busy` (a shard's "try again") is asked again.
+const RENAME_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Options of a client.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
@@ -431,8 +434,23 @@ impl Client {
     }
 
     /// Renames `from` to `to`, replacing a file (or empty directory) at `to`.
+    /// A shard's `Busy` (a directory rename under way, on a cluster of
+    /// several metadata shards) is retried for up to [`RENAME_RETRY`].
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
-        let renamed = self.meta(MetaReq::Rename { from: from.into(), to: to.into() })?;
+        // `Busy` is a shard's "try again" (another directory's rename waits
+        // for its votes, the file is on its way to another shard): asked
+        // again for a while before it reaches the caller.
+        let give_up = std::time::Instant::now() + RENAME_RETRY;
+        let mut pause = std::time::Duration::from_millis(1);
+        let renamed = loop {
+            match self.meta(MetaReq::Rename { from: from.into(), to: to.into() }) {
+                Err(Error::Busy { .. }) if std::time::Instant::now() + pause < give_up => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(100));
+                }
+                r => break r?,
+            }
+        };
         // A directory renamed: the ids cached under both names are stale
         // (the shards would send requests on; this saves the round trips).
         self.inner.shards.forget_tree(from);

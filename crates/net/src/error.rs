@@ -29,6 +29,10 @@ pub enum NetError {
     /// The peer broke the exchange rules (unexpected frame, oversized payload).
     #[error("protocol violation by {addr}: {what}")]
     Violation { addr: SocketAddr, what: String },
+    /// The server closed the connection and said why (a frame of message
+    /// id 0: its user holds its share of connections, a bad frame, ...).
+    #[error("server {addr} closed the connection: {reason}")]
+    Closed { addr: SocketAddr, reason: String },
 }
 
 impl NetError {
@@ -40,7 +44,8 @@ impl NetError {
             | NetError::Handshake { addr, .. }
             | NetError::Busy { addr, .. }
             | NetError::Protocol { addr, .. }
-            | NetError::Violation { addr, .. } => *addr,
+            | NetError::Violation { addr, .. }
+            | NetError::Closed { addr, .. } => *addr,
         }
     }
 

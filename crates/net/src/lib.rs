@@ -38,6 +38,6 @@ pub mod munge;
 pub mod transport;
 
 pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};
-pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Posted, Reply, Scope, TransportChoice};
+pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Posted, Reply, Scope, TransportChoice, IDLE_REUSE};
 pub use error::NetError;
 pub use handshake::ClientAuth;

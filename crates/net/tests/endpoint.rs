@@ -2,16 +2,17 @@
 //! rendezvous calls, many in flight answered out of order, a peer that
 //! closes mid-frame, and responses shorter than the buffers posted for them
 //! (issue 8: the endpoint's readv could read past the end of the frame),
-//! and several threads sharing one endpoint over one connection.
+//! and several threads sharing one endpoint over one connection; idle
+//! connections replaced before reuse, and a server's closing word.
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
-use weft_net::frame_io::write_frame;
+use weft_net::frame_io::{read_header, write_frame};
 use weft_net::handshake::server_handshake;
 use weft_net::{Call, Endpoint, EndpointConfig, NetError};
-use weft_wire::{FrameKind, Header};
+use weft_wire::{FrameKind, Header, MsgId};
 
 mod peer;
 use peer::{config, echo_reversed, next_request, pattern, peer, secret, Seen};
@@ -325,5 +326,61 @@ fn calls_to_a_server_that_never_answers_the_handshake_fail_together() {
         assert_eq!(e.addr(), dead, "{e}");
     }
     drop(silent);
+    h.join().unwrap();
+}
+
+/// A peer that takes `conns` connections one after another and runs
+/// `script` on each after the handshake.
+fn serial_peer(conns: usize, script: impl Fn(&mut TcpStream) + Send + 'static) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        for _ in 0..conns {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            server_handshake(&mut s, &secret(), rand::random()).map_err(|e| format!("{e:?}")).unwrap();
+            script(&mut s);
+        }
+    });
+    (addr, h)
+}
+
+/// Issue 25: servers close idle connections; a client never posts on one
+/// idle for longer than its reuse limit (it opens a new one), so a call
+/// never races the server's close.
+#[test]
+fn a_connection_idle_past_the_reuse_limit_is_replaced_before_its_next_call() {
+    // Each connection answers one request, then waits for the client to go.
+    let (addr, h) = serial_peer(2, |s| {
+        let r = next_request(s, &mut HashMap::new());
+        write_frame(s, FrameKind::Response, r.id, b"ok", &[]).unwrap();
+        let _ = read_header(s);
+    });
+    let ep = Endpoint::new(secret(), EndpointConfig { idle_reuse: Duration::from_millis(100), ..config() }).unwrap();
+    assert_eq!(ep.call(addr, b"one".to_vec()).unwrap().body, b"ok");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(ep.call(addr, b"two".to_vec()).unwrap().body, b"ok", "the second call went on a new connection");
+    assert_eq!(ep.stats().connects, 2);
+    drop(ep);
+    h.join().unwrap();
+}
+
+/// A server that takes the handshake and then closes with a word (a
+/// user past its share of connections): the call fails with that word at
+/// once, and is not retried on new connections until its deadline.
+#[test]
+fn a_server_that_closes_with_a_word_fails_the_call_with_it() {
+    let (addr, h) = serial_peer(1, |s| {
+        let word = weft_wire::Response::error(weft_wire::ErrorCode::Busy, "uid 7 holds its share").encode();
+        write_frame(s, FrameKind::Response, MsgId(0), &word, &[]).unwrap();
+    });
+    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(5), ..config() }).unwrap();
+    let t0 = std::time::Instant::now();
+    match ep.call(addr, b"ping".to_vec()) {
+        Err(NetError::Closed { reason, .. }) => assert_eq!(reason, "uid 7 holds its share"),
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(4), "the call waited out its deadline");
+    assert_eq!(ep.stats().connects, 1, "no new connection was tried for the same call");
     h.join().unwrap();
 }

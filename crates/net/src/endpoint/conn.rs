@@ -28,11 +28,15 @@ pub(super) struct Conn {
     pub(super) readable: bool,
     pub(super) writable: bool,
     scratch: Vec<u8>,
+    /// When a call was last posted on it after it was idle.
+    pub(super) last_used: std::time::Instant,
+    /// A call was posted on it.
+    pub(super) used: bool,
 }
 
 impl Conn {
     pub(super) fn new(transport: Box<dyn Transport>, token: Token) -> Self {
-        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, scratch: Vec::new() }
+        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, scratch: Vec::new(), last_used: std::time::Instant::now(), used: false }
     }
 
     pub(super) fn is_idle(&self) -> bool {
@@ -137,7 +141,11 @@ impl Conn {
 }
 
 pub(super) fn violation(addr: SocketAddr, what: impl Into<String>) -> NetError {
-    NetError::Violation { addr, what: what.into() }
+    let what = what.into();
+    match what.strip_prefix(crate::link::client::CLOSED_BY_SERVER) {
+        Some(reason) => NetError::Closed { addr, reason: reason.to_owned() },
+        None => NetError::Violation { addr, what },
+    }
 }
 
 fn io_fail(addr: SocketAddr, e: io::Error) -> NetError {

@@ -37,11 +37,13 @@ pub(super) struct Engine {
     pub(super) sleepers: usize,
     pub(super) stats: EndpointStats,
     pub(super) eager_limit: usize,
+    /// See `EndpointConfig::idle_reuse`.
+    idle_reuse: std::time::Duration,
 }
 
 impl Engine {
-    pub(super) fn new(eager_limit: usize) -> Self {
-        Engine { next_msg: 1, eager_limit, ..Engine::default() }
+    pub(super) fn new(eager_limit: usize, idle_reuse: std::time::Duration) -> Self {
+        Engine { next_msg: 1, eager_limit, idle_reuse, ..Engine::default() }
     }
 
     pub(super) fn add_batch(&mut self, calls: &mut [Call<'_>], window: usize, timeout: std::time::Duration) -> u64 {
@@ -76,9 +78,19 @@ impl Engine {
                     return posted;
                 }
             };
-            if conn.is_idle() && !conn.idle_is_healthy() {
-                self.drop_conn(peer, closed_idle(peer));
-                continue;
+            // Coming out of idleness (the only time the clock is read):
+            // a connection the server closed, or one idle for so long
+            // that the server may be closing it, is opened afresh.
+            // A connection never used is posted on: if the server closed
+            // it, the call fails with the server's word.
+            if conn.is_idle() && conn.used {
+                let now = Instant::now();
+                let stale = now.saturating_duration_since(conn.last_used) > self.idle_reuse;
+                if stale || !conn.idle_is_healthy() {
+                    self.drop_conn(peer, closed_idle(peer));
+                    continue;
+                }
+                conn.last_used = now;
             }
             let msg = self.next_msg;
             self.next_msg += 1;
@@ -86,6 +98,7 @@ impl Engine {
             let pay_len: usize = call.send.iter().map(|v| v.len()).sum();
             let eager = pay_len <= self.eager_limit;
             if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
+            conn.used = true;
             conn.link.post(msg, CallRef { batch: id, index: i }, &std::mem::take(&mut call.body), pay_len, eager);
             call.posted = true;
             b.next += 1;

@@ -67,7 +67,16 @@ pub struct EndpointConfig {
     /// this long (`WEFT_SHM_POLL_US`; 0, the default: block at once). Saves
     /// the wake-up at the cost of a busy core while waiting.
     pub shm_poll: Duration,
+    /// A connection idle for longer is closed and opened again before its
+    /// next call ([`IDLE_REUSE`]): servers close idle connections after
+    /// `ConnLimits::idle_timeout`, and a call must never race that close.
+    pub idle_reuse: Duration,
 }
+
+/// How long a client reuses an idle connection (50 s): below the servers'
+/// idle timeout (`link::server::IDLE_TIMEOUT`, 5 minutes) and the idle age
+/// at which a full server may take a connection back (a minute).
+pub const IDLE_REUSE: Duration = Duration::from_secs(50);
 
 /// Which transport a connection uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -102,6 +111,7 @@ impl Default for EndpointConfig {
             op_timeout: Duration::from_millis(op_ms),
             transport,
             shm_poll: crate::transport::shm::poll_budget_from_env(),
+            idle_reuse: IDLE_REUSE,
         }
     }
 }
@@ -163,7 +173,7 @@ impl Endpoint {
         let waker = Waker::new(poll.registry(), WAKE)?;
         Ok(Endpoint {
             auth: auth.into(),
-            engine: Mutex::new(Engine::new(config.eager_limit)),
+            engine: Mutex::new(Engine::new(config.eager_limit, config.idle_reuse)),
             config,
             turn: Condvar::new(),
             poller: Mutex::new((poll, Events::with_capacity(256))),
@@ -277,6 +287,13 @@ impl Endpoint {
             let posted = eng.feed(id);
             let b = &eng.batches[&id];
             if let Some(peer) = b.connect {
+                // Past its deadline a batch opens nothing more (a server
+                // that takes handshakes and closes at once would be
+                // reconnected to for ever).
+                if Instant::now() >= b.deadline {
+                    eng.cancel(id);
+                    continue;
+                }
                 eng = self.open(eng, id, peer);
                 continue;
             }
@@ -322,6 +339,10 @@ impl Endpoint {
         loop {
             let posted = eng.feed(id);
             if let Some(peer) = eng.batches[&id].connect {
+                if Instant::now() >= eng.batches[&id].deadline {
+                    eng.cancel(id);
+                    return true;
+                }
                 eng = self.open(eng, id, peer);
                 continue;
             }
@@ -619,5 +640,6 @@ pub(crate) fn sibling(e: &NetError) -> NetError {
         NetError::Busy { addr, reason } => NetError::Busy { addr: *addr, reason: reason.clone() },
         NetError::Protocol { addr, source } => NetError::Protocol { addr: *addr, source: source.clone() },
         NetError::Violation { addr, what } => NetError::Violation { addr: *addr, what: what.clone() },
+        NetError::Closed { addr, reason } => NetError::Closed { addr: *addr, reason: reason.clone() },
     }
 }

@@ -23,7 +23,7 @@ use super::frames::{Filling, HeaderRx, Outbox};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::io::IoSlice;
 use std::time::Instant;
-use weft_wire::{FrameKind, Header, MsgId};
+use weft_wire::{FrameKind, Header, MsgId, Response};
 
 /// A response: its body and how many payload bytes landed in the call's
 /// buffers.
@@ -258,6 +258,15 @@ impl<T: Copy> ClientConn<T> {
                 self.out.push(FrameKind::Data, MsgId(id), &[], OutTag { call }, pay_len, self.epoch);
                 Ok(())
             }
+            // Message id 0 is the server's word on the whole connection,
+            // sent just before it closes it.
+            FrameKind::Response if id == 0 => {
+                let why = match Response::decode(&body) {
+                    Ok(Response::Error { message, .. }) => message,
+                    _ => "(no reason given)".into(),
+                };
+                Err(format!("{CLOSED_BY_SERVER}{why}"))
+            }
             FrameKind::Response => {
                 let total = head.pay_len as usize;
                 let to = match self.pending.get(&id) {
@@ -278,6 +287,10 @@ impl<T: Copy> ClientConn<T> {
         }
     }
 }
+
+/// How [`ClientConn`] reports the server's closing word (a frame of
+/// message id 0): the endpoint makes it a `NetError::Closed`.
+pub const CLOSED_BY_SERVER: &str = "closed by the server: ";
 
 #[cfg(test)]
 mod tests {
@@ -358,6 +371,11 @@ mod tests {
         assert!(feed(&mut c, &frame(FrameKind::Request, 1, b"", &[]), 0).unwrap_err().contains("unexpected"));
         let mut c: ClientConn<u32> = ClientConn::default();
         assert!(feed(&mut c, &[0xFF; 40], 0).unwrap_err().contains("bad frame header"));
+        // The server's closing word (message id 0) is passed on as it said it.
+        let mut c = ClientConn::default();
+        c.post(1, 10u32, b"", 0, true);
+        let word = Response::error(weft_wire::ErrorCode::Busy, "uid 7 holds 3 connections").encode();
+        assert_eq!(feed(&mut c, &frame(FrameKind::Response, 0, &word, &[]), 0).unwrap_err(), format!("{CLOSED_BY_SERVER}uid 7 holds 3 connections"));
     }
 
     #[test]

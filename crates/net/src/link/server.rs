@@ -96,11 +96,16 @@ pub struct ConnLimits {
     pub handshake_deadline: Duration,
     pub frame_deadline: Duration,
     pub send_deadline: Duration,
+    /// A ready connection with nothing under way for this long is closed
+    /// (clients reuse a connection idle for at most
+    /// `EndpointConfig::idle_reuse`, which must stay below it).
+    pub idle_timeout: Duration,
 }
 
 impl ConnLimits {
     /// The defaults, with deadlines from `WEFT_HANDSHAKE_DEADLINE_MS`,
-    /// `WEFT_FRAME_DEADLINE_MS` and `WEFT_SEND_DEADLINE_MS` when set.
+    /// `WEFT_FRAME_DEADLINE_MS`, `WEFT_SEND_DEADLINE_MS` and
+    /// `WEFT_IDLE_TIMEOUT_MS` when set.
     pub fn from_env() -> Self {
         let ms = |name: &str, default: Duration| {
             std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n: &u64| n > 0).map_or(default, Duration::from_millis)
@@ -110,6 +115,7 @@ impl ConnLimits {
             handshake_deadline: ms("WEFT_HANDSHAKE_DEADLINE_MS", d.handshake_deadline),
             frame_deadline: ms("WEFT_FRAME_DEADLINE_MS", d.frame_deadline),
             send_deadline: ms("WEFT_SEND_DEADLINE_MS", d.send_deadline),
+            idle_timeout: ms("WEFT_IDLE_TIMEOUT_MS", d.idle_timeout),
             ..d
         }
     }
@@ -126,9 +132,16 @@ impl Default for ConnLimits {
             handshake_deadline: Duration::from_secs(5),
             frame_deadline: Duration::from_secs(30),
             send_deadline: Duration::from_secs(30),
+            idle_timeout: IDLE_TIMEOUT,
         }
     }
 }
+
+/// How long a server keeps a ready connection that does nothing (5
+/// minutes): far above the clients' reuse limit
+/// (`crate::endpoint::IDLE_REUSE`), so a client never posts on a
+/// connection the server is closing for idleness.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A request's bulk bytes and the budget they hold. Dropping it returns
 /// the buffer to the pool and the bytes to the budget.
@@ -211,6 +224,8 @@ pub struct ServerConn {
     granted: u64,
     /// Who the handshake proved (meaningful once ready).
     identity: Identity,
+    /// When bytes last moved either way (idleness counts from it).
+    last_active: Instant,
 }
 
 impl ServerConn {
@@ -235,6 +250,7 @@ impl ServerConn {
             waiting: VecDeque::new(),
             identity: Identity::Trusted,
             granted: 0,
+            last_active: now,
         }
     }
 
@@ -256,6 +272,17 @@ impl ServerConn {
     /// Nothing in progress: no partial frame, nothing queued or owed.
     pub fn is_idle(&self) -> bool {
         matches!(&self.rx, Rx::Header(h) if h.is_empty()) && self.out.is_empty() && self.queued == 0 && self.pending.is_empty()
+    }
+
+    /// Since when a ready connection has had nothing under way; `None`
+    /// while it is busy or not ready.
+    pub fn idle_since(&self) -> Option<Instant> {
+        (self.is_ready() && self.is_idle()).then_some(self.last_active)
+    }
+
+    /// Who the handshake proved (meaningful once ready).
+    pub fn identity(&self) -> &Identity {
+        &self.identity
     }
 
     /// Set once the connection must close; it does when [`ServerConn::wants_close`].
@@ -304,6 +331,7 @@ impl ServerConn {
         if n == 0 {
             return;
         }
+        self.last_active = now;
         let complete = match &mut self.rx {
             Rx::Header(h) => {
                 if h.is_empty() {
@@ -604,6 +632,9 @@ impl ServerConn {
     pub fn sent(&mut self, n: usize, now: Instant) {
         // Sent frames drop here, returning their payloads' memory.
         self.out.sent(n, now);
+        if n > 0 {
+            self.last_active = now;
+        }
     }
 
     /// The reason to close now, if a deadline passed.
@@ -620,6 +651,9 @@ impl ServerConn {
         }
         if self.pending.values().any(|p| late(p.granted_at.map(|t| t + self.limits.frame_deadline))) {
             return Some(format!("rendezvous data not sent within {:?} of its grant", self.limits.frame_deadline));
+        }
+        if late(self.idle_since().map(|t| t + self.limits.idle_timeout)) {
+            return Some(format!("idle for {:?}", self.limits.idle_timeout));
         }
         None
     }

@@ -297,6 +297,28 @@ fn deadlines_are_absolute() {
     assert!(c.overdue(now + limits.send_deadline).is_some(), "partial progress does not extend it");
 }
 
+/// Issue 25: a ready connection that does nothing is closed after the
+/// idle timeout, counted from the last byte either way; one with a
+/// request under way is not idle, however long it takes.
+#[test]
+fn a_connection_idle_past_the_timeout_is_closed() {
+    let limits = ConnLimits { idle_timeout: Duration::from_secs(60), ..ConnLimits::default() };
+    let mut c = ready(limits, 1 << 20);
+    drain(&mut c);
+    let since = c.idle_since().expect("ready and idle");
+    assert!(c.overdue(since + Duration::from_secs(59)).is_none());
+    assert!(c.overdue(since + Duration::from_secs(60)).is_some_and(|why| why.contains("idle")));
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]), &mut ev);
+    assert!(c.idle_since().is_none(), "a request under way");
+    assert!(c.overdue(since + Duration::from_secs(600)).is_none(), "a long request is not idleness");
+    c.respond(MsgId(1), &Response::Ok, Payload::default(), Instant::now());
+    drain(&mut c);
+    assert!(c.idle_since().is_some_and(|t| t > since), "idleness counts again from the answer");
+    // Before its handshake a connection is held to the handshake deadline only.
+    assert!(conn(ConnLimits::default(), 1 << 20).idle_since().is_none());
+}
+
 /// Issue 11: a write refused by the gate (no valid capability) is
 /// answered before any `Cts`, so its data is never sent or held; the
 /// connection goes on.

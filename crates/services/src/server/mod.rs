@@ -12,6 +12,7 @@
 //! budgets, deadlines).
 
 mod collectives;
+mod conn_quota;
 pub mod gate;
 mod reactor;
 mod read_turns;

@@ -11,6 +11,7 @@
 //! that must wait does not hold its connection's turn: it is answered later.
 
 use weft_net::budget::MemoryBudget;
+use super::conn_quota::ConnQuota;
 use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
 use super::read_turns::ReadTurns;
 use super::workers::{worker_count, ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
@@ -54,6 +55,8 @@ struct Slot {
     in_service: usize,
     /// The connection waits for memory (a frame, a grant or a response buffer).
     stalled: bool,
+    /// The user it is counted for (see [`ConnQuota`]).
+    user: Option<u32>,
 }
 
 /// Where a server's connection limit comes from: `WEFT_MAX_CONNECTIONS`,
@@ -95,6 +98,8 @@ pub struct Reactor {
     next_gen: u64,
     live: usize,
     max_connections: usize,
+    /// Connections per user, and which idle one makes room.
+    quota: ConnQuota,
     limits: Arc<ConnLimits>,
     budget: Arc<MemoryBudget>,
     /// Shared-memory rings, apart from `budget`: idle local clients' rings
@@ -139,6 +144,7 @@ impl Reactor {
         let turns = ReadTurns::new(server.id, super::read_slots());
         let max_connections = max_connections();
         server.connection_limit.store(max_connections as u64, std::sync::atomic::Ordering::Relaxed);
+        let limits = Arc::new(ConnLimits::from_env());
         Ok(Reactor {
             server,
             poll,
@@ -151,7 +157,8 @@ impl Reactor {
             next_gen: 0,
             live: 0,
             max_connections,
-            limits: Arc::new(ConnLimits::from_env()),
+            quota: ConnQuota::from_env(max_connections, limits.idle_timeout),
+            limits,
             budget,
             shm_budget: shm_budget(),
             workers,
@@ -245,7 +252,7 @@ impl Reactor {
                     return;
                 }
             };
-            if self.live >= self.max_connections {
+            if self.live >= self.max_connections && !self.take_back_idle() {
                 // Tell the client why before closing (best effort: the
                 // frame is small and the socket buffer empty).
                 let rsp = Response::error(ErrorCode::Busy, format!("server at its connection limit ({})", self.max_connections));
@@ -277,7 +284,7 @@ impl Reactor {
                 }
             };
             let charge = self.shm_budget.try_charge(mapping_len(RING_CAP) as u64);
-            if self.live >= self.max_connections || charge.is_none() {
+            if charge.is_none() || (self.live >= self.max_connections && !self.take_back_idle()) {
                 self.server.count_refused_connection();
                 continue;
             }
@@ -306,7 +313,7 @@ impl Reactor {
             self.shm_slots.push(slot);
         }
         let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
-        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false });
+        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None });
         self.live += 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
     }
@@ -385,7 +392,7 @@ impl Reactor {
             match ev {
                 Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, turn: None }),
                 Event::Refused => self.server.count_bad_request(),
-                Event::Ready => {}
+                Event::Ready => slot.user = admit_user(&mut self.quota, &mut slot.conn, now),
                 Event::Verify { hello, challenge, cred } => self.verifier.submit(VerifyJob { conn, hello, challenge, cred }),
             }
         }
@@ -501,6 +508,7 @@ impl Reactor {
             }
         }
         let _ = self.poll.registry().deregister(slot.stream.source());
+        self.quota.release(slot.user);
         self.shm_slots.retain(|&s| s != k);
         self.free.push(k);
         self.live -= 1;
@@ -538,10 +546,14 @@ impl Reactor {
                     }
                 }
                 Done::Verified { conn, outcome } => {
-                    if let Some(slot) = self.slot_of(conn) {
+                    let quota = &mut self.quota;
+                    if let Some(slot) = self.slots.get_mut(conn.slot).and_then(Option::as_mut).filter(|s| s.generation == conn.generation) {
                         // Only `Ready` can come of it: nothing to queue.
                         let mut events = Vec::new();
                         slot.conn.verified(outcome, now, &mut events);
+                        if events.iter().any(|e| matches!(e, Event::Ready)) {
+                            slot.user = admit_user(quota, &mut slot.conn, now);
+                        }
                         touched.push(conn.slot);
                     }
                 }
@@ -589,6 +601,20 @@ impl Reactor {
         }
     }
 
+    /// At the connection limit: closes the connection idle longest, if one
+    /// has been idle long enough to be taken back (see [`ConnQuota`]).
+    fn take_back_idle(&mut self) -> bool {
+        let now = Instant::now();
+        let idle = self.slots.iter().enumerate().filter_map(|(k, s)| Some((k, s.as_ref()?.conn.idle_since()?)));
+        let Some(k) = self.quota.victim(idle, now) else { return false };
+        if let Some(Some(slot)) = self.slots.get_mut(k) {
+            tracing::info!(target: "weft::server", peer = %slot.peer, "taken back at the connection limit: idle");
+            slot.conn.abort("peer closed: taken back, idle at the connection limit");
+        }
+        self.close(k);
+        true
+    }
+
     /// Closes connections past a deadline; retries accepting (after a
     /// failed accept no new readiness may come for the waiting backlog).
     fn sweep(&mut self, now: Instant) {
@@ -609,6 +635,18 @@ impl Reactor {
         let stalled: Vec<usize> = self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(|s| s.stalled)).map(|(k, _)| k).collect();
         for k in stalled {
             self.retry(k, now);
+        }
+    }
+}
+
+/// A connection finished its handshake: counted for its user, or failed
+/// with the reason if that user holds its share (the client reads it).
+fn admit_user(quota: &mut ConnQuota, conn: &mut Conn, now: Instant) -> Option<u32> {
+    match quota.admit(conn.identity()) {
+        Ok(user) => user,
+        Err(why) => {
+            conn.fail(ErrorCode::Busy, why, now);
+            None
         }
     }
 }

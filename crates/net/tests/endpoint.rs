@@ -377,7 +377,7 @@ fn a_server_that_closes_with_a_word_fails_the_call_with_it() {
     let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(5), ..config() }).unwrap();
     let t0 = std::time::Instant::now();
     match ep.call(addr, b"ping".to_vec()) {
-        Err(NetError::Closed { reason, .. }) => assert_eq!(reason, "uid 7 holds its share"),
+        Err(NetError::Busy { reason, .. }) => assert_eq!(reason, "uid 7 holds its share"),
         other => panic!("{other:?}"),
     }
     assert!(t0.elapsed() < Duration::from_secs(4), "the call waited out its deadline");

@@ -28,7 +28,8 @@ pub(super) struct Conn {
     pub(super) readable: bool,
     pub(super) writable: bool,
     scratch: Vec<u8>,
-    /// When a call was last posted on it after it was idle.
+    /// When it was opened, or a call was last posted on it after it was
+    /// idle.
     pub(super) last_used: std::time::Instant,
     /// A call was posted on it.
     pub(super) used: bool,
@@ -142,9 +143,12 @@ impl Conn {
 
 pub(super) fn violation(addr: SocketAddr, what: impl Into<String>) -> NetError {
     let what = what.into();
-    match what.strip_prefix(crate::link::client::CLOSED_BY_SERVER) {
-        Some(reason) => NetError::Closed { addr, reason: reason.to_owned() },
-        None => NetError::Violation { addr, what },
+    let Some(word) = what.strip_prefix(crate::link::client::CLOSED_BY_SERVER) else { return NetError::Violation { addr, what } };
+    let (code, reason) = word.split_once(' ').unwrap_or(("0", word));
+    match code.parse::<u16>() {
+        // Busy: what a server at its connection limit says too.
+        Ok(c) if c == weft_wire::ErrorCode::Busy as u16 => NetError::Busy { addr, reason: reason.to_owned() },
+        _ => NetError::Closed { addr, reason: reason.to_owned() },
     }
 }
 

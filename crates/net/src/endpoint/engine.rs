@@ -81,12 +81,15 @@ impl Engine {
             // Coming out of idleness (the only time the clock is read):
             // a connection the server closed, or one idle for so long
             // that the server may be closing it, is opened afresh.
-            // A connection never used is posted on: if the server closed
-            // it, the call fails with the server's word.
-            if conn.is_idle() && conn.used {
+            // A connection just opened and not used yet is posted on even
+            // if the server already closed it: the call then fails with
+            // the server's word (a user past its share of connections)
+            // instead of reconnecting for ever.
+            if conn.is_idle() {
                 let now = Instant::now();
-                let stale = now.saturating_duration_since(conn.last_used) > self.idle_reuse;
-                if stale || !conn.idle_is_healthy() {
+                let idle_for = now.saturating_duration_since(conn.last_used);
+                let fresh = !conn.used && idle_for < JUST_OPENED;
+                if idle_for > self.idle_reuse || (!fresh && !conn.idle_is_healthy()) {
                     self.drop_conn(peer, closed_idle(peer));
                     continue;
                 }
@@ -294,6 +297,9 @@ impl Engine {
         }
     }
 }
+
+/// How long a connection counts as just opened (see [`Engine::feed`]).
+const JUST_OPENED: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn closed_idle(addr: SocketAddr) -> NetError {
     NetError::Unreachable { addr, source: io::Error::new(io::ErrorKind::UnexpectedEof, "idle connection closed by server") }

@@ -261,11 +261,11 @@ impl<T: Copy> ClientConn<T> {
             // Message id 0 is the server's word on the whole connection,
             // sent just before it closes it.
             FrameKind::Response if id == 0 => {
-                let why = match Response::decode(&body) {
-                    Ok(Response::Error { message, .. }) => message,
-                    _ => "(no reason given)".into(),
+                let (code, why) = match Response::decode(&body) {
+                    Ok(Response::Error { code, message }) => (code as u16, message),
+                    _ => (0, "(no reason given)".into()),
                 };
-                Err(format!("{CLOSED_BY_SERVER}{why}"))
+                Err(format!("{CLOSED_BY_SERVER}{code} {why}"))
             }
             FrameKind::Response => {
                 let total = head.pay_len as usize;
@@ -289,7 +289,8 @@ impl<T: Copy> ClientConn<T> {
 }
 
 /// How [`ClientConn`] reports the server's closing word (a frame of
-/// message id 0): the endpoint makes it a `NetError::Closed`.
+/// message id 0), followed by its error code and message: the endpoint
+/// makes it a `NetError::Busy` (code `Busy`) or `NetError::Closed`.
 pub const CLOSED_BY_SERVER: &str = "closed by the server: ";
 
 #[cfg(test)]
@@ -375,7 +376,7 @@ mod tests {
         let mut c = ClientConn::default();
         c.post(1, 10u32, b"", 0, true);
         let word = Response::error(weft_wire::ErrorCode::Busy, "uid 7 holds 3 connections").encode();
-        assert_eq!(feed(&mut c, &frame(FrameKind::Response, 0, &word, &[]), 0).unwrap_err(), format!("{CLOSED_BY_SERVER}uid 7 holds 3 connections"));
+        assert_eq!(feed(&mut c, &frame(FrameKind::Response, 0, &word, &[]), 0).unwrap_err(), format!("{CLOSED_BY_SERVER}10 uid 7 holds 3 connections"));
     }
 
     #[test]

@@ -143,6 +143,9 @@ impl Default for ConnLimits {
 /// connection the server is closing for idleness.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How the reason of a close for idleness begins (not the peer's fault).
+pub const IDLE_CLOSE: &str = "idle for ";
+
 /// A request's bulk bytes and the budget they hold. Dropping it returns
 /// the buffer to the pool and the bytes to the budget.
 #[derive(Debug, Default)]
@@ -653,7 +656,7 @@ impl ServerConn {
             return Some(format!("rendezvous data not sent within {:?} of its grant", self.limits.frame_deadline));
         }
         if late(self.idle_since().map(|t| t + self.limits.idle_timeout)) {
-            return Some(format!("idle for {:?}", self.limits.idle_timeout));
+            return Some(format!("{IDLE_CLOSE}{:?}", self.limits.idle_timeout));
         }
         None
     }

@@ -57,6 +57,8 @@ struct Slot {
     stalled: bool,
     /// The user it is counted for (see [`ConnQuota`]).
     user: Option<u32>,
+    /// Refused for its user's share of connections (not a bad request).
+    over_quota: bool,
 }
 
 /// Where a server's connection limit comes from: `WEFT_MAX_CONNECTIONS`,
@@ -100,6 +102,10 @@ pub struct Reactor {
     max_connections: usize,
     /// Connections per user, and which idle one makes room.
     quota: ConnQuota,
+    /// The earliest idle start of any connection, as of the last sweep:
+    /// at the limit, no connection is looked for before it is old enough
+    /// (a flood of new connections costs no scan of every slot each).
+    oldest_idle: Option<Instant>,
     limits: Arc<ConnLimits>,
     budget: Arc<MemoryBudget>,
     /// Shared-memory rings, apart from `budget`: idle local clients' rings
@@ -145,6 +151,9 @@ impl Reactor {
         let max_connections = max_connections();
         server.connection_limit.store(max_connections as u64, std::sync::atomic::Ordering::Relaxed);
         let limits = Arc::new(ConnLimits::from_env());
+        if limits.idle_timeout < 2 * weft_net::IDLE_REUSE + Duration::from_secs(20) {
+            tracing::warn!(target: "weft::server", timeout = ?limits.idle_timeout, "an idle timeout under 2 minutes (WEFT_IDLE_TIMEOUT_MS) is for tests: clients reuse a connection idle for up to 50 s, and may post on one this server is closing");
+        }
         Ok(Reactor {
             server,
             poll,
@@ -158,6 +167,7 @@ impl Reactor {
             live: 0,
             max_connections,
             quota: ConnQuota::from_env(max_connections, limits.idle_timeout),
+            oldest_idle: None,
             limits,
             budget,
             shm_budget: shm_budget(),
@@ -313,7 +323,7 @@ impl Reactor {
             self.shm_slots.push(slot);
         }
         let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
-        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None });
+        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None, over_quota: false });
         self.live += 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
     }
@@ -392,7 +402,7 @@ impl Reactor {
             match ev {
                 Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, turn: None }),
                 Event::Refused => self.server.count_bad_request(),
-                Event::Ready => slot.user = admit_user(&mut self.quota, &mut slot.conn, now),
+                Event::Ready => admit_user(&mut self.quota, slot, &self.server, now),
                 Event::Verify { hello, challenge, cred } => self.verifier.submit(VerifyJob { conn, hello, challenge, cred }),
             }
         }
@@ -503,7 +513,8 @@ impl Reactor {
         let Some(mut slot) = self.slots[k].take() else { return };
         if let Some(why) = slot.conn.closing() {
             tracing::debug!(target: "weft::server", peer = %slot.peer, reason = %why.0, "connection closed");
-            if !why.0.starts_with("peer closed") {
+            // Closes that are nobody's fault are not bad requests.
+            if !why.0.starts_with("peer closed") && !why.0.starts_with(weft_net::link::server::IDLE_CLOSE) && !slot.over_quota {
                 self.server.count_bad_request();
             }
         }
@@ -552,7 +563,7 @@ impl Reactor {
                         let mut events = Vec::new();
                         slot.conn.verified(outcome, now, &mut events);
                         if events.iter().any(|e| matches!(e, Event::Ready)) {
-                            slot.user = admit_user(quota, &mut slot.conn, now);
+                            admit_user(quota, slot, &self.server, now);
                         }
                         touched.push(conn.slot);
                     }
@@ -605,8 +616,15 @@ impl Reactor {
     /// has been idle long enough to be taken back (see [`ConnQuota`]).
     fn take_back_idle(&mut self) -> bool {
         let now = Instant::now();
+        if self.oldest_idle.is_none_or(|t| now.saturating_duration_since(t) < self.quota.evict_after) {
+            return false;
+        }
         let idle = self.slots.iter().enumerate().filter_map(|(k, s)| Some((k, s.as_ref()?.conn.idle_since()?)));
-        let Some(k) = self.quota.victim(idle, now) else { return false };
+        let Some(k) = self.quota.victim(idle, now) else {
+            // Nothing is old enough any more: not before the next sweep.
+            self.oldest_idle = None;
+            return false;
+        };
         if let Some(Some(slot)) = self.slots.get_mut(k) {
             tracing::info!(target: "weft::server", peer = %slot.peer, "taken back at the connection limit: idle");
             slot.conn.abort("peer closed: taken back, idle at the connection limit");
@@ -619,6 +637,7 @@ impl Reactor {
     /// failed accept no new readiness may come for the waiting backlog).
     fn sweep(&mut self, now: Instant) {
         self.server.note_loop_cpu();
+        self.oldest_idle = self.slots.iter().filter_map(|s| s.as_ref()?.conn.idle_since()).min();
         self.server.expire_collectives(now);
         self.accept();
         self.accept_shm();
@@ -641,12 +660,13 @@ impl Reactor {
 
 /// A connection finished its handshake: counted for its user, or failed
 /// with the reason if that user holds its share (the client reads it).
-fn admit_user(quota: &mut ConnQuota, conn: &mut Conn, now: Instant) -> Option<u32> {
-    match quota.admit(conn.identity()) {
-        Ok(user) => user,
+fn admit_user(quota: &mut ConnQuota, slot: &mut Slot, server: &Server, now: Instant) {
+    match quota.admit(slot.conn.identity()) {
+        Ok(user) => slot.user = user,
         Err(why) => {
-            conn.fail(ErrorCode::Busy, why, now);
-            None
+            server.count_refused_connection();
+            slot.over_quota = true;
+            slot.conn.fail(ErrorCode::Busy, why, now);
         }
     }
 }

@@ -146,3 +146,72 @@ fn one_proven_user_holds_at_most_its_share_of_connections() {
     let status = hog.wait().unwrap();
     assert!(status.success(), "the hog failed");
 }
+
+/// Run as another user by the test below: opens `/q/f` (which it may only
+/// read) and takes shared locks on byte after byte until refused; says
+/// how many and why, and holds them until told to stop or 60 s pass.
+#[test]
+#[ignore = "run by the test below, as another user"]
+fn child_hog_locks() {
+    let c = weft_client::Client::connect(Path::new(&std::env::var_os("WEFT_CLUSTER").unwrap())).unwrap();
+    let stop = PathBuf::from(std::env::var_os("WEFT_TEST_STOP").unwrap());
+    let f = c.open("/q/f", false).unwrap();
+    let mut held = Vec::new();
+    let refusal = loop {
+        let at = held.len() as u64;
+        match c.lock(&f, false, &[weft_client::Extent::range(at, at + 1).unwrap()]) {
+            Ok(g) => held.push(g),
+            Err(e) => break e.to_string(),
+        }
+        assert!(held.len() <= 1000, "one user took every lock");
+    };
+    println!("LOCKS {} REFUSED {refusal}", held.len());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !stop.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Run as another user by the test below: locks a range of `/q/f` at once.
+#[test]
+#[ignore = "run by the test below, as another user"]
+fn child_lock_once() {
+    let c = weft_client::Client::connect(Path::new(&std::env::var_os("WEFT_CLUSTER").unwrap())).unwrap();
+    let f = c.open("/q/f", false).unwrap();
+    let g = c.lock_within(&f, true, &[weft_client::Extent::range(1 << 20, (1 << 20) + 10).unwrap()], Duration::ZERO).unwrap_or_else(|e| panic!("a second user could not lock: {e}"));
+    drop(g);
+}
+
+/// Runs the ignored test `child` of this binary as `uid` (gid the same).
+fn as_user(uid: u32, child: &str, env: &[(&str, &Path)]) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args([format!("--reuid={uid}"), format!("--regid={uid}"), "--clear-groups".into()])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", child, "--ignored", "--test-threads=1", "--nocapture"])
+        .envs(env.iter().map(|(k, v)| (k, v.as_os_str())));
+    cmd
+}
+
+#[test]
+fn one_proven_user_holds_at_most_its_share_of_locks() {
+    let env = [("WEFT_MAX_LOCKS_PER_USER", "50"), ("WEFT_MAX_LOCKS", "1000")];
+    let spec = ClusterSpec { data_servers: 1, auth: AuthSpec::Munge { socket: None }, server_env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(), ..ClusterSpec::default() };
+    let tc = TestCluster::start_spec("quota-locks", spec);
+    let root = tc.client();
+    root.mkdir("/q", 0o755).unwrap();
+    root.create("/q/f", weft_client::CreateOptions { mode: 0o644, ..Default::default() }).unwrap().write_at(0, b"shared").unwrap();
+    let cluster_file = tc.lc.cluster_file();
+    let stop = tc.scratch("stop-locks");
+    let mut hog = as_user(1003, "child_hog_locks", &[("WEFT_CLUSTER", &cluster_file), ("WEFT_TEST_STOP", &stop)]).stdout(Stdio::piped()).spawn().expect("setpriv runs");
+    let mut lines = BufReader::new(hog.stdout.take().unwrap()).lines();
+    let line = lines.by_ref().map_while(Result::ok).find(|l| l.contains("LOCKS ")).expect("the hog says what it holds");
+    let locks = &line[line.find("LOCKS ").unwrap()..];
+    // Read access to one file was enough to take every lock before.
+    assert!(locks.starts_with("LOCKS 50 "), "{locks}");
+    assert!(locks.contains("uid 1003") && locks.contains("WEFT_MAX_LOCKS_PER_USER"), "{locks}");
+    let other = as_user(1001, "child_lock_once", &[("WEFT_CLUSTER", &cluster_file)]).output().expect("setpriv runs");
+    let said = String::from_utf8_lossy(&other.stdout).into_owned() + &String::from_utf8_lossy(&other.stderr);
+    assert!(other.status.success() && said.contains("1 passed"), "{said}");
+    std::fs::write(&stop, b"").unwrap();
+    assert!(hog.wait().unwrap().success(), "the hog failed");
+}

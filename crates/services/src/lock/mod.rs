@@ -16,6 +16,10 @@
 //! behind at most one request on one file, and each request's work is
 //! bounded by the table's caps and the closed-form overlap checks.
 
+mod quota;
+
+pub use quota::LockLimits;
+use quota::{LockQuota, Refusal};
 use crate::meta::MetaService;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
@@ -50,6 +54,8 @@ struct Sessions {
     files: HashMap<Owner, HashSet<FileId>>,
     expired: HashSet<Owner>,
     expired_order: VecDeque<Owner>,
+    /// Who holds how many sessions and locks (see [`quota`]).
+    quota: LockQuota,
 }
 
 impl Sessions {
@@ -114,13 +120,21 @@ fn err(code: ErrorCode, msg: impl Into<String>) -> Response {
     Response::error(code, msg)
 }
 
+fn refusal(r: Refusal) -> Response {
+    match r {
+        Refusal::NotYours(why) => err(ErrorCode::Permission, why),
+        Refusal::Full(why) => err(ErrorCode::Busy, why),
+    }
+}
+
 fn expired(owner: Owner) -> Response {
     err(ErrorCode::LeaseExpired, format!("lock session {} expired: its locks were released", owner.0))
 }
 
 impl LockService {
-    /// A lock service whose sessions live `ttl_ms` without renewal.
-    pub fn start(ttl_ms: u64) -> Arc<Self> {
+    /// A lock service whose sessions live `ttl_ms` without renewal, held
+    /// to `limits`.
+    pub fn start(ttl_ms: u64, limits: LockLimits) -> Arc<Self> {
         let svc = Arc::new(LockService {
             files: Mutex::new(HashMap::new()),
             sessions: Mutex::new(Sessions {
@@ -128,6 +142,7 @@ impl LockService {
                 files: HashMap::new(),
                 expired: HashSet::new(),
                 expired_order: VecDeque::new(),
+                quota: LockQuota::new(limits),
             }),
             deadlines: Mutex::new(BinaryHeap::new()),
             timer: Condvar::new(),
@@ -252,6 +267,9 @@ impl LockService {
     }
 
     fn drop_owner(&self, owner: Owner, files: HashSet<FileId>) {
+        // Its locks leave the tables below; its share goes now (nothing
+        // of it can be charged again: the session is ended or expired).
+        lock(&self.sessions).quota.end(owner);
         for file in files {
             let f = self.file(file);
             {
@@ -289,6 +307,7 @@ impl LockService {
                 let mut fl = lock(&f);
                 if let Some(w) = self.take_waiter(&mut fl, id) {
                     let grants = fl.table.release(w.owner, LockId(id)).unwrap_or_default();
+                    lock(&self.sessions).quota.release(w.owner, 1);
                     let waited = w.since.elapsed();
                     (w.answer)(err(ErrorCode::Busy, format!("lock not granted within {} ms", waited.as_millis())));
                     self.deliver(&mut fl, grants);
@@ -310,10 +329,15 @@ impl LockService {
         LockStats { held, waiting, granted: self.granted.load(Ordering::Relaxed), wait_us: self.wait_us.load(Ordering::Relaxed) }
     }
 
-    /// Serves one request. `None`: the answer comes later through the
-    /// [`Answer`] `later` makes (an acquire that waits).
-    pub fn handle(&self, req: LockReq, meta: Option<&MetaService>, later: &dyn Fn() -> Answer) -> Option<Response> {
+    /// Serves one request of `user` (the proven user it counts for; `None`
+    /// for root and peers that proved the servers' secret). `None`: the
+    /// answer comes later through the [`Answer`] `later` makes (an
+    /// acquire that waits).
+    pub fn handle(&self, req: LockReq, meta: Option<&MetaService>, later: &dyn Fn() -> Answer, user: Option<u32>) -> Option<Response> {
         let owner = Owner(req.session());
+        if let Err(r) = lock(&self.sessions).quota.claim(owner, user) {
+            return Some(refusal(r));
+        }
         Some(match req {
             LockReq::Acquire { file, exclusive, wait_ms, extents, .. } => {
                 let extents = match extents.into_iter().map(extent).collect::<Result<Vec<_>, _>>() {
@@ -337,6 +361,7 @@ impl LockService {
                     let mut fl = lock(&f);
                     match fl.table.release(owner, LockId(id)) {
                         Ok(grants) => {
+                            lock(&self.sessions).quota.release(owner, 1);
                             // Releasing a request that still waits withdraws it.
                             if let Some(w) = self.take_waiter(&mut fl, id) {
                                 (w.answer)(err(ErrorCode::Busy, format!("lock {id} withdrawn by its session")));
@@ -385,7 +410,14 @@ impl LockService {
             return Some(expired(owner));
         }
         let wait_ms = wait_ms.min(MAX_WAIT_MS);
-        match fl.table.acquire(LockId(id), owner, mode, extents) {
+        if let Err(r) = lock(&self.sessions).quota.charge(owner) {
+            return Some(refusal(r));
+        }
+        let acquired = fl.table.acquire(LockId(id), owner, mode, extents);
+        if acquired.is_err() {
+            lock(&self.sessions).quota.release(owner, 1);
+        }
+        match acquired {
             Ok(true) => {
                 self.granted.fetch_add(1, Ordering::Relaxed);
                 Some(Response::Locked { lock: id })

@@ -111,7 +111,7 @@ impl Server {
             .then(|| DataService::open(&me.dir))
             .transpose()
             .map_err(|e| ServeError::Open { service: "data", dir: dir.clone(), reason: e.to_string() })?;
-        let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms));
+        let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms, crate::lock::LockLimits::from_env()));
         let budget = MemoryBudget::from_env();
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
@@ -172,13 +172,15 @@ impl Server {
     /// Serves one decoded request. `payload` is the request's bulk data;
     /// `out` receives the response's. `None`: the answer comes later,
     /// through an [`Answer`] made by `later` (a lock request that waits).
-    pub fn handle(&self, req: Request, payload: &[u8], out: &mut Vec<u8>, later: &dyn Fn() -> Answer) -> Option<Response> {
+    /// `user`: the proven user the request counts for (see
+    /// `conn_quota`; `None` for root and secret-proven peers).
+    pub fn handle(&self, req: Request, payload: &[u8], out: &mut Vec<u8>, later: &dyn Fn() -> Answer, user: Option<u32>) -> Option<Response> {
         use weft_wire::ErrorCode;
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         out.clear();
         if let Request::Lock(op) = req {
             match &self.lock {
-                Some(l) => l.handle(op, self.meta.as_ref(), later),
+                Some(l) => l.handle(op, self.meta.as_ref(), later, user),
                 None => Some(Response::error(ErrorCode::WrongService, "this server does not host the lock service")),
             }
         } else {

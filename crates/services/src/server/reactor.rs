@@ -400,7 +400,7 @@ impl Reactor {
         let conn = ConnRef { slot: k, generation: slot.generation };
         for ev in events.drain(..) {
             match ev {
-                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, turn: None }),
+                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, turn: None, user: slot.user }),
                 Event::Refused => self.server.count_bad_request(),
                 Event::Ready => admit_user(&mut self.quota, slot, &self.server, now),
                 Event::Verify { hello, challenge, cred } => self.verifier.submit(VerifyJob { conn, hello, challenge, cred }),
@@ -449,12 +449,12 @@ impl Reactor {
     /// Serves a request on the loop's thread (see [`runs_inline`]); a panic
     /// is contained as on a worker.
     fn run_inline(&self, job: Job) -> (MsgId, Response, Payload) {
-        let Job { id, req, payload, out_charge, .. } = job;
+        let Job { id, req, payload, out_charge, user, .. } = job;
         let mut out = weft_net::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         // Inline requests never answer later.
         let later = || -> crate::lock::Answer { Box::new(|_| {}) };
         let server = &self.server;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later))) {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user))) {
             Ok(Some(rsp)) => (id, rsp, Payload { bytes: out, charge: out_charge }),
             Ok(None) | Err(_) => {
                 server.count_panic();

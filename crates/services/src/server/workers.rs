@@ -35,6 +35,8 @@ pub struct Job {
     pub out_charge: Option<Charge>,
     /// The object whose read turn this job holds.
     pub turn: Option<FileId>,
+    /// The proven user its connection counts for (`conn_quota`).
+    pub user: Option<u32>,
 }
 
 /// What comes back to the loop.
@@ -183,7 +185,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 Err(_) => return,
             }
         };
-        let Job { conn, id, req, mut payload, out_charge, turn } = job;
+        let Job { conn, id, req, mut payload, out_charge, turn, user } = job;
         let kind = super::cpu_kind(&req);
         // A status report should not count its own request (1 byte).
         if matches!(req, Request::Status) {
@@ -208,7 +210,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             count(kind);
             continue;
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later)));
+        let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user)));
         drop(payload);
         let answer = match outcome {
             Ok(Some(rsp)) => Some((rsp, Payload { bytes: out, charge: out_charge })),

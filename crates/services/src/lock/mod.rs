@@ -11,8 +11,9 @@
 //! answered `LeaseExpired`, so the client learns that it lost its locks
 //! instead of writing on as if it held them.
 //!
-//! Locking order: the file map, then one file's table; the session table is
-//! never held while a file's table is. The timer thread therefore waits
+//! Locking order: the file map, then one file's table, then the session
+//! table (innermost: taken with at most one file's table held, never held
+//! while taking anything else). The timer thread therefore waits
 //! behind at most one request on one file, and each request's work is
 //! bounded by the table's caps and the closed-form overlap checks.
 
@@ -120,6 +121,14 @@ fn err(code: ErrorCode, msg: impl Into<String>) -> Response {
     Response::error(code, msg)
 }
 
+/// Why a session's request is not served.
+enum Denied {
+    /// The session expired; its locks on these files are to be dropped.
+    Lapsed(HashSet<FileId>),
+    /// Another user's session, or a limit reached.
+    Refused(Refusal),
+}
+
 fn refusal(r: Refusal) -> Response {
     match r {
         Refusal::NotYours(why) => err(ErrorCode::Permission, why),
@@ -166,27 +175,31 @@ impl LockService {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Renews `owner`'s lease and notes `file` as one it uses; `false` if
-    /// the session already expired.
-    fn touch(&self, owner: Owner, file: Option<FileId>) -> bool {
-        match self.renew(owner, file) {
-            Ok(()) => true,
-            Err(lapsed_files) => {
-                self.drop_owner(owner, lapsed_files);
-                false
+    /// Renews `owner`'s lease for `user`; the answer to send instead if
+    /// the session expired (its locks dropped) or is another user's.
+    fn touch(&self, owner: Owner, user: Option<u32>) -> Result<(), Response> {
+        match self.renew(owner, None, user) {
+            Ok(()) => Ok(()),
+            Err(Denied::Lapsed(files)) => {
+                self.drop_owner(owner, files);
+                Err(expired(owner))
             }
+            Err(Denied::Refused(r)) => Err(refusal(r)),
         }
     }
 
-    /// The session-table half of [`LockService::touch`]: renews, or
-    /// expires a lapsed session and returns the files whose locks the
-    /// caller must drop (without holding any file's table: `drop_owner`
-    /// takes them). Takes only the sessions mutex, so it may be called
-    /// while a file's table is held.
-    fn renew(&self, owner: Owner, file: Option<FileId>) -> Result<(), HashSet<FileId>> {
+    /// The session-table half of [`LockService::touch`], and of an
+    /// acquire (`charge`: one more lock of `file` for the session, within
+    /// the quota): renews, or expires a lapsed session and returns the
+    /// files whose locks the caller must drop (without holding any file's
+    /// table: `drop_owner` takes them). The session's claim, its lease and
+    /// its count change together, so no charge lands on an ended session.
+    /// Takes only the sessions mutex, so it may be called while a file's
+    /// table is held.
+    fn renew(&self, owner: Owner, charge: Option<FileId>, user: Option<u32>) -> Result<(), Denied> {
         let mut s = lock(&self.sessions);
         if s.expired.contains(&owner) {
-            return Err(HashSet::new());
+            return Err(Denied::Lapsed(HashSet::new()));
         }
         let now = self.now_ms();
         if s.leases.state(owner, now) == LeaseState::Lapsed {
@@ -194,8 +207,14 @@ impl LockService {
             // never revive it (its locks may be promised to others).
             s.leases.end(owner);
             s.forget_later(owner);
-            return Err(s.files.remove(&owner).unwrap_or_default());
+            s.quota.end(owner);
+            return Err(Denied::Lapsed(s.files.remove(&owner).unwrap_or_default()));
         }
+        s.quota.claim(owner, user).map_err(Denied::Refused)?;
+        if charge.is_some() {
+            s.quota.charge(owner).map_err(Denied::Refused)?;
+        }
+        let file = charge;
         s.leases.renew(owner, now);
         if let Some(f) = file {
             s.files.entry(owner).or_default().insert(f);
@@ -256,6 +275,7 @@ impl LockService {
                 .into_iter()
                 .map(|o| {
                     s.forget_later(o);
+                    s.quota.end(o);
                     (o, s.files.remove(&o).unwrap_or_default())
                 })
                 .collect()
@@ -266,10 +286,9 @@ impl LockService {
         }
     }
 
+    /// Drops an ended or expired session's locks and waiting requests on
+    /// `files` (its quota was given back when it ended, with its lease).
     fn drop_owner(&self, owner: Owner, files: HashSet<FileId>) {
-        // Its locks leave the tables below; its share goes now (nothing
-        // of it can be charged again: the session is ended or expired).
-        lock(&self.sessions).quota.end(owner);
         for file in files {
             let f = self.file(file);
             {
@@ -335,9 +354,6 @@ impl LockService {
     /// acquire that waits).
     pub fn handle(&self, req: LockReq, meta: Option<&MetaService>, later: &dyn Fn() -> Answer, user: Option<u32>) -> Option<Response> {
         let owner = Owner(req.session());
-        if let Err(r) = lock(&self.sessions).quota.claim(owner, user) {
-            return Some(refusal(r));
-        }
         Some(match req {
             LockReq::Acquire { file, exclusive, wait_ms, extents, .. } => {
                 let extents = match extents.into_iter().map(extent).collect::<Result<Vec<_>, _>>() {
@@ -350,11 +366,11 @@ impl LockService {
                     return Some(err(ErrorCode::NotFound, format!("no file with id {}", file.0)));
                 }
                 let mode = if exclusive { Mode::Exclusive } else { Mode::Shared };
-                return self.acquire(owner, file, mode, wait_ms, extents, later);
+                return self.acquire(owner, user, file, mode, wait_ms, extents, later);
             }
             LockReq::Release { file, lock: id, .. } => {
-                if !self.touch(owner, None) {
-                    return Some(expired(owner));
+                if let Err(r) = self.touch(owner, user) {
+                    return Some(r);
                 }
                 let f = self.file(file);
                 let r = {
@@ -377,16 +393,21 @@ impl LockService {
                 self.tidy(file);
                 r
             }
-            LockReq::Renew { .. } => {
-                if !self.touch(owner, None) {
-                    return Some(expired(owner));
-                }
-                Response::Ok
-            }
+            LockReq::Renew { .. } => match self.touch(owner, user) {
+                Ok(()) => Response::Ok,
+                Err(r) => r,
+            },
             LockReq::End { .. } => {
                 let files = {
                     let mut s = lock(&self.sessions);
+                    if let Err(r) = s.quota.claim(owner, user) {
+                        return Some(refusal(r));
+                    }
+                    // Ended for good: a later request of it is answered
+                    // `LeaseExpired` (the client starts a new session).
                     s.leases.end(owner);
+                    s.forget_later(owner);
+                    s.quota.end(owner);
                     s.files.remove(&owner).unwrap_or_default()
                 };
                 self.drop_owner(owner, files);
@@ -395,7 +416,8 @@ impl LockService {
         })
     }
 
-    fn acquire(&self, owner: Owner, file: FileId, mode: Mode, wait_ms: u32, extents: Vec<Extent>, later: &dyn Fn() -> Answer) -> Option<Response> {
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(&self, owner: Owner, user: Option<u32>, file: FileId, mode: Mode, wait_ms: u32, extents: Vec<Extent>, later: &dyn Fn() -> Answer) -> Option<Response> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let f = self.file(file);
         let mut fl = lock(&f);
@@ -403,16 +425,17 @@ impl LockService {
         // (or an expiry) of the session either sees this file among the
         // session's and releases the lock below after it is taken, or comes
         // first and this request is refused: no lock is left without a lease.
-        if let Err(lapsed) = self.renew(owner, Some(file)) {
-            drop(fl);
-            drop(f);
-            self.drop_owner(owner, lapsed);
-            return Some(expired(owner));
+        match self.renew(owner, Some(file), user) {
+            Ok(()) => {}
+            Err(Denied::Lapsed(lapsed)) => {
+                drop(fl);
+                drop(f);
+                self.drop_owner(owner, lapsed);
+                return Some(expired(owner));
+            }
+            Err(Denied::Refused(r)) => return Some(refusal(r)),
         }
         let wait_ms = wait_ms.min(MAX_WAIT_MS);
-        if let Err(r) = lock(&self.sessions).quota.charge(owner) {
-            return Some(refusal(r));
-        }
         let acquired = fl.table.acquire(LockId(id), owner, mode, extents);
         if acquired.is_err() {
             lock(&self.sessions).quota.release(owner, 1);

@@ -29,12 +29,16 @@ impl Default for LockLimits {
 }
 
 impl LockLimits {
-    /// The defaults, with `WEFT_MAX_LOCKS` and `WEFT_MAX_LOCKS_PER_USER`
-    /// when set.
+    /// The defaults, with `WEFT_MAX_LOCKS`, `WEFT_MAX_LOCKS_PER_USER` and
+    /// `WEFT_MAX_LOCK_SESSIONS_PER_USER` when set.
     pub fn from_env() -> Self {
         let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n: &u64| n > 0);
         let d = LockLimits::default();
-        LockLimits { max_locks: var("WEFT_MAX_LOCKS").unwrap_or(d.max_locks), max_locks_per_user: var("WEFT_MAX_LOCKS_PER_USER").unwrap_or(d.max_locks_per_user), ..d }
+        LockLimits {
+            max_locks: var("WEFT_MAX_LOCKS").unwrap_or(d.max_locks),
+            max_locks_per_user: var("WEFT_MAX_LOCKS_PER_USER").unwrap_or(d.max_locks_per_user),
+            max_sessions_per_user: var("WEFT_MAX_LOCK_SESSIONS_PER_USER").map_or(d.max_sessions_per_user, |n| n as usize),
+        }
     }
 }
 
@@ -82,6 +86,9 @@ impl LockQuota {
                     return Err(Refusal::Full(format!("uid {uid} has {} lock sessions on this server, the most one user may", share.sessions)));
                 }
                 share.sessions += 1;
+                // Locks it took before (as root) count from now on, so
+                // their release takes nothing from the user's others.
+                share.locks += self.locks.get(&owner).copied().unwrap_or(0);
                 self.owners.insert(owner, uid);
                 Ok(())
             }
@@ -91,6 +98,7 @@ impl LockQuota {
     /// One more lock (held or waiting) for `owner`, if the limits allow.
     pub fn charge(&mut self, owner: Owner) -> Result<(), Refusal> {
         if self.total >= self.limits.max_locks {
+            // (Root's mount and secret-mode clients count in the total only.)
             return Err(Refusal::Full(format!("this server holds {} locks, its most (WEFT_MAX_LOCKS); try again when some are released", self.total)));
         }
         if let Some(uid) = self.owners.get(&owner) {
@@ -193,6 +201,12 @@ mod tests {
         assert!(matches!(q.claim(Owner(3), Some(1000)), Err(Refusal::Full(why)) if why.contains("lock sessions")));
         q.end(Owner(2));
         q.claim(Owner(3), Some(1000)).unwrap();
+        // Locks a session took as root count for the user that claims it.
+        q.charge(Owner(4)).unwrap();
+        q.end(Owner(1));
+        q.claim(Owner(4), Some(1000)).unwrap();
+        q.release(Owner(4), 1);
+        assert_eq!(q.users[&1000].locks, 0);
         // Releasing more than held (a bug elsewhere) cannot underflow.
         q.release(Owner(3), 5);
         assert_eq!(q.total(), 0);

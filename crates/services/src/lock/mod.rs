@@ -177,14 +177,14 @@ impl LockService {
 
     /// Renews `owner`'s lease for `user`; the answer to send instead if
     /// the session expired (its locks dropped) or is another user's.
-    fn touch(&self, owner: Owner, user: Option<u32>) -> Result<(), Response> {
+    fn touch(&self, owner: Owner, user: Option<u32>) -> Option<Response> {
         match self.renew(owner, None, user) {
-            Ok(()) => Ok(()),
+            Ok(()) => None,
             Err(Denied::Lapsed(files)) => {
                 self.drop_owner(owner, files);
-                Err(expired(owner))
+                Some(expired(owner))
             }
-            Err(Denied::Refused(r)) => Err(refusal(r)),
+            Err(Denied::Refused(r)) => Some(refusal(r)),
         }
     }
 
@@ -369,7 +369,7 @@ impl LockService {
                 return self.acquire(owner, user, file, mode, wait_ms, extents, later);
             }
             LockReq::Release { file, lock: id, .. } => {
-                if let Err(r) = self.touch(owner, user) {
+                if let Some(r) = self.touch(owner, user) {
                     return Some(r);
                 }
                 let f = self.file(file);
@@ -393,10 +393,7 @@ impl LockService {
                 self.tidy(file);
                 r
             }
-            LockReq::Renew { .. } => match self.touch(owner, user) {
-                Ok(()) => Response::Ok,
-                Err(r) => r,
-            },
+            LockReq::Renew { .. } => self.touch(owner, user).unwrap_or(Response::Ok),
             LockReq::End { .. } => {
                 let files = {
                     let mut s = lock(&self.sessions);

@@ -81,6 +81,16 @@ impl MemoryBudget {
         add_within(&self.used, bytes, self.limit).then(|| Charge { budget: self.clone(), account: None, bytes })
     }
 
+    /// Draws `bytes` that are held already (an answer made), past the
+    /// limits if need be: the budget then stays over them until they are
+    /// returned, and its users wait (a connection over its share reads
+    /// nothing more, see `link::server`).
+    pub fn charge_held(self: &Arc<Self>, bytes: u64, account: &Arc<Account>) -> Charge {
+        self.used.fetch_add(bytes, Ordering::AcqRel);
+        account.used.fetch_add(bytes, Ordering::AcqRel);
+        Charge { budget: self.clone(), account: Some(account.clone()), bytes }
+    }
+
     /// Draws `bytes` for a connection whose `account` may hold at most
     /// `share`; `None` (nothing drawn) if either would pass its limit.
     pub fn try_charge_for(self: &Arc<Self>, bytes: u64, account: &Arc<Account>, share: u64) -> Option<Charge> {

@@ -283,6 +283,16 @@ impl ServerConn {
         (self.is_ready() && self.is_idle()).then_some(self.last_active)
     }
 
+    /// From now on this connection draws memory from `account` (all of
+    /// one user's connections share one, and its share): called when the
+    /// handshake is done, before anything is charged to the old one.
+    pub fn use_account(&mut self, account: Arc<Account>) {
+        // Charges of the old one would return to the wrong account.
+        if self.account.used() == 0 {
+            self.account = account;
+        }
+    }
+
     /// Who the handshake proved (meaningful once ready).
     pub fn identity(&self) -> &Identity {
         &self.identity
@@ -316,12 +326,13 @@ impl ServerConn {
     }
 
     /// Whether the connection takes more bytes now: not closing, fewer than
-    /// `max_queued` requests unanswered, and fewer than `max_queued` frames
+    /// `max_queued` requests unanswered, fewer than `max_queued` frames
     /// waiting to be sent (a peer that does not read its answers must not
     /// make the server queue them without bound: error answers to refused
-    /// requests carry no budget charge, so they are bounded by count).
+    /// requests carry no budget charge, so they are bounded by count), and
+    /// within its share of the budget (answers it has not taken count).
     pub fn may_read(&self) -> bool {
-        self.closing.is_none() && self.queued < self.limits.max_queued && self.out.len() < self.limits.max_queued
+        self.closing.is_none() && self.queued < self.limits.max_queued && self.out.len() < self.limits.max_queued && self.account.used() <= self.limits.memory_share
     }
 
     /// Paused for memory: the owner calls [`ServerConn::retry`] when some is returned.
@@ -583,14 +594,22 @@ impl ServerConn {
         }
     }
 
-    /// Queues the answer to a request handed out earlier.
-    pub fn respond(&mut self, id: MsgId, rsp: &Response, payload: Payload, now: Instant) {
+    /// Queues the answer to a request handed out earlier. It counts against
+    /// the budget until sent (what was drawn for it at dispatch, else its
+    /// body now): a peer that does not read its answers holds its share at
+    /// most, and then is not read from (see [`ServerConn::may_read`]).
+    pub fn respond(&mut self, id: MsgId, rsp: &Response, mut payload: Payload, now: Instant) {
         self.queued = self.queued.saturating_sub(1);
         let mut body = rsp.encode();
         if body.len() > weft_wire::limits::MAX_BODY_LEN as usize {
             // A service bug (answers are sized to fit); the client gets a
             // clear error instead of a frame it would refuse.
             body = Response::error(ErrorCode::Internal, format!("answer of {} bytes exceeds the body limit", body.len())).encode();
+        }
+        // An answer that had memory drawn for it at dispatch (a payload, a
+        // listing's page) is covered by that; the small others count now.
+        if payload.charge.is_none() {
+            payload.charge = Some(self.budget.charge_held(body.len() as u64, &self.account));
         }
         self.push(FrameKind::Response, id, &body, payload, now);
     }

@@ -11,7 +11,9 @@
 //! longest (past [`ConnQuota::evict_after`]) makes room for a new one.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use weft_net::budget::Account;
 use weft_net::link::Identity;
 
 /// The idle age past which a full server takes a connection back: a
@@ -20,8 +22,10 @@ use weft_net::link::Identity;
 const EVICT_AFTER: Duration = Duration::from_secs(60);
 
 pub(super) struct ConnQuota {
-    /// Connections each counted user holds.
-    per_user: HashMap<u32, usize>,
+    /// Connections each counted user holds, and the memory account they
+    /// all draw from (one user holds one connection's share of the budget
+    /// in all, however many connections it opens).
+    per_user: HashMap<u32, (usize, Arc<Account>)>,
     /// The most one user may hold.
     pub(super) max_per_user: usize,
     /// Idle connections older than this may be taken back at the limit.
@@ -38,25 +42,26 @@ impl ConnQuota {
         ConnQuota { per_user: HashMap::new(), max_per_user, evict_after: EVICT_AFTER.min(idle_timeout / 2) }
     }
 
-    /// A connection proved `who`: the uid it is counted for (`None`: not
-    /// counted), or why it may not stay.
-    pub(super) fn admit(&mut self, who: &Identity) -> Result<Option<u32>, String> {
+    /// A connection proved `who`: the uid it is counted for and that
+    /// user's memory account (`None`: not counted, it keeps its own), or
+    /// why it may not stay.
+    pub(super) fn admit(&mut self, who: &Identity) -> Result<Option<(u32, Arc<Account>)>, String> {
         let Identity::Verified { uid, .. } = who else { return Ok(None) };
         if *uid == 0 {
             return Ok(None);
         }
-        let held = self.per_user.entry(*uid).or_default();
+        let (held, account) = self.per_user.entry(*uid).or_default();
         if *held >= self.max_per_user {
             return Err(format!("uid {uid} holds {held} connections to this server, the most one user may (WEFT_MAX_CONNECTIONS_PER_USER); close some first"));
         }
         *held += 1;
-        Ok(Some(*uid))
+        Ok(Some((*uid, account.clone())))
     }
 
     /// A connection counted for `uid` closed.
     pub(super) fn release(&mut self, uid: Option<u32>) {
         let Some(uid) = uid else { return };
-        if let Some(n) = self.per_user.get_mut(&uid) {
+        if let Some((n, _)) = self.per_user.get_mut(&uid) {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 self.per_user.remove(&uid);
@@ -83,16 +88,20 @@ mod tests {
     fn a_user_holds_its_share_and_others_are_not_counted() {
         let mut q = ConnQuota::from_env(8, Duration::from_secs(300));
         assert_eq!(q.max_per_user, 4);
-        for _ in 0..4 {
-            assert_eq!(q.admit(&user(1000)), Ok(Some(1000)));
+        let uid = |r: Result<Option<(u32, Arc<Account>)>, String>| r.map(|o| o.map(|(u, _)| u));
+        let first = q.admit(&user(1000)).unwrap().unwrap().1;
+        for _ in 1..4 {
+            let (_, account) = q.admit(&user(1000)).unwrap().unwrap();
+            assert!(Arc::ptr_eq(&account, &first), "one user's connections share one account");
         }
         assert!(q.admit(&user(1000)).unwrap_err().contains("uid 1000 holds 4"));
         // Another user, root and secret-proven peers are served.
-        assert_eq!(q.admit(&user(1001)), Ok(Some(1001)));
-        assert_eq!(q.admit(&user(0)), Ok(None));
-        assert_eq!(q.admit(&Identity::Trusted), Ok(None));
+        let other = q.admit(&user(1001)).unwrap().unwrap().1;
+        assert!(!Arc::ptr_eq(&other, &first), "another user has its own");
+        assert_eq!(uid(q.admit(&user(0))), Ok(None));
+        assert_eq!(uid(q.admit(&Identity::Trusted)), Ok(None));
         q.release(Some(1000));
-        assert_eq!(q.admit(&user(1000)), Ok(Some(1000)), "a closed connection gives its place back");
+        assert_eq!(uid(q.admit(&user(1000))), Ok(Some(1000)), "a closed connection gives its place back");
         q.release(None);
     }
 

@@ -150,7 +150,12 @@ impl Reactor {
         let turns = ReadTurns::new(server.id, super::read_slots());
         let max_connections = max_connections();
         server.connection_limit.store(max_connections as u64, std::sync::atomic::Ordering::Relaxed);
-        let limits = Arc::new(ConnLimits::from_env());
+        let mut limits = ConnLimits::from_env();
+        // One connection holds an eighth of the budget at most: a client
+        // that asks and never reads its answers (held until the send
+        // deadline cuts it) leaves the rest to others.
+        limits.memory_share = limits.memory_share.min((budget.limit() / 8).max(2 * u64::from(weft_wire::limits::MAX_BODY_LEN)));
+        let limits = Arc::new(limits);
         if limits.idle_timeout < 2 * weft_net::IDLE_REUSE + Duration::from_secs(20) {
             tracing::warn!(target: "weft::server", timeout = ?limits.idle_timeout, "an idle timeout under 2 minutes (WEFT_IDLE_TIMEOUT_MS) is for tests: clients reuse a connection idle for up to 50 s, and may post on one this server is closing");
         }
@@ -400,7 +405,7 @@ impl Reactor {
         let conn = ConnRef { slot: k, generation: slot.generation };
         for ev in events.drain(..) {
             match ev {
-                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, turn: None, user: slot.user }),
+                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, body_charge: None, turn: None, user: slot.user }),
                 Event::Refused => self.server.count_bad_request(),
                 Event::Ready => admit_user(&mut self.quota, slot, &self.server, now),
                 Event::Verify { hello, challenge, cred } => self.verifier.submit(VerifyJob { conn, hello, challenge, cred }),
@@ -420,13 +425,18 @@ impl Reactor {
                 return;
             }
             let Some(mut job) = slot.ready.pop_front() else { return };
-            // The response payload's memory, before any work is done for it.
-            let out_len = response_len(&job.req);
-            if out_len > 0 {
+            // The response payload's memory, and a large body's, before
+            // any work is done for it.
+            let (out_len, body_len) = (response_len(&job.req), body_reserve(&job.req));
+            if out_len + body_len > 0 {
                 // Within the connection's share: a client that asks for
-                // many large reads and takes them slowly holds only its share.
-                match slot.conn.charge(out_len) {
-                    Some(c) => job.out_charge = Some(c),
+                // many large reads (or listings) and takes them slowly
+                // holds only its share.
+                match slot.conn.charge(out_len + body_len) {
+                    Some(mut c) => {
+                        job.body_charge = c.split(body_len).filter(|_| body_len > 0);
+                        job.out_charge = (out_len > 0).then_some(c);
+                    }
                     None => {
                         slot.ready.push_front(job);
                         slot.stalled = true;
@@ -662,7 +672,11 @@ impl Reactor {
 /// with the reason if that user holds its share (the client reads it).
 fn admit_user(quota: &mut ConnQuota, slot: &mut Slot, server: &Server, now: Instant) {
     match quota.admit(slot.conn.identity()) {
-        Ok(user) => slot.user = user,
+        Ok(Some((uid, account))) => {
+            slot.user = Some(uid);
+            slot.conn.use_account(account);
+        }
+        Ok(None) => {}
         Err(why) => {
             server.count_refused_connection();
             slot.over_quota = true;
@@ -682,6 +696,16 @@ fn response_len(req: &Request) -> u64 {
     match req {
         Request::Data { op: DataReq::Read { pieces, .. } | DataReq::CollRead { pieces, .. }, .. } => pieces.iter().map(|p| p.len).sum(),
         Request::Source { len } => (*len).into(),
+        _ => 0,
+    }
+}
+
+/// Bytes reserved for a response body that may be large (a listing's
+/// page, up to the body limit): the small answers of everything else are
+/// bounded by their count (`ConnLimits::max_queued`).
+fn body_reserve(req: &Request) -> u64 {
+    match req {
+        Request::Meta { op: weft_wire::MetaReq::Readdir { .. } | weft_wire::MetaReq::ReaddirShard { .. }, .. } => weft_wire::limits::MAX_BODY_LEN.into(),
         _ => 0,
     }
 }

@@ -33,6 +33,9 @@ pub struct Job {
     pub payload: Payload,
     /// The response payload's memory, drawn before the job was dispatched.
     pub out_charge: Option<Charge>,
+    /// The memory drawn for a response body that may be large (a
+    /// listing's page), held until the answer is sent.
+    pub body_charge: Option<Charge>,
     /// The object whose read turn this job holds.
     pub turn: Option<FileId>,
     /// The proven user its connection counts for (`conn_quota`).
@@ -185,7 +188,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 Err(_) => return,
             }
         };
-        let Job { conn, id, req, mut payload, out_charge, turn, user } = job;
+        let Job { conn, id, req, mut payload, out_charge, turn, user, body_charge } = job;
         let kind = super::cpu_kind(&req);
         // A status report should not count its own request (1 byte).
         if matches!(req, Request::Status) {
@@ -213,7 +216,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user)));
         drop(payload);
         let answer = match outcome {
-            Ok(Some(rsp)) => Some((rsp, Payload { bytes: out, charge: out_charge })),
+            Ok(Some(rsp)) => Some((rsp, Payload { bytes: out, charge: with_body(out_charge, body_charge) })),
             Ok(None) => None,
             Err(panic) => {
                 let what = panic.downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();
@@ -224,5 +227,17 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         };
         replier.send(Done::Job { conn, id, answer, turn });
         count(kind);
+    }
+}
+
+/// A response's payload charge with its body's reservation added (both
+/// drawn for the same connection at dispatch).
+fn with_body(payload: Option<Charge>, body: Option<Charge>) -> Option<Charge> {
+    match (payload, body) {
+        (Some(mut p), Some(b)) => {
+            p.merge(b);
+            Some(p)
+        }
+        (p, b) => p.or(b),
     }
 }

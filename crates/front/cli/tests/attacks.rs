@@ -148,7 +148,10 @@ fn slowloris_sockets_neither_lock_clients_out_nor_stay() {
 /// that passes the cap is cut off) and their bodies drawn from the budget.
 #[test]
 fn announced_rendezvous_that_never_come_cannot_grow_the_server() {
-    let (lc, dir) = cluster("rendezvous", &[("WEFT_SERVER_MEMORY", "256m")]);
+    // A budget whose per-connection share (an eighth) covers the 64
+    // announced bodies the cap allows (about 1 MB each), so it is the cap,
+    // not memory, that stops each connection.
+    let (lc, dir) = cluster("rendezvous", &[("WEFT_SERVER_MEMORY", "1g")]);
     let cf = lc.cluster().clone();
     let data = cf.servers[1].addr;
     let pid = lc.pids()[1];

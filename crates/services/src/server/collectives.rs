@@ -45,6 +45,10 @@ pub type Reply = Box<dyn FnOnce(Response, Payload) + Send>;
 /// Collectives one server holds at once; more are refused as busy.
 const MAX_LIVE: usize = 256;
 
+/// Collectives one proven user may have under way at one server (a
+/// quarter: one user cannot refuse everyone else's).
+const MAX_LIVE_PER_USER: usize = MAX_LIVE / 4;
+
 /// Failed collectives remembered, so that their stragglers fail at once.
 const REMEMBER_FAILED: usize = 1024;
 
@@ -111,6 +115,8 @@ struct Pending {
     members: Vec<Member>,
     /// The budget the member table holds.
     _table: Charge,
+    /// The proven user whose member started it (counted against its share).
+    starter: Option<u32>,
 }
 
 /// A complete round, to perform outside the registry's lock.
@@ -123,6 +129,8 @@ pub struct Round {
 #[derive(Default)]
 struct State {
     live: HashMap<Key, Pending>,
+    /// Collectives under way per proven user that started them.
+    per_user: HashMap<u32, usize>,
     failed: VecDeque<(Key, String)>,
     /// Collectives failed since the server started.
     failed_total: u64,
@@ -137,6 +145,22 @@ pub struct Collectives {
 
 fn aborted(why: &str) -> Response {
     Response::error(ErrorCode::Aborted, why)
+}
+
+impl State {
+    /// Takes a collective out of the live ones, with its user's count.
+    fn remove_live(&mut self, key: &Key) -> Option<Pending> {
+        let p = self.live.remove(key)?;
+        if let Some(uid) = p.starter
+            && let Some(n) = self.per_user.get_mut(&uid)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_user.remove(&uid);
+            }
+        }
+        Some(p)
+    }
 }
 
 impl Collectives {
@@ -163,9 +187,10 @@ impl Collectives {
         self.state().failed_total
     }
 
-    /// A member's round arrives: answered now (an error), held, or the
+    /// A member's round arrives from `user` (the proven user its
+    /// connection counts for): answered now (an error), held, or the
     /// round it completes is returned for the caller to perform.
-    pub fn join(&self, file: FileId, tag: CollTag, write: bool, entry: Entry, now: Instant) -> Option<Round> {
+    pub fn join(&self, file: FileId, tag: CollTag, write: bool, entry: Entry, now: Instant, user: Option<u32>) -> Option<Round> {
         let key = (file, tag.id);
         let mut st = self.state();
         if let Some((_, why)) = st.failed.iter().find(|(k, _)| *k == key) {
@@ -182,8 +207,11 @@ impl Collectives {
             return None;
         }
         if !st.live.contains_key(&key) {
+            let mine = user.map_or(0, |u| st.per_user.get(&u).copied().unwrap_or(0));
             let refusal = if st.live.len() >= MAX_LIVE {
                 Some(Response::error(ErrorCode::Busy, format!("server holds {MAX_LIVE} collectives already")))
+            } else if mine >= MAX_LIVE_PER_USER {
+                Some(Response::error(ErrorCode::Busy, format!("uid {} has {mine} collectives under way at this server, the most one user may", user.unwrap_or(0))))
             } else if tag.window > self.max_window() {
                 Some(Response::error(ErrorCode::BadRequest, format!("collective window {} exceeds this server's {}", tag.window, self.max_window())))
             } else {
@@ -211,8 +239,12 @@ impl Collectives {
                     deadline: Some(now + self.timeout),
                     members: (0..tag.participants).map(|_| Member::Waiting).collect(),
                     _table: table,
+                    starter: user,
                 },
             );
+            if let Some(u) = user {
+                *st.per_user.entry(u).or_default() += 1;
+            }
         }
         let p = st.live.get_mut(&key).expect("live");
         let refuse = if p.write != write || p.participants != tag.participants || p.window != tag.window {
@@ -251,7 +283,7 @@ impl Collectives {
         p.deadline = None;
         let write = p.write;
         if p.members.iter().all(|m| matches!(m, Member::Done)) {
-            st.live.remove(&key);
+            st.remove_live(&key);
         }
         Some(Round { key, write, entries })
     }
@@ -269,7 +301,7 @@ impl Collectives {
     pub fn fail(&self, key: Key, why: &str) {
         let held = {
             let mut st = self.state();
-            let held = st.live.remove(&key).map(|p| p.members).unwrap_or_default();
+            let held = st.remove_live(&key).map(|p| p.members).unwrap_or_default();
             if !st.failed.iter().any(|(k, _)| *k == key) {
                 if st.failed.len() >= REMEMBER_FAILED {
                     st.failed.pop_front();
@@ -400,4 +432,42 @@ fn read_into(data: &DataService, file: FileId, run: &crate::data::coll_plan::IoR
     }
     let mut bufs: Vec<&mut [u8]> = slots.into_iter().map(|s| s.expect("every part placed")).collect();
     data.read_run(file, run.offset, &mut bufs).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// A first member's round of a two-member collective (so it stays
+    /// under way), answered into `answers`.
+    fn first_member(c: &Collectives, budget: &Arc<MemoryBudget>, id: u64, user: Option<u32>, answers: &mpsc::Sender<Response>) {
+        let tag = CollTag { id, participants: 2, member: 0, round: 0, window: 1 << 20, last: true, abandon: false };
+        let tx = answers.clone();
+        let entry = Entry::new(vec![Piece { offset: 0, len: 1 }], Payload::default(), Box::new(move |rsp, _| drop(tx.send(rsp))), true, budget.try_charge(96).unwrap());
+        assert!(c.join(FileId(1), tag, false, entry, Instant::now(), user).is_none(), "held for the second member");
+    }
+
+    #[test]
+    fn one_user_starts_a_quarter_of_the_collectives_at_most() {
+        let budget = MemoryBudget::new(1 << 30);
+        let c = Collectives::new(Duration::from_secs(60), budget.clone());
+        let (tx, rx) = mpsc::channel();
+        for id in 0..MAX_LIVE_PER_USER as u64 {
+            first_member(&c, &budget, id, Some(1000), &tx);
+        }
+        assert!(rx.try_recv().is_err(), "all held");
+        first_member(&c, &budget, 999, Some(1000), &tx);
+        let answer = rx.recv_timeout(Duration::from_secs(5)).expect("the 65th collective of one user is refused at once");
+        assert!(matches!(answer, Response::Error { code: ErrorCode::Busy, message } if message.contains("uid 1000")));
+        // Another user, and peers not counted, still start theirs.
+        first_member(&c, &budget, 2000, Some(1001), &tx);
+        first_member(&c, &budget, 3000, None, &tx);
+        assert!(rx.try_recv().is_err());
+        // A failed one gives its place back.
+        c.fail((FileId(1), 0), "gone");
+        assert!(matches!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Response::Error { code: ErrorCode::Aborted, .. }));
+        first_member(&c, &budget, 4000, Some(1000), &tx);
+        assert!(rx.try_recv().is_err(), "held again");
+    }
 }

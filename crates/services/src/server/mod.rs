@@ -308,7 +308,7 @@ impl Server {
     /// A member's round of a server-directed collective (see
     /// [`collectives`]): held until its round is complete, then performed
     /// by this thread; every answer goes through `reply`.
-    pub(crate) fn collective(&self, op: weft_wire::DataReq, buf: Payload, reply: collectives::Reply) {
+    pub(crate) fn collective(&self, op: weft_wire::DataReq, buf: Payload, reply: collectives::Reply, user: Option<u32>) {
         use weft_wire::{DataReq, ErrorCode};
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let Some(d) = &self.data else {
@@ -330,7 +330,7 @@ impl Server {
             return reply(Response::error(ErrorCode::Busy, why), Payload::default());
         };
         let entry = collectives::Entry::new(pieces, buf, reply, tag.last, pieces_charge);
-        if let Some(round) = self.collectives.join(file, tag, write, entry, Instant::now()) {
+        if let Some(round) = self.collectives.join(file, tag, write, entry, Instant::now(), user) {
             let key = round.key;
             self.counters.coll_rounds.fetch_add(1, Ordering::Relaxed);
             match collectives::perform(d, file, round) {

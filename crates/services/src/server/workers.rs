@@ -205,7 +205,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             let r = replier.clone();
             let reply: Reply = Box::new(move |rsp, payload| r.send(Done::Late { conn, id, rsp, payload }));
             let buf = if matches!(op, DataReq::CollWrite { .. }) { payload } else { Payload { bytes: out, charge: out_charge } };
-            if catch_unwind(AssertUnwindSafe(|| server.collective(op, buf, reply))).is_err() {
+            if catch_unwind(AssertUnwindSafe(|| server.collective(op, buf, reply, user))).is_err() {
                 server.count_panic();
                 tracing::error!(target: "weft::server", msg_id = id.0, "a collective round panicked; its members were not answered");
             }

@@ -189,14 +189,14 @@ impl LockService {
     }
 
     /// The session-table half of [`LockService::touch`], and of an
-    /// acquire (`charge`: one more lock of `file` for the session, within
-    /// the quota): renews, or expires a lapsed session and returns the
+    /// acquire (`acquiring`: one more lock on that file for the session,
+    /// within the quota, and the file noted as one it uses): renews, or expires a lapsed session and returns the
     /// files whose locks the caller must drop (without holding any file's
     /// table: `drop_owner` takes them). The session's claim, its lease and
     /// its count change together, so no charge lands on an ended session.
     /// Takes only the sessions mutex, so it may be called while a file's
     /// table is held.
-    fn renew(&self, owner: Owner, charge: Option<FileId>, user: Option<u32>) -> Result<(), Denied> {
+    fn renew(&self, owner: Owner, acquiring: Option<FileId>, user: Option<u32>) -> Result<(), Denied> {
         let mut s = lock(&self.sessions);
         if s.expired.contains(&owner) {
             return Err(Denied::Lapsed(HashSet::new()));
@@ -211,12 +211,11 @@ impl LockService {
             return Err(Denied::Lapsed(s.files.remove(&owner).unwrap_or_default()));
         }
         s.quota.claim(owner, user).map_err(Denied::Refused)?;
-        if charge.is_some() {
+        if acquiring.is_some() {
             s.quota.charge(owner).map_err(Denied::Refused)?;
         }
-        let file = charge;
         s.leases.renew(owner, now);
-        if let Some(f) = file {
+        if let Some(f) = acquiring {
             s.files.entry(owner).or_default().insert(f);
         }
         Ok(())

@@ -539,7 +539,7 @@ impl Reactor {
     }
 
     fn slot_of(&mut self, c: ConnRef) -> Option<&mut Slot> {
-        self.slots.get_mut(c.slot)?.as_mut().filter(|s| s.generation == c.generation)
+        slot_in(&mut self.slots, c)
     }
 
     /// Takes the workers' results to their connections.
@@ -567,13 +567,13 @@ impl Reactor {
                     }
                 }
                 Done::Verified { conn, outcome } => {
-                    let quota = &mut self.quota;
-                    if let Some(slot) = self.slots.get_mut(conn.slot).and_then(Option::as_mut).filter(|s| s.generation == conn.generation) {
+                    // (The slots alone are borrowed: the quota is too.)
+                    if let Some(slot) = slot_in(&mut self.slots, conn) {
                         // Only `Ready` can come of it: nothing to queue.
                         let mut events = Vec::new();
                         slot.conn.verified(outcome, now, &mut events);
                         if events.iter().any(|e| matches!(e, Event::Ready)) {
-                            admit_user(quota, slot, &self.server, now);
+                            admit_user(&mut self.quota, slot, &self.server, now);
                         }
                         touched.push(conn.slot);
                     }
@@ -647,11 +647,22 @@ impl Reactor {
     /// failed accept no new readiness may come for the waiting backlog).
     fn sweep(&mut self, now: Instant) {
         self.server.note_loop_cpu();
-        self.oldest_idle = self.slots.iter().filter_map(|s| s.as_ref()?.conn.idle_since()).min();
+        // One pass: connections past a deadline, and the oldest idle start.
+        let mut late: Vec<(usize, String)> = Vec::new();
+        self.oldest_idle = None;
+        for (k, conn) in self.slots.iter().enumerate().filter_map(|(k, s)| Some((k, &s.as_ref()?.conn))) {
+            match conn.overdue(now) {
+                Some(why) => late.push((k, why)),
+                None => {
+                    if let Some(t) = conn.idle_since() {
+                        self.oldest_idle = Some(self.oldest_idle.map_or(t, |o| o.min(t)));
+                    }
+                }
+            }
+        }
         self.server.expire_collectives(now);
         self.accept();
         self.accept_shm();
-        let late: Vec<(usize, String)> = self.slots.iter().enumerate().filter_map(|(k, s)| s.as_ref()?.conn.overdue(now).map(|why| (k, why))).collect();
         for (k, why) in late {
             if let Some(Some(slot)) = self.slots.get_mut(k) {
                 tracing::info!(target: "weft::server", peer = %slot.peer, %why, "deadline passed, closing");
@@ -666,6 +677,11 @@ impl Reactor {
             self.retry(k, now);
         }
     }
+}
+
+/// The slot `c` names, if that connection still holds it.
+fn slot_in(slots: &mut [Option<Slot>], c: ConnRef) -> Option<&mut Slot> {
+    slots.get_mut(c.slot)?.as_mut().filter(|s| s.generation == c.generation)
 }
 
 /// A connection finished its handshake: counted for its user, or failed

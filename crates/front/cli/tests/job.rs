@@ -252,6 +252,55 @@ fn stop_removes_only_what_weft_made_in_a_data_directory_the_user_named() {
     assert!(data.join("rank0/precious").exists(), "only a directory Weft marked is used or removed");
 }
 
+/// Root only (FUSE), like the namespaced tests below.
+fn may_mount() -> bool {
+    // SAFETY: geteuid(2) has no side effects.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("WEFT_TEST_SKIP_ROOT").is_some(), "needs root (FUSE); set WEFT_TEST_SKIP_ROOT=1 to skip");
+        eprintln!("skipped (WEFT_TEST_SKIP_ROOT): needs root for FUSE");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn stop_unmounts_the_jobs_mounts_after_their_last_writes() {
+    if !may_mount() {
+        return;
+    }
+    let s = Scratch::new("mounts");
+    ok(&start_local(&s, &hosts("node", 2), &[]), "start");
+    let cluster = s.job().join("cluster.toml");
+    let (point, log) = (s.path("mnt"), s.path("mount.log"));
+    std::fs::create_dir_all(&point).unwrap();
+    ok(&weft(&["--cluster", cluster.to_str().unwrap(), "mount", "--daemon", point.to_str().unwrap(), "--log", log.to_str().unwrap()], &[]), "mount");
+    assert!(common::mount::mounted(&point));
+    let want = common::pattern(5, (2 << 20) + 333);
+    std::fs::write(point.join("through-the-mount"), &want).unwrap();
+    // A second mount whose process was killed: its record is stale and
+    // must not hold the stop up.
+    let job: weft_launch::job::file::JobFile = weft_launch::job::file::read(&weft_launch::job::file::job_path(&s.job())).unwrap().unwrap();
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = weft_launch::job::mounts::MountRecord { host: weft_launch::job::file::hostname(), pid: dead, mountpoint: s.path("elsewhere") };
+    weft_launch::job::file::write(&weft_launch::job::mounts::mounts_dir(&s.job(), &job.start).join("stale"), &stale, false).unwrap();
+    let t = Instant::now();
+    let out = ok(&stop(&s, &["--keep"]), "stop");
+    assert!(out.contains("unmounted 1 mount(s) of the job") && !out.contains("did not unmount"), "{out}\nmount log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert!(!common::mount::mounted(&point), "stop must leave no mount behind");
+    assert!(t.elapsed() < weft_launch::job::mounts::UNMOUNT_GRACE, "a dead mount's record must not hold the stop up");
+    nothing_left(&s, "after stop");
+    // The mount's last writes landed before the servers stopped.
+    ok(&start_local(&s, &hosts("node", 2), &[]), "restart on the kept data");
+    let c = weft_client::Client::connect(&cluster).unwrap();
+    let mut got = vec![0u8; want.len() + 1];
+    let n = c.open("/through-the-mount", false).unwrap().read_at(0, &mut got).unwrap();
+    assert!(n == want.len() && got[..n] == want[..], "the mount's file came back {n} bytes, wanted {}", want.len());
+    drop(c);
+    ok(&stop(&s, &[]), "stop");
+}
+
 #[test]
 fn a_stop_after_a_server_was_killed_stops_the_others_and_names_it() {
     let s = Scratch::new("killed");

@@ -274,6 +274,12 @@ fn stop(a: StopArgs) -> Result<()> {
     }
     let st = weft_launch::job::stop::stop(dir, a.keep)?;
     let _ = out!("stopped {} servers in {:.2} s{}", st.stopped.len(), st.elapsed.as_secs_f64(), if a.keep { " (data kept)" } else { "" });
+    if st.unmounted > 0 {
+        let _ = out!("  unmounted {} mount(s) of the job", st.unmounted);
+    }
+    for m in &st.mounts_left {
+        let _ = out!("  the mount on {} at {} (pid {}) did not unmount within {:?}; it unmounts itself once it sees the job gone", m.host, m.mountpoint.display(), m.pid, weft_launch::job::mounts::UNMOUNT_GRACE);
+    }
     if st.signalled > 0 {
         let _ = out!("  {} launcher processes were still running after the grace period and were ended by signal", st.signalled);
     }

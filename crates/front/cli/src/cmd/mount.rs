@@ -48,7 +48,8 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     if a.daemon {
         return daemonize(cluster, &a);
     }
-    let client = super::connect(cluster)?;
+    let cluster_file = weft_net::ClusterFile::locate(cluster)?;
+    let client = super::connect(Some(&cluster_file))?;
     // Fail here, clearly, if the cluster is not there.
     client.stat("/").context("cannot reach the cluster's metadata service")?;
     let mut cfg = fuser::Config::default();
@@ -67,6 +68,14 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     let session = fuser::spawn_mount(fs, &a.mountpoint, &cfg)
         .with_context(|| format!("cannot mount on {} (FUSE needs /dev/fuse and root or fusermount)", a.mountpoint.display()))?;
     let _ = notifier.set(session.notifier());
+    // A mount of a batch job's cluster goes with the job (`weft job stop`).
+    let mut job = match weft_launch::job::mounts::JobMount::register(&cluster_file, &std::path::absolute(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone())) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("weft: {e}; `weft job stop` will not unmount this mount: unmount it yourself");
+            None
+        }
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = tx.send(());
@@ -75,8 +84,16 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     eprintln!("weft mounted on {} (Ctrl-C or `weft umount {}` to unmount)", a.mountpoint.display(), a.mountpoint.display());
     // Until Ctrl-C, or until the session ends (an external umount).
     let ended = std::thread::spawn(move || session.join());
+    let mut job_stopping = false;
     loop {
-        if rx.recv_timeout(Duration::from_millis(200)).is_ok()
+        let asked = rx.recv_timeout(Duration::from_millis(200)).is_ok();
+        // Asked once: after that the loop goes on until the session ends.
+        let job_ends = !job_stopping && job.as_mut().is_some_and(|j| j.asked_to_unmount());
+        if job_ends {
+            job_stopping = true;
+            eprintln!("weft: the job in {} is stopping; unmounting {}", job.as_ref().map(|j| j.dir().display().to_string()).unwrap_or_default(), a.mountpoint.display());
+        }
+        if (asked || job_ends)
             && let Err(e) = umount_path(&a.mountpoint)
         {
             // Busy (a program has a file open there): detach it now and let
@@ -90,6 +107,8 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
         }
     }
     ended.join().map_err(|_| anyhow::anyhow!("the FUSE session panicked"))?.context("FUSE session")?;
+    // The registration goes only once the mount has (stop waits for it).
+    drop(job);
     Ok(())
 }
 

@@ -7,6 +7,8 @@
 //! DIR/rendezvous/<start>/rank-K     one per server: its host, address, pid
 //! DIR/rendezvous/<start>/stop       written by `weft job stop`; servers poll it
 //! DIR/cluster.toml                  derived from the rank files by rank 0 (0600)
+//! DIR/rendezvous/<start>/unmount   written by `weft job stop` before `stop`; mounts poll it
+//! DIR/mounts/<start>/<host>.<pid>   one per `weft mount` of the job's cluster
 //! DIR/logs/launcher.log             the launcher's output, one line per rank line
 //! ```
 //!

@@ -9,6 +9,7 @@
 //! - [`file`]: the job directory's files;
 //! - [`rendezvous`]: rank files, waiting for peers, the derived cluster file;
 //! - [`launcher`]: the launchers' command lines;
+//! - [`mounts`]: FUSE mounts of the job, unmounted by its stop;
 //! - [`serve`]: one server's side of a start;
 //! - [`start`], [`stop`]: `weft job start`, `stop` and `status`.
 
@@ -16,6 +17,7 @@ pub mod file;
 pub mod hosts;
 pub mod iface;
 pub mod launcher;
+pub mod mounts;
 pub mod rank;
 pub mod rendezvous;
 pub mod serve;

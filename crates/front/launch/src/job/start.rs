@@ -164,6 +164,7 @@ fn clear_previous(dir: &Path) {
     let _ = std::fs::remove_file(file::launcher_path(dir));
     let _ = std::fs::remove_file(cluster_path(dir));
     let _ = std::fs::remove_dir_all(dir.join("rendezvous"));
+    let _ = std::fs::remove_dir_all(dir.join("mounts"));
 }
 
 /// Starts the launcher processes into `children`, their output in

@@ -5,7 +5,8 @@
 //! removes its data unless kept and exits, and the launcher ends with its
 //! last task. A launcher still running after the grace period is ended
 //! (SIGTERM to its process group, then SIGKILL); srun and mpiexec pass the
-//! signal to the servers.
+//! signal to the servers. Before the servers, the job's FUSE mounts are
+//! asked to unmount (see [`mounts`](super::mounts)).
 
 use super::file::{self, JobFile, LauncherRecord, RankRecord, StopMarker};
 use super::rendezvous;
@@ -42,6 +43,10 @@ pub struct Stopped {
     /// Launcher processes that had to be signalled (the servers did not
     /// all end on the marker within the grace period).
     pub signalled: usize,
+    /// Mounts of the job that unmounted, and those that did not within
+    /// [`UNMOUNT_GRACE`](super::mounts::UNMOUNT_GRACE).
+    pub unmounted: usize,
+    pub mounts_left: Vec<super::mounts::MountRecord>,
     pub elapsed: Duration,
 }
 
@@ -72,6 +77,8 @@ pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
     let began = Instant::now();
     let state = status(dir)?;
     let job = &state.job;
+    // Mounts first, while the servers still answer their last flushes.
+    let (unmounted, mounts_left) = super::mounts::unmount_all(dir, job, super::mounts::UNMOUNT_GRACE)?;
     std::fs::create_dir_all(file::rendezvous_dir(dir, &job.start)).map_err(|e| fail(format!("cannot write in {}: {e}", dir.display())))?;
     file::write(&file::stop_path(dir, &job.start), &StopMarker { keep, failed_start: false }, false)?;
     let serving: Vec<&RankRecord> = state.servers.iter().filter(|s| s.answers).filter_map(|s| s.record.as_ref()).collect();
@@ -104,7 +111,8 @@ pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
     let _ = std::fs::remove_file(file::launcher_path(dir));
     let _ = std::fs::remove_file(cluster_path(dir));
     let _ = std::fs::remove_dir_all(dir.join("rendezvous"));
-    Ok(Stopped { stopped: serving.iter().map(|r| r.rank).collect(), dead, signalled, elapsed: began.elapsed() })
+    let _ = std::fs::remove_dir_all(dir.join("mounts"));
+    Ok(Stopped { stopped: serving.iter().map(|r| r.rank).collect(), dead, signalled, unmounted, mounts_left, elapsed: began.elapsed() })
 }
 
 /// Ends the process groups led by `pids` (launchers this node started):

@@ -45,12 +45,13 @@ impl Scratch {
     /// command on "host" `NAME`: here (`local`), or inside the network
     /// namespace NAME (`netns`), with NAME as its host name (a UTS
     /// namespace of its own: Open MPI tells nodes apart by host name). Any host named `missing*` fails as an
-    /// unknown host does.
+    /// unknown host does; a host named `flaky*` runs servers but loses the
+    /// connection of a stage worker.
     fn agent(&self, netns: bool) -> PathBuf {
         let p = self.path(if netns { "agent-netns" } else { "agent-local" });
         let run = if netns { r#"exec nsenter --net=/run/netns/"$host" unshare --uts sh -c 'hostname "$0"; exec sh -c "$1"' "$host" "$*""# } else { r#"exec sh -c "$*""# };
         let script = format!(
-            "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -o|-p|-l|-i) shift 2;; -*) shift;; *) break;; esac; done\nhost=$1; shift\ncase \"$host\" in missing*) echo \"ssh: Could not resolve hostname $host\" >&2; exit 255;; esac\n{run}\n"
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -o|-p|-l|-i) shift 2;; -*) shift;; *) break;; esac; done\nhost=$1; shift\ncase \"$host\" in missing*) echo \"ssh: Could not resolve hostname $host\" >&2; exit 255;; esac\ncase \"$host:$*\" in flaky*stage-worker*) echo \"$host: connection lost\" >&2; exit 7;; esac\n{run}\n"
         );
         std::fs::write(&p, script).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -175,8 +176,10 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     std::fs::write(input.join("sub/big"), &big).unwrap();
     std::fs::write(input.join("small"), b"hello").unwrap();
     let stage_in = format!("{}:weft:/in", input.display());
-    let out = ok(&start_local(&s, &hosts("node", 3), &["--stage-in", &stage_in, "--meta-shards", "2"]), "start");
+    let out = ok(&start_local(&s, &hosts("node", 3), &["--stage-in", &stage_in, "--meta-shards", "2", "--stage-chunk", "1m"]), "start");
     assert!(out.contains("Weft job up: 3 servers") && out.contains("export WEFT_CLUSTER="), "{out}");
+    // Spread: the 3 MiB file in 1 MiB pieces, one piece per node.
+    assert!(out.contains("staged in 2 files, 3.0 MiB over 3 nodes (node0 1.0 MiB, node1 1.0 MiB, node2 1.0 MiB)"), "{out}");
     // Every rank on its own data directory, rank 0 with the metadata.
     let rs = ranks(&s);
     assert_eq!(rs.iter().map(|r| r.dir.clone()).collect::<Vec<_>>(), (0..3).map(|k| s.path("data").join(format!("rank{k}"))).collect::<Vec<_>>());
@@ -197,8 +200,9 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     assert!(e.contains("already running"), "{e}");
     let outdir = s.path("out");
     let so = format!("weft:/in:{}", outdir.display());
-    let out = ok(&stop(&s, &["--stage-out", &so]), "stop");
+    let out = ok(&stop(&s, &["--stage-out", &so, "--stage-chunk", "1m"]), "stop");
     assert!(out.contains("stopped 3 servers"), "{out}");
+    assert!(out.contains("staged out 2 files, 3.0 MiB over 3 nodes (node0 1.0 MiB, node1 1.0 MiB, node2 1.0 MiB)"), "{out}");
     assert!(!out.contains("ended by signal"), "every server must end on the stop marker:\n{out}");
     assert_eq!(std::fs::read(outdir.join("sub/big")).unwrap(), big);
     assert_eq!(std::fs::read(outdir.join("small")).unwrap(), b"hello");
@@ -208,6 +212,25 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     // And the directory takes a new job.
     ok(&start_local(&s, &hosts("node", 2), &[]), "a start after the stop");
     ok(&stop(&s, &[]), "stop");
+}
+
+#[test]
+fn a_stage_that_fails_on_one_node_names_it_and_the_job_goes_on() {
+    let s = Scratch::new("stagefail");
+    let input = s.path("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("big"), common::pattern(9, 3 << 20)).unwrap();
+    let stage_in = format!("{}:weft:/in", input.display());
+    let e = fails(&start_local(&s, &["node0".into(), "node1".into(), "flaky2".into()], &["--stage-in", &stage_in, "--stage-chunk", "1m"]), "a stage-in with a node that fails");
+    assert!(e.contains("stage-in") && e.contains("rank 2 (flaky2)") && e.contains("flaky2: connection lost") && e.contains("the servers keep running"), "{e}");
+    // The servers run, the step's workers are gone, and --stage-here copies from this node.
+    let st = ok(&weft(&["job", "status", "--dir", s.job().to_str().unwrap()], &[]), "status");
+    assert_eq!(st.lines().filter(|l| l.ends_with(" up")).count(), 3, "{st}");
+    assert!(!processes_naming(&s.job()).iter().any(|p| String::from_utf8_lossy(&std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default()).contains("stage-worker")), "a failed stage leaves no worker running");
+    let outdir = s.path("out");
+    let out = ok(&stop(&s, &["--stage-out", &format!("weft:/in:{}", outdir.display()), "--stage-here"]), "stop with a stage-out from here");
+    assert!(out.contains("staged out") && out.contains("from this node"), "{out}");
+    nothing_left(&s, "after stop");
 }
 
 #[test]
@@ -523,8 +546,13 @@ fn mpiexec_job(mpi: &Mpi, n: usize) {
     let first = got.iter().zip(&want).position(|(a, b)| a != b);
     assert!(first.is_none(), "files differ first at byte {first:?}");
     drop(c);
-    let out = ok(&stop(&s, &[]), "stop");
+    // Staged out by every node through mpiexec: pieces small enough that each node copies some.
+    let staged = s.path("staged.dat");
+    let chunk = want.len().div_ceil(n).max(1).to_string();
+    let out = ok(&stop(&s, &["--stage-out", &format!("weft:/across.dat:{}", staged.display()), "--stage-chunk", &chunk]), "stop");
     assert!(!out.contains("ended by signal"), "every server must end on the stop marker:\n{out}");
+    assert!(out.contains(&format!("over {n} nodes")), "{out}");
+    assert!(std::fs::read(&staged).unwrap() == want, "the staged-out file differs");
     nothing_left(&s, "after stop");
 }
 
@@ -663,5 +691,6 @@ fn a_job_under_a_real_slurm_starts_with_srun_serves_every_node_and_stops() {
         assert!(got == *p, "part {k} came back different ({} bytes, wanted {})", got.len(), p.len());
     }
     assert!(all.contains(&format!("stopped {N} servers")) && !all.contains("ended by signal"), "{all}");
+    assert!(all.contains(&format!("staged out {N} files")) && all.contains(&format!("over {N} nodes (n0 ")), "the stage-out is spread over the nodes by srun:\n{all}");
     nothing_left(&s, "after the Slurm job");
 }

@@ -25,6 +25,32 @@ enum JobCmd {
     Status(DirArg),
     /// Stop every server of the job and remove their data (unless --keep).
     Stop(StopArgs),
+    /// One node's part of a spread stage-in or stage-out (started by
+    /// `weft job start` and `stop` through the job's launcher).
+    #[command(hide = true)]
+    StageWorker(WorkerArgs),
+}
+
+#[derive(Args)]
+struct WorkerArgs {
+    #[command(flatten)]
+    dir: DirArg,
+    /// The plan's id (DIR/stage/ID/plan.json).
+    #[arg(long)]
+    plan: String,
+}
+
+/// How a stage copies.
+#[derive(Args)]
+struct StageOpts {
+    /// Copy from this node only (sources or destinations not visible on
+    /// the other nodes); by default every node of the job copies a part.
+    #[arg(long = "stage-here")]
+    stage_here: bool,
+    /// Files larger than this are copied in pieces of this size, by
+    /// several nodes at once.
+    #[arg(long = "stage-chunk", default_value = "64m", value_parser = parse_size)]
+    stage_chunk: u64,
 }
 
 #[derive(Args)]
@@ -78,6 +104,8 @@ struct StartArgs {
     /// Copy LOCAL into Weft once the servers answer: LOCAL:weft:/DEST (repeatable).
     #[arg(long = "stage-in")]
     stage_in: Vec<String>,
+    #[command(flatten)]
+    stage: StageOpts,
 }
 
 #[derive(Args)]
@@ -91,6 +119,8 @@ struct StopArgs {
     /// Copy out of Weft before stopping: weft:/SOURCE:LOCAL (repeatable).
     #[arg(long = "stage-out")]
     stage_out: Vec<String>,
+    #[command(flatten)]
+    stage: StageOpts,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -106,6 +136,7 @@ pub fn job(a: JobArgs) -> Result<()> {
         JobCmd::Start(s) => start(s),
         JobCmd::Status(d) => status(&d.dir),
         JobCmd::Stop(s) => stop(s),
+        JobCmd::StageWorker(w) => stage::spread::worker(&w.dir.dir, &w.plan),
     }
 }
 
@@ -224,10 +255,8 @@ fn start(a: StartArgs) -> Result<()> {
     let _ = out!("\n  export WEFT_CLUSTER={}", started.cluster_file.display());
     if !stage_in.is_empty() {
         let c = weft_client::Client::connect(&started.cluster_file)?;
-        for (src, dst) in &stage_in {
-            let (bytes, files) = stage::stage_in(&c, Path::new(src), dst).with_context(|| format!("stage-in of {src} (the servers keep running; stop them with weft job stop --dir {})", a.dir.dir.display()))?;
-            let _ = out!("  staged in {src} -> weft:{dst}: {files} files, {}", super::human_bytes(bytes));
-        }
+        let st = run_stage(&c, &a.dir.dir, &stage_in, true, &a.stage, &cancel).with_context(|| format!("stage-in (the servers keep running; stop them with weft job stop --dir {})", a.dir.dir.display()))?;
+        let _ = out!("  staged in {}", summary(&st));
     }
     let _ = out!("  stop it with: weft job stop --dir {}", a.dir.dir.display());
     Ok(())
@@ -266,11 +295,10 @@ fn stop(a: StopArgs) -> Result<()> {
     let outs = a.stage_out.iter().map(|s| stage::split_pair(s, false)).collect::<Result<Vec<_>>>()?;
     if !outs.is_empty() {
         let c = weft_client::Client::connect(&weft_launch::cluster_path(dir)).with_context(|| format!("no running job in {} to stage out of", dir.display()))?;
-        for (src, dst) in &outs {
-            // A failed stage-out stops nothing: the data is still in Weft.
-            let (bytes, files) = stage::stage_out(&c, src, Path::new(dst)).with_context(|| format!("stage-out of weft:{src} failed; the job still runs"))?;
-            let _ = out!("staged out weft:{src} -> {dst}: {files} files, {}", super::human_bytes(bytes));
-        }
+        // A failed stage-out stops nothing: the data is still in Weft.
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let st = run_stage(&c, dir, &outs, false, &a.stage, &never).context("stage-out failed; the job still runs")?;
+        let _ = out!("staged out {}", summary(&st));
     }
     let st = weft_launch::job::stop::stop(dir, a.keep)?;
     let _ = out!("stopped {} servers in {:.2} s{}", st.stopped.len(), st.elapsed.as_secs_f64(), if a.keep { " (data kept)" } else { "" });
@@ -287,4 +315,33 @@ fn stop(a: StopArgs) -> Result<()> {
         let _ = out!("  server {} on {} was not running{}", r.rank, r.host, if a.keep { String::new() } else { format!("; its data in {} on {} stays", r.dir.display(), r.host) });
     }
     Ok(())
+}
+
+/// Stages `pairs` over the job's nodes, or from here (`--stage-here`, or
+/// a job of one node).
+fn run_stage(c: &weft_client::Client, dir: &Path, pairs: &[(String, String)], into_weft: bool, o: &StageOpts, cancel: &std::sync::atomic::AtomicBool) -> Result<stage::Staged> {
+    if o.stage_chunk == 0 {
+        bail!("--stage-chunk must be at least 1 byte");
+    }
+    let servers = weft_launch::job::file::JobFile::load(dir)?.map_or(1, |j| j.servers);
+    if o.stage_here || servers == 1 {
+        stage::stage_here(c, pairs, into_weft, o.stage_chunk)
+    } else {
+        stage::spread::stage(c, dir, pairs, into_weft, o.stage_chunk, cancel)
+    }
+}
+
+/// `5 files, 3.0 MiB over 3 nodes (n0 1.0 MiB, ...)`: each node's share
+/// when there are few enough to read.
+fn summary(st: &stage::Staged) -> String {
+    let mut s = format!("{} files, {}", st.files, super::human_bytes(st.bytes));
+    match st.by_node.len() {
+        0 => s.push_str(" from this node"),
+        n if n <= 8 => s.push_str(&format!(" over {n} nodes ({})", st.by_node.iter().map(|(h, b)| format!("{h} {}", super::human_bytes(*b))).collect::<Vec<_>>().join(", "))),
+        n => {
+            let (lo, hi) = (st.by_node.iter().map(|x| x.1).min().unwrap_or(0), st.by_node.iter().map(|x| x.1).max().unwrap_or(0));
+            s.push_str(&format!(" over {n} nodes ({} to {} each)", super::human_bytes(lo), super::human_bytes(hi)));
+        }
+    }
+    s
 }

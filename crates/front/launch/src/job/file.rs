@@ -9,6 +9,7 @@
 //! DIR/cluster.toml                  derived from the rank files by rank 0 (0600)
 //! DIR/rendezvous/<start>/unmount   written by `weft job stop` before `stop`; mounts poll it
 //! DIR/mounts/<start>/<host>.<pid>   one per `weft mount` of the job's cluster
+//! DIR/stage/<id>/                  a spread stage's plan and progress (`stage_plan`)
 //! DIR/logs/launcher.log             the launcher's output, one line per rank line
 //! ```
 //!
@@ -144,6 +145,22 @@ pub struct LauncherRecord {
     pub pids: Vec<(u32, u64)>,
     /// The node of each rank, where the launcher knows it.
     pub nodes: Vec<String>,
+    /// How the servers were launched, so later steps (a spread stage-in
+    /// or stage-out) reach the same nodes the same way. Absent in the
+    /// files of older builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub how: Option<LaunchedWith>,
+}
+
+/// The launcher command of a job, as started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchedWith {
+    pub launcher: super::launcher::Launcher,
+    /// The options given to the launcher (`--launcher-args`).
+    pub args: Vec<String>,
+    /// The weft binary, at the same path on every node.
+    pub weft_bin: PathBuf,
+    pub as_root: bool,
 }
 
 pub fn job_path(dir: &Path) -> PathBuf {

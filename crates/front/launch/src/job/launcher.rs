@@ -5,7 +5,7 @@
 use std::path::Path;
 
 /// Which mpiexec it is (their options differ).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum MpiFlavor {
     OpenMpi,
     Hydra,
@@ -24,7 +24,7 @@ impl MpiFlavor {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Launcher {
     /// Inside a Slurm allocation: one task per node of the job.
     Srun { srun: String },
@@ -46,6 +46,11 @@ impl Launcher {
 /// The server command every node runs.
 pub fn serve_args(weft: &Path, dir: &Path) -> Vec<String> {
     vec![weft.display().to_string(), "serve".into(), "--bootstrap".into(), "job".into(), "--rendezvous".into(), dir.display().to_string()]
+}
+
+/// The stage worker every node runs for one copy (`weft job stage-worker`).
+pub fn stage_worker_args(weft: &Path, dir: &Path, plan: &str) -> Vec<String> {
+    vec![weft.display().to_string(), "job".into(), "stage-worker".into(), "--dir".into(), dir.display().to_string(), "--plan".into(), plan.into()]
 }
 
 /// Quotes `s` for a POSIX shell (ssh runs its command through one).

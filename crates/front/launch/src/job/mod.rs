@@ -11,6 +11,8 @@
 //! - [`launcher`]: the launchers' command lines;
 //! - [`mounts`]: FUSE mounts of the job, unmounted by its stop;
 //! - [`serve`]: one server's side of a start;
+//! - [`step`]: a later step on every node (the same launcher);
+//! - [`stage_plan`]: a stage-in or stage-out spread over the nodes;
 //! - [`start`], [`stop`]: `weft job start`, `stop` and `status`.
 
 pub mod file;
@@ -21,5 +23,7 @@ pub mod mounts;
 pub mod rank;
 pub mod rendezvous;
 pub mod serve;
+pub mod stage_plan;
 pub mod start;
+pub mod step;
 pub mod stop;

@@ -184,7 +184,8 @@ fn launch(spec: &JobSpec, dir: &Path, job: &JobFile, children: &mut Vec<Child>) 
         children.push(cmd.spawn().map_err(|e| fail(format!("cannot run the launcher {}: {e}", argv[0])))?);
     }
     let pids = children.iter().map(|c| (c.id(), crate::stop::process_start(c.id() as i32).unwrap_or(0))).collect();
-    let rec = LauncherRecord { start: job.start.clone(), kind: spec.launcher.name().into(), host: file::hostname(), pids, nodes: spec.nodes.clone() };
+    let how = file::LaunchedWith { launcher: spec.launcher.clone(), args: spec.launcher_args.clone(), weft_bin: spec.weft_bin.clone(), as_root: spec.as_root };
+    let rec = LauncherRecord { start: job.start.clone(), kind: spec.launcher.name().into(), host: file::hostname(), pids, nodes: spec.nodes.clone(), how: Some(how) };
     file::write(&file::launcher_path(dir), &rec, true)
 }
 
@@ -194,7 +195,7 @@ fn node_of(spec: &JobSpec, k: u32) -> String {
 }
 
 /// At most the first 8 names, and how many more: an error line stays readable at 1,000 nodes.
-fn named_list(names: Vec<String>) -> String {
+pub(crate) fn named_list(names: Vec<String>) -> String {
     match names.len() {
         0 => "none".into(),
         n if n <= 8 => names.join(", "),
@@ -204,8 +205,12 @@ fn named_list(names: Vec<String>) -> String {
 
 /// The last lines of the launcher's log, for an error message.
 fn log_tail(dir: &Path) -> String {
-    let path = dir.join("logs").join("launcher.log");
-    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    tail_of(&dir.join("logs").join("launcher.log"))
+}
+
+/// The last lines of a log, for an error message.
+pub(crate) fn tail_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(15)..].join("\n  ");
     if tail.is_empty() { format!("(its log {} is empty)", path.display()) } else { format!("its log {} ends:\n  {tail}", path.display()) }

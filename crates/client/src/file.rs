@@ -41,6 +41,9 @@ pub struct File {
     wrote: std::sync::atomic::AtomicBool,
     /// The capability every data request carries, and when to renew it.
     cap: Mutex<Granted>,
+    /// The file's name now, when it was renamed since the open (a mount
+    /// knows): renewals walk it (see [`File::renamed`]).
+    renamed: Mutex<Option<String>>,
 }
 
 /// A capability and the instant (this process's clock) past which it is
@@ -100,6 +103,7 @@ impl File {
             writer: false,
             wrote: std::sync::atomic::AtomicBool::new(false),
             cap: Mutex::new(Granted::new(cap)),
+            renamed: Mutex::new(None),
         })
     }
 
@@ -110,7 +114,8 @@ impl File {
         let mut g = self.cap.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if g.renew_at.is_some_and(|t| Instant::now() >= t) {
             let meta = self.client.cluster().meta_server().addr;
-            match self.client.meta(weft_wire::MetaReq::Renew { old: g.cap })? {
+            let path = self.renamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_else(|| self.path.clone());
+            match self.client.meta(weft_wire::MetaReq::Renew { old: g.cap, path })? {
                 Response::Cap(cap) => *g = Granted::new(cap),
                 other => return Err(Error::Protocol { addr: meta, what: format!("expected a capability, got {other:?}") }),
             }
@@ -133,8 +138,17 @@ impl File {
         &self.attr
     }
 
+    /// The name the file was opened by.
     pub fn path(&self) -> &str {
         &self.path
+    }
+
+    /// The file has name `path` now (renamed since the open). Renewing a
+    /// capability walks the file's name again, and a caller other than the
+    /// owner must still find the file there: a mount that renamed a file
+    /// (or set it aside, removed while open) tells its open handles.
+    pub fn renamed(&self, path: &str) {
+        *self.renamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(path.to_string());
     }
 
     pub fn stripe_size(&self) -> u64 {

@@ -119,12 +119,13 @@ fn open_files_renew_their_capabilities() {
     let theirs = bob.open("/long", false).unwrap();
     let cf = tc.cluster();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let renew = |cred: Cred, old: Capability| {
-        let ask = Request::Meta { cred, op: weft_wire::MetaReq::Renew { old } };
+    let renew_at = |cred: Cred, old: Capability, path: &str| {
+        let ask = Request::Meta { cred, op: weft_wire::MetaReq::Renew { old, path: path.into() } };
         let mut c = Call::new(cf.meta_server().addr, ask.encode());
         ep.run(std::slice::from_mut(&mut c));
         Response::decode(&c.result.unwrap().unwrap().body).unwrap()
     };
+    let renew = |cred: Cred, old: Capability| renew_at(cred, old, "/long");
     let read = theirs.capability().unwrap();
     assert!(matches!(renew(Cred::new(1001, 1001), read), Response::Cap(c) if c.rights == rights::READ | rights::SIZE && c.file == read.file));
     let widened = Capability { rights: rights::READ | rights::WRITE | rights::SIZE, ..read };
@@ -135,11 +136,54 @@ fn open_files_renew_their_capabilities() {
     let hidden = c.create("/private/f", CreateOptions { mode: 0o644, ..Default::default() }).unwrap();
     assert!(matches!(bob.open("/private/f", false), Err(Error::Permission(_))));
     let guessed = Capability::none(hidden.id());
-    assert!(matches!(renew(Cred::new(1001, 1001), guessed), Response::Error { code: ErrorCode::Permission, .. }));
+    assert!(matches!(renew_at(Cred::new(1001, 1001), guessed, "/private/f"), Response::Error { code: ErrorCode::Permission, .. }));
     // A mode change reaches a renewal: Bob's read right goes, the owner's
     // write right stays (an owner keeps writing a file made read-only).
     let owner = c.open("/long", true).unwrap();
     c.chmod("/long", 0o400).unwrap();
     assert!(matches!(renew(Cred::new(1001, 1001), read), Response::Cap(c) if c.rights == rights::SIZE));
     assert!(matches!(renew(Cred::new(1000, 1000), owner.capability().unwrap()), Response::Cap(c) if c.rights == rights::READ | rights::WRITE | rights::SIZE));
+}
+
+/// A renewal walks the path again (issue 25, item 2): a directory made
+/// 0700 after Bob opened a file in it ends Bob's access at his next
+/// renewal, within one capability lifetime, though the file's own mode
+/// still lets him read it; and a name that no longer names the file
+/// renews only for its owner.
+#[test]
+fn a_directory_closed_after_an_open_revokes_at_the_next_renewal() {
+    let tc = cluster("caps-dir");
+    let alice = tc.client().with_cred(Cred::new(1000, 1000));
+    let bob = tc.client().with_cred(Cred::new(1001, 1001));
+    alice.mkdir("/proj", 0o755).unwrap();
+    let f = alice.create("/proj/data", CreateOptions { mode: 0o644, ..Default::default() }).unwrap();
+    f.write_at(0, b"shared for a while").unwrap();
+    f.close().unwrap();
+    let theirs = bob.open("/proj/data", false).unwrap();
+    let mut buf = [0u8; 18];
+    assert_eq!(theirs.read_at(0, &mut buf).unwrap(), 18);
+    alice.chmod("/proj", 0o700).unwrap();
+    // Within the capability's life Bob's handle reads (as POSIX keeps an
+    // open descriptor's access); past its half-life the renewal is refused.
+    std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 / 2 + 600));
+    match theirs.read_at(0, &mut buf) {
+        Err(Error::Permission(m)) => assert!(m.contains("no longer lets you search"), "{m}"),
+        other => panic!("a read past the renewal after the directory closed: {other:?}"),
+    }
+    // The owner's own handle renews (she may search her directory).
+    let hers = alice.open("/proj/data", false).unwrap();
+    std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 / 2 + 600));
+    assert_eq!(hers.read_at(0, &mut buf).unwrap(), 18);
+    // A name that no longer names the file: Bob's renewal is refused,
+    // Alice's (the owner) goes on.
+    alice.chmod("/proj", 0o755).unwrap();
+    let theirs = bob.open("/proj/data", false).unwrap();
+    let hers = alice.open("/proj/data", false).unwrap();
+    alice.rename("/proj/data", "/proj/moved").unwrap();
+    std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 / 2 + 600));
+    match theirs.read_at(0, &mut buf) {
+        Err(Error::Permission(m)) => assert!(m.contains("no longer names this file"), "{m}"),
+        other => panic!("a read by a stale name past the renewal: {other:?}"),
+    }
+    assert_eq!(hers.read_at(0, &mut buf).unwrap(), 18);
 }

@@ -102,3 +102,29 @@ fn users_work_through_a_mount_under_root_squash() {
     assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::PermissionDenied, "root read a private file despite root_squash");
     m.unmount();
 }
+
+/// A user's open handle lives on after root renames its file and then
+/// removes it, past several capability renewals (issue 25, item 2: a
+/// renewal walks the file's name again, so the mount tells its handles
+/// the names it gave their files; without that the renewal of a
+/// non-owner's handle is refused and the read fails with EACCES).
+#[test]
+fn a_users_open_handle_renews_after_the_mount_renames_and_removes_its_file() {
+    const LIFETIME_S: u64 = 2;
+    let spec = weft_launch::ClusterSpec { data_servers: 1, server_env: vec![("WEFT_CAP_LIFETIME_S".into(), LIFETIME_S.to_string())], ..Default::default() };
+    let tc = TestCluster::start_spec("fuse-renew", spec);
+    let m = Mount::new(&tc, "mnt");
+    fs::create_dir(m.point.join("pub")).unwrap();
+    fs::set_permissions(m.point.join("pub"), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(m.point.join("pub/f"), b"hello from root").unwrap();
+    fs::set_permissions(m.point.join("pub/f"), fs::Permissions::from_mode(0o644)).unwrap();
+    // User 1001 opens it, waits past the first renewal, then reads.
+    let point = m.point.clone();
+    let reader = std::thread::spawn(move || as_user(&point, 1001, "", &format!("exec 3<pub/f; sleep {}; head -c 15 <&3; echo \" rc=$?\"", LIFETIME_S + 1)));
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    fs::rename(m.point.join("pub/f"), m.point.join("pub/g")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    fs::remove_file(m.point.join("pub/g")).unwrap();
+    let out = reader.join().unwrap();
+    assert!(out.contains("hello from root") && out.contains("rc=0"), "the reader's handle failed after a rename and an unlink:\n{out}");
+}

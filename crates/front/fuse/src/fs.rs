@@ -325,6 +325,22 @@ impl WeftFs {
         Ok(Listing { taken, entries: all })
     }
 
+    /// Tells open handles their files' names now, after a rename or a
+    /// removal set a file aside: a capability's renewal walks the name.
+    pub(crate) fn rename_handles(&self) {
+        let open: Vec<Arc<Handle>> = lock(&self.handles).values().cloned().collect();
+        if open.is_empty() {
+            return;
+        }
+        let named: Vec<(Arc<Handle>, String)> = {
+            let known = lock(&self.known);
+            open.into_iter().filter_map(|h| known.path(h.file.attr().id.0).map(|p| (h.clone(), p.to_string()))).collect()
+        };
+        for (h, path) in named {
+            h.file.renamed(&path);
+        }
+    }
+
     pub(crate) fn handle(&self, fh: FileHandle) -> Result<Arc<Handle>, Errno> {
         lock(&self.handles).get(&fh.0).cloned().ok_or(Errno::EBADF)
     }

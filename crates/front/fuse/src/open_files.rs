@@ -62,6 +62,8 @@ impl WeftFs {
                 // follows finds the file by its hidden name.
                 self.forget_path(path);
                 self.remember(ino, &hidden);
+                drop(open);
+                self.rename_handles();
             }
             _ => {
                 drop(open);
@@ -167,6 +169,7 @@ impl WeftFs {
         }
         drop(open);
         self.remember(ino, path);
+        self.rename_handles();
     }
 
     /// Clears the setuid and setgid bits of `h`'s file for a write by `c`,

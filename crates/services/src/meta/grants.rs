@@ -10,7 +10,9 @@
 //! clients renew them in exchange for the old one, never from a file id
 //! alone (an id says nothing of the path's search permissions).
 
-use super::tables::{decode_attr, err, may, Result, INODES, R, W};
+use super::path::components;
+use super::shards::Shards;
+use super::tables::{decode_attr, err, may, read_tables, Result, R, W};
 use redb::Database;
 use weft_wire::{rights, CapKey, Capability, Cred, FileAttr, FileId, FileKind, MetaReq, Response};
 
@@ -68,17 +70,45 @@ impl Grants {
     /// file's mode still gives them to the caller, or the caller owns the
     /// file (as an NFS server lets an owner keep writing a file it made
     /// read-only); size always; delete never (it does not expire).
-    pub(super) fn renew(&self, db: &Database, cred: Cred, old: &Capability) -> Result<Response> {
+    ///
+    /// The path the file was opened by is walked again as the caller: a
+    /// directory on it that no longer lets the caller search it ends the
+    /// renewal, so a `chmod` of a directory revokes within one capability
+    /// lifetime. A caller other than the owner (or root) must also still
+    /// find the file at that name (else it was renamed or removed: reopen
+    /// it). On a
+    /// sharded cluster the name's entry may be on another shard; then the
+    /// directories are checked (every shard has them) and the name not.
+    pub(super) fn renew(&self, db: &Database, cred: Cred, old: &Capability, path: &str, shards: Option<&Shards>) -> Result<Response> {
         if self.key.check(old, old.file, rights::ALL, 0).is_err() || old.rights & rights::DELETE != 0 {
             return Err(err(weft_wire::ErrorCode::Permission, format!("file {}: only a capability this cluster issued for reading or writing can be renewed", old.file.0)));
         }
-        let tx = db.begin_read()?;
-        let inodes = tx.open_table(INODES)?;
-        let attr = match inodes.get(old.file.0)? {
+        let t = read_tables(db)?;
+        let attr = match t.inodes.get(old.file.0)? {
             Some(v) => decode_attr(v.value())?,
             None => return Err(err(weft_wire::ErrorCode::NotFound, format!("file {} does not exist (removed while open?)", old.file.0))),
         };
-        let keeps = |right: u8, bit: u32| old.rights & right != 0 && (attr.uid == cred.uid || may(cred, &attr, bit));
+        let refused = |why: String| err(weft_wire::ErrorCode::Permission, format!("{path}: the capability of file {} is not renewed: {why}", old.file.0));
+        let comps = components(path).map_err(|m| err(weft_wire::ErrorCode::InvalidPath, m))?;
+        let Some((name, dir_comps)) = comps.split_last() else { return Err(refused("it names the root directory".into())) };
+        let dir = match t.walk(cred, dir_comps) {
+            Ok(d) => d,
+            Err(e) if e.code == weft_wire::ErrorCode::Permission => return Err(refused(format!("a directory on its path no longer lets you search it ({})", e.message))),
+            Err(_) if attr.uid == cred.uid || cred.uid == 0 => return self.renewed(cred, old, &attr),
+            Err(e) => return Err(refused(format!("its path is gone ({}): reopen the file by its name now", e.message))),
+        };
+        let elsewhere = dir.kind == FileKind::Dir && shards.is_some_and(|s| s.route(dir.id, name).is_some());
+        match t.walk_from(cred, dir, dir_comps, name) {
+            Err(e) if e.code == weft_wire::ErrorCode::Permission => Err(refused(format!("a directory on its path no longer lets you search it ({})", e.message))),
+            _ if elsewhere || attr.uid == cred.uid || cred.uid == 0 => self.renewed(cred, old, &attr),
+            Ok(a) if a.id == old.file => self.renewed(cred, old, &attr),
+            _ => Err(refused("that name no longer names this file (renamed or removed): reopen it by its name now".into())),
+        }
+    }
+
+    /// The fresh capability of a renewal that passed the path's checks.
+    fn renewed(&self, cred: Cred, old: &Capability, attr: &FileAttr) -> Result<Response> {
+        let keeps = |right: u8, bit: u32| old.rights & right != 0 && (attr.uid == cred.uid || may(cred, attr, bit));
         let rights = rights::SIZE | if keeps(rights::READ, R) { rights::READ } else { 0 } | if keeps(rights::WRITE, W) { rights::WRITE } else { 0 };
         Ok(Response::Cap(self.issue(old.file, rights)))
     }

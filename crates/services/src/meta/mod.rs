@@ -269,8 +269,8 @@ impl MetaService {
         if matches!(op, MetaReq::Sync) && self.window.is_none() {
             return Response::Ok;
         }
-        if let MetaReq::Renew { old } = op {
-            let renewed = self.store.db().map_err(MetaError::from).and_then(|db| self.grants.renew(&db, cred, &old));
+        if let MetaReq::Renew { old, path } = op {
+            let renewed = self.store.db().map_err(MetaError::from).and_then(|db| self.grants.renew(&db, cred, &old, &path, self.shards.sharded().then_some(&*self.shards)));
             return renewed.unwrap_or_else(|e| Response::error(e.code, e.message));
         }
         // The requests whose answer carries a capability.

@@ -168,8 +168,11 @@ pub enum MetaReq {
     /// A fresh capability for a file already open, in exchange for the
     /// one it holds (which may have expired, but must be genuine): at most
     /// the old rights, less those the file's mode no longer gives the
-    /// caller (its owner keeps them). Answered with `Cap`.
-    Renew { old: super::cap::Capability },
+    /// caller (its owner keeps them). `path` is the name the file was
+    /// opened by: every directory on it must still let the caller search
+    /// it, and a caller other than the owner must still find the file
+    /// there. Answered with `Cap`.
+    Renew { old: super::cap::Capability, path: String },
     /// An attribute change of file `file` named by its id, not a path (a
     /// mount's inode: another client may have renamed it meanwhile), with
     /// the rules of `Chmod`, `Chown` and `SetTimes`. Answered with `Attr`;
@@ -338,9 +341,10 @@ impl MetaReq {
             MetaReq::SetSize { file, epoch, size } => {
                 e.u8(17).u64(file.0).u64(*epoch).u64(*size);
             }
-            MetaReq::Renew { old } => {
+            MetaReq::Renew { old, path } => {
                 e.u8(18);
                 old.encode(e);
+                e.str(path);
             }
             MetaReq::StatId { file } => {
                 e.u8(20).u64(file.0);
@@ -417,7 +421,7 @@ impl MetaReq {
             15 => MetaReq::StatSize { path: path(d)? },
             16 => MetaReq::Close { file: FileId(d.u64()?), wrote: d.bool()? },
             17 => MetaReq::SetSize { file: FileId(d.u64()?), epoch: d.u64()?, size: d.u64()? },
-            18 => MetaReq::Renew { old: super::cap::Capability::decode(d)? },
+            18 => MetaReq::Renew { old: super::cap::Capability::decode(d)?, path: path(d)? },
             19 => {
                 let file = FileId(d.u64()?);
                 let change = match d.u8()? {
@@ -493,7 +497,7 @@ impl MetaReq {
     pub fn file(&self) -> Option<FileId> {
         match self {
             MetaReq::Close { file, .. } | MetaReq::SetSize { file, .. } | MetaReq::StatId { file } | MetaReq::Change { file, .. } => Some(*file),
-            MetaReq::Renew { old } => Some(old.file),
+            MetaReq::Renew { old, .. } => Some(old.file),
             _ => None,
         }
     }

@@ -372,7 +372,7 @@ mod tests {
             name().prop_map(|path| MetaReq::StatSize { path }),
             (any::<u64>(), any::<bool>()).prop_map(|(f, wrote)| MetaReq::Close { file: FileId(f), wrote }),
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(f, epoch, size)| MetaReq::SetSize { file: FileId(f), epoch, size }),
-            cap().prop_map(|old| MetaReq::Renew { old }),
+            (cap(), name()).prop_map(|(old, path)| MetaReq::Renew { old, path }),
             any::<u64>().prop_map(|f| MetaReq::StatId { file: FileId(f) }),
             (name(), any::<u32>(), any::<bool>()).prop_map(|(path, mode, fifo)| MetaReq::Mknod { path, mode, kind: if fifo { FileKind::Fifo } else { FileKind::Socket } }),
             (name(), name()).prop_map(|(from, to)| MetaReq::Link { from, to }),

@@ -45,13 +45,16 @@ impl Scratch {
     /// command on "host" `NAME`: here (`local`), or inside the network
     /// namespace NAME (`netns`), with NAME as its host name (a UTS
     /// namespace of its own: Open MPI tells nodes apart by host name). Any host named `missing*` fails as an
-    /// unknown host does; a host named `flaky*` runs servers but loses the
-    /// connection of a stage worker.
+    /// unknown host does; a host named `lost*` runs servers but loses the
+    /// connection of a stage worker, and one named `blind*` runs stage
+    /// workers that do not see the directory `$WEFT_TEST_HIDE` (a tmpfs
+    /// over it in a mount namespace of their own). Commands start in `/`,
+    /// as ssh's start in the home directory.
     fn agent(&self, netns: bool) -> PathBuf {
         let p = self.path(if netns { "agent-netns" } else { "agent-local" });
-        let run = if netns { r#"exec nsenter --net=/run/netns/"$host" unshare --uts sh -c 'hostname "$0"; exec sh -c "$1"' "$host" "$*""# } else { r#"exec sh -c "$*""# };
+        let run = if netns { r#"exec nsenter --net=/run/netns/"$host" unshare --uts sh -c 'hostname "$0"; exec sh -c "$1"' "$host" "$*""# } else { r#"cd /; exec sh -c "$*""# };
         let script = format!(
-            "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -o|-p|-l|-i) shift 2;; -*) shift;; *) break;; esac; done\nhost=$1; shift\ncase \"$host\" in missing*) echo \"ssh: Could not resolve hostname $host\" >&2; exit 255;; esac\ncase \"$host:$*\" in flaky*stage-worker*) echo \"$host: connection lost\" >&2; exit 7;; esac\n{run}\n"
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in -o|-p|-l|-i) shift 2;; -*) shift;; *) break;; esac; done\nhost=$1; shift\ncase \"$host\" in missing*) echo \"ssh: Could not resolve hostname $host\" >&2; exit 255;; esac\ncase \"$host:$*\" in lost*stage-worker*) echo \"$host: connection lost\" >&2; exit 7;; blind*stage-worker*) [ -n \"$WEFT_TEST_HIDE\" ] && exec unshare --mount sh -c 'mount -t tmpfs none \"$0\" && exec sh -c \"$1\"' \"$WEFT_TEST_HIDE\" \"$*\";; esac\n{run}\n"
         );
         std::fs::write(&p, script).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -219,18 +222,51 @@ fn a_stage_that_fails_on_one_node_names_it_and_the_job_goes_on() {
     let s = Scratch::new("stagefail");
     let input = s.path("input");
     std::fs::create_dir_all(&input).unwrap();
-    std::fs::write(input.join("big"), common::pattern(9, 3 << 20)).unwrap();
+    let big = common::pattern(9, 3 << 20);
+    std::fs::write(input.join("big"), &big).unwrap();
     let stage_in = format!("{}:weft:/in", input.display());
-    let e = fails(&start_local(&s, &["node0".into(), "node1".into(), "flaky2".into()], &["--stage-in", &stage_in, "--stage-chunk", "1m"]), "a stage-in with a node that fails");
-    assert!(e.contains("stage-in") && e.contains("rank 2 (flaky2)") && e.contains("flaky2: connection lost") && e.contains("the servers keep running"), "{e}");
-    // The servers run, the step's workers are gone, and --stage-here copies from this node.
+    // A node whose launcher connection is lost during the stage.
+    let e = fails(&start_local(&s, &["node0".into(), "node1".into(), "lost2".into()], &["--stage-in", &stage_in, "--stage-chunk", "1m"]), "a stage-in with a node that is lost");
+    assert!(e.contains("stage-in") && e.contains("rank 2 (lost2)") && e.contains("lost2: connection lost") && e.contains("the servers keep running"), "{e}");
+    // The servers run, the step's workers are gone, and the plan with them.
     let st = ok(&weft(&["job", "status", "--dir", s.job().to_str().unwrap()], &[]), "status");
     assert_eq!(st.lines().filter(|l| l.ends_with(" up")).count(), 3, "{st}");
-    assert!(!processes_naming(&s.job()).iter().any(|p| String::from_utf8_lossy(&std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default()).contains("stage-worker")), "a failed stage leaves no worker running");
-    let outdir = s.path("out");
-    let out = ok(&stop(&s, &["--stage-out", &format!("weft:/in:{}", outdir.display()), "--stage-here"]), "stop with a stage-out from here");
+    let workers = || processes_naming(&s.job()).into_iter().filter(|p| String::from_utf8_lossy(&std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default()).contains("stage-worker")).count();
+    assert_eq!(workers(), 0, "a failed stage leaves no worker running");
+    assert!(std::fs::read_dir(s.job().join("stage")).map_or(true, |mut d| d.next().is_none()), "a failed stage leaves no plan");
+    // Relative names (the workers start in / as ssh's do), from this node.
+    let out = Command::new("timeout").args(["60", WEFT, "job", "stop", "--dir", "job", "--stage-out", "weft:/in:out", "--stage-here"]).current_dir(&s.0).output().unwrap();
+    let out = ok(&out, "stop with a stage-out from here");
     assert!(out.contains("staged out") && out.contains("from this node"), "{out}");
     nothing_left(&s, "after stop");
+
+    // A node that does not see the source: its worker's own error, with the hint.
+    if !may_mount() {
+        return;
+    }
+    let s2 = Scratch::new("stageblind");
+    let input = s2.path("input");
+    std::fs::create_dir_all(&input).unwrap();
+    std::fs::write(input.join("big"), &big).unwrap();
+    let hf = s2.hostfile(&["node0".into(), "blind1".into()]);
+    let agent = s2.agent(false);
+    let (job, data) = (s2.job(), s2.path("data"));
+    let stage_in = format!("{}:weft:/in", input.display());
+    let args = ["job", "start", "--dir", job.to_str().unwrap(), "--hostfile", hf.to_str().unwrap(), "--launcher", "ssh", "--ssh", agent.to_str().unwrap(), "--data", data.to_str().unwrap(), "--stage-in", &stage_in, "--stage-chunk", "1m"];
+    let e = fails(&weft(&args, &[("WEFT_TEST_HIDE", input.to_str().unwrap())]), "a stage-in a node cannot see");
+    assert!(e.contains("rank 1 (blind1) failed: cannot open") && e.contains("No such file") && e.contains("--stage-here"), "{e}");
+    // Relative names, spread: resolved here, absolute for the workers (which start in /).
+    let c = weft_client::Client::connect(&job.join("cluster.toml")).unwrap();
+    let fresh = common::pattern(4, (2 << 20) + 77);
+    let f = c.create("/fresh", Default::default()).unwrap();
+    f.write_at(0, &fresh).unwrap();
+    f.close().unwrap();
+    drop(c);
+    let o = Command::new("timeout").args(["60", WEFT, "job", "stop", "--dir", "job", "--stage-out", "weft:/fresh:fresh.out", "--stage-chunk", "1m"]).current_dir(&s2.0).output().unwrap();
+    let out = ok(&o, "a spread stage-out with relative names");
+    assert!(out.contains("over 2 nodes (node0 1.0 MiB, blind1 1.0 MiB)"), "{out}");
+    assert!(std::fs::read(s2.path("fresh.out")).unwrap() == fresh, "the staged-out file differs");
+    nothing_left(&s2, "after stop");
 }
 
 #[test]
@@ -313,6 +349,24 @@ fn stop_unmounts_the_jobs_mounts_after_their_last_writes() {
     assert!(out.contains("unmounted 1 mount(s) of the job") && !out.contains("did not unmount"), "{out}\nmount log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
     assert!(!common::mount::mounted(&point), "stop must leave no mount behind");
     assert!(t.elapsed() < weft_launch::job::mounts::UNMOUNT_GRACE, "a dead mount's record must not hold the stop up");
+    nothing_left(&s, "after stop");
+
+    // A mount in use (a file held open, its bytes not yet flushed) cannot
+    // go: a stop with a stage-out then copies and stops nothing, so the
+    // bytes land once the holder closes, while the servers still run.
+    ok(&start_local(&s, &hosts("node", 2), &[]), "restart on the kept data");
+    ok(&weft(&["--cluster", cluster.to_str().unwrap(), "mount", "--daemon", point.to_str().unwrap(), "--log", log.to_str().unwrap()], &[]), "mount again");
+    let mut holder = Command::new("sh").arg("-c").arg(format!("exec 3>{}/held; printf partial >&3; exec sleep 60", point.display())).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let so = format!("weft:/held:{}", s.path("held.out").display());
+    let e = fails(&stop(&s, &["--stage-out", &so]), "a stop while a mount is in use");
+    assert!(e.contains("did not unmount") && e.contains("nothing was copied out or stopped"), "{e}");
+    assert!(!s.path("held.out").exists(), "nothing may be copied out while a mount still writes");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let out = ok(&stop(&s, &["--keep", "--stage-out", &so]), "stop after the holder closed");
+    assert!(out.contains("staged out"), "{out}");
+    assert_eq!(std::fs::read(s.path("held.out")).unwrap(), b"partial", "the held file's bytes, flushed at its close");
     nothing_left(&s, "after stop");
     // The mount's last writes landed before the servers stopped.
     ok(&start_local(&s, &hosts("node", 2), &[]), "restart on the kept data");
@@ -551,7 +605,7 @@ fn mpiexec_job(mpi: &Mpi, n: usize) {
     let chunk = want.len().div_ceil(n).max(1).to_string();
     let out = ok(&stop(&s, &["--stage-out", &format!("weft:/across.dat:{}", staged.display()), "--stage-chunk", &chunk]), "stop");
     assert!(!out.contains("ended by signal"), "every server must end on the stop marker:\n{out}");
-    assert!(out.contains(&format!("over {n} nodes")), "{out}");
+    assert!(out.contains(&format!("over {n} nodes")) && !out.contains(" 0 B"), "every node copies a part:\n{out}");
     assert!(std::fs::read(&staged).unwrap() == want, "the staged-out file differs");
     nothing_left(&s, "after stop");
 }
@@ -691,6 +745,6 @@ fn a_job_under_a_real_slurm_starts_with_srun_serves_every_node_and_stops() {
         assert!(got == *p, "part {k} came back different ({} bytes, wanted {})", got.len(), p.len());
     }
     assert!(all.contains(&format!("stopped {N} servers")) && !all.contains("ended by signal"), "{all}");
-    assert!(all.contains(&format!("staged out {N} files")) && all.contains(&format!("over {N} nodes (n0 ")), "the stage-out is spread over the nodes by srun:\n{all}");
+    assert!(all.contains(&format!("staged out {N} files")) && all.contains(&format!("over {N} nodes (n0 ")) && !all.contains(" 0 B"), "the stage-out is spread over the nodes by srun, each copying a part:\n{all}");
     nothing_left(&s, "after the Slurm job");
 }

@@ -293,17 +293,27 @@ fn status(dir: &Path) -> Result<()> {
 fn stop(a: StopArgs) -> Result<()> {
     let dir = &a.dir.dir;
     let outs = a.stage_out.iter().map(|s| stage::split_pair(s, false)).collect::<Result<Vec<_>>>()?;
+    let mut unmounted = 0;
     if !outs.is_empty() {
+        // Mounts first: what they still write is in the copy.
+        let (n, left) = weft_launch::job::stop::unmount_mounts(dir)?;
+        unmounted = n;
+        if let Some(m) = left.first() {
+            bail!("the mount on {} at {} (pid {}) did not unmount within {:?}; nothing was copied out or stopped: close what uses it and run stop again", m.host, m.mountpoint.display(), m.pid, weft_launch::job::mounts::UNMOUNT_GRACE);
+        }
         let c = weft_client::Client::connect(&weft_launch::cluster_path(dir)).with_context(|| format!("no running job in {} to stage out of", dir.display()))?;
         // A failed stage-out stops nothing: the data is still in Weft.
-        let never = std::sync::atomic::AtomicBool::new(false);
-        let st = run_stage(&c, dir, &outs, false, &a.stage, &never).context("stage-out failed; the job still runs")?;
+        // Ctrl-C ends the workers and leaves the job running.
+        let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&cancel);
+        ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::Relaxed)).context("cannot install the signal handler")?;
+        let st = run_stage(&c, dir, &outs, false, &a.stage, &cancel).context("stage-out failed; the job still runs")?;
         let _ = out!("staged out {}", summary(&st));
     }
     let st = weft_launch::job::stop::stop(dir, a.keep)?;
     let _ = out!("stopped {} servers in {:.2} s{}", st.stopped.len(), st.elapsed.as_secs_f64(), if a.keep { " (data kept)" } else { "" });
-    if st.unmounted > 0 {
-        let _ = out!("  unmounted {} mount(s) of the job", st.unmounted);
+    if unmounted + st.unmounted > 0 {
+        let _ = out!("  unmounted {} mount(s) of the job", unmounted + st.unmounted);
     }
     for m in &st.mounts_left {
         let _ = out!("  the mount on {} at {} (pid {}) did not unmount within {:?}; it unmounts itself once it sees the job gone", m.host, m.mountpoint.display(), m.pid, weft_launch::job::mounts::UNMOUNT_GRACE);

@@ -49,6 +49,7 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
         return daemonize(cluster, &a);
     }
     let cluster_file = weft_net::ClusterFile::locate(cluster)?;
+    let point_abs = std::fs::canonicalize(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone());
     let client = super::connect(Some(&cluster_file))?;
     // Fail here, clearly, if the cluster is not there.
     client.stat("/").context("cannot reach the cluster's metadata service")?;
@@ -63,19 +64,21 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     ];
     cfg.acl = fuser::SessionACL::All;
     cfg.n_threads = Some(a.threads);
-    let fs = WeftFs::new(client, opts);
-    let notifier = fs.notifier_slot();
-    let session = fuser::spawn_mount(fs, &a.mountpoint, &cfg)
-        .with_context(|| format!("cannot mount on {} (FUSE needs /dev/fuse and root or fusermount)", a.mountpoint.display()))?;
-    let _ = notifier.set(session.notifier());
-    // A mount of a batch job's cluster goes with the job (`weft job stop`).
-    let mut job = match weft_launch::job::mounts::JobMount::register(&cluster_file, &std::path::absolute(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone())) {
+    // A mount of a batch job's cluster goes with the job (`weft job stop`);
+    // registered before it mounts, so a stop right after `--daemon`
+    // returns finds it (a failed mount's record goes with `job`).
+    let mut job = match weft_launch::job::mounts::JobMount::register(&cluster_file, &point_abs) {
         Ok(j) => j,
         Err(e) => {
             eprintln!("weft: {e}; `weft job stop` will not unmount this mount: unmount it yourself");
             None
         }
     };
+    let fs = WeftFs::new(client, opts);
+    let notifier = fs.notifier_slot();
+    let session = fuser::spawn_mount(fs, &a.mountpoint, &cfg)
+        .with_context(|| format!("cannot mount on {} (FUSE needs /dev/fuse and root or fusermount)", a.mountpoint.display()))?;
+    let _ = notifier.set(session.notifier());
     let (tx, rx) = std::sync::mpsc::channel();
     ctrlc::set_handler(move || {
         let _ = tx.send(());
@@ -84,14 +87,21 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     eprintln!("weft mounted on {} (Ctrl-C or `weft umount {}` to unmount)", a.mountpoint.display(), a.mountpoint.display());
     // Until Ctrl-C, or until the session ends (an external umount).
     let ended = std::thread::spawn(move || session.join());
-    let mut job_stopping = false;
+    let mut job_stopping: Option<std::time::Instant> = None;
     loop {
         let asked = rx.recv_timeout(Duration::from_millis(200)).is_ok();
-        // Asked once: after that the loop goes on until the session ends.
-        let job_ends = !job_stopping && job.as_mut().is_some_and(|j| j.asked_to_unmount());
+        // Asked once; then tried again every 2 s until the session ends
+        // (a detach that failed, e.g. while the kernel was busy).
+        let job_ends = match job_stopping {
+            None if job.as_mut().is_some_and(|j| j.asked_to_unmount()) => {
+                eprintln!("weft: the job in {} is stopping; unmounting {}", job.as_ref().map(|j| j.dir().display().to_string()).unwrap_or_default(), a.mountpoint.display());
+                true
+            }
+            Some(t) => t.elapsed() > Duration::from_secs(2) && is_mounted(&point_abs),
+            None => false,
+        };
         if job_ends {
-            job_stopping = true;
-            eprintln!("weft: the job in {} is stopping; unmounting {}", job.as_ref().map(|j| j.dir().display().to_string()).unwrap_or_default(), a.mountpoint.display());
+            job_stopping = Some(std::time::Instant::now());
         }
         if (asked || job_ends)
             && let Err(e) = umount_path(&a.mountpoint)

@@ -83,9 +83,12 @@ impl JobMount {
             return false;
         }
         self.last_look = Instant::now();
+        // Gone means gone: a file that cannot be read now (a shared file
+        // system's hiccup) is not taken for the job's end.
         unmount_marker(&self.dir, &self.start).exists()
             || file::stop_path(&self.dir, &self.start).exists()
-            || JobFile::load(&self.dir).ok().flatten().is_none_or(|j| j.start != self.start)
+            || matches!(JobFile::load(&self.dir), Ok(None))
+            || matches!(JobFile::load(&self.dir), Ok(Some(j)) if j.start != self.start)
     }
 }
 

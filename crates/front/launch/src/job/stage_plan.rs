@@ -24,11 +24,29 @@ use crate::{fail, LaunchError};
 /// hundred MiB over tens of nodes.
 pub const DEFAULT_CHUNK: u64 = 64 << 20;
 
-/// The most items one plan holds (a plan file of ~50 MB).
+/// The most files one plan holds.
 pub const MAX_ITEMS: usize = 500_000;
 
-/// The largest plan file read.
+/// The most pieces one plan holds (24 bytes each in memory): a small
+/// `--stage-chunk` over large files is refused before it is planned.
+pub const MAX_PIECES: u64 = 2_000_000;
+
+/// The largest plan file written or read (500,000 files with paths of
+/// 100 bytes take about 120 MB).
 const MAX_PLAN_BYTES: u64 = 256 << 20;
+
+/// How many pieces `plan` cuts `sizes` into, or `None` past [`MAX_PIECES`].
+pub fn piece_count(sizes: &[u64], chunk: u64) -> Option<u64> {
+    let chunk = chunk.max(1);
+    let mut n: u64 = 0;
+    for &size in sizes {
+        n = n.checked_add(size.div_ceil(chunk).max(1))?;
+        if n > MAX_PIECES {
+            return None;
+        }
+    }
+    Some(n)
+}
 
 /// One file to copy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +170,9 @@ pub fn save(dir: &Path, plan: &StagePlan) -> Result<(), LaunchError> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&sd).map_err(|e| fail(format!("cannot create {}: {e}", sd.display())))?;
     let path = plan_path(dir, &plan.id);
     let text = serde_json::to_vec(plan).map_err(|e| fail(format!("cannot encode the stage plan: {e}")))?;
+    if text.len() as u64 > MAX_PLAN_BYTES {
+        return Err(fail(format!("the stage plan takes {} MiB, more than {} MiB: stage fewer files at a time", text.len() >> 20, MAX_PLAN_BYTES >> 20)));
+    }
     let err = |e: std::io::Error| fail(format!("cannot write {}: {e}", path.display()));
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).map_err(err)?;
     f.write_all(&text).and_then(|()| f.sync_all()).map_err(err)
@@ -166,7 +187,10 @@ pub fn load(dir: &Path, id: &str) -> Result<StagePlan, LaunchError> {
     let path = plan_path(dir, id);
     let f = std::fs::File::open(&path).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
     let mut text = Vec::new();
-    f.take(MAX_PLAN_BYTES).read_to_end(&mut text).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
+    f.take(MAX_PLAN_BYTES + 1).read_to_end(&mut text).map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
+    if text.len() as u64 > MAX_PLAN_BYTES {
+        return Err(fail(format!("{} is larger than a plan may be ({} MiB)", path.display(), MAX_PLAN_BYTES >> 20)));
+    }
     let plan: StagePlan = serde_json::from_slice(&text).map_err(|e| fail(format!("{} is not a stage plan: {e}", path.display())))?;
     if plan.id != id {
         return Err(fail(format!("{} is plan {}, not {id}", path.display(), plan.id)));
@@ -227,6 +251,14 @@ mod tests {
             let sp = StagePlan { id: "0123456789abcdef".into(), into_weft: true, items, parts };
             prop_assert_eq!(sp.validate(), Ok(()));
         }
+    }
+
+    #[test]
+    fn too_many_pieces_are_counted_before_they_are_made() {
+        assert_eq!(piece_count(&[0, 1, 10], 4), Some(1 + 1 + 3));
+        assert_eq!(piece_count(&[10 << 30], 1), None, "a 1-byte chunk over 10 GiB");
+        assert_eq!(piece_count(&[u64::MAX, u64::MAX], 1), None, "no overflow");
+        assert_eq!(piece_count(&[MAX_PIECES], 1), Some(MAX_PIECES));
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub struct Step {
 /// How the job's servers were launched, from its launcher record.
 fn launched(dir: &Path, job: &JobFile) -> Result<(LauncherRecord, file::LaunchedWith), LaunchError> {
     let rec = file::read::<LauncherRecord>(&file::launcher_path(dir))?.filter(|r| r.start == job.start).ok_or_else(|| fail(format!("the job in {} has no launcher record of its start", dir.display())))?;
-    let how = rec.how.clone().ok_or_else(|| fail(format!("the job in {} was started by an older weft that did not record its launcher", dir.display())))?;
+    let how = rec.how.clone().ok_or_else(|| fail(format!("the job in {} was started by an older weft that did not record its launcher: pass --stage-here", dir.display())))?;
     if rec.nodes.len() != job.servers as usize {
         return Err(fail(format!("the launcher record in {} names {} nodes, the job has {}", dir.display(), rec.nodes.len(), job.servers)));
     }
@@ -84,7 +84,8 @@ impl Step {
 
 impl Drop for Step {
     fn drop(&mut self) {
-        if self.exited().is_none() {
+        // Whatever still runs (one launcher may have failed while others run).
+        if !matches!(self.exited(), Some(Ok(()))) {
             self.end();
         }
     }

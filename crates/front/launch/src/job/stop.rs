@@ -72,6 +72,14 @@ pub fn status(dir: &Path) -> Result<JobState, LaunchError> {
     Ok(JobState { job, launcher, launcher_alive, servers })
 }
 
+/// Asks the job's mounts to unmount and waits for them (what stop does
+/// first; `weft job stop` does it before a stage-out, so the files a
+/// mount still writes are whole when copied out).
+pub fn unmount_mounts(dir: &Path) -> Result<(usize, Vec<super::mounts::MountRecord>), LaunchError> {
+    let job = load_job(dir)?;
+    super::mounts::unmount_all(dir, &job, super::mounts::UNMOUNT_GRACE)
+}
+
 /// Stops the job in `dir` (see the module's documentation).
 pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
     let began = Instant::now();

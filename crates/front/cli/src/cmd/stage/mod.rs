@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use weft_client::{Client, CreateOptions};
 use weft_launch::job::stage_plan::{self, Piece, StageItem};
@@ -57,14 +58,25 @@ pub struct Staged {
 fn collect(c: &Client, pairs: &[(String, String)], into_weft: bool, chunk: u64) -> Result<Vec<StageItem>> {
     let mut items = Vec::new();
     for (src, dst) in pairs {
+        // Absolute: the workers on other nodes start in other directories.
+        let local = |p: &str| std::path::absolute(p).with_context(|| format!("cannot resolve {p}"));
         if into_weft {
-            walk_local(c, Path::new(src), dst, 0, chunk, &mut items)?;
+            walk_local(c, &local(src)?, dst, 0, chunk, &mut items)?;
         } else {
-            walk_weft(c, src, Path::new(dst), 0, chunk, &mut items)?;
+            walk_weft(c, src, &local(dst)?, 0, chunk, &mut items)?;
         }
         if items.len() > stage_plan::MAX_ITEMS {
             bail!("more than {} files to stage: stage fewer at a time", stage_plan::MAX_ITEMS);
         }
+    }
+    // Pieces of one destination from two sources would race each other.
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = items.iter().find(|it| !seen.insert(it.to.as_str())) {
+        bail!("two sources stage to {}{}: name each destination once", if into_weft { "weft:" } else { "" }, dup.to);
+    }
+    let sizes: Vec<u64> = items.iter().map(|i| i.size).collect();
+    if stage_plan::piece_count(&sizes, chunk).is_none() {
+        bail!("--stage-chunk {chunk} cuts these {} files into more than {} pieces: give a larger chunk", items.len(), stage_plan::MAX_PIECES);
     }
     for it in items.iter().filter(|it| it.split) {
         if into_weft {
@@ -129,7 +141,8 @@ fn walk_weft(c: &Client, src: &str, dst: &Path, depth: usize, chunk: u64, items:
 
 /// Copies one piece, made durable (fsync) before it counts as done.
 /// `moved` is told of every block.
-fn copy_piece(c: &Client, into_weft: bool, it: &StageItem, p: &Piece, moved: &(dyn Fn(u64) + Sync)) -> Result<()> {
+fn copy_piece(c: &Client, into_weft: bool, it: &StageItem, p: &Piece, moved: &(dyn Fn(u64) + Sync), stop: &AtomicBool) -> Result<()> {
+    let stopped = || if stop.load(Ordering::Relaxed) { Err(anyhow::anyhow!("the stage was ended")) } else { Ok(()) };
     let mut buf = vec![0u8; BLOCK.min(p.len as usize).max(1)];
     let end = p.offset + p.len;
     if into_weft {
@@ -143,6 +156,7 @@ fn copy_piece(c: &Client, into_weft: bool, it: &StageItem, p: &Piece, moved: &(d
         };
         let mut off = p.offset;
         while off < end {
+            stopped()?;
             let want = buf.len().min((end - off) as usize);
             let n = from.read_at(&mut buf[..want], off).with_context(|| format!("reading {}", it.from))?;
             if n == 0 {
@@ -159,6 +173,7 @@ fn copy_piece(c: &Client, into_weft: bool, it: &StageItem, p: &Piece, moved: &(d
         let out = if it.split { std::fs::OpenOptions::new().write(true).open(&it.to) } else { std::fs::File::create(&it.to) }.with_context(|| format!("cannot create {}", it.to))?;
         let mut off = p.offset;
         while off < end {
+            stopped()?;
             let want = buf.len().min((end - off) as usize);
             let n = f.read_at(off, &mut buf[..want]).with_context(|| format!("reading weft:{}", it.from))?;
             if n == 0 {
@@ -173,8 +188,9 @@ fn copy_piece(c: &Client, into_weft: bool, it: &StageItem, p: &Piece, moved: &(d
     Ok(())
 }
 
-/// Copies `pieces` of `items`, [`STREAMS`] at a time; stops at the first error.
-fn copy_pieces(c: &Client, into_weft: bool, items: &[StageItem], pieces: &[Piece], moved: &(dyn Fn(u64) + Sync), done: &(dyn Fn() + Sync)) -> Result<()> {
+/// Copies `pieces` of `items`, [`STREAMS`] at a time; stops at the first
+/// error, or between blocks once `stop` is set.
+fn copy_pieces(c: &Client, into_weft: bool, items: &[StageItem], pieces: &[Piece], moved: &(dyn Fn(u64) + Sync), done: &(dyn Fn() + Sync), stop: &AtomicBool) -> Result<()> {
     let queue = Mutex::new(pieces.iter());
     let first_error: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     let failed = |m: &Mutex<Option<anyhow::Error>>| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some();
@@ -186,7 +202,7 @@ fn copy_pieces(c: &Client, into_weft: bool, items: &[StageItem], pieces: &[Piece
                 if failed(&first_error) {
                     break;
                 }
-                match copy_piece(c, into_weft, &items[p.item as usize], p, moved) {
+                match copy_piece(c, into_weft, &items[p.item as usize], p, moved, stop) {
                     Ok(()) => done(),
                     Err(e) => drop(first_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get_or_insert(e)),
                 }
@@ -214,7 +230,7 @@ pub fn stage_here(c: &Client, pairs: &[(String, String)], into_weft: bool, chunk
     let pieces = stage_plan::plan(&sizes, 1, chunk).pop().unwrap_or_default();
     let bytes = sizes.iter().sum();
     let bar = bytes_bar(bytes);
-    let r = copy_pieces(c, into_weft, &items, &pieces, &|n| bar.inc(n), &|| {});
+    let r = copy_pieces(c, into_weft, &items, &pieces, &|n| bar.inc(n), &|| {}, &AtomicBool::new(false));
     bar.finish_and_clear();
     r.map(|()| Staged { bytes, files: items.len(), by_node: Vec::new() })
 }

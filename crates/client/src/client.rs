@@ -25,6 +25,9 @@ pub struct ClientOptions {
     /// request. Off (`WEFT_LIST_IO=0`) sends one request per piece, the
     /// baseline the non-contiguous benchmark compares against.
     pub list_io: bool,
+    /// How long calls ride through a server's restart before failing
+    /// (`WEFT_RECOVERY_MS`, 60 s; zero: fail at once). See [`crate::recovery`].
+    pub recovery: std::time::Duration,
 }
 
 impl Default for ClientOptions {
@@ -34,7 +37,7 @@ impl Default for ClientOptions {
         let groups: Vec<u32> = nix::unistd::getgroups().map(|g| g.into_iter().map(|g| g.as_raw()).collect()).unwrap_or_default();
         let cred = Cred::with_groups(nix::unistd::geteuid().as_raw(), nix::unistd::getegid().as_raw(), &groups);
         let list_io = std::env::var("WEFT_LIST_IO").map_or(true, |v| v != "0");
-        ClientOptions { endpoint: EndpointConfig::default(), schedule: crate::Schedule::default(), cred, list_io }
+        ClientOptions { endpoint: EndpointConfig::default(), schedule: crate::Schedule::default(), cred, list_io, recovery: crate::recovery::window_from_env() }
     }
 }
 
@@ -74,6 +77,8 @@ pub(crate) struct Inner {
     lock: Arc<Mutex<Vec<Option<Arc<LockSession>>>>>,
     /// Which metadata shard each request goes to.
     shards: Arc<ShardRouter>,
+    /// Servers that did not come back within the recovery window.
+    recovery: Arc<crate::recovery::Recovery>,
 }
 
 /// A connection to a Weft cluster. Cheap to clone; clones share connections.
@@ -95,7 +100,7 @@ impl Client {
             .map_err(|e| Error::Io { addr: cluster.meta_server().addr, message: format!("cannot create poller: {e}") })?;
         let shards = Arc::new(ShardRouter::new(&cluster));
         let lock = Arc::new(Mutex::new(vec![None; cluster.lock_servers().len()]));
-        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock, shards }) })
+        Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock, shards, recovery: Default::default() }) })
     }
 
     /// This client acting as `cred` for namespace requests (a FUSE mount
@@ -105,7 +110,7 @@ impl Client {
     pub fn with_cred(&self, cred: Cred) -> Client {
         let i = &self.inner;
         let options = ClientOptions { cred, ..i.options.clone() };
-        Client { inner: Arc::new(Inner { cluster: i.cluster.clone(), endpoint: i.endpoint.clone(), options, lock: i.lock.clone(), shards: i.shards.clone() }) }
+        Client { inner: Arc::new(Inner { cluster: i.cluster.clone(), endpoint: i.endpoint.clone(), options, lock: i.lock.clone(), shards: i.shards.clone(), recovery: i.recovery.clone() }) }
     }
 
     pub fn cluster(&self) -> &ClusterFile {
@@ -118,14 +123,16 @@ impl Client {
     }
 
     /// Runs a batch of calls on the shared endpoint (threads run theirs
-    /// concurrently).
+    /// concurrently), riding through a restart of their servers.
     pub(crate) fn run(&self, calls: &mut [Call<'_>]) {
-        self.inner.endpoint.run(calls);
+        let ep = &self.inner.endpoint;
+        self.inner.recovery.run(ep, self.inner.options.recovery, calls, |c| ep.run(c));
     }
 
     /// Runs calls in slice order with at most `window` in flight.
     pub(crate) fn run_window(&self, calls: &mut [Call<'_>], window: usize) {
-        self.inner.endpoint.run_window(calls, window);
+        let ep = &self.inner.endpoint;
+        self.inner.recovery.run(ep, self.inner.options.recovery, calls, |c| ep.run_window(c, window));
     }
 
     /// How this client reaches `addr` now (`tcp`, `shm`), if connected.

@@ -17,6 +17,7 @@ mod client;
 pub mod collective;
 pub mod comm;
 mod random;
+pub mod recovery;
 mod error;
 mod file;
 mod schedule;

@@ -1,5 +1,6 @@
 //! Failures: a client whose server dies or hangs gets an error in bounded
-//! time, never a hang, and the rest of the cluster keeps serving.
+//! time, never a hang, and the rest of the cluster keeps serving; a
+//! server restarted within the recovery window is not noticed.
 
 mod common;
 
@@ -11,10 +12,13 @@ use weft_net::NetError;
 /// Generous bound for "an error, not a hang" on a loaded 2-core machine.
 const BOUND: Duration = Duration::from_secs(20);
 
+/// The recovery window of the clients that see a server die for good.
+const WINDOW: Duration = Duration::from_secs(2);
+
 #[test]
 fn writer_gets_an_error_when_a_data_server_dies_mid_write() {
     let mut tc = TestCluster::start("killmid", 3);
-    let c = tc.client_with_timeout(Duration::from_secs(5));
+    let c = tc.client_with(Duration::from_secs(5), WINDOW);
     let striped = c.create("/striped", CreateOptions::default()).unwrap();
     // A file that lives on one server only, which will not be killed.
     let mut single = None;
@@ -45,6 +49,7 @@ fn writer_gets_an_error_when_a_data_server_dies_mid_write() {
     tc.lc.kill(victim);
     let (err, _, off) = writer.join().unwrap();
     assert!(killed_at.elapsed() < BOUND, "error took {:?}", killed_at.elapsed());
+    assert!(killed_at.elapsed() >= WINDOW, "the writes gave up before the recovery window ({:?})", killed_at.elapsed());
     assert!(off > 0, "some writes completed before the kill");
     let victim_addr = tc.cluster().servers[victim].addr;
     match &err {
@@ -90,13 +95,88 @@ fn a_hung_server_gives_a_timeout_not_a_hang() {
 #[test]
 fn an_unreachable_server_is_named_in_the_error() {
     let mut tc = TestCluster::start("down", 2);
-    let c = tc.client_with_timeout(Duration::from_secs(2));
+    let c = tc.client_with(Duration::from_secs(2), WINDOW);
     let f = c.create("/f", CreateOptions::default()).unwrap();
+    f.write_at(0, &[1u8; 200_000]).unwrap();
     let addr = tc.cluster().servers[2].addr;
     tc.lc.kill(2);
+    // Past the recovery window: the error names the server.
+    let t = Instant::now();
     let err = f.write_at(0, &[1u8; 200_000]).unwrap_err();
     assert!(matches!(&err, Error::Net(NetError::Unreachable { addr: a, .. }) if *a == addr), "got {err}");
+    assert!(t.elapsed() >= WINDOW && t.elapsed() < BOUND, "took {:?}", t.elapsed());
+    // Given up on: the next call fails at once, until it answers again.
+    let t = Instant::now();
+    assert!(f.write_at(0, &[1u8; 200_000]).is_err());
+    assert!(t.elapsed() < WINDOW / 2, "a server given up on is not waited for again ({:?})", t.elapsed());
     tc.lc.kill(0);
     let err = c.stat("/f").unwrap_err();
     assert!(err.to_string().contains("unreachable"), "got {err}");
+    // A server this client never reached is not waited for.
+    let fresh = tc.client_with(Duration::from_secs(2), Duration::from_secs(60));
+    let t = Instant::now();
+    assert!(fresh.stat("/f").is_err());
+    assert!(t.elapsed() < BOUND / 2, "a never-reached server made the client wait {:?}", t.elapsed());
+}
+
+/// Issue 25, item 5: kill -9 a data server, then the metadata server, in
+/// the middle of a stream of writes, reads, stats and opens, and start
+/// each again within the recovery window: the application sees no error
+/// and the bytes are those of a local file written the same way.
+#[test]
+fn clients_ride_through_a_server_restart() {
+    let mut tc = TestCluster::start("ride", 3);
+    let c = tc.client_with(Duration::from_secs(5), Duration::from_secs(30));
+    let f = c.create("/stream", CreateOptions { stripe_size: 64 << 10, ..CreateOptions::default() }).unwrap();
+    let block = 256 << 10;
+    let blocks = 48;
+    let want = pattern(21, block * blocks);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let (c, want, stop) = (c.clone(), want.clone(), stop.clone());
+        std::thread::spawn(move || -> Result<usize, String> {
+            let mut rounds = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for k in 0..blocks {
+                    f.write_at((k * block) as u64, &want[k * block..(k + 1) * block]).map_err(|e| format!("write {k}: {e}"))?;
+                    let mut back = vec![0u8; block];
+                    f.read_at((k * block) as u64, &mut back).map_err(|e| format!("read {k}: {e}"))?;
+                    if back != want[k * block..(k + 1) * block] {
+                        return Err(format!("block {k} read back different"));
+                    }
+                    c.stat("/stream").map_err(|e| format!("stat: {e}"))?;
+                }
+                f.fsync().map_err(|e| format!("fsync: {e}"))?;
+                let g = c.open("/stream", false).map_err(|e| format!("open: {e}"))?;
+                g.close().map_err(|e| format!("close: {e}"))?;
+                rounds += 1;
+            }
+            f.close().map_err(|e| format!("close: {e}"))?;
+            Ok(rounds)
+        })
+    };
+    for victim in [2, 0] {
+        std::thread::sleep(Duration::from_millis(500));
+        tc.lc.kill(victim);
+        std::thread::sleep(Duration::from_millis(1500));
+        tc.lc.restart(victim).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = worker.join().unwrap().unwrap_or_else(|e| panic!("the application saw an error across the restarts: {e}"));
+    assert!(rounds >= 1, "the stream went on");
+    let mut got = vec![0u8; want.len()];
+    assert_eq!(tc.client().open("/stream", false).unwrap().read_at(0, &mut got).unwrap(), want.len());
+    assert!(got == want, "the bytes after the restarts differ from the reference");
+    // A change that is not idempotent (mkdir) asked while the metadata
+    // server is down: refused at connect, so never sent, so sent again.
+    tc.lc.kill(0);
+    let maker = {
+        let c = c.clone();
+        std::thread::spawn(move || c.mkdir("/made-while-down", 0o755).map(|_| ()).map_err(|e| e.to_string()))
+    };
+    std::thread::sleep(Duration::from_millis(1000));
+    tc.lc.restart(0).unwrap();
+    maker.join().unwrap().expect("a mkdir asked while the server was down is made once it is back");
+    assert!(c.stat("/made-while-down").is_ok());
 }

@@ -402,7 +402,7 @@ fn a_killed_background_mount_is_cleared_by_umount_and_a_dead_server_is_an_error(
     let point = tc.scratch("mnt");
     fs::create_dir_all(&point).unwrap();
     let mount = || {
-        let out = Command::new(WEFT).arg("--cluster").arg(tc.lc.cluster_file()).args(["mount", "--daemon"]).arg(&point).env("WEFT_TIMEOUT_MS", "3000").output().unwrap();
+        let out = Command::new(WEFT).arg("--cluster").arg(tc.lc.cluster_file()).args(["mount", "--daemon"]).arg(&point).env("WEFT_TIMEOUT_MS", "3000").env("WEFT_RECOVERY_MS", "2000").output().unwrap();
         assert!(out.status.success(), "weft mount --daemon: {}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let pid: i32 = text.split("(pid ").nth(1).and_then(|r| r.split(',').next()).and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("no pid in {text:?}"));

@@ -36,6 +36,9 @@ pub(super) struct Engine {
     /// costs a system call, so it is skipped when this is 0.
     pub(super) sleepers: usize,
     pub(super) stats: EndpointStats,
+    /// Servers this endpoint has had a connection to (a refused connect
+    /// to one of them is a restart under way, not a wrong address).
+    pub(super) known: std::collections::HashSet<SocketAddr>,
     pub(super) eager_limit: usize,
     /// See `EndpointConfig::idle_reuse`.
     idle_reuse: std::time::Duration,
@@ -266,6 +269,7 @@ impl Engine {
         self.tokens.insert(token, addr);
         self.conns.insert(addr, Slot::Ready(Box::new(Conn::new(transport, token))));
         self.stats.connects += 1;
+        self.known.insert(addr);
         if self.conns.get(&addr).is_some_and(|s| matches!(s, Slot::Ready(c) if c.transport.kind() == "shm")) {
             self.stats.shm_connects += 1;
         }

@@ -204,6 +204,11 @@ impl Endpoint {
         }
     }
 
+    /// Whether this endpoint ever had a connection to `peer`.
+    pub fn has_connected(&self, peer: SocketAddr) -> bool {
+        self.lock().known.contains(&peer)
+    }
+
     /// Batches of calls the engine holds now (posted and not yet taken
     /// back by their owners).
     pub fn batches_in_flight(&self) -> usize {

@@ -83,6 +83,40 @@ impl Request {
         Request::Data { cap, op }
     }
 
+    /// Whether sending this request again, when its connection broke
+    /// before the answer (the server may or may not have applied it),
+    /// leaves what one send would: reads, positioned writes, truncates,
+    /// attribute settings, opens, closes and renewals. A client riding
+    /// through a server's restart resends only these (and requests that
+    /// were never sent). Not: exclusive creates, directory and name
+    /// changes, deletions, shared pointers, collectives, locks.
+    pub fn is_idempotent(&self) -> bool {
+        match self {
+            Request::Ping | Request::Status | Request::Sink | Request::Source { .. } => true,
+            Request::Data { op, .. } => matches!(op, DataReq::Write { .. } | DataReq::Read { .. } | DataReq::Size { .. } | DataReq::Truncate { .. } | DataReq::Fsync { .. }),
+            Request::Meta { op, .. } => matches!(
+                op,
+                MetaReq::Create { exclusive: false, .. }
+                    | MetaReq::Stat { .. }
+                    | MetaReq::StatSize { .. }
+                    | MetaReq::StatId { .. }
+                    | MetaReq::Open { .. }
+                    | MetaReq::Readdir { .. }
+                    | MetaReq::ReaddirShard { .. }
+                    | MetaReq::Readlink { .. }
+                    | MetaReq::Chmod { .. }
+                    | MetaReq::Chown { .. }
+                    | MetaReq::SetTimes { .. }
+                    | MetaReq::Change { .. }
+                    | MetaReq::Close { .. }
+                    | MetaReq::SetSize { .. }
+                    | MetaReq::Renew { .. }
+                    | MetaReq::Sync
+            ),
+            Request::Lock(_) => false,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Encoder::new();
         match self {

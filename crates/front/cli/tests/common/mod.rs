@@ -46,9 +46,16 @@ impl TestCluster {
         Client::connect(&self.lc.cluster_file()).unwrap()
     }
 
-    /// A client whose operations give up after `timeout`.
+    /// A client whose operations give up after `timeout`, and at once
+    /// when a server went away (no riding through restarts).
     pub fn client_with_timeout(&self, timeout: Duration) -> Client {
-        let mut o = ClientOptions::default();
+        self.client_with(timeout, Duration::ZERO)
+    }
+
+    /// A client whose operations give up after `timeout`, and ride through
+    /// a server's restart for `recovery`.
+    pub fn client_with(&self, timeout: Duration, recovery: Duration) -> Client {
+        let mut o = ClientOptions { recovery, ..ClientOptions::default() };
         o.endpoint.op_timeout = timeout;
         o.endpoint.connect_timeout = timeout;
         Client::with_options(self.cluster(), o).unwrap()

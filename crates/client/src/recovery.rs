@@ -1,0 +1,110 @@
+//! Riding through a server's restart (issue 25, item 5): calls that failed
+//! because a server this client had reached went away (its connection
+//! broke, or connecting is refused) are sent again, with backoff, until it
+//! answers or the recovery window passes, when sending again is safe: the
+//! call was never sent (refused at connect), or its request is idempotent
+//! ([`Request::is_idempotent`]). Others fail at once with the break's error.
+//!
+//! A server that did not come back within the window is given up on: later
+//! calls to it fail at once, until one of them is answered.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use weft_net::{Call, Endpoint, NetError};
+use weft_wire::Request;
+
+/// The default window (`WEFT_RECOVERY_MS`): a server restarted within it
+/// is not noticed by applications.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
+
+/// First wait between tries; doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The window from `WEFT_RECOVERY_MS` (0 turns riding through off).
+pub fn window_from_env() -> Duration {
+    std::env::var("WEFT_RECOVERY_MS").ok().and_then(|v| v.trim().parse::<u64>().ok()).map_or(DEFAULT_WINDOW, Duration::from_millis)
+}
+
+/// Servers given up on (see the module's documentation).
+#[derive(Default)]
+pub(crate) struct Recovery {
+    gone: Mutex<HashMap<SocketAddr, Instant>>,
+    /// Whether `gone` has entries: the success path looks only then.
+    any_gone: AtomicBool,
+}
+
+/// The call's server went away: its connection broke or was refused.
+fn went_away(c: &Call<'_>) -> bool {
+    matches!(c.result, Some(Err(NetError::Unreachable { .. })))
+}
+
+/// Sending `c` (whose request is `body`) again cannot apply it twice.
+fn resendable(c: &Call<'_>, body: &[u8]) -> bool {
+    let unsent = matches!(&c.result, Some(Err(NetError::Unreachable { source, .. })) if source.kind() == std::io::ErrorKind::ConnectionRefused);
+    unsent || Request::decode(body).is_ok_and(|r| r.is_idempotent())
+}
+
+impl Recovery {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, Instant>> {
+        self.gone.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `calls` with `run`, then sends again those that may be, until
+    /// their servers answer or `window` passes.
+    pub(crate) fn run(&self, ep: &Endpoint, window: Duration, calls: &mut [Call<'_>], mut run: impl FnMut(&mut [Call<'_>])) {
+        // The endpoint consumes the bodies it sends: a copy to send again
+        // (a few hundred bytes each; payloads stay the caller's).
+        let bodies: Vec<Vec<u8>> = if window.is_zero() { Vec::new() } else { calls.iter().map(|c| c.body.clone()).collect() };
+        run(calls);
+        if self.any_gone.load(Ordering::Relaxed) {
+            let mut gone = self.lock();
+            for c in calls.iter().filter(|c| matches!(c.result, Some(Ok(_)))) {
+                gone.remove(&c.peer);
+            }
+            self.any_gone.store(!gone.is_empty(), Ordering::Relaxed);
+        }
+        if window.is_zero() {
+            return;
+        }
+        let began = Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let again: Vec<usize> = {
+                let gone = self.lock();
+                (0..calls.len()).filter(|&i| went_away(&calls[i]) && !gone.contains_key(&calls[i].peer) && ep.has_connected(calls[i].peer) && resendable(&calls[i], &bodies[i])).collect()
+            };
+            if again.is_empty() {
+                return;
+            }
+            let left = window.saturating_sub(began.elapsed());
+            if left.is_zero() {
+                let mut gone = self.lock();
+                for &i in &again {
+                    gone.insert(calls[i].peer, Instant::now());
+                    tracing::warn!(target: "weft::client", server = %calls[i].peer, window = ?window, "a server did not come back within the recovery window; calls to it fail at once until it answers");
+                }
+                self.any_gone.store(true, Ordering::Relaxed);
+                return;
+            }
+            std::thread::sleep(backoff.min(left));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+            let mut batch: Vec<Call<'_>> = again
+                .iter()
+                .map(|&i| {
+                    let peer = calls[i].peer;
+                    let mut c = std::mem::replace(&mut calls[i], Call::new(peer, Vec::new()));
+                    c.body = bodies[i].clone();
+                    c
+                })
+                .collect();
+            run(&mut batch);
+            for (i, c) in again.into_iter().zip(batch) {
+                calls[i] = c;
+            }
+        }
+    }
+}

@@ -83,7 +83,7 @@ impl Error {
             ErrorCode::InvalidPath => Error::InvalidPath(message),
             ErrorCode::BadRequest => Error::BadRequest(message),
             ErrorCode::Io => Error::Io { addr, message },
-            ErrorCode::Busy => Error::Busy { addr, message },
+            ErrorCode::Busy | ErrorCode::Stopping => Error::Busy { addr, message },
             ErrorCode::NoSpace => Error::NoSpace { addr, message },
             ErrorCode::TooLarge => Error::TooLarge { addr, message },
             ErrorCode::TooManyLinks => Error::TooManyLinks(message),

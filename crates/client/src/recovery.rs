@@ -1,6 +1,7 @@
 //! Riding through a server's restart (issue 25, item 5): calls that failed
 //! because a server this client had reached went away (its connection
-//! broke, or connecting is refused) are sent again, with backoff, until it
+//! broke, connecting is refused, or it answered `Stopping`: a server
+//! draining on SIGTERM) are sent again, with backoff, until it
 //! answers or the recovery window passes, when sending again is safe: the
 //! call was never sent (refused at connect), or its request is idempotent
 //! ([`Request::is_idempotent`]). Others fail at once with the break's error.
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_net::{Call, Endpoint, NetError};
-use weft_wire::Request;
+use weft_wire::{Request, Response};
 
 /// The default window (`WEFT_RECOVERY_MS`): a server restarted within it
 /// is not noticed by applications.
@@ -37,15 +38,22 @@ pub(crate) struct Recovery {
     any_gone: AtomicBool,
 }
 
-/// The call's server went away: its connection broke or was refused.
+/// The server is stopping and said it did not apply the call.
+fn refused_stopping(c: &Call<'_>) -> bool {
+    matches!(&c.result, Some(Ok(reply)) if Response::says_stopping(&reply.body))
+}
+
+/// The call's server went away: its connection broke or was refused, or
+/// it is stopping.
 fn went_away(c: &Call<'_>) -> bool {
-    matches!(c.result, Some(Err(NetError::Unreachable { .. })))
+    matches!(c.result, Some(Err(NetError::Unreachable { .. } | NetError::Stopping { .. }))) || refused_stopping(c)
 }
 
 /// Sending `c` (whose request is `body`) again cannot apply it twice.
 fn resendable(c: &Call<'_>, body: &[u8]) -> bool {
-    let unsent = matches!(&c.result, Some(Err(NetError::Unreachable { source, .. })) if source.kind() == std::io::ErrorKind::ConnectionRefused);
-    unsent || Request::decode(body).is_ok_and(|r| r.is_idempotent())
+    let unsent = matches!(&c.result, Some(Err(NetError::Unreachable { source, .. })) if source.kind() == std::io::ErrorKind::ConnectionRefused)
+        || matches!(&c.result, Some(Err(NetError::Stopping { .. })));
+    unsent || refused_stopping(c) || Request::decode(body).is_ok_and(|r| r.is_idempotent())
 }
 
 impl Recovery {

@@ -33,6 +33,11 @@ pub enum NetError {
     /// id 0: its user holds its share of connections, a bad frame, ...).
     #[error("server {addr} closed the connection: {reason}")]
     Closed { addr: SocketAddr, reason: String },
+    /// The server is stopping (SIGTERM) and closed the connection after
+    /// answering what it had started: a call it did not answer was not
+    /// applied, and may be sent again once the server is back.
+    #[error("server {addr} is stopping: {reason}")]
+    Stopping { addr: SocketAddr, reason: String },
 }
 
 impl NetError {
@@ -45,7 +50,8 @@ impl NetError {
             | NetError::Busy { addr, .. }
             | NetError::Protocol { addr, .. }
             | NetError::Violation { addr, .. }
-            | NetError::Closed { addr, .. } => *addr,
+            | NetError::Closed { addr, .. }
+            | NetError::Stopping { addr, .. } => *addr,
         }
     }
 

@@ -59,11 +59,15 @@ pub enum ErrorCode {
     /// A rename or link between names kept by different metadata shards,
     /// or of a directory on a sharded cluster (EXDEV: `mv` copies instead).
     CrossShard = 18,
+    /// The server is stopping (SIGTERM) and did not apply the request:
+    /// send it again once the server is back (clients do, within their
+    /// recovery window).
+    Stopping = 19,
 }
 
 impl ErrorCode {
     /// Every code, for decoding and tests.
-    pub const ALL: [ErrorCode; 18] = [
+    pub const ALL: [ErrorCode; 19] = [
         Self::NotFound,
         Self::Exists,
         Self::NotDir,
@@ -82,6 +86,7 @@ impl ErrorCode {
         Self::TooLarge,
         Self::TooManyLinks,
         Self::CrossShard,
+        Self::Stopping,
     ];
 
     pub fn from_u16(v: u16) -> Option<Self> {
@@ -109,6 +114,7 @@ impl ErrorCode {
             Self::TooLarge => "file too large for the server's storage",
             Self::TooManyLinks => "too many links",
             Self::CrossShard => "names on different metadata shards",
+            Self::Stopping => "server stopping (not applied: send it again)",
         }
     }
 }

@@ -27,8 +27,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// code 17). 9: Sync (meta op 23). 10: metadata shards (meta ops 24-25,
 /// response 17, error code 18). 11: Refused (response 18), Touch
 /// (replica op 7). 12: directory renames on shards (replica ops 8-10).
-/// 13: `Renew` carries the path the file was opened by.
-pub const PROTOCOL_VERSION: u8 = 13;
+/// 13: `Renew` carries the path the file was opened by. 14: error code
+/// 19 (`Stopping`).
+pub const PROTOCOL_VERSION: u8 = 14;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

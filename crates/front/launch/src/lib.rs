@@ -374,6 +374,24 @@ impl LocalCluster {
         }
     }
 
+    /// Stops server `id` with SIGTERM, as an operator or a batch system
+    /// does, and waits (up to 30 s) for it to exit: its exit status and how
+    /// long it took, `None` if it did not exit (it is then killed).
+    pub fn terminate(&mut self, id: usize) -> Option<(std::process::ExitStatus, Duration)> {
+        let mut c = self.children[id].take()?;
+        let t = Instant::now();
+        let _ = signal(c.id(), libc::SIGTERM);
+        while t.elapsed() < Duration::from_secs(30) {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Some((st, t.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+        None
+    }
+
     /// Stops server `id` with SIGSTOP (it hangs) or resumes it with SIGCONT.
     /// Returns once the process is stopped (or running again): a thread busy
     /// in the kernel stops only when its call ends, and until then the

@@ -148,6 +148,7 @@ pub(super) fn violation(addr: SocketAddr, what: impl Into<String>) -> NetError {
     match code.parse::<u16>() {
         // Busy: what a server at its connection limit says too.
         Ok(c) if c == weft_wire::ErrorCode::Busy as u16 => NetError::Busy { addr, reason: reason.to_owned() },
+        Ok(c) if c == weft_wire::ErrorCode::Stopping as u16 => NetError::Stopping { addr, reason: reason.to_owned() },
         _ => NetError::Closed { addr, reason: reason.to_owned() },
     }
 }

@@ -646,5 +646,6 @@ pub(crate) fn sibling(e: &NetError) -> NetError {
         NetError::Protocol { addr, source } => NetError::Protocol { addr: *addr, source: source.clone() },
         NetError::Violation { addr, what } => NetError::Violation { addr: *addr, what: what.clone() },
         NetError::Closed { addr, reason } => NetError::Closed { addr: *addr, reason: reason.clone() },
+        NetError::Stopping { addr, reason } => NetError::Stopping { addr: *addr, reason: reason.clone() },
     }
 }

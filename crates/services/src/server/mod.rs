@@ -16,11 +16,13 @@ mod conn_quota;
 pub mod gate;
 mod reactor;
 mod read_turns;
+mod shutdown;
 mod workers;
 
 pub use weft_net::budget::{Charge, MemoryBudget};
 pub use weft_net::link::{ConnLimits, Payload, ServerConn};
 pub use read_turns::ReadTurns;
+pub use shutdown::{Shutdown, DRAIN_LIMIT};
 
 use crate::data::DataService;
 use crate::lock::{Answer, LockService};
@@ -382,5 +384,12 @@ impl Server {
 /// Serves `listener` until the process ends: one event loop for every
 /// connection, a worker pool for the requests.
 pub fn run(server: Arc<Server>, listener: TcpListener) -> std::io::Result<()> {
-    reactor::Reactor::new(server, listener)?.run()
+    run_until(server, listener, Shutdown::new())
+}
+
+/// [`run`], until `shutdown` is triggered and the server has drained (see
+/// [`shutdown`]); then it returns, and the caller makes the metadata
+/// durable and exits.
+pub fn run_until(server: Arc<Server>, listener: TcpListener, shutdown: Shutdown) -> std::io::Result<()> {
+    reactor::Reactor::new(server, listener)?.run(&shutdown)
 }

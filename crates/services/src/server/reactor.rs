@@ -123,6 +123,8 @@ pub struct Reactor {
     events: Vec<Event>,
     /// Most requests of one connection served at once.
     per_connection: usize,
+    /// Since a shutdown began: new requests are answered `Stopping`.
+    draining: bool,
 }
 
 impl Reactor {
@@ -183,15 +185,28 @@ impl Reactor {
             turns,
             events: Vec::new(),
             per_connection: super::workers::per_connection(),
+            draining: false,
         })
     }
 
-    /// Serves until the process ends.
-    pub fn run(mut self) -> io::Result<()> {
+    /// Serves until `shutdown` is triggered and the server drained (see
+    /// [`super::shutdown`]).
+    pub fn run(mut self, shutdown: &super::Shutdown) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut next_sweep = Instant::now() + SWEEP_EVERY;
+        let mut drain_until: Option<Instant> = None;
         loop {
+            if shutdown.is_triggered() {
+                let until = *drain_until.get_or_insert_with(|| self.start_drain());
+                if self.drained() || Instant::now() >= until {
+                    tracing::info!(target: "weft::server", drained = self.drained(), "stopping");
+                    self.say_goodbye();
+                    return Ok(());
+                }
+            }
             let timeout = next_sweep.saturating_duration_since(Instant::now());
+            // Draining: look often whether the last answers went out.
+            let timeout = if drain_until.is_some() { timeout.min(Duration::from_millis(10)) } else { timeout };
             let (spun, polled) = self.spin_for_input(self.shm_poll.min(timeout), &mut events);
             if !polled
                 && let Err(e) = self.poll.poll(&mut events, Some(if spun.is_empty() { timeout } else { Duration::ZERO }))
@@ -229,6 +244,42 @@ impl Reactor {
         }
     }
 
+    /// Begins a drain: no new connections (refused from now on), new
+    /// requests answered `Stopping`. Returns when the drain gives up.
+    fn start_drain(&mut self) -> Instant {
+        tracing::info!(target: "weft::server", connections = self.live, "shutting down: draining requests under way");
+        self.draining = true;
+        let _ = self.poll.registry().deregister(&mut self.listener);
+        super::shutdown::stop_listening(&self.listener);
+        if let Some(l) = self.shm_listener.as_mut() {
+            let _ = self.poll.registry().deregister(l);
+            super::shutdown::stop_listening(l);
+        }
+        // Requests read but not started yet get their answer now.
+        for k in 0..self.slots.len() {
+            self.service_contained(k);
+        }
+        Instant::now() + super::DRAIN_LIMIT
+    }
+
+    /// The drain's last word on every connection: `Stopping`, after the
+    /// answers. Nothing is read after it, so the client knows that what it
+    /// sent and was not answered was not applied.
+    fn say_goodbye(&mut self) {
+        let now = Instant::now();
+        for k in 0..self.slots.len() {
+            if let Some(Some(slot)) = self.slots.get_mut(k) {
+                slot.conn.fail(ErrorCode::Stopping, "the server is stopping; what it did not answer was not applied".into(), now);
+            }
+            self.flush(k);
+        }
+    }
+
+    /// Nothing started is unanswered and every answer went out.
+    fn drained(&self) -> bool {
+        self.slots.iter().flatten().all(|s| s.in_service == 0 && s.ready.is_empty() && !s.conn.has_output())
+    }
+
     /// Looks at the shared-memory connections' rings until one has input,
     /// another connection or the listener has an event (a poll without
     /// waiting, every few looks, so TCP clients are not held up by the
@@ -255,6 +306,9 @@ impl Reactor {
     }
 
     fn accept(&mut self) {
+        if self.draining {
+            return;
+        }
         loop {
             let (mut stream, peer) = match self.listener.accept() {
                 Ok(x) => x,
@@ -287,6 +341,9 @@ impl Reactor {
     /// drawn from the rings' budget, and offered; past the connection limit
     /// or that budget, the socket closes and the client uses TCP.
     fn accept_shm(&mut self) {
+        if self.draining {
+            return;
+        }
         loop {
             let Some(l) = &self.shm_listener else { return };
             let bell = match l.accept() {
@@ -425,6 +482,10 @@ impl Reactor {
                 return;
             }
             let Some(mut job) = slot.ready.pop_front() else { return };
+            if self.draining {
+                slot.conn.respond(job.id, &Response::error(ErrorCode::Stopping, "the server is stopping; the request was not applied: send it again once it is back"), Payload::default(), Instant::now());
+                continue;
+            }
             // The response payload's memory, and a large body's, before
             // any work is done for it.
             let (out_len, body_len) = (response_len(&job.req), body_reserve(&job.req));

@@ -289,6 +289,13 @@ impl Response {
         e.finish()
     }
 
+    /// Whether the encoded response `body` is the error `Stopping` (read
+    /// without decoding the rest: clients look at every answer for it).
+    pub fn says_stopping(body: &[u8]) -> bool {
+        let mut d = Decoder::new(body);
+        d.u8() == Ok(2) && d.u16() == Ok(ErrorCode::Stopping as u16)
+    }
+
     pub fn decode(b: &[u8]) -> Result<Self, DecodeError> {
         let mut d = Decoder::new(b);
         let r = match d.u8()? {

@@ -56,20 +56,31 @@ pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
 
 fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
     let server = Arc::new(Server::open(cf, ServerId(id))?);
-    // SIGTERM (`weft down`, a job's end) or Ctrl-C: metadata answered
-    // within the window is made durable before the process ends.
-    let on_signal = Arc::clone(&server);
+    // SIGTERM (`weft down`, a restart) or Ctrl-C: the server drains (new
+    // requests refused as not applied, those under way answered), makes
+    // the metadata answered so far durable, and exits 0. A second signal
+    // skips the drain.
+    let shutdown = weft_services::Shutdown::new();
+    let (on_signal, trigger) = (Arc::clone(&server), shutdown.clone());
     ctrlc::set_handler(move || {
-        on_signal.flush_metadata_then(|ok| std::process::exit(if ok { 0 } else { 1 }));
+        if trigger.is_triggered() {
+            on_signal.flush_metadata_then(|ok| std::process::exit(if ok { 0 } else { 1 }));
+        }
+        trigger.trigger();
     })
     .context("cannot install the signal handler")?;
-    run_server(cf, id, listener, server)
+    run_server(cf, id, listener, Arc::clone(&server), shutdown)?;
+    server.flush_metadata_then(|ok| {
+        let _ = out!("weft serve: server {id} stopped{}", if ok { "" } else { " (its metadata could not be made durable)" });
+        std::process::exit(if ok { 0 } else { 1 })
+    });
+    Ok(())
 }
 
-fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Server>) -> Result<()> {
+fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Server>, shutdown: weft_services::Shutdown) -> Result<()> {
     let me = cf.server(ServerId(id)).context("no such server")?;
     let _ = out!("weft serve: server {id} listening on {} with {:?} in {}", me.addr, me.services, me.dir.display());
-    weft_services::run(server, listener).context("the server's event loop failed")
+    weft_services::run_until(server, listener, shutdown).context("the server's event loop failed")
 }
 
 /// Everything a server creates (database, objects, their directories,
@@ -124,7 +135,7 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
     })
     .context("cannot install the signal handler")?;
     let listener = b.listener.try_clone().context("cannot use the listening socket")?;
-    run_server(&b.cluster, b.rank, listener, server).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
+    run_server(&b.cluster, b.rank, listener, server, weft_services::Shutdown::new()).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
 }
 
 /// Ends a job's server once: stops listening (so `weft job stop` sees it

@@ -126,13 +126,13 @@ impl Client {
     /// concurrently), riding through a restart of their servers.
     pub(crate) fn run(&self, calls: &mut [Call<'_>]) {
         let ep = &self.inner.endpoint;
-        self.inner.recovery.run(ep, self.inner.options.recovery, calls, |c| ep.run(c));
+        self.inner.recovery.run(ep, self.inner.options.recovery, calls, |c, t| ep.run_within(c, usize::MAX, t));
     }
 
     /// Runs calls in slice order with at most `window` in flight.
     pub(crate) fn run_window(&self, calls: &mut [Call<'_>], window: usize) {
         let ep = &self.inner.endpoint;
-        self.inner.recovery.run(ep, self.inner.options.recovery, calls, |c| ep.run_window(c, window));
+        self.inner.recovery.run(ep, self.inner.options.recovery, calls, |c, t| ep.run_within(c, window, t));
     }
 
     /// How this client reaches `addr` now (`tcp`, `shm`), if connected.

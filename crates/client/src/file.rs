@@ -114,8 +114,15 @@ impl File {
         let mut g = self.cap.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if g.renew_at.is_some_and(|t| Instant::now() >= t) {
             let meta = self.client.cluster().meta_server().addr;
-            let path = self.renamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_else(|| self.path.clone());
-            match self.client.meta(weft_wire::MetaReq::Renew { old: g.cap, path })? {
+            // Renewals walk the file's name: a mount may rename it while
+            // one is under way, and then it is asked once more by the new one.
+            let mut name = self.name();
+            let mut answer = self.client.meta(weft_wire::MetaReq::Renew { old: g.cap, path: name.clone() });
+            if matches!(answer, Err(Error::Permission(_))) && self.name() != name {
+                name = self.name();
+                answer = self.client.meta(weft_wire::MetaReq::Renew { old: g.cap, path: name });
+            }
+            match answer? {
                 Response::Cap(cap) => *g = Granted::new(cap),
                 other => return Err(Error::Protocol { addr: meta, what: format!("expected a capability, got {other:?}") }),
             }
@@ -143,10 +150,16 @@ impl File {
         &self.path
     }
 
+    /// The file's name now: the one it was opened by, or the last one
+    /// [`File::renamed`] gave.
+    pub fn name(&self) -> String {
+        self.renamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone().unwrap_or_else(|| self.path.clone())
+    }
+
     /// The file has name `path` now (renamed since the open). Renewing a
-    /// capability walks the file's name again, and a caller other than the
-    /// owner must still find the file there: a mount that renamed a file
-    /// (or set it aside, removed while open) tells its open handles.
+    /// capability walks the file's name again and must find the file
+    /// there: a mount that renamed a file, or a directory above it, or set
+    /// it aside (removed while open) tells its open handles.
     pub fn renamed(&self, path: &str) {
         *self.renamed.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(path.to_string());
     }

@@ -49,11 +49,11 @@ fn went_away(c: &Call<'_>) -> bool {
     matches!(c.result, Some(Err(NetError::Unreachable { .. } | NetError::Stopping { .. }))) || refused_stopping(c)
 }
 
-/// Sending `c` (whose request is `body`) again cannot apply it twice.
-fn resendable(c: &Call<'_>, body: &[u8]) -> bool {
+/// Sending `c` again cannot apply it twice.
+fn resendable(c: &Call<'_>) -> bool {
     let unsent = matches!(&c.result, Some(Err(NetError::Unreachable { source, .. })) if source.kind() == std::io::ErrorKind::ConnectionRefused)
         || matches!(&c.result, Some(Err(NetError::Stopping { .. })));
-    unsent || refused_stopping(c) || Request::decode(body).is_ok_and(|r| r.is_idempotent())
+    unsent || refused_stopping(c) || Request::decode(&c.body).is_ok_and(|r| r.is_idempotent())
 }
 
 impl Recovery {
@@ -61,13 +61,12 @@ impl Recovery {
         self.gone.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Runs `calls` with `run`, then sends again those that may be, until
-    /// their servers answer or `window` passes.
-    pub(crate) fn run(&self, ep: &Endpoint, window: Duration, calls: &mut [Call<'_>], mut run: impl FnMut(&mut [Call<'_>])) {
-        // The endpoint consumes the bodies it sends: a copy to send again
-        // (a few hundred bytes each; payloads stay the caller's).
-        let bodies: Vec<Vec<u8>> = if window.is_zero() { Vec::new() } else { calls.iter().map(|c| c.body.clone()).collect() };
-        run(calls);
+    /// Runs `calls` with `run` (given the deadline of that run), then sends
+    /// again those that may be, until their servers answer or `window`
+    /// passes; a resend's deadline ends with the window.
+    pub(crate) fn run(&self, ep: &Endpoint, window: Duration, calls: &mut [Call<'_>], mut run: impl FnMut(&mut [Call<'_>], Duration)) {
+        let op_timeout = ep.config().op_timeout;
+        run(calls, op_timeout);
         if self.any_gone.load(Ordering::Relaxed) {
             let mut gone = self.lock();
             for c in calls.iter().filter(|c| matches!(c.result, Some(Ok(_)))) {
@@ -83,7 +82,7 @@ impl Recovery {
         loop {
             let again: Vec<usize> = {
                 let gone = self.lock();
-                (0..calls.len()).filter(|&i| went_away(&calls[i]) && !gone.contains_key(&calls[i].peer) && ep.has_connected(calls[i].peer) && resendable(&calls[i], &bodies[i])).collect()
+                (0..calls.len()).filter(|&i| went_away(&calls[i]) && !gone.contains_key(&calls[i].peer) && ep.has_connected(calls[i].peer) && resendable(&calls[i])).collect()
             };
             if again.is_empty() {
                 return;
@@ -100,16 +99,15 @@ impl Recovery {
             }
             std::thread::sleep(backoff.min(left));
             backoff = (backoff * 2).min(MAX_BACKOFF);
+            let left = window.saturating_sub(began.elapsed()).max(Duration::from_millis(1));
             let mut batch: Vec<Call<'_>> = again
                 .iter()
                 .map(|&i| {
                     let peer = calls[i].peer;
-                    let mut c = std::mem::replace(&mut calls[i], Call::new(peer, Vec::new()));
-                    c.body = bodies[i].clone();
-                    c
+                    std::mem::replace(&mut calls[i], Call::new(peer, Vec::new()))
                 })
                 .collect();
-            run(&mut batch);
+            run(&mut batch, op_timeout.min(left));
             for (i, c) in again.into_iter().zip(batch) {
                 calls[i] = c;
             }

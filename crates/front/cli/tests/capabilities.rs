@@ -174,16 +174,43 @@ fn a_directory_closed_after_an_open_revokes_at_the_next_renewal() {
     let hers = alice.open("/proj/data", false).unwrap();
     std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 / 2 + 600));
     assert_eq!(hers.read_at(0, &mut buf).unwrap(), 18);
-    // A name that no longer names the file: Bob's renewal is refused,
-    // Alice's (the owner) goes on.
+    // A made-up name does not get round the walk, not even for a file's
+    // owner: Bob's own file in Alice's closed directory, renewed by a
+    // path he may search, is refused.
+    alice.chmod("/proj", 0o777).unwrap();
+    let his = bob.create("/proj/bobs", CreateOptions { mode: 0o644, ..Default::default() }).unwrap();
+    let cap = his.capability().unwrap();
+    alice.chmod("/proj", 0o700).unwrap();
+    let cf = tc.cluster();
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let renew_at = |path: &str| {
+        let ask = Request::Meta { cred: Cred::new(1001, 1001), op: weft_wire::MetaReq::Renew { old: cap, path: path.into() } };
+        let mut c = Call::new(cf.meta_server().addr, ask.encode());
+        ep.run(std::slice::from_mut(&mut c));
+        Response::decode(&c.result.unwrap().unwrap().body).unwrap()
+    };
+    for made_up in ["/nope", "/bobs", "/proj/bobs"] {
+        assert!(matches!(renew_at(made_up), Response::Error { code: ErrorCode::Permission, .. }), "Bob renewed his file in a closed directory by {made_up}");
+    }
+    // A name that no longer names the file: renewals by it are refused,
+    // the owner's too; root's go on.
     alice.chmod("/proj", 0o755).unwrap();
     let theirs = bob.open("/proj/data", false).unwrap();
     let hers = alice.open("/proj/data", false).unwrap();
+    let roots = tc.client().with_cred(Cred::new(0, 0)).open("/proj/data", false).unwrap();
     alice.rename("/proj/data", "/proj/moved").unwrap();
     std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 / 2 + 600));
-    match theirs.read_at(0, &mut buf) {
-        Err(Error::Permission(m)) => assert!(m.contains("no longer names this file"), "{m}"),
-        other => panic!("a read by a stale name past the renewal: {other:?}"),
+    for (who, h) in [("Bob", &theirs), ("Alice", &hers)] {
+        match h.read_at(0, &mut buf) {
+            Err(Error::Permission(m)) => assert!(m.contains("no longer names this file"), "{who}: {m}"),
+            other => panic!("{who}'s read by a stale name past the renewal: {other:?}"),
+        }
     }
-    assert_eq!(hers.read_at(0, &mut buf).unwrap(), 18);
+    assert_eq!(roots.read_at(0, &mut buf).unwrap(), 18);
+    // Told the new name (as a mount tells its handles), Bob's renews.
+    let theirs = bob.open("/proj/moved", false).unwrap();
+    alice.rename("/proj/moved", "/proj/again").unwrap();
+    theirs.renamed("/proj/again");
+    std::thread::sleep(Duration::from_millis(LIFETIME_S * 1000 / 2 + 600));
+    assert_eq!(theirs.read_at(0, &mut buf).unwrap(), 18);
 }

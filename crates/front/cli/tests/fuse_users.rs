@@ -104,27 +104,50 @@ fn users_work_through_a_mount_under_root_squash() {
 }
 
 /// A user's open handle lives on after root renames its file and then
-/// removes it, past several capability renewals (issue 25, item 2: a
-/// renewal walks the file's name again, so the mount tells its handles
-/// the names it gave their files; without that the renewal of a
-/// non-owner's handle is refused and the read fails with EACCES).
+/// removes it, past capability renewals (issue 25, item 2: a renewal walks
+/// the file's name again, so the mount tells its handles the names it
+/// gives their files; without that the renewal is refused and the read
+/// fails with EACCES). Each step waits for the one before (markers).
 #[test]
 fn a_users_open_handle_renews_after_the_mount_renames_and_removes_its_file() {
     const LIFETIME_S: u64 = 2;
     let spec = weft_launch::ClusterSpec { data_servers: 1, server_env: vec![("WEFT_CAP_LIFETIME_S".into(), LIFETIME_S.to_string())], ..Default::default() };
     let tc = TestCluster::start_spec("fuse-renew", spec);
     let m = Mount::new(&tc, "mnt");
+    let marks = tc.scratch("marks");
+    fs::create_dir_all(&marks).unwrap();
+    fs::set_permissions(&marks, fs::Permissions::from_mode(0o777)).unwrap();
     fs::create_dir(m.point.join("pub")).unwrap();
     fs::set_permissions(m.point.join("pub"), fs::Permissions::from_mode(0o755)).unwrap();
-    fs::write(m.point.join("pub/f"), b"hello from root").unwrap();
+    fs::write(m.point.join("pub/f"), vec![7u8; 4 << 20]).unwrap();
     fs::set_permissions(m.point.join("pub/f"), fs::Permissions::from_mode(0o644)).unwrap();
-    // User 1001 opens it, waits past the first renewal, then reads.
+    // Reads far apart (past the kernel's read-ahead; dd skips from where
+    // the descriptor is), each past a renewal.
+    let wait = |mark: &str| format!("n=0; while [ ! -e {}/{mark} ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done", marks.display());
+    let script = format!(
+        "exec 3<pub/f; touch {m}/opened; {w1}; sleep {s}; echo read1 $(dd bs=4096 skip=256 count=1 <&3 2>/dev/null | wc -c); {w2}; sleep {s}; echo read2 $(dd bs=4096 skip=511 count=1 <&3 2>/dev/null | wc -c)",
+        m = marks.display(),
+        w1 = wait("renamed"),
+        w2 = wait("unlinked"),
+        s = LIFETIME_S as f64 / 2.0 + 0.6
+    );
     let point = m.point.clone();
-    let reader = std::thread::spawn(move || as_user(&point, 1001, "", &format!("exec 3<pub/f; sleep {}; head -c 15 <&3; echo \" rc=$?\"", LIFETIME_S + 1)));
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    let reader = std::thread::spawn(move || as_user(&point, 1001, "", &script));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let until = |mark: &str| {
+        while !marks.join(mark).exists() {
+            assert!(std::time::Instant::now() < deadline, "the reader did not get to {mark}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
+    until("opened");
     fs::rename(m.point.join("pub/f"), m.point.join("pub/g")).unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    fs::write(marks.join("renamed"), b"").unwrap();
+    // The reader's first read is past its renewal by the new name; then
+    // the file is removed while open (set aside under a hidden name).
+    std::thread::sleep(std::time::Duration::from_millis((LIFETIME_S * 1000) / 2 + 900));
     fs::remove_file(m.point.join("pub/g")).unwrap();
+    fs::write(marks.join("unlinked"), b"").unwrap();
     let out = reader.join().unwrap();
-    assert!(out.contains("hello from root") && out.contains("rc=0"), "the reader's handle failed after a rename and an unlink:\n{out}");
+    assert!(out.contains("read1 4096") && out.contains("read2 4096"), "the reader's handle failed after a rename or an unlink:\n{out}");
 }

@@ -370,3 +370,31 @@ fn a_directorys_times_follow_entries_made_on_other_shards() {
     c.unlink(&name).unwrap();
     moves_past(before, "an unlink on another shard");
 }
+
+/// Renewals on a sharded cluster (issue 25, item 2): the file's home
+/// shard cannot look at a name another shard keeps, so a made-up path
+/// whose entry is elsewhere does not get round the directory a user lost:
+/// it is refused for anyone but root.
+#[test]
+fn a_renewal_by_a_name_another_shard_keeps_is_refused() {
+    let tc = sharded("shards-renew");
+    let alice = tc.client().with_cred(Cred::new(1000, 1000));
+    let bob = tc.client().with_cred(Cred::new(1001, 1001));
+    alice.mkdir("/p", 0o755).unwrap();
+    alice.create("/p/data", weft_client::CreateOptions { mode: 0o644, ..Default::default() }).unwrap().close().unwrap();
+    let file = id_of(&alice, "/p/data");
+    let cap = bob.open("/p/data", false).unwrap().capability().unwrap();
+    let home = home_shard(file, K);
+    alice.chmod("/p", 0o700).unwrap();
+    let cf = tc.cluster();
+    let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
+    let renew = |cred: Cred, path: &str| {
+        let op = weft_wire::MetaReq::Renew { old: cap, path: path.into() };
+        let reply = ep.call(cf.meta_shards()[home as usize].addr, weft_wire::Request::Meta { cred, op }.encode()).unwrap();
+        weft_wire::Response::decode(&reply.body).unwrap()
+    };
+    let elsewhere = format!("/{}", name_on(FileId(1), (home + 1) % K, "x"));
+    assert!(matches!(renew(Cred::new(1001, 1001), &elsewhere), weft_wire::Response::Error { code: weft_wire::ErrorCode::Permission, .. }), "Bob renewed by {elsewhere}, kept by another shard");
+    assert!(matches!(renew(Cred::new(1001, 1001), "/p/data"), weft_wire::Response::Error { code: weft_wire::ErrorCode::Permission, .. }), "Bob renewed through the closed directory");
+    assert!(matches!(renew(Cred::new(0, 0), &elsewhere), weft_wire::Response::Cap(_)), "root renews");
+}

@@ -325,19 +325,19 @@ impl WeftFs {
         Ok(Listing { taken, entries: all })
     }
 
-    /// Tells open handles their files' names now, after a rename or a
-    /// removal set a file aside: a capability's renewal walks the name.
-    pub(crate) fn rename_handles(&self) {
-        let open: Vec<Arc<Handle>> = lock(&self.handles).values().cloned().collect();
-        if open.is_empty() {
-            return;
-        }
-        let named: Vec<(Arc<Handle>, String)> = {
-            let known = lock(&self.known);
-            open.into_iter().filter_map(|h| known.path(h.file.attr().id.0).map(|p| (h.clone(), p.to_string()))).collect()
-        };
-        for (h, path) in named {
-            h.file.renamed(&path);
+    /// `from` was renamed to `to` (by the mount's user, or to set a file
+    /// removed while open aside): open handles named by it, or by a name
+    /// below it, take the new name, which their capability's renewal walks.
+    /// Handles of other names of the same file (hard links) keep theirs.
+    pub(crate) fn rename_handles(&self, from: &str, to: &str) {
+        let below = format!("{}/", from.trim_end_matches('/'));
+        for h in lock(&self.handles).values() {
+            let name = h.file.name();
+            if name == from {
+                h.file.renamed(to);
+            } else if let Some(rest) = name.strip_prefix(&below) {
+                h.file.renamed(&format!("{}/{rest}", to.trim_end_matches('/')));
+            }
         }
     }
 

@@ -63,7 +63,7 @@ impl WeftFs {
                 self.forget_path(path);
                 self.remember(ino, &hidden);
                 drop(open);
-                self.rename_handles();
+                self.rename_handles(path, &hidden);
             }
             _ => {
                 drop(open);
@@ -169,7 +169,7 @@ impl WeftFs {
         }
         drop(open);
         self.remember(ino, path);
-        self.rename_handles();
+        self.rename_handles(&hidden, path);
     }
 
     /// Clears the setuid and setgid bits of `h`'s file for a write by `c`,

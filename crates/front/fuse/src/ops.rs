@@ -226,7 +226,7 @@ impl Filesystem for WeftFs {
             self.forget_path(&to);
             lock(&self.known).renamed(&from, &to);
             self.hidden_moved(&from, &to);
-            self.rename_handles();
+            self.rename_handles(&from, &to);
             Ok(())
         })();
         match r {

@@ -105,7 +105,7 @@ impl Engine {
             let eager = pay_len <= self.eager_limit;
             if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
             conn.used = true;
-            conn.link.post(msg, CallRef { batch: id, index: i }, &std::mem::take(&mut call.body), pay_len, eager);
+            conn.link.post(msg, CallRef { batch: id, index: i }, &call.body, pay_len, eager);
             call.posted = true;
             b.next += 1;
             b.in_flight += 1;
@@ -257,6 +257,8 @@ impl Engine {
         let b = self.batches.remove(&id).expect("the owner's batch is in the engine");
         for (c, bc) in calls.iter_mut().zip(b.calls) {
             c.result = bc.result;
+            // The caller may send it again (riding through a restart).
+            c.body = bc.body;
         }
         dropped
     }

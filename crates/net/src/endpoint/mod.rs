@@ -120,7 +120,8 @@ impl Default for EndpointConfig {
 #[derive(Debug)]
 pub struct Call<'a> {
     pub peer: SocketAddr,
-    /// The encoded request body.
+    /// The encoded request body (given back by a run, so the call can be
+    /// run again).
     pub body: Vec<u8>,
     /// The request payload, gathered from these slices in order.
     pub send: Vec<&'a [u8]>,

@@ -12,7 +12,7 @@
 
 use super::path::components;
 use super::shards::Shards;
-use super::tables::{decode_attr, err, may, read_tables, Result, R, W};
+use super::tables::{decode_attr, err, may, read_tables, MetaError, Result, R, W};
 use redb::Database;
 use weft_wire::{rights, CapKey, Capability, Cred, FileAttr, FileId, FileKind, MetaReq, Response};
 
@@ -74,11 +74,12 @@ impl Grants {
     /// The path the file was opened by is walked again as the caller: a
     /// directory on it that no longer lets the caller search it ends the
     /// renewal, so a `chmod` of a directory revokes within one capability
-    /// lifetime. A caller other than the owner (or root) must also still
-    /// find the file at that name (else it was renamed or removed: reopen
-    /// it). On a
-    /// sharded cluster the name's entry may be on another shard; then the
-    /// directories are checked (every shard has them) and the name not.
+    /// lifetime; and the path must still name the file (else it was
+    /// renamed or removed: reopen it by its name now). For every caller,
+    /// its owner too, or a made-up path would pass any directory; root
+    /// alone keeps renewing a file whose name moved. On a sharded cluster
+    /// a name whose entry another shard keeps (the file was renamed onto
+    /// it) cannot be checked here, and renews for root only.
     pub(super) fn renew(&self, db: &Database, cred: Cred, old: &Capability, path: &str, shards: Option<&Shards>) -> Result<Response> {
         if self.key.check(old, old.file, rights::ALL, 0).is_err() || old.rights & rights::DELETE != 0 {
             return Err(err(weft_wire::ErrorCode::Permission, format!("file {}: only a capability this cluster issued for reading or writing can be renewed", old.file.0)));
@@ -89,20 +90,24 @@ impl Grants {
             None => return Err(err(weft_wire::ErrorCode::NotFound, format!("file {} does not exist (removed while open?)", old.file.0))),
         };
         let refused = |why: String| err(weft_wire::ErrorCode::Permission, format!("{path}: the capability of file {} is not renewed: {why}", old.file.0));
+        let closed = |e: MetaError| refused(format!("a directory on its path no longer lets you search it ({})", e.message));
+        let moved = || refused("that name no longer names this file (renamed or removed): reopen it by its name now".into());
         let comps = components(path).map_err(|m| err(weft_wire::ErrorCode::InvalidPath, m))?;
         let Some((name, dir_comps)) = comps.split_last() else { return Err(refused("it names the root directory".into())) };
         let dir = match t.walk(cred, dir_comps) {
             Ok(d) => d,
-            Err(e) if e.code == weft_wire::ErrorCode::Permission => return Err(refused(format!("a directory on its path no longer lets you search it ({})", e.message))),
-            Err(_) if attr.uid == cred.uid || cred.uid == 0 => return self.renewed(cred, old, &attr),
-            Err(e) => return Err(refused(format!("its path is gone ({}): reopen the file by its name now", e.message))),
+            Err(e) if e.code == weft_wire::ErrorCode::Permission => return Err(closed(e)),
+            Err(_) if cred.uid == 0 => return self.renewed(cred, old, &attr),
+            Err(_) => return Err(moved()),
         };
-        let elsewhere = dir.kind == FileKind::Dir && shards.is_some_and(|s| s.route(dir.id, name).is_some());
+        if dir.kind == FileKind::Dir && shards.is_some_and(|s| s.route(dir.id, name).is_some()) {
+            return if cred.uid == 0 { self.renewed(cred, old, &attr) } else { Err(refused("its name is kept by another metadata shard (it was renamed there): reopen it by its name now".into())) };
+        }
         match t.walk_from(cred, dir, dir_comps, name) {
-            Err(e) if e.code == weft_wire::ErrorCode::Permission => Err(refused(format!("a directory on its path no longer lets you search it ({})", e.message))),
-            _ if elsewhere || attr.uid == cred.uid || cred.uid == 0 => self.renewed(cred, old, &attr),
+            Err(e) if e.code == weft_wire::ErrorCode::Permission => Err(closed(e)),
             Ok(a) if a.id == old.file => self.renewed(cred, old, &attr),
-            _ => Err(refused("that name no longer names this file (renamed or removed): reopen it by its name now".into())),
+            _ if cred.uid == 0 => self.renewed(cred, old, &attr),
+            _ => Err(moved()),
         }
     }
 

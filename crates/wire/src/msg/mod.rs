@@ -86,21 +86,23 @@ impl Request {
     /// Whether sending this request again, when its connection broke
     /// before the answer (the server may or may not have applied it),
     /// leaves what one send would: reads, positioned writes, truncates,
-    /// attribute settings, opens, closes and renewals. A client riding
-    /// through a server's restart resends only these (and requests that
-    /// were never sent). Not: exclusive creates, directory and name
-    /// changes, deletions, shared pointers, collectives, locks.
+    /// attribute settings, read-only opens and renewals. A resend comes
+    /// before the call returns, so a change another client made meanwhile
+    /// was concurrent with it, and either order is one POSIX allows. A
+    /// client riding through a server's restart resends only these (and
+    /// requests that were never sent). Not: creates, write opens and
+    /// closes (they count the file's writers), directory and name changes,
+    /// deletions, shared pointers, collectives, locks.
     pub fn is_idempotent(&self) -> bool {
         match self {
             Request::Ping | Request::Status | Request::Sink | Request::Source { .. } => true,
             Request::Data { op, .. } => matches!(op, DataReq::Write { .. } | DataReq::Read { .. } | DataReq::Size { .. } | DataReq::Truncate { .. } | DataReq::Fsync { .. }),
             Request::Meta { op, .. } => matches!(
                 op,
-                MetaReq::Create { exclusive: false, .. }
-                    | MetaReq::Stat { .. }
+                MetaReq::Stat { .. }
                     | MetaReq::StatSize { .. }
                     | MetaReq::StatId { .. }
-                    | MetaReq::Open { .. }
+                    | MetaReq::Open { write: false, .. }
                     | MetaReq::Readdir { .. }
                     | MetaReq::ReaddirShard { .. }
                     | MetaReq::Readlink { .. }
@@ -108,7 +110,6 @@ impl Request {
                     | MetaReq::Chown { .. }
                     | MetaReq::SetTimes { .. }
                     | MetaReq::Change { .. }
-                    | MetaReq::Close { .. }
                     | MetaReq::SetSize { .. }
                     | MetaReq::Renew { .. }
                     | MetaReq::Sync

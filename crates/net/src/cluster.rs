@@ -193,11 +193,6 @@ impl ClusterFile {
         if metas > MAX_META_SHARDS {
             return Err(format!("{metas} servers host the meta service; at most {MAX_META_SHARDS} metadata shards are supported"));
         }
-        // Shards talk to each other with the servers' secret, which MUNGE
-        // mode keeps from clients; this first step speaks secret mode only.
-        if metas > 1 && self.auth == AuthMode::Munge {
-            return Err("more than one metadata shard needs auth = \"secret\" for now".into());
-        }
         if self.data_servers().is_empty() {
             return Err("no server hosts the data service".into());
         }

@@ -136,6 +136,11 @@ fn free_ports(n: usize) -> Result<Vec<u16>, LaunchError> {
 /// not a bare connect: another cluster may have been given the port since.
 pub(crate) fn answers(addr: SocketAddr, secret: &weft_wire::Secret) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else { return false };
+    // A connect that reached itself (no listener yet, and the kernel gave
+    // it that very port) would hold the port the server is about to bind.
+    if s.local_addr().is_ok_and(|l| l == addr) {
+        return false;
+    }
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
     weft_net::handshake::client_handshake(&mut s, addr, secret, rand::random()).is_ok()
@@ -185,9 +190,6 @@ impl LocalCluster {
             c
         } else {
             let shards = spec.meta_shards.max(1);
-            if shards > 1 && matches!(spec.auth, AuthSpec::Munge { .. }) {
-                return Err(fail("more than one metadata shard runs with --auth secret only, for now"));
-            }
             let services = |i: usize| match i {
                 0 => vec![Service::Meta, Service::Lock],
                 // Each shard keeps the locks of the files it made too.
@@ -408,11 +410,22 @@ impl LocalCluster {
         }
     }
 
-    /// Starts server `id` again on the same address and directory.
+    /// Starts server `id` again on the same address and directory. A port
+    /// still held a moment (a client's connect that reached itself, being
+    /// dropped) is tried again, up to three times.
     pub fn restart(&mut self, id: usize) -> Result<(), LaunchError> {
         self.kill(id);
-        self.spawn(id)?;
-        self.wait_ready(id)
+        let mut tries = 0;
+        loop {
+            self.spawn(id)?;
+            match self.wait_ready(id) {
+                Err(e) if tries < 3 && e.0.contains("Address already in use") => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                r => return r,
+            }
+        }
     }
 
     /// The emulated network the servers run in, if any.

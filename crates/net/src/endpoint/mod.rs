@@ -563,6 +563,14 @@ impl Endpoint {
     fn connect_tcp(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
         let unreachable = |source| NetError::Unreachable { addr, source };
         let mut s = TcpStream::connect_timeout(&addr, self.config.connect_timeout).map_err(unreachable)?;
+        // A connect to a port nobody listens on, from the same host, can be
+        // given that very port as its own and connect to itself (TCP's
+        // simultaneous open): it would hold the port a restarting server
+        // needs. Dropped at once, it is the refusal it stands for.
+        if s.local_addr().is_ok_and(|l| l == addr) {
+            drop(s);
+            return Err(unreachable(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused (the connect reached itself)")));
+        }
         s.set_nodelay(true).map_err(unreachable)?;
         s.set_read_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;
         s.set_write_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;

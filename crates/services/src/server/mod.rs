@@ -64,7 +64,10 @@ fn shard_place(cluster: &ClusterFile, id: ServerId) -> crate::meta::ShardPlace {
     let shards = cluster.meta_shards();
     let index = shards.iter().position(|s| s.id == id.0).unwrap_or(0) as u32;
     let peers = shards.iter().enumerate().filter(|(k, _)| *k as u32 != index).map(|(k, s)| (k as u32, s.addr)).collect();
-    // Secret mode only (the cluster file refuses several shards otherwise).
+    // Shards prove the servers' secret to each other, in MUNGE mode too
+    // (read from `key_file`, which only the servers' user can): a peer
+    // that proved it is trusted with the identity its requests carry,
+    // while a client's is the one MUNGE proved.
     let auth = (shards.len() > 1).then(|| weft_net::ClientAuth::Secret(cluster.secret()));
     crate::meta::ShardPlace { index, count: shards.len() as u32, peers, auth }
 }

@@ -49,11 +49,15 @@ fn went_away(c: &Call<'_>) -> bool {
     matches!(c.result, Some(Err(NetError::Unreachable { .. } | NetError::Stopping { .. }))) || refused_stopping(c)
 }
 
-/// Sending `c` again cannot apply it twice.
+/// Sending `c` again cannot apply it twice. Never a lock request: a lock
+/// server keeps its locks in memory, so one resent after its restart could
+/// be granted while the old holder still believes it holds the range.
 fn resendable(c: &Call<'_>) -> bool {
+    let Ok(req) = Request::decode(&c.body) else { return false };
     let unsent = matches!(&c.result, Some(Err(NetError::Unreachable { source, .. })) if source.kind() == std::io::ErrorKind::ConnectionRefused)
-        || matches!(&c.result, Some(Err(NetError::Stopping { .. })));
-    unsent || refused_stopping(c) || Request::decode(&c.body).is_ok_and(|r| r.is_idempotent())
+        || matches!(&c.result, Some(Err(NetError::Stopping { .. })))
+        || refused_stopping(c);
+    !matches!(req, Request::Lock(_)) && (unsent || req.is_idempotent())
 }
 
 impl Recovery {

@@ -138,7 +138,7 @@ pub(crate) fn answers(addr: SocketAddr, secret: &weft_wire::Secret) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else { return false };
     // A connect that reached itself (no listener yet, and the kernel gave
     // it that very port) would hold the port the server is about to bind.
-    if s.local_addr().is_ok_and(|l| l == addr) {
+    if s.local_addr().ok().is_some_and(|l| s.peer_addr().is_ok_and(|p| p == l)) {
         return false;
     }
     let _ = s.set_read_timeout(Some(Duration::from_secs(2)));

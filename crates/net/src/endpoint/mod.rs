@@ -567,7 +567,7 @@ impl Endpoint {
         // given that very port as its own and connect to itself (TCP's
         // simultaneous open): it would hold the port a restarting server
         // needs. Dropped at once, it is the refusal it stands for.
-        if s.local_addr().is_ok_and(|l| l == addr) {
+        if s.local_addr().ok().is_some_and(|l| s.peer_addr().is_ok_and(|p| p == l)) {
             drop(s);
             return Err(unreachable(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused (the connect reached itself)")));
         }

@@ -239,6 +239,10 @@ impl Shards {
                         }
                         None
                     }
+                    // A peer's `Stopping` is about this push, not the
+                    // client's request (which this shard applied): never
+                    // passed on, or the client would send it again.
+                    Ok(Response::Error { code: ErrorCode::Stopping, message }) => Some(err(ErrorCode::Io, format!("metadata shard {shard} ({addr}) is restarting and did not take directory change {seq} yet ({message}); it is kept and reaches that shard when it is back"))),
                     Ok(Response::Error { code, message }) => Some(err(code, format!("metadata shard {shard} ({addr}) did not take directory change {seq}: {message}"))),
                     Ok(other) => Some(err(ErrorCode::Internal, format!("metadata shard {shard} ({addr}) answered a directory change with {other:?}"))),
                     Err(e) => Some(err(ErrorCode::Io, format!("metadata shard {shard} ({addr}) did not take a directory change ({e}); it is kept and reaches that shard when it answers"))),

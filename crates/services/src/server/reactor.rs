@@ -264,12 +264,18 @@ impl Reactor {
 
     /// The drain's last word on every connection: `Stopping`, after the
     /// answers. Nothing is read after it, so the client knows that what it
-    /// sent and was not answered was not applied.
+    /// sent and was not answered was not applied. A connection with a
+    /// request still at work (the drain ran out its time) is closed without
+    /// that word: its request may yet be applied.
     fn say_goodbye(&mut self) {
         let now = Instant::now();
         for k in 0..self.slots.len() {
             if let Some(Some(slot)) = self.slots.get_mut(k) {
-                slot.conn.fail(ErrorCode::Stopping, "the server is stopping; what it did not answer was not applied".into(), now);
+                if slot.in_service == 0 {
+                    slot.conn.fail(ErrorCode::Stopping, "the server is stopping; what it did not answer was not applied".into(), now);
+                } else {
+                    slot.conn.abort("the server is stopping with a request of this connection at work");
+                }
             }
             self.flush(k);
         }

@@ -69,10 +69,14 @@ fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
         trigger.trigger();
     })
     .context("cannot install the signal handler")?;
-    run_server(cf, id, listener, Arc::clone(&server), shutdown)?;
+    // Made durable even when the loop failed.
+    let served = run_server(cf, id, listener, Arc::clone(&server), shutdown);
+    if let Err(e) = &served {
+        eprintln!("weft: {e:#}");
+    }
     server.flush_metadata_then(|ok| {
         let _ = out!("weft serve: server {id} stopped{}", if ok { "" } else { " (its metadata could not be made durable)" });
-        std::process::exit(if ok { 0 } else { 1 })
+        std::process::exit(if ok && served.is_ok() { 0 } else { 1 })
     });
     Ok(())
 }

@@ -336,10 +336,13 @@ mod tests {
         let mut c = sample();
         c.servers[1].services.push(Service::Meta);
         assert_eq!(c.meta_shard_count(), 2, "a second meta server is a second shard");
+        // Shards in MUNGE mode: they prove the servers' key_file secret.
         c.auth = AuthMode::Munge;
         c.secret.clear();
         c.key_file = Some("/k".into());
-        assert!(c.validate().unwrap_err().contains("secret"));
+        assert_eq!(c.validate(), Ok(()));
+        c.secret = "00112233445566778899".into();
+        assert!(c.validate().unwrap_err().contains("never in the cluster file"), "a MUNGE cluster file must not hold the key");
         let mut c = sample();
         c.secret = "xyz".into();
         assert!(c.validate().unwrap_err().contains("hex"));

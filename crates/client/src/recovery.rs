@@ -9,7 +9,7 @@
 //! A server that did not come back within the window is given up on: later
 //! calls to it fail at once, until one of them is answered.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -33,7 +33,7 @@ pub fn window_from_env() -> Duration {
 /// Servers given up on (see the module's documentation).
 #[derive(Default)]
 pub(crate) struct Recovery {
-    gone: Mutex<HashMap<SocketAddr, Instant>>,
+    gone: Mutex<HashSet<SocketAddr>>,
     /// Whether `gone` has entries: the success path looks only then.
     any_gone: AtomicBool,
 }
@@ -61,7 +61,7 @@ fn resendable(c: &Call<'_>) -> bool {
 }
 
 impl Recovery {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SocketAddr, Instant>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<SocketAddr>> {
         self.gone.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -86,7 +86,7 @@ impl Recovery {
         loop {
             let again: Vec<usize> = {
                 let gone = self.lock();
-                (0..calls.len()).filter(|&i| went_away(&calls[i]) && !gone.contains_key(&calls[i].peer) && ep.has_connected(calls[i].peer) && resendable(&calls[i])).collect()
+                (0..calls.len()).filter(|&i| went_away(&calls[i]) && !gone.contains(&calls[i].peer) && ep.has_connected(calls[i].peer) && resendable(&calls[i])).collect()
             };
             if again.is_empty() {
                 return;
@@ -95,7 +95,7 @@ impl Recovery {
             if left.is_zero() {
                 let mut gone = self.lock();
                 for &i in &again {
-                    gone.insert(calls[i].peer, Instant::now());
+                    gone.insert(calls[i].peer);
                     tracing::warn!(target: "weft::client", server = %calls[i].peer, window = ?window, "a server did not come back within the recovery window; calls to it fail at once until it answers");
                 }
                 self.any_gone.store(true, Ordering::Relaxed);

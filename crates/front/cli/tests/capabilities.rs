@@ -119,12 +119,7 @@ fn open_files_renew_their_capabilities() {
     let theirs = bob.open("/long", false).unwrap();
     let cf = tc.cluster();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let renew_at = |cred: Cred, old: Capability, path: &str| {
-        let ask = Request::Meta { cred, op: weft_wire::MetaReq::Renew { old, path: path.into() } };
-        let mut c = Call::new(cf.meta_server().addr, ask.encode());
-        ep.run(std::slice::from_mut(&mut c));
-        Response::decode(&c.result.unwrap().unwrap().body).unwrap()
-    };
+    let renew_at = |cred: Cred, old: Capability, path: &str| common::meta_call(&ep, cf.meta_server().addr, cred, weft_wire::MetaReq::Renew { old, path: path.into() });
     let renew = |cred: Cred, old: Capability| renew_at(cred, old, "/long");
     let read = theirs.capability().unwrap();
     assert!(matches!(renew(Cred::new(1001, 1001), read), Response::Cap(c) if c.rights == rights::READ | rights::SIZE && c.file == read.file));
@@ -183,12 +178,7 @@ fn a_directory_closed_after_an_open_revokes_at_the_next_renewal() {
     alice.chmod("/proj", 0o700).unwrap();
     let cf = tc.cluster();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let renew_at = |path: &str| {
-        let ask = Request::Meta { cred: Cred::new(1001, 1001), op: weft_wire::MetaReq::Renew { old: cap, path: path.into() } };
-        let mut c = Call::new(cf.meta_server().addr, ask.encode());
-        ep.run(std::slice::from_mut(&mut c));
-        Response::decode(&c.result.unwrap().unwrap().body).unwrap()
-    };
+    let renew_at = |path: &str| common::meta_call(&ep, cf.meta_server().addr, Cred::new(1001, 1001), weft_wire::MetaReq::Renew { old: cap, path: path.into() });
     for made_up in ["/nope", "/bobs", "/proj/bobs"] {
         assert!(matches!(renew_at(made_up), Response::Error { code: ErrorCode::Permission, .. }), "Bob renewed his file in a closed directory by {made_up}");
     }

@@ -388,11 +388,7 @@ fn a_renewal_by_a_name_another_shard_keeps_is_refused() {
     alice.chmod("/p", 0o700).unwrap();
     let cf = tc.cluster();
     let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
-    let renew = |cred: Cred, path: &str| {
-        let op = weft_wire::MetaReq::Renew { old: cap, path: path.into() };
-        let reply = ep.call(cf.meta_shards()[home as usize].addr, weft_wire::Request::Meta { cred, op }.encode()).unwrap();
-        weft_wire::Response::decode(&reply.body).unwrap()
-    };
+    let renew = |cred: Cred, path: &str| common::meta_call(&ep, cf.meta_shards()[home as usize].addr, cred, weft_wire::MetaReq::Renew { old: cap, path: path.into() });
     let elsewhere = format!("/{}", name_on(FileId(1), (home + 1) % K, "x"));
     assert!(matches!(renew(Cred::new(1001, 1001), &elsewhere), weft_wire::Response::Error { code: weft_wire::ErrorCode::Permission, .. }), "Bob renewed by {elsewhere}, kept by another shard");
     assert!(matches!(renew(Cred::new(1001, 1001), "/p/data"), weft_wire::Response::Error { code: weft_wire::ErrorCode::Permission, .. }), "Bob renewed through the closed directory");

@@ -103,6 +103,13 @@ pub fn run_children(child: &str, ranks: u64, cluster_file: &Path, env: &[(&str, 
 }
 
 /// Deterministic bytes that differ per (seed, position).
+/// Asks server `addr` for namespace request `op` as `cred`, alone (no
+/// routing, no riding through restarts); the decoded answer.
+pub fn meta_call(ep: &weft_net::Endpoint, addr: std::net::SocketAddr, cred: weft_wire::Cred, op: weft_wire::MetaReq) -> weft_wire::Response {
+    let reply = ep.call(addr, weft_wire::Request::Meta { cred, op }.encode()).unwrap();
+    weft_wire::Response::decode(&reply.body).unwrap()
+}
+
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)

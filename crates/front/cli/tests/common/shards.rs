@@ -31,8 +31,7 @@ pub fn id_of(c: &Client, path: &str) -> FileId {
 pub fn ask(tc: &TestCluster, shard: u32, op: MetaReq) -> Response {
     let cf = tc.cluster();
     let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
-    let reply = ep.call(cf.meta_shards()[shard as usize].addr, Request::Meta { cred: Cred::new(0, 0), op }.encode()).unwrap();
-    Response::decode(&reply.body).unwrap()
+    super::meta_call(&ep, cf.meta_shards()[shard as usize].addr, Cred::new(0, 0), op)
 }
 
 /// Whether shard `shard`'s own copy of the tree has directory `path`

@@ -87,8 +87,11 @@ impl JobMount {
         // system's hiccup) is not taken for the job's end.
         unmount_marker(&self.dir, &self.start).exists()
             || file::stop_path(&self.dir, &self.start).exists()
-            || matches!(JobFile::load(&self.dir), Ok(None))
-            || matches!(JobFile::load(&self.dir), Ok(Some(j)) if j.start != self.start)
+            || match JobFile::load(&self.dir) {
+                Ok(None) => true,
+                Ok(Some(j)) => j.start != self.start,
+                Err(_) => false,
+            }
     }
 }
 

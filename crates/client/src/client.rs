@@ -417,6 +417,24 @@ impl Client {
         }
         let mut all: Vec<DirEntry> = lists.into_iter().flatten().collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
+        // Names of files another shard keeps (hard links across shards)
+        // come with the file's attributes as they were: asked for anew.
+        let dir = path.trim_end_matches('/');
+        all.retain_mut(|e| {
+            if !e.elsewhere {
+                return true;
+            }
+            match self.meta(MetaReq::Stat { path: format!("{dir}/{}", e.name) }) {
+                Ok(Response::Attr(a)) => {
+                    (e.attr, e.elsewhere) = (a, false);
+                    true
+                }
+                // Removed since the listing.
+                Err(Error::NotFound(_)) => false,
+                // Its shard is down: as it was, still flagged.
+                _ => true,
+            }
+        });
         Ok(all)
     }
 

@@ -28,8 +28,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// response 17, error code 18). 11: Refused (response 18), Touch
 /// (replica op 7). 12: directory renames on shards (replica ops 8-10).
 /// 13: `Renew` carries the path the file was opened by. 14: error code
-/// 19 (`Stopping`).
-pub const PROTOCOL_VERSION: u8 = 14;
+/// 19 (`Stopping`). 15: hard links across shards (replica ops 11-12,
+/// a listing's entry kept by another shard).
+pub const PROTOCOL_VERSION: u8 = 15;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -201,9 +201,6 @@ fn renames_within_and_across_shards_move_the_file_whole() {
     user.create(&format!("/d/{mine}"), excl()).unwrap();
     assert!(matches!(user.rename(&format!("/d/{mine}"), "/closed/x"), Err(Error::Permission(_))));
     assert!(user.stat(&format!("/d/{mine}")).is_ok(), "a refused rename leaves the file where it was");
-    // Not built yet: links across shards.
-    let elsewhere = name_on(d, (entry_shard(d, &other, K) + 1) % K, "l");
-    assert!(matches!(c.link(&format!("/d/{other}"), &format!("/d/{elsewhere}")), Err(Error::CrossShard(_))));
 }
 
 #[test]

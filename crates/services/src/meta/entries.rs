@@ -14,6 +14,8 @@ pub(super) struct Removed {
     pub(super) attr: FileAttr,
     /// That was its last name: the inode is gone.
     pub(super) last: bool,
+    /// The directory the name was in.
+    pub(super) parent: FileId,
 }
 
 /// Drops what an inode that is going away kept beside its record.
@@ -60,7 +62,7 @@ pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bo
         t.dirents.remove((parent.id.0, name))?;
         let last = drop_name(&mut t, &attr, now)?;
         t.entries_changed(parent.id.0, -i32::from(dir), now)?;
-        Removed { attr, last }
+        Removed { attr, last, parent: parent.id }
     };
     if removed.last {
         forget_inode(tx, &removed.attr)?;
@@ -93,10 +95,17 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, ow
         let src_dir = t.parent_for_change(cred, &from_parent)?;
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
         super::shards::check_unmarked(tx, dst_dir.id, to_name, to)?;
-        owner(src_dir.id, from_name)?;
+        let Some(id) = t.child(src_dir.id.0, from_name)? else {
+            owner(src_dir.id, from_name)?;
+            return Err(err(ErrorCode::NotFound, format!("{from} does not exist")));
+        };
+        let src = here(&t, id, from)?;
+        // A file's name kept here that another shard would keep is another
+        // name of a file this shard keeps (a link across shards).
+        if src.kind != FileKind::Dir && owner(src_dir.id, from_name).is_err() {
+            return Err(several_shards(from));
+        }
         owner(dst_dir.id, to_name)?;
-        let id = t.child(src_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
-        let src = t.inode(id)?;
         check_sticky(cred, &src_dir, &src, from)?;
         check_not_moving(tx, src.id, from)?;
         if t.child(dst_dir.id.0, to_name)? == Some(id) {
@@ -134,7 +143,7 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, ow
 /// name is free.
 fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred, dst_dir: &FileAttr, to_name: &str, to: &str, dir: bool) -> Result<Option<FileAttr>> {
     let Some(old) = t.child(dst_dir.id.0, to_name)? else { return Ok(None) };
-    let dst = t.inode(old)?;
+    let dst = here(t, old, to)?;
     check_sticky(cred, dst_dir, &dst, to)?;
     check_not_moving(tx, dst.id, to)?;
     match (dir, dst.kind == FileKind::Dir) {
@@ -193,7 +202,7 @@ pub(super) fn leaving(tx: &WriteTransaction, cred: Cred, from: &str) -> Result<(
     let t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
     let dir = t.parent_for_change(cred, &from_parent)?;
     let id = t.child(dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
-    let a = t.inode(id)?;
+    let a = here(&t, id, from)?;
     check_sticky(cred, &dir, &a, from)?;
     check_not_moving(tx, a.id, from)?;
     if a.kind == FileKind::Dir || a.nlink > 1 {
@@ -206,8 +215,11 @@ pub(super) fn leaving(tx: &WriteTransaction, cred: Cred, from: &str) -> Result<(
 /// directory). As Linux's protected hard links: someone other than the
 /// owner (or root) may link only a regular file it may read and write
 /// that is neither setuid nor setgid-executable.
-/// `owner`: whether this shard keeps a name (else the route, as an error).
-pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owner: impl Fn(FileId, &str) -> Result<()>) -> Result<FileAttr> {
+/// `owner`: whether this shard keeps a name (else the route, as an error;
+/// the coordinator of a link across shards keeps a copy of the name, see
+/// [`super::links_across`]). Returns the file's attributes after and the
+/// directory of `to`.
+pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owner: impl Fn(FileId, &str) -> Result<()>) -> Result<(FileAttr, FileId)> {
     let from_comps = components(from).map_err(|m| err(ErrorCode::InvalidPath, m))?;
     let (to_parent, to_name) = split_parent(to)?;
     let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
@@ -233,5 +245,22 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owne
     t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
     t.dirents.insert((dir.id.0, to_name), a.id.0)?;
     t.entries_changed(dir.id.0, 0, now)?;
-    Ok(a)
+    Ok((a, dir.id))
+}
+
+/// The file entry `id` names here; a name another shard keeps the file of
+/// (a link across shards) is refused: renames of such names are not built.
+fn here<I, D>(t: &Tables<I, D>, id: u64, path: &str) -> Result<FileAttr>
+where
+    I: ReadableTable<u64, &'static [u8]>,
+    D: ReadableTable<(u64, &'static str), u64>,
+{
+    match t.inodes.get(id)? {
+        Some(v) => super::tables::decode_attr(v.value()),
+        None => Err(several_shards(path)),
+    }
+}
+
+fn several_shards(path: &str) -> super::tables::MetaError {
+    err(ErrorCode::CrossShard, format!("{path} is a name of a file with names on several metadata shards: renaming or replacing it is not built yet (remove it, or rename another of its names)"))
 }

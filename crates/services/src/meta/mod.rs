@@ -21,6 +21,7 @@ mod attrs;
 mod dir_moves;
 mod entries;
 mod grants;
+mod links_across;
 mod migrate;
 mod group_commit;
 mod path;
@@ -94,6 +95,8 @@ fn init_root(db: &Database) -> Result<()> {
         tx.open_table(shards::MOVING)?;
         tx.open_table(shards::MOVED)?;
         tx.open_table(shards::ADOPTED)?;
+        tx.open_table(links_across::STUBS)?;
+        tx.open_table(links_across::LINKING)?;
         tx.open_table(dir_moves::PREPARED)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();
@@ -363,8 +366,9 @@ impl MetaService {
             let before = tables::CHANGED_DIRS.with(|c| c.borrow().len());
             let r = self.apply(&tx, *cred, op);
             // A pushed directory change moved its parent's times on every
-            // shard already; a file taken from another shard (Adopt) did not.
-            if matches!(op, MetaReq::Replica { op, .. } if !matches!(**op, weft_wire::ReplicaOp::Adopt { .. })) {
+            // shard already; a file taken from another shard (Adopt) or a
+            // name made or dropped for one (Name, Unname) did not.
+            if matches!(op, MetaReq::Replica { op, .. } if !matches!(**op, weft_wire::ReplicaOp::Adopt { .. } | weft_wire::ReplicaOp::Name { .. } | weft_wire::ReplicaOp::Unname { .. })) {
                 tables::CHANGED_DIRS.with(|c| c.borrow_mut().truncate(before));
             }
             if let (MetaReq::Create { .. }, Ok((_, true))) = (op, &r) {
@@ -432,7 +436,7 @@ impl MetaService {
             // capability to delete its objects) only with its last name.
             MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| if r.last { Response::Attr(r.attr) } else { Response::Ok }),
             MetaReq::Rmdir { path } => entries::remove(tx, cred, path, true).map(|_| Response::Ok),
-            MetaReq::Link { from, to } => entries::link(tx, cred, from, to, |dir, name| self.check_owner(dir, name)).map(Response::Attr),
+            MetaReq::Link { from, to } => entries::link(tx, cred, from, to, |dir, name| self.check_owner(dir, name)).map(|(a, _)| Response::Attr(a)),
             // Its batch's commit is made durable (`must_be_durable`).
             MetaReq::Sync => Ok(Response::Ok),
             MetaReq::Mknod { path, mode, kind } => match kind {
@@ -543,9 +547,8 @@ impl MetaService {
             let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
             let parent = t.parent_for_change(cred, &parent_comps)?;
             shards::check_unmarked(tx, parent.id, name, path)?;
-            // Routed on an earlier snapshot: the parent may have been made
-            // anew since (its id decides the shard).
-            self.check_owner(parent.id, name)?;
+            // An entry found here is served here (another shard's name of a
+            // file kept here too: a link across shards).
             if let Some(existing) = t.child(parent.id.0, name)? {
                 let a = t.inode(existing)?;
                 if exclusive || kind != FileKind::File {
@@ -560,6 +563,9 @@ impl MetaService {
                 check(cred, &a, W, "write this file")?;
                 return Ok((a, false));
             }
+            // Routed on an earlier snapshot: the parent may have been made
+            // anew since (its id decides the shard).
+            self.check_owner(parent.id, name)?;
             let mut counters = tx.open_table(COUNTERS)?;
             let at = counters.get("next_id")?.map(|v| v.value()).unwrap_or(ROOT.0 + 1).max(self.min_next_id.load(Ordering::Relaxed));
             // A shard's ids route home (`weft_wire::shard`).

@@ -2,7 +2,7 @@
 //! each on a read transaction of its own.
 
 use super::path::components;
-use super::shards;
+use super::{links_across, shards};
 use super::tables::{check, encode_attr, err, read_tables, routed, Result, LINKS, R, W};
 use redb::Database;
 use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileKind, Response};
@@ -19,6 +19,11 @@ pub(super) fn stat(db: &Database, cred: Cred, path: &str, shards: Option<&shards
     let found = t.walk_from(cred, parent.clone(), parent_comps, name);
     let route = match &found {
         Ok(a) if a.kind == FileKind::Dir => s.route_id(a.id),
+        // A file kept here, by its own name or another shard's (a link
+        // across shards).
+        Ok(_) => None,
+        // A name kept here of a file another shard keeps.
+        Err(_) if parent.kind == FileKind::Dir && t.child(parent.id.0, name)?.is_some_and(|id| matches!(t.inodes.get(id), Ok(None))) => links_across::stub_route(db, s, parent.id, name)?,
         _ if parent.kind == FileKind::Dir => s.route(parent.id, name),
         _ => None,
     };
@@ -75,14 +80,22 @@ pub(super) fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u
         if name == after || shards.is_some_and(|s| !s.owns(dir.id, name)) {
             continue;
         }
-        let attr = t.inode(v.value())?;
+        // A name of a file another shard keeps: as it was when made, and
+        // flagged (the client asks that shard).
+        let (attr, elsewhere) = match t.inodes.get(v.value())? {
+            Some(a) => (super::tables::decode_attr(a.value())?, false),
+            None => match links_across::stub(db, dir.id, name)? {
+                Some(stub) => (stub.attr, true),
+                None => (t.inode(v.value())?, false),
+            },
+        };
         let size = 4 + name.len() + encode_attr(&attr).len() + 9;
         if entries.len() == max as usize || (bytes + size > weft_wire::limits::MAX_BODY_LEN as usize && !entries.is_empty()) {
             more = true;
             break;
         }
         bytes += size;
-        entries.push(DirEntry { name: name.to_owned(), attr, size: None });
+        entries.push(DirEntry { name: name.to_owned(), attr, size: None, elsewhere });
     }
     Ok(Response::Entries { entries, more })
 }

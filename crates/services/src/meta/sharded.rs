@@ -2,7 +2,7 @@
 //! which shard answers, the directory changes pushed once committed, and
 //! rmdir's two steps.
 
-use super::{dir_moves, entries};
+use super::{dir_moves, entries, links_across};
 use super::path::components;
 use super::shards::{self, MARKED};
 use super::tables::{err, now_ns, read_tables, split_parent, Result, Tables, DIRENTS, INODES};
@@ -41,6 +41,8 @@ impl MetaService {
             match (route, op) {
                 (Some(Decision::Answer(r)), _) => Ok(Some(*r)),
                 (Some(Decision::RenameTo(target)), MetaReq::Rename { from, to }) => Ok(Some(self.rename_across(cred, from, to, target))),
+                (Some(Decision::LinkTo(target)), MetaReq::Link { from, to }) => Ok(Some(self.link_across(cred, from, to, target))),
+                (Some(Decision::UnlinkCopy), MetaReq::Unlink { path }) => Ok(Some(self.unlink_copy(cred, path))),
                 (Some(Decision::RenameDir), MetaReq::Rename { from, to }) => self.rename_dir(cred, from, to).map(Some),
                 (_, MetaReq::Rmdir { path }) => self.rmdir_sharded(cred, path).map(|()| Some(Response::Ok)),
                 _ => Ok(None),
@@ -50,9 +52,9 @@ impl MetaService {
     }
 
     /// What is not this shard's alone to answer as on one shard: a route
-    /// to another shard, a rename across shards (made here, two-phase), or
-    /// an error for a rename or link this step of sharding does not make
-    /// (a link across shards, a directory's rename).
+    /// to another shard, a rename or link across shards (made here,
+    /// two-phase), a directory's rename (by one shard), the removal of a
+    /// name another shard keeps too (`links_across`).
     fn route_of(&self, db: &Database, op: &MetaReq) -> Result<Option<Decision>> {
         let s = &self.shards;
         let answer = |r: Option<Response>| r.map(|r| Decision::Answer(Box::new(r)));
@@ -70,8 +72,9 @@ impl MetaService {
             },
             MetaReq::Rename { from, to } | MetaReq::Link { from, to } => match self.route_path(db, from, false)? {
                 Some(route) => Some(Decision::Answer(Box::new(route))),
-                None => self.other_shard_of(db, op, from, to)?.map(Decision::RenameTo),
+                None => self.other_shard_of(db, to)?.map(|target| if matches!(op, MetaReq::Link { .. }) { Decision::LinkTo(target) } else { Decision::RenameTo(target) }),
             },
+            MetaReq::Unlink { path } if self.names_copy(db, path)? => Some(Decision::UnlinkCopy),
             _ => answer(match (op.file(), op.path()) {
                 (Some(file), _) => self.route_file(db, file)?,
                 // Reads route as they walk (`reads::stat`).
@@ -101,11 +104,15 @@ impl MetaService {
         if parent.kind != FileKind::Dir {
             return Ok(None);
         }
-        if itself
-            && let Some(id) = t.child(parent.id.0, name)?
-            && t.inode(id)?.kind == FileKind::Dir
-        {
-            return Ok(self.shards.route_id(FileId(id)));
+        if let Some(id) = t.child(parent.id.0, name)? {
+            match t.inodes.get(id)?.map(|v| super::tables::decode_attr(v.value())).transpose()? {
+                Some(a) if a.kind == FileKind::Dir && itself => return Ok(self.shards.route_id(FileId(id))),
+                Some(a) if a.kind == FileKind::Dir => {}
+                // A file kept here, by its own name or another shard's
+                // (a link across shards).
+                Some(_) => return Ok(None),
+                None => return links_across::stub_route(db, &self.shards, parent.id, name),
+            }
         }
         Ok(self.shards.route(parent.id, name))
     }
@@ -133,18 +140,14 @@ impl MetaService {
         })
     }
 
-    /// The other shard a rename's target name is kept by, if not this one;
-    /// an error for what this step of sharding does not do: a link across
-    /// shards.
-    fn other_shard_of(&self, db: &Database, op: &MetaReq, from: &str, to: &str) -> Result<Option<u32>> {
+    /// The other shard a rename's or link's target name is kept by, if
+    /// not this one.
+    fn other_shard_of(&self, db: &Database, to: &str) -> Result<Option<u32>> {
         let t = read_tables(db)?;
         let (to_parent, to_name) = split_parent(to)?;
         let Ok(dst_dir) = t.walk(Cred::new(0, 0), &to_parent) else { return Ok(None) };
         if dst_dir.kind != FileKind::Dir || self.shards.owns(dst_dir.id, to_name) {
             return Ok(None);
-        }
-        if matches!(op, MetaReq::Link { .. }) {
-            return Err(err(ErrorCode::CrossShard, format!("{from} and {to} are kept by different metadata shards: a link between them is not built yet")));
         }
         Ok(Some(weft_wire::shard::entry_shard(dst_dir.id, to_name, self.shards.place.count)))
     }
@@ -160,6 +163,7 @@ impl MetaService {
             let db = self.store.db()?;
             let tx = db.begin_write()?;
             let (dir, attr) = entries::leaving(&tx, cred, from)?;
+            links_across::check_not_copy(&self.shards, dir.id, split_parent(from)?.1, &attr, from)?;
             let link = if attr.kind == FileKind::Symlink { tx.open_table(super::tables::LINKS)?.get(attr.id.0)?.map(|v| v.value().to_owned()) } else { None };
             let (_, name) = split_parent(from)?;
             let seq = self.shards.log(&tx, &ReplicaOp::Adopt { shard: target, cred, to: to.to_owned(), attr: attr.clone(), target: link })?;
@@ -336,6 +340,10 @@ enum Decision {
     RenameTo(u32),
     /// A directory's rename (this is the shard that makes them).
     RenameDir,
+    /// A link to a name the given shard keeps (the file is kept here).
+    LinkTo(u32),
+    /// An unlink of this shard's copy of a name another shard keeps.
+    UnlinkCopy,
 }
 
 fn shard_count_differs(client: u32, servers: u32) -> MetaError {

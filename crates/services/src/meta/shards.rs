@@ -20,7 +20,7 @@
 //! never waits on another shard, so two shards pushing to each other
 //! cannot wait on each other.
 
-use super::dir_moves;
+use super::{dir_moves, links_across};
 use super::tables::{decode_attr, encode_attr, err, MetaError, Result, Tables, COUNTERS, DIRENTS, INODES};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::net::SocketAddr;
@@ -42,8 +42,9 @@ pub(super) const MOVING: TableDefinition<u64, &[u8]> = TableDefinition::new("mov
 /// Files renamed from this shard to another: id to that shard (requests
 /// by id are sent on).
 pub(super) const MOVED: TableDefinition<u64, u32> = TableDefinition::new("moved_files");
-/// Renames across shards this shard was asked to take: (coordinator,
-/// sequence number) to whether it took the file (a resend's answer).
+/// Renames and links across shards this shard was asked to take:
+/// (coordinator, sequence number) to whether it took the file or made the
+/// name (a resend's answer).
 pub(super) const ADOPTED: TableDefinition<(u32, u64), u8> = TableDefinition::new("adopted_files");
 
 /// A rename across shards in progress on its source shard: the `Adopt` at
@@ -55,13 +56,13 @@ pub(super) struct Moving {
 }
 
 impl Moving {
-    fn encode(&self) -> Vec<u8> {
+    pub(super) fn encode(&self) -> Vec<u8> {
         let mut e = weft_wire::Encoder::new();
         e.u64(self.seq).u64(self.parent.0).str(&self.name);
         e.finish()
     }
 
-    fn decode(b: &[u8]) -> Result<Self> {
+    pub(super) fn decode(b: &[u8]) -> Result<Self> {
         let mut d = weft_wire::Decoder::new(b);
         let m = (|| Ok::<_, weft_wire::DecodeError>(Moving { seq: d.u64()?, parent: FileId(d.u64()?), name: d.str("name", weft_wire::limits::MAX_NAME_LEN)? }))();
         m.map_err(|e| err(ErrorCode::Internal, format!("corrupt rename record: {e}")))
@@ -234,7 +235,7 @@ impl Shards {
                 let problem = match answer {
                     Ok(response @ (Response::Ok | Response::Renamed { .. } | Response::Refused { .. })) => {
                         let vote = matches!(op, ReplicaOp::Mark { .. } | ReplicaOp::PrepareMove(_));
-                        if vote || matches!(op, ReplicaOp::Adopt { shard: to, .. } if *to == shard) {
+                        if vote || matches!(op, ReplicaOp::Adopt { shard: to, .. } | ReplicaOp::Name { shard: to, .. } if *to == shard) {
                             answers.push(Answer { seq: *seq, shard, response, vote });
                         }
                         None
@@ -273,6 +274,7 @@ impl Shards {
             for item in moving.iter()? {
                 v.push(Moving::decode(item?.1.value())?.seq);
             }
+            v.extend(links_across::unsettled(&tx)?);
             v
         };
         let prunable: Vec<u64> = {
@@ -398,6 +400,7 @@ impl Shards {
                 moved_out.push(FileId(id));
             }
         }
+        settled.extend(links_across::settle(&tx, &answers)?);
         tx.commit()?;
         self.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
         for id in moved_out {
@@ -439,6 +442,7 @@ impl Shards {
                     Some(1) => Response::Renamed { replaced: None },
                     _ => refused(ErrorCode::Busy, "this rename was refused before"),
                 },
+                ReplicaOp::Name { shard, .. } if *shard == self.place.index => links_across::answer_again(tx.open_table(ADOPTED)?.get((coord, seq))?.is_some_and(|v| v.value() == 1)),
                 _ => Response::Ok,
             });
         }
@@ -464,6 +468,19 @@ impl Shards {
                 Ok(replaced) => Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) },
                 Err(e) => refused(e.code, e.message),
             });
+        }
+        match op {
+            ReplicaOp::Name { shard, cred, to, attr } if *shard == self.place.index => {
+                let r = links_across::take_name(tx, self, coord, *cred, to, attr)?;
+                tx.open_table(ADOPTED)?.insert((coord, seq), u8::from(r.is_ok()))?;
+                return Ok(r.map_or_else(|e| refused(e.code, e.message), |()| Response::Ok));
+            }
+            ReplicaOp::Unname { shard, parent, name, file, time_ns } if *shard == self.place.index => {
+                links_across::drop_name(tx, coord, *parent, name, *file, *time_ns)?;
+                return Ok(Response::Ok);
+            }
+            ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } => return Ok(Response::Ok),
+            _ => {}
         }
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         match op {
@@ -505,7 +522,7 @@ impl Shards {
             ReplicaOp::Unmark { dir } => {
                 tx.open_table(MARKED)?.remove(dir.0)?;
             }
-            ReplicaOp::Adopt { .. } => unreachable!("taken above"),
+            ReplicaOp::Adopt { .. } | ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } => unreachable!("taken above"),
             ReplicaOp::Touch { dirs } => {
                 for (dir, at) in dirs {
                     let old = t.inodes.get(dir.0)?.map(|v| decode_attr(v.value())).transpose()?;
@@ -552,7 +569,8 @@ impl Shards {
             ReplicaOp::Mkdir { attr, .. } => attr.id,
             ReplicaOp::SetAttr { dir, .. } | ReplicaOp::Mark { dir } | ReplicaOp::Unmark { dir } | ReplicaOp::Rmdir { dir, .. } => *dir,
             ReplicaOp::Adopt { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a rename to shard {shard} of {k}"))),
-            ReplicaOp::Adopt { .. } | ReplicaOp::Touch { .. } => return Ok(()),
+            ReplicaOp::Name { shard, .. } | ReplicaOp::Unname { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a name on shard {shard} of {k}"))),
+            ReplicaOp::Adopt { .. } | ReplicaOp::Touch { .. } | ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } => return Ok(()),
             ReplicaOp::PrepareMove(_) | ReplicaOp::Move { .. } | ReplicaOp::Unprepare { .. } if coord != dir_moves::RENAMER => {
                 return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed a directory rename, which only shard {} makes", dir_moves::RENAMER)));
             }
@@ -603,7 +621,7 @@ pub(super) fn check_not_moving(tx: &WriteTransaction, id: FileId, path: &str) ->
     if tx.open_table(MOVING)?.get(id.0)?.is_some() {
         return Err(err(ErrorCode::Busy, format!("{path} is being renamed to another metadata shard; try again")));
     }
-    Ok(())
+    links_across::check_not_linking(tx, id, path)
 }
 
 /// Where a file that is not here went, if it was renamed away.

@@ -124,6 +124,10 @@ pub struct DirEntry {
     pub attr: FileAttr,
     /// A file's size when the metadata service knows it (as `Stat`'s).
     pub size: Option<u64>,
+    /// Another name of a file another metadata shard keeps (a hard link
+    /// across shards): `attr` is as it was when the name was made; the
+    /// client asks for the file's own (`Stat` of the name is routed there).
+    pub elsewhere: bool,
 }
 
 /// One namespace operation. Paths are absolute (`/a/b`).

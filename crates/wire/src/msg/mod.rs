@@ -209,9 +209,11 @@ impl Response {
                 for ent in entries {
                     e.str(&ent.name);
                     ent.attr.encode(&mut e);
-                    match ent.size {
-                        Some(s) => e.u8(1).u64(s),
-                        None => e.u8(0),
+                    // 0: no size, 1: a size, 2: kept by another shard.
+                    match (ent.size, ent.elsewhere) {
+                        (_, true) => e.u8(2),
+                        (Some(s), false) => e.u8(1).u64(s),
+                        (None, false) => e.u8(0),
                     };
                 }
                 e.bool(*more);
@@ -313,8 +315,13 @@ impl Response {
                 for _ in 0..n {
                     let name = d.str("name", MAX_NAME_LEN)?;
                     let attr = FileAttr::decode(&mut d)?;
-                    let size = if d.bool()? { Some(d.u64()?) } else { None };
-                    entries.push(DirEntry { name, attr, size });
+                    let (size, elsewhere) = match d.u8()? {
+                        0 => (None, false),
+                        1 => (Some(d.u64()?), false),
+                        2 => (None, true),
+                        t => return Err(DecodeError::BadTag { what: "directory entry's size", tag: t.into() }),
+                    };
+                    entries.push(DirEntry { name, attr, size, elsewhere });
                 }
                 Response::Entries { entries, more: d.bool()? }
             }
@@ -473,7 +480,7 @@ mod tests {
             (0usize..ErrorCode::ALL.len(), "[ -~]{0,50}").prop_map(|(i, m)| Response::error(ErrorCode::ALL[i], m)),
             attr().prop_map(Response::Attr),
             (proptest::collection::vec((name(), attr()), 0..5), any::<bool>()).prop_map(|(v, more)| Response::Entries {
-                entries: v.into_iter().map(|(name, attr)| DirEntry { size: attr.mtime_ns.is_positive().then_some(attr.id.0 >> 3), name, attr }).collect(),
+                entries: v.into_iter().map(|(name, attr)| DirEntry { size: attr.mtime_ns.is_positive().then_some(attr.id.0 >> 3), elsewhere: attr.mode & 1 == 1 && attr.mtime_ns <= 0, name, attr }).collect(),
                 more
             }),
             proptest::option::of((attr(), cap())).prop_map(|replaced| Response::Renamed { replaced }),

@@ -45,6 +45,14 @@ pub enum ReplicaOp {
     Move { dir: FileId, time_ns: i64 },
     /// A shard refused or did not answer: the names are released.
     Unprepare { dir: FileId },
+    /// A hard link across shards: shard `shard` makes `to` another name of
+    /// file `attr`, which the pushing shard keeps (and goes on keeping),
+    /// with link(2)'s checks there as `cred`; answered `Ok` or the refusal.
+    /// Other shards only count the sequence number.
+    Name { shard: u32, cred: Cred, to: String, attr: FileAttr },
+    /// A name `Name` made on shard `shard` (entry `name` of `parent`, for
+    /// file `file`) was removed: that shard drops it (its listing's entry).
+    Unname { shard: u32, parent: FileId, name: String, file: FileId, time_ns: i64 },
 }
 
 /// A directory rename every shard applies (see [`ReplicaOp::PrepareMove`]).
@@ -127,6 +135,15 @@ impl ReplicaOp {
             ReplicaOp::Unprepare { dir } => {
                 e.u8(10).u64(dir.0);
             }
+            ReplicaOp::Name { shard, cred, to, attr } => {
+                e.u8(11).u32(*shard);
+                cred.encode(e);
+                e.str(to);
+                attr.encode(e);
+            }
+            ReplicaOp::Unname { shard, parent, name, file, time_ns } => {
+                e.u8(12).u32(*shard).u64(parent.0).str(name).u64(file.0).i64(*time_ns);
+            }
         }
     }
 
@@ -157,6 +174,15 @@ impl ReplicaOp {
             8 => ReplicaOp::PrepareMove(DirMove::decode(d)?),
             9 => ReplicaOp::Move { dir: FileId(d.u64()?), time_ns: d.i64()? },
             10 => ReplicaOp::Unprepare { dir: FileId(d.u64()?) },
+            11 => {
+                let (shard, cred, to) = (d.u32()?, Cred::decode(d)?, d.str("path", MAX_PATH_LEN)?);
+                let attr = FileAttr::decode(d)?;
+                if attr.kind == FileKind::Dir {
+                    return Err(DecodeError::Invalid("a directory has no hard links"));
+                }
+                ReplicaOp::Name { shard, cred, to, attr }
+            }
+            12 => ReplicaOp::Unname { shard: d.u32()?, parent: FileId(d.u64()?), name: name(d)?, file: FileId(d.u64()?), time_ns: d.i64()? },
             t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
         })
     }
@@ -219,6 +245,8 @@ mod tests {
             ReplicaOp::Move { dir: FileId(9), time_ns: 8 },
             ReplicaOp::Unprepare { dir: FileId(9) },
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Symlink, layout: None, ..attr.clone() }, target: Some("t".into()) },
+            ReplicaOp::Name { shard: 1, cred: Cred::new(5, 6), to: "/a/c".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Fifo, layout: None, ..attr.clone() } },
+            ReplicaOp::Unname { shard: 1, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 12 },
         ];
         for op in &ops {
             assert_eq!(&ReplicaOp::from_bytes(&op.to_bytes()).unwrap(), op);
@@ -228,6 +256,8 @@ mod tests {
             assert!(!check_seal(&key, 3, 10, op, &mac), "another coordinator");
         }
         assert!(!check_seal(&key, 2, 10, &ops[2], &seal(&key, 2, 10, &ops[3])));
+        let dir_name = ReplicaOp::Name { shard: 1, cred: Cred::new(5, 6), to: "/a/c".into(), attr: attr.clone() };
+        assert!(ReplicaOp::from_bytes(&dir_name.to_bytes()).is_err(), "a hard link of a directory");
         let mut bad = ops[4].to_bytes();
         bad[9 + 4] = b'/';
         assert!(ReplicaOp::from_bytes(&bad).is_err(), "a name with a slash");

@@ -1,0 +1,263 @@
+//! Hard links across metadata shards.
+//!
+//! A file lives on one shard: the one that keeps its first name (or took
+//! it in a rename). A link whose new name another shard keeps is made in
+//! two steps, as a rename across shards is. The file's shard (the
+//! coordinator) checks link(2)'s rules, counts the link, keeps a copy of
+//! the name among its own entries (so a request on the name, sent on to
+//! it, resolves there) and logs a `Name` for the name's shard. That shard
+//! checks its directory (the name free, write permission) and keeps the
+//! name as a stub naming the file's shard: listings show it, and requests
+//! on it are sent there. If it refuses, the coordinator takes the count
+//! and the copy back. Until the answer the file changes no further
+//! (`Busy`), as a file being renamed across shards.
+//!
+//! Removing such a name is made by the coordinator (the stub sends it
+//! there) and told to the name's shard (`Unname`) before the answer.
+//! Renaming such a name, or over a stub, is not built (EXDEV, so `mv`
+//! copies); neither is a rename across shards of a file with several names.
+
+use super::shards::{refused, Answer, Moving, Shards};
+use super::tables::{decode_attr, encode_attr, err, now_ns, read_tables, split_parent, MetaError, Result, Tables, DIRENTS, INODES};
+use super::{entries, MetaService};
+use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
+use weft_wire::{Cred, ErrorCode, FileAttr, FileId, FileKind, MetaReq, ReplicaOp, Response};
+
+/// On a name's shard: names of files another shard keeps, (directory,
+/// name) to [`Stub`].
+pub(super) const STUBS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("name_stubs");
+/// On the coordinator: links whose name's shard has not answered yet,
+/// file id to the `Name`'s sequence number and the name (a [`Moving`]).
+pub(super) const LINKING: TableDefinition<u64, &[u8]> = TableDefinition::new("linking_files");
+
+/// A name kept here of a file shard `shard` keeps; `attr` as it was when
+/// the name was made (a listing shows it, flagged, and the client asks).
+pub(super) struct Stub {
+    pub(super) shard: u32,
+    pub(super) attr: FileAttr,
+}
+
+impl Stub {
+    fn encode(&self) -> Vec<u8> {
+        let mut e = weft_wire::Encoder::new();
+        e.u32(self.shard);
+        self.attr.encode(&mut e);
+        e.finish()
+    }
+
+    fn decode(b: &[u8]) -> Result<Self> {
+        let mut d = weft_wire::Decoder::new(b);
+        let shard = d.u32().map_err(corrupt)?;
+        let attr = FileAttr::decode(&mut d).and_then(|a| d.finish().map(|()| a)).map_err(corrupt)?;
+        Ok(Stub { shard, attr })
+    }
+}
+
+fn corrupt(e: weft_wire::DecodeError) -> MetaError {
+    err(ErrorCode::Internal, format!("corrupt name stub: {e}"))
+}
+
+/// The stub entry `name` of `dir` is, if it is one.
+pub(super) fn stub(db: &Database, dir: FileId, name: &str) -> Result<Option<Stub>> {
+    let tx = db.begin_read()?;
+    let stubs = tx.open_table(STUBS)?;
+    stubs.get((dir.0, name))?.map(|v| Stub::decode(v.value())).transpose()
+}
+
+/// The answer sending a request on stub `name` of `dir` to the shard that
+/// keeps its file; `None` if it is not a stub.
+pub(super) fn stub_route(db: &Database, shards: &Shards, dir: FileId, name: &str) -> Result<Option<Response>> {
+    Ok(stub(db, dir, name)?.map(|s| Response::Route { shard: s.shard, shards: shards.place.count, parent: dir }))
+}
+
+/// Whether entry `name` of `dir` (a file's, not a directory's) is the
+/// coordinator's copy of a name another shard keeps.
+fn is_copy(shards: &Shards, dir: FileId, name: &str, attr: &FileAttr) -> bool {
+    shards.sharded() && attr.kind != FileKind::Dir && !shards.owns(dir, name)
+}
+
+/// Refuses a rename across shards of `name` of `dir` when it is such a copy.
+pub(super) fn check_not_copy(shards: &Shards, dir: FileId, name: &str, attr: &FileAttr, path: &str) -> Result<()> {
+    if is_copy(shards, dir, name, attr) {
+        return Err(err(ErrorCode::CrossShard, format!("{path} is a name of a file with names on several metadata shards: renaming it is not built yet (remove it, or rename another of its names)")));
+    }
+    Ok(())
+}
+
+/// Refuses a change of a file whose link across shards waits for its answer.
+pub(super) fn check_not_linking(tx: &WriteTransaction, id: FileId, path: &str) -> Result<()> {
+    if tx.open_table(LINKING)?.get(id.0)?.is_some() {
+        return Err(err(ErrorCode::Busy, format!("{path} is being linked on another metadata shard; try again")));
+    }
+    Ok(())
+}
+
+impl MetaService {
+    /// Whether `path` names, here, the copy of a name another shard keeps.
+    pub(super) fn names_copy(&self, db: &Database, path: &str) -> Result<bool> {
+        let Ok((parent_comps, name)) = split_parent(path) else { return Ok(false) };
+        let t = read_tables(db)?;
+        let Ok(parent) = t.walk(Cred::new(0, 0), &parent_comps) else { return Ok(false) };
+        let Some(id) = t.child(parent.id.0, name)? else { return Ok(false) };
+        let Some(v) = t.inodes.get(id)? else { return Ok(false) };
+        Ok(is_copy(&self.shards, parent.id, name, &decode_attr(v.value())?))
+    }
+
+    /// link(2) of `from` (a file kept here) to `to`, a name shard
+    /// `target` keeps: counted and logged here, then made there; undone if
+    /// it refuses (see the module's comment).
+    pub(super) fn link_across(&self, cred: Cred, from: &str, to: &str, target: u32) -> Response {
+        let recorded = self.commits.exclusive(|| -> Result<(u64, FileAttr)> {
+            let db = self.store.db()?;
+            let tx = db.begin_write()?;
+            // The copy of the name is made with link(2)'s checks here; the
+            // name's shard checks the name itself.
+            let (attr, dir) = entries::link(&tx, cred, from, to, |_, _| Ok(()))?;
+            let (_, name) = split_parent(to)?;
+            let seq = self.shards.log(&tx, &ReplicaOp::Name { shard: target, cred, to: to.to_owned(), attr: attr.clone() })?;
+            tx.open_table(LINKING)?.insert(attr.id.0, Moving { seq, parent: dir, name: name.to_owned() }.encode().as_slice())?;
+            tx.commit()?;
+            self.pending.note_durable();
+            Ok((seq, attr))
+        });
+        let (seq, attr) = match recorded {
+            Ok(r) => r,
+            Err(e) => return e.into_response(),
+        };
+        let pushed = self.shards.push(&self.store);
+        match (self.shards.take_settled(seq), pushed) {
+            (Some(Response::Ok), _) => Response::Attr(attr),
+            (Some(Response::Refused { code, message }), _) => Response::error(code, message),
+            (Some(other), _) => Response::error(ErrorCode::Internal, format!("metadata shard {target} answered the link {to} with {other:?}")),
+            (None, Err(e)) => Response::error(e.code, format!("{}; the link {to} is made or undone when that shard answers", e.message)),
+            (None, Ok(_)) => Response::error(ErrorCode::Io, format!("metadata shard {target} has not answered the link {to} yet; it is made or undone when it does")),
+        }
+    }
+
+    /// unlink(2) of the copy here of a name another shard keeps: removed
+    /// here (the link count is kept here) and, before the answer, told to
+    /// that shard. A shard that does not take it now takes it when it
+    /// answers (the name is gone here, which is what counts: requests on
+    /// it come here).
+    pub(super) fn unlink_copy(&self, cred: Cred, path: &str) -> Response {
+        let removed = self.commits.exclusive(|| -> Result<entries::Removed> {
+            let db = self.store.db()?;
+            let tx = db.begin_write()?;
+            let r = entries::remove(&tx, cred, path, false)?;
+            let (_, name) = split_parent(path)?;
+            if is_copy(&self.shards, r.parent, name, &r.attr) {
+                let shard = weft_wire::shard::entry_shard(r.parent, name, self.shards.place.count);
+                self.shards.log(&tx, &ReplicaOp::Unname { shard, parent: r.parent, name: name.to_owned(), file: r.attr.id, time_ns: now_ns() })?;
+            }
+            tx.commit()?;
+            self.pending.note_durable();
+            Ok(r)
+        });
+        let removed = match removed {
+            Ok(r) => r,
+            Err(e) => return e.into_response(),
+        };
+        if let Err(e) = self.shards.push(&self.store) {
+            tracing::warn!(target: "weft::meta", path, error = %e, "a removed name is not off its own shard's listing yet");
+        }
+        if !removed.last {
+            return Response::Ok;
+        }
+        self.sizes.forget(removed.attr.id);
+        let op = MetaReq::Unlink { path: path.to_owned() };
+        self.grants.attach(cred, &op, Response::Attr(removed.attr))
+    }
+}
+
+/// The name's shard's half of a link across shards (a pushed `Name` from
+/// `coord`): `to` becomes a stub for file `attr`, with link(2)'s checks of
+/// its directory as `cred`. The outer error is the database's; the inner
+/// one the refusal.
+pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, cred: Cred, to: &str, attr: &FileAttr) -> Result<std::result::Result<(), MetaError>> {
+    let made = (|| -> Result<()> {
+        let (to_parent, to_name) = split_parent(to)?;
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        let dir = t.parent_for_change(cred, &to_parent)?;
+        super::shards::check_unmarked(tx, dir.id, to_name, to)?;
+        if !shards.owns(dir.id, to_name) {
+            return Err(err(ErrorCode::CrossShard, format!("{to} is kept by another metadata shard than the link was sent to (its directory was made anew); try again")));
+        }
+        if t.child(dir.id.0, to_name)?.is_some() {
+            return Err(err(ErrorCode::Exists, format!("{to} already exists")));
+        }
+        if t.inodes.get(attr.id.0)?.is_some() {
+            return Err(err(ErrorCode::Internal, format!("file {} is kept by this shard too", attr.id.0)));
+        }
+        t.dirents.insert((dir.id.0, to_name), attr.id.0)?;
+        tx.open_table(STUBS)?.insert((dir.id.0, to_name), Stub { shard: coord, attr: attr.clone() }.encode().as_slice())?;
+        t.entries_changed(dir.id.0, 0, now_ns())
+    })();
+    match made {
+        Err(e) if e.storage => Err(e),
+        r => Ok(r),
+    }
+}
+
+/// A pushed `Unname` from `coord`: the stub `name` of `parent` for `file`
+/// goes, if it is still there and `coord`'s.
+pub(super) fn drop_name(tx: &WriteTransaction, coord: u32, parent: FileId, name: &str, file: FileId, time_ns: i64) -> Result<()> {
+    let mut stubs = tx.open_table(STUBS)?;
+    let ours = stubs.get((parent.0, name))?.map(|v| Stub::decode(v.value())).transpose()?.is_some_and(|s| s.shard == coord && s.attr.id == file);
+    if !ours {
+        return Ok(());
+    }
+    stubs.remove((parent.0, name))?;
+    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    if t.child(parent.0, name)? == Some(file.0) {
+        t.dirents.remove((parent.0, name))?;
+    }
+    if t.inodes.get(parent.0)?.is_some() {
+        t.entries_changed(parent.0, 0, time_ns)?;
+    }
+    Ok(())
+}
+
+/// The coordinator settles the links whose name's shard answered: kept if
+/// it made the name, else the count and the copy are taken back. Returns
+/// the answers by sequence number.
+pub(super) fn settle(tx: &WriteTransaction, answers: &[&Answer]) -> Result<Vec<(u64, Response)>> {
+    let mut linking = tx.open_table(LINKING)?;
+    let records: Vec<(u64, Moving)> = linking.iter()?.map(|item| item.map_err(MetaError::from).and_then(|(k, v)| Ok((k.value(), Moving::decode(v.value())?)))).collect::<Result<_>>()?;
+    let mut settled = Vec::new();
+    for (id, m) in records {
+        let Some(answer) = answers.iter().find(|a| a.seq == m.seq) else { continue };
+        linking.remove(id)?;
+        settled.push((m.seq, answer.response.clone()));
+        if matches!(answer.response, Response::Ok) {
+            continue;
+        }
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        if t.child(m.parent.0, &m.name)? == Some(id) {
+            t.dirents.remove((m.parent.0, m.name.as_str()))?;
+        }
+        // The file changed no further meanwhile (`check_not_linking`).
+        let kept = t.inodes.get(id)?.map(|v| decode_attr(v.value())).transpose()?;
+        if let Some(mut a) = kept {
+            a.nlink = a.nlink.saturating_sub(1).max(1);
+            a.ctime_ns = now_ns();
+            t.inodes.insert(id, encode_attr(&a).as_slice())?;
+        }
+    }
+    Ok(settled)
+}
+
+/// The sequence numbers of links not settled yet (their `Name`s stay in
+/// the log until they are).
+pub(super) fn unsettled(tx: &redb::ReadTransaction) -> Result<Vec<u64>> {
+    let linking = tx.open_table(LINKING)?;
+    let mut v = Vec::new();
+    for item in linking.iter()? {
+        v.push(Moving::decode(item?.1.value())?.seq);
+    }
+    Ok(v)
+}
+
+/// A name's shard's answer to a resent `Name` (the first was lost).
+pub(super) fn answer_again(took: bool) -> Response {
+    if took { Response::Ok } else { refused(ErrorCode::Busy, "this link was refused before") }
+}

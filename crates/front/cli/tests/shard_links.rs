@@ -7,6 +7,7 @@
 mod common;
 
 use common::shards::{ask, excl, id_of, name_on, sharded};
+use common::TestCluster;
 use std::time::{Duration, Instant};
 use weft_client::{Client, Error};
 use weft_wire::{MetaReq, Response};
@@ -29,14 +30,22 @@ fn names(c: &Client, dir: &str) -> Vec<String> {
     c.readdir(dir).unwrap().into_iter().map(|e| e.name).collect()
 }
 
+/// Data objects on every data server.
+fn objects(c: &Client) -> u64 {
+    c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).map(|s| s.stats.unwrap().objects).sum()
+}
+
 #[test]
 fn a_link_to_another_shards_name_is_the_same_file_until_its_last_name_goes() {
     let tc = sharded("links-across");
     let c = tc.client();
     c.mkdir("/d", 0o777).unwrap();
     let d = id_of(&c, "/d");
-    let f = format!("/d/{}", name_on(d, 0, "f"));
-    let l = format!("/d/{}", name_on(d, 1, "l"));
+    // The file on shard 1, the new name on shard 2: a client that knows no
+    // directory asks shard 0 first, which sends it to the name's shard,
+    // whose stub sends it to the file's.
+    let f = format!("/d/{}", name_on(d, 1, "f"));
+    let l = format!("/d/{}", name_on(d, 2, "l"));
     write_file(&c, &f, b"data");
     let linked = c.link(&f, &l).unwrap();
     assert_eq!(linked.nlink, 2);
@@ -53,8 +62,11 @@ fn a_link_to_another_shards_name_is_the_same_file_until_its_last_name_goes() {
     assert_eq!(read_all(&c, &f), b"data+more");
     // The name's shard keeps a stub: it sends requests on the name to the
     // file's shard.
-    let on_l = ask(&tc, 1, MetaReq::Stat { path: l.clone() });
-    assert!(matches!(on_l, Response::Route { shard: 0, .. }), "{on_l:?}");
+    let on_l = ask(&tc, 2, MetaReq::Stat { path: l.clone() });
+    assert!(matches!(on_l, Response::Route { shard: 1, .. }), "{on_l:?}");
+    // A path through the stub is not a directory (as through any file).
+    let through = ask(&tc, 2, MetaReq::Stat { path: format!("{l}/x") });
+    assert!(matches!(through, Response::Error { code: weft_wire::ErrorCode::NotDir, .. }), "{through:?}");
     // A change by either name is the file's; the listing shows the file's
     // attributes now, not as they were when the link was made.
     c.chmod(&l, 0o640).unwrap();
@@ -68,16 +80,19 @@ fn a_link_to_another_shards_name_is_the_same_file_until_its_last_name_goes() {
     for e in &listed {
         assert_eq!((e.attr.id, e.attr.nlink, e.attr.mode & 0o7777, e.elsewhere), (id, 2, 0o640, false), "{}", e.name);
     }
-    // A third name, linked from the second, on the third shard.
-    let m = format!("/d/{}", name_on(d, 2, "m"));
+    // A third name, linked from the second, in another directory, on
+    // shard 0: that directory, which holds only the stub, is not empty.
+    c.mkdir("/e", 0o777).unwrap();
+    let e = id_of(&c, "/e");
+    let m = format!("/e/{}", name_on(e, 0, "m"));
     assert_eq!(c.link(&l, &m).unwrap().nlink, 3);
-    assert!(matches!(c.rmdir("/d"), Err(Error::NotEmpty(_))));
+    assert!(matches!(c.rmdir("/e"), Err(Error::NotEmpty(_))));
     // Renames of such names, or over them, are not built: EXDEV (`mv`
     // copies), and nothing moves.
-    let other = format!("/d/{}", name_on(d, 1, "o"));
+    let other = format!("/d/{}", name_on(d, 2, "o"));
     write_file(&c, &other, b"other");
     assert!(matches!(c.rename(&other, &l), Err(Error::CrossShard(_))));
-    assert!(matches!(c.rename(&l, &format!("/d/{}", name_on(d, 1, "p"))), Err(Error::CrossShard(_))));
+    assert!(matches!(c.rename(&l, &format!("/d/{}", name_on(d, 2, "p"))), Err(Error::CrossShard(_))));
     assert_eq!(read_all(&c, &l), b"data+more");
     assert_eq!(read_all(&c, &other), b"other");
     c.unlink(&other).unwrap();
@@ -86,13 +101,16 @@ fn a_link_to_another_shards_name_is_the_same_file_until_its_last_name_goes() {
     assert_eq!(c.stat(&l).unwrap().0.nlink, 2);
     c.unlink(&l).unwrap();
     assert!(matches!(c.stat(&l), Err(Error::NotFound(_))));
-    assert!(matches!(ask(&tc, 1, MetaReq::Stat { path: l.clone() }), Response::Error { code: weft_wire::ErrorCode::NotFound, .. }), "the stub is gone from its shard");
-    assert_eq!(names(&c, "/d"), vec![m[3..].to_string()]);
+    assert!(matches!(ask(&tc, 2, MetaReq::Stat { path: l.clone() }), Response::Error { code: weft_wire::ErrorCode::NotFound, .. }), "the stub is gone from its shard");
+    assert!(names(&c, "/d").is_empty());
     let (attr, size) = c.stat(&m).unwrap();
     assert_eq!((attr.id, attr.nlink, size), (id, 1, 9));
+    assert!(objects(&c) > 0);
     c.unlink(&m).unwrap();
-    assert!(names(&c, "/d").is_empty());
+    assert!(names(&c, "/e").is_empty());
+    assert_eq!(objects(&c), 0, "the file's data goes with its last name");
     c.rmdir("/d").unwrap();
+    c.rmdir("/e").unwrap();
 }
 
 #[test]
@@ -129,8 +147,12 @@ fn a_link_to_a_shard_that_is_down_is_made_when_it_returns() {
     tc.lc.kill(1);
     let r = c.link(&f, &l);
     assert!(matches!(&r, Err(Error::Io { message, .. }) if message.contains("shard 1")), "{r:?}");
-    // Meanwhile the file is not removed under the link.
+    // Meanwhile the file is not removed under the link, and its shard
+    // does not answer on the name that is not made yet (it sends the
+    // request to the name's shard).
     assert!(matches!(c.unlink(&f), Err(Error::Busy { .. })));
+    let on_l = ask(&tc, 0, MetaReq::Stat { path: l.clone() });
+    assert!(matches!(on_l, Response::Route { shard: 1, .. }), "{on_l:?}");
     tc.lc.restart(1).unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while c.stat(&l).is_err() {
@@ -142,6 +164,48 @@ fn a_link_to_a_shard_that_is_down_is_made_when_it_returns() {
     // Settled: the file changes again.
     c.unlink(&f).unwrap();
     assert_eq!(c.stat(&l).unwrap().0.nlink, 1);
+    // The name removed while its shard is down: the file's shard answers
+    // (not found) what that shard's stub still sends it, rather than
+    // sending it back.
+    let g = format!("/d/{}", name_on(d, 0, "g"));
+    c.link(&l, &g).unwrap();
+    tc.lc.kill(1);
+    assert_eq!(ask(&tc, 0, MetaReq::Unlink { path: l.clone() }), Response::Ok, "removed on the file's shard, told to the name's later");
+    let on_l = ask(&tc, 0, MetaReq::Stat { path: l.clone() });
+    assert!(matches!(on_l, Response::Error { code: weft_wire::ErrorCode::NotFound, .. }), "{on_l:?}");
+    tc.lc.restart(1).unwrap();
+    assert!(matches!(c.stat(&l), Err(Error::NotFound(_))));
+    assert_eq!(c.stat(&g).unwrap().0.nlink, 1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !matches!(ask(&tc, 1, MetaReq::Stat { path: l.clone() }), Response::Error { code: weft_wire::ErrorCode::NotFound, .. }) {
+        assert!(Instant::now() < deadline, "the stub was never removed");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_capability_opened_by_another_shards_name_is_renewed_by_that_name() {
+    let tc = sharded("links-renew");
+    let root = tc.client();
+    root.mkdir("/d", 0o777).unwrap();
+    let d = id_of(&root, "/d");
+    let alice = tc.client().with_cred(weft_wire::Cred::new(1000, 1000));
+    let (f, l) = (format!("/d/{}", name_on(d, 0, "f")), format!("/d/{}", name_on(d, 1, "l")));
+    alice.create(&f, weft_client::CreateOptions { mode: 0o644, ..Default::default() }).unwrap().close().unwrap();
+    alice.link(&f, &l).unwrap();
+    let cap = alice.open(&l, false).unwrap().capability().unwrap();
+    let renewed = |path: &str| ask_as(&tc, 0, weft_wire::Cred::new(1000, 1000), MetaReq::Renew { old: cap, path: path.into() });
+    assert!(matches!(renewed(&l), Response::Cap(_)), "{:?}", renewed(&l));
+    // Once that name is gone, the renewal by it is refused (reopen it).
+    alice.unlink(&l).unwrap();
+    assert!(matches!(renewed(&l), Response::Error { code: weft_wire::ErrorCode::Permission, .. }));
+}
+
+/// Asks shard `shard` alone for `op` as `cred`.
+fn ask_as(tc: &TestCluster, shard: u32, cred: weft_wire::Cred, op: MetaReq) -> Response {
+    let cf = tc.cluster();
+    let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
+    common::meta_call(&ep, cf.meta_shards()[shard as usize].addr, cred, op)
 }
 
 #[test]

@@ -129,9 +129,15 @@ pub(super) fn prepare(tx: &WriteTransaction, shards: &Shards, coord: u32, seq: u
     }
     let now = t.child(m.to.0 .0, &m.to.1)?;
     if now != m.replaces.map(|r| r.0) {
-        return match now.map(|id| t.inode(id)).transpose()? {
-            Some(a) if a.kind != FileKind::Dir => refuse(ErrorCode::NotDir, format!("{:?} is not a directory", m.to.1)),
-            _ => refuse(ErrorCode::Busy, format!("{:?} changed while it was being renamed to; try again", m.to.1)),
+        // No file here for the name: another shard's file (a link across
+        // shards), never a directory.
+        let is_dir = match now {
+            Some(id) => t.inodes.get(id)?.map(|v| super::tables::decode_attr(v.value())).transpose()?.is_some_and(|a| a.kind == FileKind::Dir),
+            None => true,
+        };
+        return match is_dir {
+            false => refuse(ErrorCode::NotDir, format!("{:?} is not a directory", m.to.1)),
+            true => refuse(ErrorCode::Busy, format!("{:?} changed while it was being renamed to; try again", m.to.1)),
         };
     }
     if let Some(r) = m.replaces

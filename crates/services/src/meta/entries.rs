@@ -48,7 +48,7 @@ pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bo
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let parent = t.parent_for_change(cred, &parent_comps)?;
         let id = t.child(parent.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
-        let attr = t.inode(id)?;
+        let attr = t.entry(id, path)?;
         check_sticky(cred, &parent, &attr, path)?;
         check_not_moving(tx, attr.id, path)?;
         let dir = attr.kind == FileKind::Dir;

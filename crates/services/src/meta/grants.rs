@@ -100,7 +100,8 @@ impl Grants {
             Err(_) if cred.uid == 0 => return self.renewed(cred, old, &attr),
             Err(_) => return Err(moved()),
         };
-        if dir.kind == FileKind::Dir && shards.is_some_and(|s| s.route(dir.id, name).is_some()) {
+        // (A name kept here too, for a file kept here, is checked here.)
+        if dir.kind == FileKind::Dir && shards.is_some_and(|s| s.route(dir.id, name).is_some()) && t.child(dir.id.0, name)?.is_none() {
             return if cred.uid == 0 { self.renewed(cred, old, &attr) } else { Err(refused("its name is kept by another metadata shard (it was renamed there): reopen it by its name now".into())) };
         }
         match t.walk_from(cred, dir, dir_comps, name) {

@@ -29,6 +29,11 @@ pub(super) const STUBS: TableDefinition<(u64, &str), &[u8]> = TableDefinition::n
 /// On the coordinator: links whose name's shard has not answered yet,
 /// file id to the `Name`'s sequence number and the name (a [`Moving`]).
 pub(super) const LINKING: TableDefinition<u64, &[u8]> = TableDefinition::new("linking_files");
+/// On the coordinator: copies of names removed whose `Unname` not every
+/// shard took yet, (directory, name) to its sequence number. A request the
+/// name's shard's stub still sends here is answered here (not found), not
+/// sent back.
+pub(super) const UNNAMED: TableDefinition<(u64, &str), u64> = TableDefinition::new("unnamed_copies");
 
 /// A name kept here of a file shard `shard` keeps; `attr` as it was when
 /// the name was made (a listing shows it, flagged, and the client asks).
@@ -84,6 +89,48 @@ pub(super) fn check_not_copy(shards: &Shards, dir: FileId, name: &str, attr: &Fi
     Ok(())
 }
 
+/// Whether a request on entry `name` of `dir`, which this shard has no
+/// entry for, is answered here: the copy of a name removed here whose
+/// removal its own shard has not taken yet (its stub sends requests here).
+pub(super) fn unnamed(db: &Database, dir: FileId, name: &str) -> Result<bool> {
+    Ok(db.begin_read()?.open_table(UNNAMED)?.get((dir.0, name))?.is_some())
+}
+
+/// The route for a request on the copy here (entry `name` of `dir`, of
+/// file `id`) of a name another shard keeps, while the link that made it
+/// waits for that shard's answer: the name is not made yet, so the
+/// request goes to the name's shard (which does not know it, or sends it
+/// back once it does). `None`: serve it here.
+pub(super) fn pending_copy_route(db: &Database, shards: &Shards, dir: FileId, name: &str, id: FileId) -> Result<Option<Response>> {
+    if !shards.sharded() || shards.owns(dir, name) {
+        return Ok(None);
+    }
+    let tx = db.begin_read()?;
+    let pending = match tx.open_table(LINKING)?.get(id.0)? {
+        Some(v) => Moving::decode(v.value()).map(|m| m.parent == dir && m.name == name)?,
+        None => false,
+    };
+    Ok(if pending { shards.route(dir, name) } else { None })
+}
+
+/// Forgets the removed copies whose `Unname` every shard took (`taken`:
+/// the last log entry every shard has).
+pub(super) fn forget_unnamed(tx: &WriteTransaction, taken: u64) -> Result<()> {
+    let mut unnamed = tx.open_table(UNNAMED)?;
+    let done: Vec<(u64, String)> = unnamed
+        .iter()?
+        .filter_map(|item| match item {
+            Ok((k, v)) if v.value() <= taken => Some(Ok((k.value().0, k.value().1.to_owned()))),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect::<std::result::Result<_, _>>()?;
+    for (dir, name) in done {
+        unnamed.remove((dir, name.as_str()))?;
+    }
+    Ok(())
+}
+
 /// Refuses a change of a file whose link across shards waits for its answer.
 pub(super) fn check_not_linking(tx: &WriteTransaction, id: FileId, path: &str) -> Result<()> {
     if tx.open_table(LINKING)?.get(id.0)?.is_some() {
@@ -112,12 +159,14 @@ impl MetaService {
             let tx = db.begin_write()?;
             // The copy of the name is made with link(2)'s checks here; the
             // name's shard checks the name itself.
+            super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
             let (attr, dir) = entries::link(&tx, cred, from, to, |_, _| Ok(()))?;
             let (_, name) = split_parent(to)?;
-            let seq = self.shards.log(&tx, &ReplicaOp::Name { shard: target, cred, to: to.to_owned(), attr: attr.clone() })?;
+            let seq = self.shards.log(&tx, &ReplicaOp::Name { shard: target, parent: dir, cred, to: to.to_owned(), attr: attr.clone() })?;
             tx.open_table(LINKING)?.insert(attr.id.0, Moving { seq, parent: dir, name: name.to_owned() }.encode().as_slice())?;
             tx.commit()?;
             self.pending.note_durable();
+            self.shards.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
             Ok((seq, attr))
         });
         let (seq, attr) = match recorded {
@@ -135,22 +184,25 @@ impl MetaService {
     }
 
     /// unlink(2) of the copy here of a name another shard keeps: removed
-    /// here (the link count is kept here) and, before the answer, told to
-    /// that shard. A shard that does not take it now takes it when it
-    /// answers (the name is gone here, which is what counts: requests on
-    /// it come here).
+    /// here (the link count is kept here) and pushed to that shard before
+    /// the answer. A shard that does not take it now takes it when it
+    /// answers; meanwhile its stub still sends requests on the name here,
+    /// which answers them (not found) from `UNNAMED`.
     pub(super) fn unlink_copy(&self, cred: Cred, path: &str) -> Response {
         let removed = self.commits.exclusive(|| -> Result<entries::Removed> {
             let db = self.store.db()?;
             let tx = db.begin_write()?;
+            super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
             let r = entries::remove(&tx, cred, path, false)?;
             let (_, name) = split_parent(path)?;
             if is_copy(&self.shards, r.parent, name, &r.attr) {
                 let shard = weft_wire::shard::entry_shard(r.parent, name, self.shards.place.count);
-                self.shards.log(&tx, &ReplicaOp::Unname { shard, parent: r.parent, name: name.to_owned(), file: r.attr.id, time_ns: now_ns() })?;
+                let seq = self.shards.log(&tx, &ReplicaOp::Unname { shard, parent: r.parent, name: name.to_owned(), file: r.attr.id, time_ns: now_ns() })?;
+                tx.open_table(UNNAMED)?.insert((r.parent.0, name), seq)?;
             }
             tx.commit()?;
             self.pending.note_durable();
+            self.shards.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
             Ok(r)
         });
         let removed = match removed {
@@ -171,13 +223,17 @@ impl MetaService {
 
 /// The name's shard's half of a link across shards (a pushed `Name` from
 /// `coord`): `to` becomes a stub for file `attr`, with link(2)'s checks of
-/// its directory as `cred`. The outer error is the database's; the inner
-/// one the refusal.
-pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, cred: Cred, to: &str, attr: &FileAttr) -> Result<std::result::Result<(), MetaError>> {
+/// its directory as `cred`, which must still be directory `parent` (the
+/// one the file's shard keeps its copy of the name in). The outer error is
+/// the database's; the inner one the refusal.
+pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, parent: FileId, cred: Cred, to: &str, attr: &FileAttr) -> Result<std::result::Result<(), MetaError>> {
     let made = (|| -> Result<()> {
         let (to_parent, to_name) = split_parent(to)?;
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let dir = t.parent_for_change(cred, &to_parent)?;
+        if dir.id != parent {
+            return Err(err(ErrorCode::NotFound, format!("the directory of {to} was removed or replaced while the link was being made")));
+        }
         super::shards::check_unmarked(tx, dir.id, to_name, to)?;
         if !shards.owns(dir.id, to_name) {
             return Err(err(ErrorCode::CrossShard, format!("{to} is kept by another metadata shard than the link was sent to (its directory was made anew); try again")));

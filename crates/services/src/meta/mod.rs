@@ -97,6 +97,7 @@ fn init_root(db: &Database) -> Result<()> {
         tx.open_table(shards::ADOPTED)?;
         tx.open_table(links_across::STUBS)?;
         tx.open_table(links_across::LINKING)?;
+        tx.open_table(links_across::UNNAMED)?;
         tx.open_table(dir_moves::PREPARED)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();
@@ -550,7 +551,7 @@ impl MetaService {
             // An entry found here is served here (another shard's name of a
             // file kept here too: a link across shards).
             if let Some(existing) = t.child(parent.id.0, name)? {
-                let a = t.inode(existing)?;
+                let a = t.entry(existing, path)?;
                 if exclusive || kind != FileKind::File {
                     return Err(err(ErrorCode::Exists, format!("{path} already exists")));
                 }

@@ -20,11 +20,18 @@ pub(super) fn stat(db: &Database, cred: Cred, path: &str, shards: Option<&shards
     let route = match &found {
         Ok(a) if a.kind == FileKind::Dir => s.route_id(a.id),
         // A file kept here, by its own name or another shard's (a link
-        // across shards).
-        Ok(_) => None,
+        // across shards, once made).
+        Ok(a) => links_across::pending_copy_route(db, s, parent.id, name, a.id)?,
         // A name kept here of a file another shard keeps.
-        Err(_) if parent.kind == FileKind::Dir && t.child(parent.id.0, name)?.is_some_and(|id| matches!(t.inodes.get(id), Ok(None))) => links_across::stub_route(db, s, parent.id, name)?,
-        _ if parent.kind == FileKind::Dir => s.route(parent.id, name),
+        Err(_) if parent.kind == FileKind::Dir && t.child(parent.id.0, name)?.is_some_and(|id| matches!(t.inodes.get(id), Ok(None))) => match links_across::stub_route(db, s, parent.id, name)? {
+            Some(route) => Some(route),
+            // Removed since this walk's snapshot.
+            None => return Err(err(ErrorCode::NotFound, format!("{path} does not exist"))),
+        },
+        _ if parent.kind == FileKind::Dir => match s.route(parent.id, name) {
+            Some(route) if !links_across::unnamed(db, parent.id, name)? => Some(route),
+            _ => None,
+        },
         _ => None,
     };
     match route {
@@ -86,7 +93,8 @@ pub(super) fn readdir(db: &Database, cred: Cred, path: &str, after: &str, max: u
             Some(a) => (super::tables::decode_attr(a.value())?, false),
             None => match links_across::stub(db, dir.id, name)? {
                 Some(stub) => (stub.attr, true),
-                None => (t.inode(v.value())?, false),
+                // Removed since this listing's snapshot.
+                None => continue,
             },
         };
         let size = 4 + name.len() + encode_attr(&attr).len() + 9;

@@ -109,12 +109,15 @@ impl MetaService {
                 Some(a) if a.kind == FileKind::Dir && itself => return Ok(self.shards.route_id(FileId(id))),
                 Some(a) if a.kind == FileKind::Dir => {}
                 // A file kept here, by its own name or another shard's
-                // (a link across shards).
-                Some(_) => return Ok(None),
+                // (a link across shards, once made).
+                Some(_) => return links_across::pending_copy_route(db, &self.shards, parent.id, name, FileId(id)),
                 None => return links_across::stub_route(db, &self.shards, parent.id, name),
             }
         }
-        Ok(self.shards.route(parent.id, name))
+        match self.shards.route(parent.id, name) {
+            Some(route) if !links_across::unnamed(db, parent.id, name)? => Ok(Some(route)),
+            _ => Ok(None),
+        }
     }
 
     /// Whether `path` names a directory here.

@@ -298,6 +298,7 @@ impl Shards {
                     log.remove(seq)?;
                 }
             }
+            links_across::forget_unnamed(&tx, taken)?;
             tx.commit()?;
         }
         match failure {
@@ -470,8 +471,8 @@ impl Shards {
             });
         }
         match op {
-            ReplicaOp::Name { shard, cred, to, attr } if *shard == self.place.index => {
-                let r = links_across::take_name(tx, self, coord, *cred, to, attr)?;
+            ReplicaOp::Name { shard, parent, cred, to, attr } if *shard == self.place.index => {
+                let r = links_across::take_name(tx, self, coord, *parent, *cred, to, attr)?;
                 tx.open_table(ADOPTED)?.insert((coord, seq), u8::from(r.is_ok()))?;
                 return Ok(r.map_or_else(|e| refused(e.code, e.message), |()| Response::Ok));
             }

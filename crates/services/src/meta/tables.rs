@@ -149,6 +149,17 @@ impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str),
         Ok(self.dirents.get((dir, name))?.map(|v| v.value()))
     }
 
+    /// The file entry `path` names, `id`. An entry without a file here is
+    /// a name of a file another metadata shard keeps (a link across
+    /// shards): requests on it are routed there, so only a request that
+    /// raced the name's making or removal finds one.
+    pub(super) fn entry(&self, id: u64, path: &str) -> Result<FileAttr> {
+        match self.inodes.get(id)? {
+            Some(v) => decode_attr(v.value()),
+            None => Err(err(ErrorCode::Busy, format!("{path} is a name of a file another metadata shard keeps, made or removed just now; try again"))),
+        }
+    }
+
     /// Walks `comps` from the root, checking search permission on each directory.
     pub(super) fn walk(&self, cred: Cred, comps: &[&str]) -> Result<FileAttr> {
         let mut cur = self.inode(ROOT.0)?;
@@ -158,7 +169,13 @@ impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str),
             }
             check(cred, &cur, X, "search this directory")?;
             let id = self.child(cur.id.0, c)?.ok_or_else(|| err(ErrorCode::NotFound, format!("/{} does not exist", comps[..=i].join("/"))))?;
-            cur = self.inode(id)?;
+            // A name of a file another shard keeps (a link across shards)
+            // is no directory: walks are of directories (a path's last
+            // entry is looked up by `walk_from` or `entry`), or race it.
+            cur = match self.inodes.get(id)? {
+                Some(v) => decode_attr(v.value())?,
+                None => return Err(err(ErrorCode::NotDir, format!("/{} is not a directory", comps[..=i].join("/")))),
+            };
         }
         Ok(cur)
     }
@@ -170,8 +187,9 @@ impl<I: ReadableTable<u64, &'static [u8]>, D: ReadableTable<(u64, &'static str),
             return Err(err(ErrorCode::NotDir, format!("/{} is not a directory", dir_comps.join("/"))));
         }
         check(cred, &dir, X, "search this directory")?;
-        let id = self.child(dir.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("/{}/{name} does not exist", dir_comps.join("/")).replacen("//", "/", 1)))?;
-        self.inode(id)
+        let path = format!("/{}/{name}", dir_comps.join("/")).replacen("//", "/", 1);
+        let id = self.child(dir.id.0, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{path} does not exist")))?;
+        self.entry(id, &path)
     }
 
     /// The parent directory of a path, checked to be a directory the caller may change.

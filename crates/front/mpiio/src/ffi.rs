@@ -5,7 +5,8 @@
 
 use crate::comm::CComm;
 use crate::errors::{Class, Fail, Result};
-use crate::file::{memory_span, Buf, OpenFile, Position};
+use crate::file::{Buf, OpenFile, Position};
+use crate::memory::{self, memory_span};
 use crate::registry;
 use crate::types;
 use std::cell::RefCell;
@@ -221,9 +222,29 @@ pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, col
                 let b = if w { Buf::Write(&[]) } else { Buf::Read(&mut []) };
                 g.access(pos, c, w, Ok((b, shifted)))?
             }
+            // Pieces with memory between them that is not the access's:
+            // moved through a buffer of the data alone (`memory`).
+            Ok((at, span, shifted)) if memory::has_gaps(shifted, *span) => {
+                let dense = Datatype::contiguous(shifted.size() as i64, &Datatype::byte()).map_err(|e| Fail::new(Class::Count, format!("weft: {e}")))?;
+                if w {
+                    // SAFETY: the caller's memory of the access, readable
+                    // (contract): every piece of the type placed at `at`.
+                    let data = unsafe { memory::gather(*at, shifted) };
+                    g.access(pos, c, w, data.as_deref().map(|d| (Buf::Write(d), &dense)).map_err(Clone::clone))?
+                } else {
+                    let mut data = memory::buffer(shifted.size());
+                    let moved = g.access(pos, c, w, data.as_deref_mut().map(|d| (Buf::Read(d), &dense)).map_err(|e| e.clone()))?;
+                    if let Ok(d) = &data {
+                        // SAFETY: as above, and writable for a read (contract).
+                        unsafe { memory::scatter(*at, shifted, &d[..(moved as usize).min(d.len())]) };
+                    }
+                    moved
+                }
+            }
             Ok((at, span, shifted)) if w => {
                 // SAFETY: the caller's memory of the access, readable
-                // (contract); `at` is its first byte, `span` its extent.
+                // (contract); `at` is its first byte, `span` its extent,
+                // every byte of it the access's (no gaps).
                 let b = unsafe { std::slice::from_raw_parts(*at as *const u8, *span) };
                 g.access(pos, c, w, Ok((Buf::Write(b), shifted)))?
             }

@@ -294,7 +294,7 @@ impl OpenFile {
 
     /// One read or write of `count` copies of `memtype`, laid out in `buf`
     /// as `memtype` says (`buf` starts at the copies' true lower bound, see
-    /// [`memory_span`]), at `pos` in the view. Returns the bytes moved.
+    /// [`crate::memory::memory_span`]), at `pos` in the view. Returns the bytes moved.
     ///
     /// `access` is `Err` when this rank's own arguments were refused before
     /// reaching here; for an ordered access the rank still takes part in
@@ -482,20 +482,6 @@ impl OpenFile {
     pub fn view(&self) -> &View {
         &self.view
     }
-}
-
-/// Where `count` copies of `memtype` starting at a buffer lie, relative to
-/// the buffer's address: (first byte, bytes spanned), and the type of all
-/// of them shifted so that its first byte is at 0.
-pub fn memory_span(memtype: &Datatype, count: i64) -> Result<(i64, u64, Datatype)> {
-    let all = Datatype::contiguous(count, memtype).map_err(|e| Fail::new(Class::Count, format!("weft: {e}")))?;
-    if all.size() == 0 {
-        return Ok((0, 0, all));
-    }
-    let lb = all.true_lb();
-    let shifted = Datatype::structure(&[1], &[lb.checked_neg().ok_or_else(|| Fail::new(Class::Type, "weft: lower bound overflows"))?], std::slice::from_ref(&all))
-        .map_err(|e| Fail::new(Class::Type, format!("weft: {e}")))?;
-    Ok((lb, all.true_extent() as u64, shifted))
 }
 
 /// MPI_File_delete of a Weft path: not collective, any rank may call it.

@@ -23,6 +23,7 @@ pub mod errors;
 mod ffi;
 pub mod file;
 pub mod hints;
+pub mod memory;
 pub mod registry;
 pub mod types;
 

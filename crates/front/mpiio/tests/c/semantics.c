@@ -192,6 +192,37 @@ int main(int argc, char **argv) {
     CHECK(MPI_File_read_at(fh, 0, back, 9, strr, &st));
     report("struct read back sum %lld count %lld", (long long)(sum(back, 9 * 16) % 1000000007), count_of(&st, strr));
 
+    /* 5b. MPI_BOTTOM and a struct type of absolute addresses: the pieces
+     * lie in two separate allocations (stack and heap), far apart, and the
+     * memory between them is not the program's to touch. */
+    CHECK(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
+    {
+        int on_stack[5], stack_back[5] = {0};
+        double *on_heap = malloc(7 * sizeof(double)), *heap_back = calloc(7, sizeof(double));
+        for (int i = 0; i < 5; i++) on_stack[i] = rank * 100 + i;
+        for (int i = 0; i < 7; i++) on_heap[i] = rank + i / 4.0;
+        int abl[2] = {5, 7};
+        MPI_Aint addr[2];
+        MPI_Datatype aty[2] = {MPI_INT, MPI_DOUBLE}, out_t, in_t;
+        MPI_Get_address(on_stack, &addr[0]);
+        MPI_Get_address(on_heap, &addr[1]);
+        MPI_Type_create_struct(2, abl, addr, aty, &out_t);
+        MPI_Type_commit(&out_t);
+        MPI_Get_address(stack_back, &addr[0]);
+        MPI_Get_address(heap_back, &addr[1]);
+        MPI_Type_create_struct(2, abl, addr, aty, &in_t);
+        MPI_Type_commit(&in_t);
+        CHECK(MPI_File_write_at(fh, 250000 + rank * 128, MPI_BOTTOM, 1, out_t, &st));
+        report("MPI_BOTTOM write count %lld, %lld", count_of(&st, out_t), 0);
+        MPI_Barrier(MPI_COMM_WORLD);
+        CHECK(MPI_File_read_at(fh, 250000 + peer * 128, MPI_BOTTOM, 1, in_t, &st));
+        report("MPI_BOTTOM read of the peer's sum %lld count %lld", (long long)((sum(stack_back, sizeof stack_back) * 7 + sum(heap_back, 7 * sizeof(double))) % 1000000007), count_of(&st, in_t));
+        MPI_Type_free(&out_t);
+        MPI_Type_free(&in_t);
+        free(on_heap);
+        free(heap_back);
+    }
+
     /* 6. Zero-count ranks in collectives, nonblocking and split forms. */
     CHECK(MPI_File_set_view(fh, 0, MPI_BYTE, MPI_BYTE, "native", MPI_INFO_NULL));
     int cnt = rank % 2 ? 0 : 64;

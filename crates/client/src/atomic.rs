@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use weft_lock::Extent;
 use weft_net::{ClusterFile, Endpoint};
 use weft_wire::limits::MAX_LOCK_EXTENTS;
-use weft_wire::{Capability, FileId, LockReq, Request, Response, WireExtent};
+use weft_wire::{Capability, FileId, Lease, LockReq, Request, Response, WireExtent};
 
 /// How much of the file an atomic access locks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,11 +125,36 @@ impl LeaseClock {
     }
 }
 
+/// The lease the lock service gave with its last grant or renewal, which
+/// writes under the session's locks carry (the data servers refuse them
+/// once it ran out: fencing).
+#[derive(Default)]
+struct LeaseProof(Mutex<Option<Lease>>);
+
+impl LeaseProof {
+    /// Keeps the lease an answer carries (the latest runs longest).
+    fn note(&self, r: &Response) {
+        let fresh = match r {
+            Response::Locked { lease, .. } | Response::Leased(lease) => *lease,
+            _ => return,
+        };
+        let mut held = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if held.is_none_or(|h| h.until_ms < fresh.until_ms) {
+            *held = Some(fresh);
+        }
+    }
+
+    fn get(&self) -> Option<Lease> {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// This client's session with the lock service.
 pub(crate) struct LockSession {
     addr: SocketAddr,
     session: u64,
     lease: Arc<LeaseClock>,
+    proof: Arc<LeaseProof>,
     /// The client's endpoint.
     endpoint: Arc<Endpoint>,
     /// Deadline of an acquire: the server answers within `wait_ms`.
@@ -172,6 +197,8 @@ impl LockSession {
         let lease = Arc::new(LeaseClock { ttl, valid_until: Mutex::new(Instant::now()), lapsed: AtomicBool::new(false) });
         let (tx, rx) = channel::<(FileId, u64)>();
         let keeper_lease = lease.clone();
+        let proof = Arc::new(LeaseProof::default());
+        let keeper_proof = proof.clone();
         let keeper = std::thread::Builder::new()
             .name("weft-lease".into())
             .spawn(move || {
@@ -189,7 +216,10 @@ impl LockSession {
                         Err(RecvTimeoutError::Timeout) => {
                             let sent = Instant::now();
                             match expect_ok(addr, keeper_ep.call_within(addr, renew.clone(), keeper_timeout)) {
-                                Ok(_) => keeper_lease.renewed(sent),
+                                Ok(r) => {
+                                    keeper_lease.renewed(sent);
+                                    keeper_proof.note(&r);
+                                }
                                 Err(Error::LeaseExpired(m)) => {
                                     tracing::error!(target: "weft::lock", session, "lease lost: {m}");
                                     keeper_lease.lapsed.store(true, Ordering::Release);
@@ -203,7 +233,7 @@ impl LockSession {
                 }
             })
             .map_err(|e| Error::Io { addr, message: format!("cannot start the lease thread: {e}") })?;
-        let s = LockSession { addr, session, lease, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
+        let s = LockSession { addr, session, lease, proof, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
         // Start the lease now, not on the first lock.
         s.call(LockReq::Renew { session })?;
         Ok(s)
@@ -218,6 +248,7 @@ impl LockSession {
         match expect_ok(self.addr, reply) {
             Ok(r) => {
                 self.lease.renewed(sent);
+                self.proof.note(&r);
                 Ok(r)
             }
             Err(e @ Error::LeaseExpired(_)) => {
@@ -226,6 +257,11 @@ impl LockSession {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The lease writes under this session's locks carry.
+    pub(crate) fn lease_proof(&self) -> Option<Lease> {
+        self.proof.get()
     }
 
     /// Lost for good: the client starts a new session for later accesses.
@@ -258,7 +294,7 @@ impl LockSession {
             other => other?,
         };
         match answer {
-            Response::Locked { lock } => Ok(lock),
+            Response::Locked { lock, .. } => Ok(lock),
             other => Err(Error::Protocol { addr: self.addr, what: format!("expected Locked, got {other:?}") }),
         }
     }
@@ -290,14 +326,21 @@ impl Drop for LockSession {
 
 /// Locks held until released or dropped.
 pub struct LockGuard {
-    client: crate::Client,
     file: FileId,
     lock: Option<u64>,
+    /// The session that holds them (a later session of the client holds
+    /// none of these).
+    session: Arc<LockSession>,
 }
 
 impl LockGuard {
-    pub(crate) fn new(client: crate::Client, file: FileId, lock: u64) -> Self {
-        LockGuard { client, file, lock: Some(lock) }
+    pub(crate) fn new(session: Arc<LockSession>, file: FileId, lock: u64) -> Self {
+        LockGuard { file, lock: Some(lock), session }
+    }
+
+    /// The lease writes under these locks carry (see [`Lease`]).
+    pub fn lease(&self) -> Option<Lease> {
+        self.session.lease_proof()
     }
 
     /// The lock service's id of this lock.
@@ -307,7 +350,7 @@ impl LockGuard {
 
     pub fn release(mut self) -> Result<()> {
         match self.lock.take() {
-            Some(l) => self.client.lock_session(self.file)?.release(self.file, l),
+            Some(l) => self.session.release(self.file, l),
             None => Ok(()),
         }
     }
@@ -315,7 +358,7 @@ impl LockGuard {
     /// Releases without waiting for the lock service's answer.
     pub(crate) fn release_soon(mut self) -> Result<()> {
         match self.lock.take() {
-            Some(l) => self.client.lock_session(self.file)?.release_soon(self.file, l),
+            Some(l) => self.session.release_soon(self.file, l),
             None => Ok(()),
         }
     }
@@ -323,10 +366,8 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if let Some(l) = self.lock.take()
-            && let Ok(s) = self.client.lock_session(self.file)
-        {
-            let _ = s.release(self.file, l);
+        if let Some(l) = self.lock.take() {
+            let _ = self.session.release(self.file, l);
         }
     }
 }

@@ -518,8 +518,9 @@ impl Client {
     /// (at most `WEFT_LOCK_WAIT_MS`, default 60 s, then `Busy`).
     pub fn lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent]) -> Result<LockGuard> {
         let id = file.attr().id;
-        let lock = self.lock_session(id)?.acquire(id, file.capability()?, exclusive, extents)?;
-        Ok(LockGuard::new(self.clone(), id, lock))
+        let session = self.lock_session(id)?;
+        let lock = session.acquire(id, file.capability()?, exclusive, extents)?;
+        Ok(LockGuard::new(session, id, lock))
     }
 
     /// Locks like [`Client::lock`], but waits at most `wait` (zero: takes
@@ -527,8 +528,9 @@ impl Client {
     pub fn lock_within(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent], wait: std::time::Duration) -> Result<LockGuard> {
         let id = file.attr().id;
         let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
-        let lock = self.lock_session(id)?.acquire_within(id, file.capability()?, exclusive, extents, wait_ms)?;
-        Ok(LockGuard::new(self.clone(), id, lock))
+        let session = self.lock_session(id)?;
+        let lock = session.acquire_within(id, file.capability()?, exclusive, extents, wait_ms)?;
+        Ok(LockGuard::new(session, id, lock))
     }
 
     /// Asks every server of the cluster for its counters, all at once.

@@ -35,6 +35,11 @@ impl Leases {
         self.expires_at.insert(owner, now_ms.saturating_add(self.ttl_ms));
     }
 
+    /// When `owner`'s lease runs out, if it has one.
+    pub fn expires_at(&self, owner: Owner) -> Option<u64> {
+        self.expires_at.get(&owner).copied()
+    }
+
     pub fn is_live(&self, owner: Owner, now_ms: u64) -> bool {
         self.state(owner, now_ms) == LeaseState::Live
     }

@@ -223,3 +223,83 @@ fn bad_lock_requests_are_refused_and_disturb_no_holder() {
     let r = lock_call(&ep, addr, acquire(vec![WireExtent::Range { start: 0, end: 10 }], id));
     assert!(matches!(r, Response::Locked { .. }), "{r:?}");
 }
+
+/// Fencing (issue 25): a client paused past its lease, whose bytes were
+/// granted to another client meanwhile, has its delayed write refused by
+/// the data server, not applied over the other client's.
+#[test]
+fn a_write_under_a_lapsed_lease_is_refused_not_applied() {
+    let tc = TestCluster::start_spec("fence", ClusterSpec { data_servers: 1, lock_ttl_ms: 1_000, ..ClusterSpec::default() });
+    let cf = tc.cluster();
+    let c = tc.client();
+    let f = c.create("/fenced", CreateOptions::default()).unwrap();
+    f.write_at(0, &[b'o'; 100]).unwrap();
+    let id = f.attr().id;
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let data = cf.server(cf.data_servers()[0]).unwrap().addr;
+    // The client to be paused: a raw session that locks the bytes and
+    // then never renews.
+    let acquire = LockReq::Acquire { session: 77, file: id, cap: common::cap_for(&cf.secret(), id), exclusive: true, wait_ms: 100, extents: vec![WireExtent::Range { start: 0, end: 100 }] };
+    let Response::Locked { lease, .. } = lock_call(&ep, cf.lock_server().unwrap().addr, acquire) else { panic!("not locked") };
+    let write = |lease: weft_wire::Lease, bytes: &[u8]| {
+        let body = common::capped(&cf.secret(), weft_wire::DataReq::LeasedWrite { file: id, pieces: vec![weft_wire::Piece { offset: 0, len: bytes.len() as u64 }], lease }).encode();
+        let mut calls = [weft_net::Call { send: vec![bytes], ..weft_net::Call::new(data, body) }];
+        ep.run(&mut calls);
+        let [call] = calls;
+        Response::decode(&call.result.unwrap().unwrap().body).unwrap()
+    };
+    assert_eq!(write(lease, b"AAAA"), Response::Written { bytes: 4 }, "within its lease the write lands");
+    // Another client's atomic write waits for the lease to run out, then
+    // lands (its own writes carry its own lease).
+    let mut other = c.open("/fenced", true).unwrap();
+    other.set_atomicity(true).unwrap();
+    other.write_at(0, b"BBBB").unwrap();
+    // The paused client wakes and sends its delayed write.
+    let r = write(lease, b"AAAA");
+    assert!(matches!(&r, Response::Error { code: ErrorCode::LeaseExpired, message } if message.contains("ran out")), "{r:?}");
+    let mut back = [0u8; 8];
+    f.read_at(0, &mut back).unwrap();
+    assert_eq!(&back, b"BBBBoooo", "the other client's bytes stand");
+    // A lease its holder made longer is not the lock service's.
+    let stretched = weft_wire::Lease { until_ms: lease.until_ms + 3_600_000, ..lease };
+    assert!(matches!(write(stretched, b"AAAA"), Response::Error { code: ErrorCode::Permission, .. }));
+    f.read_at(0, &mut back).unwrap();
+    assert_eq!(&back, b"BBBBoooo");
+}
+
+/// The client's writes under atomic mode's lock carry the lock session's
+/// lease (what the data servers fence by); other writes do not.
+#[test]
+fn atomic_writes_carry_their_locks_lease() {
+    let tc = TestCluster::start_spec("lease-carried", ClusterSpec { data_servers: 1, ..ClusterSpec::default() });
+    let mut cf = tc.cluster();
+    let target = cf.server(cf.data_servers()[0]).unwrap().addr;
+    let (proxy, recorder) = common::recording_proxy(target);
+    cf.servers.iter_mut().filter(|s| s.addr == target).for_each(|s| s.addr = proxy);
+    let c = Client::with_options(cf, weft_client::ClientOptions::default()).unwrap();
+    let mut f = c.create("/carried", CreateOptions::default()).unwrap();
+    f.set_atomicity(true).unwrap();
+    let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    f.write_at(0, b"atomic").unwrap();
+    f.set_atomicity(false).unwrap();
+    f.write_at(100, b"plain").unwrap();
+    drop(f);
+    drop(c);
+    let recorded = recorder.join().unwrap();
+    let mut r = std::io::Cursor::new(recorded);
+    let (mut leased, mut plain) = (Vec::new(), 0);
+    while let Ok(h) = weft_net::frame_io::read_header(&mut r) {
+        let body = weft_net::frame_io::read_vec(&mut r, h.body_len as usize).unwrap();
+        if h.kind == weft_wire::FrameKind::Request {
+            weft_net::frame_io::read_vec(&mut r, h.pay_len as usize).unwrap();
+            match Request::decode(&body) {
+                Ok(Request::Data { op: weft_wire::DataReq::LeasedWrite { lease, .. }, .. }) => leased.push(lease),
+                Ok(Request::Data { op: weft_wire::DataReq::Write { .. }, .. }) => plain += 1,
+                _ => {}
+            }
+        }
+    }
+    assert_eq!((leased.len(), plain), (1, 1), "the atomic write is leased, the other plain");
+    // A lease of the lock's session, running some way past the write.
+    assert!(leased[0].until_ms > before, "{:?}", leased[0]);
+}

@@ -93,6 +93,9 @@ pub struct LockService {
     started: Instant,
     /// Seeds every table's tree shapes; unknown to clients.
     seed: u64,
+    /// Seals the leases given with grants and renewals (the data servers
+    /// check them: fencing).
+    key: weft_wire::CapKey,
 }
 
 /// Counters for `weft status`.
@@ -142,8 +145,8 @@ fn expired(owner: Owner) -> Response {
 
 impl LockService {
     /// A lock service whose sessions live `ttl_ms` without renewal, held
-    /// to `limits`.
-    pub fn start(ttl_ms: u64, limits: LockLimits) -> Arc<Self> {
+    /// to `limits`, sealing leases with `key`.
+    pub fn start(ttl_ms: u64, limits: LockLimits, key: weft_wire::CapKey) -> Arc<Self> {
         let svc = Arc::new(LockService {
             files: Mutex::new(HashMap::new()),
             sessions: Mutex::new(Sessions {
@@ -161,6 +164,7 @@ impl LockService {
             wait_us: AtomicU64::new(0),
             started: Instant::now(),
             seed: rand::random(),
+            key,
         });
         let weak: Weak<LockService> = Arc::downgrade(&svc);
         let tick = Duration::from_millis((ttl_ms / 4).clamp(10, 1000));
@@ -173,6 +177,23 @@ impl LockService {
 
     fn now_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
+    }
+
+    /// `owner`'s lease as writes under its locks carry it: until a quarter
+    /// of the time to live before its locks can go to others, by the wall
+    /// clock, so a data server whose clock is at most that much behind
+    /// refuses the session's writes before its bytes are granted again,
+    /// and a write checked just before still lands first. An ended or
+    /// unknown session's runs out now. Takes the sessions mutex
+    /// (innermost).
+    fn lease(&self, owner: Owner) -> weft_wire::Lease {
+        let (expires, ttl) = {
+            let s = lock(&self.sessions);
+            (s.leases.expires_at(owner), s.leases.ttl_ms())
+        };
+        let wall = unix_ms();
+        let left = expires.map_or(0, |e| e.saturating_sub(self.now_ms()));
+        weft_wire::Lease::issue(&self.key, owner.0, (wall + left).saturating_sub(ttl / 4))
     }
 
     /// Renews `owner`'s lease for `user`; the answer to send instead if
@@ -258,7 +279,7 @@ impl LockService {
             self.granted.fetch_add(1, Ordering::Relaxed);
             if let Some(w) = self.take_waiter(fl, g.lock.0) {
                 self.wait_us.fetch_add(w.since.elapsed().as_micros() as u64, Ordering::Relaxed);
-                (w.answer)(Response::Locked { lock: g.lock.0 });
+                (w.answer)(Response::Locked { lock: g.lock.0, lease: self.lease(w.owner) });
             }
         }
     }
@@ -392,7 +413,7 @@ impl LockService {
                 self.tidy(file);
                 r
             }
-            LockReq::Renew { .. } => self.touch(owner, user).unwrap_or(Response::Ok),
+            LockReq::Renew { .. } => self.touch(owner, user).unwrap_or_else(|| Response::Leased(self.lease(owner))),
             LockReq::End { .. } => {
                 let files = {
                     let mut s = lock(&self.sessions);
@@ -439,7 +460,7 @@ impl LockService {
         match acquired {
             Ok(true) => {
                 self.granted.fetch_add(1, Ordering::Relaxed);
-                Some(Response::Locked { lock: id })
+                Some(Response::Locked { lock: id, lease: self.lease(owner) })
             }
             Ok(false) => {
                 let now = Instant::now();
@@ -470,6 +491,11 @@ impl LockService {
             }
         }
     }
+}
+
+/// Unix time in milliseconds (leases are checked by other servers' clocks).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Times out lock waits and expires leases until the service is dropped.

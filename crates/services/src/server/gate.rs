@@ -22,7 +22,7 @@ pub struct Gate {
 /// The right a data operation needs (any one bit of it).
 fn needed(op: &DataReq) -> u8 {
     match op {
-        DataReq::Write { .. } | DataReq::CollWrite { .. } | DataReq::Truncate { .. } => rights::WRITE,
+        DataReq::Write { .. } | DataReq::LeasedWrite { .. } | DataReq::CollWrite { .. } | DataReq::Truncate { .. } => rights::WRITE,
         DataReq::Read { .. } | DataReq::CollRead { .. } => rights::READ,
         // fsync(2) works on a descriptor open for reading too.
         DataReq::Fsync { .. } => rights::READ | rights::WRITE,

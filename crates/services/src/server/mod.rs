@@ -116,7 +116,7 @@ impl Server {
             .then(|| DataService::open(&me.dir))
             .transpose()
             .map_err(|e| ServeError::Open { service: "data", dir: dir.clone(), reason: e.to_string() })?;
-        let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms, crate::lock::LockLimits::from_env()));
+        let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms, crate::lock::LockLimits::from_env(), gate.cap_key().clone()));
         let budget = MemoryBudget::from_env();
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
@@ -234,6 +234,19 @@ impl Server {
                 let Some(d) = &self.data else {
                     return Response::error(ErrorCode::WrongService, "this server does not host the data service");
                 };
+                let op = match op {
+                    // Fencing: a write under a lock whose lease ran out is
+                    // refused (the bytes may be another client's now).
+                    DataReq::LeasedWrite { file, pieces, lease } => match lease.check(self.gate.cap_key(), crate::lock::unix_ms()) {
+                        Ok(()) => DataReq::Write { file, pieces },
+                        Err(why) => {
+                            tracing::info!(target: "weft::data", file = file.0, session = lease.session, "write refused: {why}");
+                            let code = if matches!(why, weft_wire::LeaseRefusal::Forged { .. }) { ErrorCode::Permission } else { ErrorCode::LeaseExpired };
+                            return Response::error(code, format!("file {}: {why}", file.0));
+                        }
+                    },
+                    op => op,
+                };
                 match op {
                     DataReq::Write { file, pieces } => {
                         let Ok(total) = weft_wire::msg::data::pieces_total(&pieces) else { unreachable!("checked by the decoder") };
@@ -268,6 +281,7 @@ impl Server {
                     DataReq::Fsync { file } => d.fsync(file).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::Delete { file } => d.delete(file).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::CollWrite { .. } | DataReq::CollRead { .. } => Response::error(ErrorCode::Internal, "collective requests are held by the worker pool"),
+                    DataReq::LeasedWrite { .. } => unreachable!("checked above"),
                 }
             }
         }
@@ -296,7 +310,7 @@ pub(crate) fn cpu_kind(req: &Request) -> CpuKind {
     match req {
         Request::Meta { .. } => CpuKind::Meta,
         Request::Lock(_) => CpuKind::Lock,
-        Request::Data { op: DataReq::Write { .. } | DataReq::CollWrite { .. }, .. } => CpuKind::DataWrite,
+        Request::Data { op: DataReq::Write { .. } | DataReq::LeasedWrite { .. } | DataReq::CollWrite { .. }, .. } => CpuKind::DataWrite,
         Request::Data { op: DataReq::Read { .. } | DataReq::CollRead { .. }, .. } => CpuKind::DataRead,
         Request::Data { .. } => CpuKind::DataOther,
         _ => CpuKind::Other,

@@ -37,6 +37,9 @@ pub struct ReadOrder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DataReq {
     Write { file: FileId, pieces: Vec<Piece> },
+    /// `Write` under a lock of MPI atomic mode: refused (`LeaseExpired`)
+    /// once the lock session's `lease` ran out (fencing).
+    LeasedWrite { file: FileId, pieces: Vec<Piece>, lease: super::lock::Lease },
     Read { file: FileId, pieces: Vec<Piece>, order: ReadOrder },
     Size { file: FileId },
     Truncate { file: FileId, size: u64 },
@@ -147,6 +150,7 @@ impl DataReq {
     pub fn file(&self) -> FileId {
         match self {
             DataReq::Write { file, .. }
+            | DataReq::LeasedWrite { file, .. }
             | DataReq::Read { file, .. }
             | DataReq::Size { file }
             | DataReq::Truncate { file, .. }
@@ -162,6 +166,11 @@ impl DataReq {
             DataReq::Write { file, pieces } => {
                 e.u8(1).u64(file.0);
                 encode_pieces(e, pieces);
+            }
+            DataReq::LeasedWrite { file, pieces, lease } => {
+                e.u8(9).u64(file.0);
+                encode_pieces(e, pieces);
+                lease.encode(e);
             }
             DataReq::Read { file, pieces, order } => {
                 e.u8(2).u64(file.0);
@@ -193,6 +202,7 @@ impl DataReq {
         let file = FileId(d.u64()?);
         Ok(match op {
             1 => DataReq::Write { file, pieces: decode_pieces(d)? },
+            9 => DataReq::LeasedWrite { file, pieces: decode_pieces(d)?, lease: super::lock::Lease::decode(d)? },
             2 => {
                 let pieces = decode_pieces(d)?;
                 let order = ReadOrder { strategy: d.u8()?, rank: d.u32()?, group: d.u32()?, slot: d.u32()? };

@@ -92,3 +92,97 @@ impl LockReq {
         })
     }
 }
+
+/// Proof that lock session `session`'s lease runs until `until_ms` (Unix
+/// time in milliseconds, by the lock server's clock, less a margin):
+/// issued by the lock server with every grant and renewal, sealed with
+/// the servers' capability key, and carried by writes made under the
+/// session's locks (`DataReq::LeasedWrite`). A data server refuses such a
+/// write once `until_ms` has passed by its own clock: a client that was
+/// paused past its lease (its locks since granted to others) cannot write
+/// into their bytes (fencing).
+///
+/// Wire: `session u64 | until_ms u64 | mac[32]`, with `mac =
+/// blake3_keyed(key, "weft lease" | len u64 | session | until_ms)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseRefusal {
+    /// Not sealed with the cluster's key (made up, or changed).
+    Forged { session: u64 },
+    /// Its time passed: the session's locks may be another client's now.
+    RanOut { session: u64, ago_ms: u64 },
+}
+
+impl std::fmt::Display for LeaseRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeaseRefusal::Forged { session } => write!(f, "the lease of lock session {session:#x} was not issued by this cluster's lock service"),
+            LeaseRefusal::RanOut { session, ago_ms } => write!(f, "the lease of lock session {session:#x} ran out {ago_ms} ms ago: its locks may be another client's now, so this write is refused"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub session: u64,
+    pub until_ms: u64,
+    pub mac: [u8; 32],
+}
+
+impl Lease {
+    fn signed(session: u64, until_ms: u64) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&session.to_le_bytes());
+        b[8..].copy_from_slice(&until_ms.to_le_bytes());
+        b
+    }
+
+    /// A lease sealed with `key`.
+    pub fn issue(key: &crate::CapKey, session: u64, until_ms: u64) -> Self {
+        Lease { session, until_ms, mac: key.mac_of(b"weft lease", &Self::signed(session, until_ms)) }
+    }
+
+    /// Whether this lease was sealed with `key` and runs past `now_ms`.
+    pub fn check(&self, key: &crate::CapKey, now_ms: u64) -> Result<(), LeaseRefusal> {
+        let want = key.mac_of(b"weft lease", &Self::signed(self.session, self.until_ms));
+        if blake3::Hash::from(want) != blake3::Hash::from(self.mac) {
+            return Err(LeaseRefusal::Forged { session: self.session });
+        }
+        if now_ms >= self.until_ms {
+            return Err(LeaseRefusal::RanOut { session: self.session, ago_ms: now_ms - self.until_ms });
+        }
+        Ok(())
+    }
+
+    pub fn encode(&self, e: &mut Encoder) {
+        e.u64(self.session).u64(self.until_ms).raw(&self.mac);
+    }
+
+    pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
+        Ok(Lease { session: d.u64()?, until_ms: d.u64()?, mac: d.fixed()? })
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CapKey, Secret};
+
+    #[test]
+    fn a_lease_holds_until_its_time_and_only_as_issued() {
+        let key = CapKey::derive(&Secret::new(*b"0123456789abcdef"));
+        let l = Lease::issue(&key, 7, 1_000);
+        assert_eq!(l.check(&key, 999), Ok(()));
+        assert_eq!(l.check(&key, 1_000), Err(LeaseRefusal::RanOut { session: 7, ago_ms: 0 }));
+        let later = Lease { until_ms: 5_000, ..l };
+        assert_eq!(later.check(&key, 2_000), Err(LeaseRefusal::Forged { session: 7 }), "a lease made longer by its holder");
+        let other = Lease { session: 8, ..l };
+        assert_eq!(other.check(&key, 0), Err(LeaseRefusal::Forged { session: 8 }), "another session's lease");
+        let elsewhere = CapKey::derive(&Secret::new(*b"fedcba9876543210"));
+        assert!(l.check(&elsewhere, 0).is_err(), "another cluster's");
+        let mut e = Encoder::new();
+        l.encode(&mut e);
+        let b = e.finish();
+        assert_eq!(Lease::decode(&mut Decoder::new(&b)).unwrap(), l);
+    }
+}

@@ -51,8 +51,11 @@ pub enum Response {
     Read { object_size: u64 },
     Size { object_size: u64 },
     Stats(ServerStats),
-    /// A granted lock.
-    Locked { lock: u64 },
+    /// A granted lock, and the session's lease as it stands (writes under
+    /// the lock carry it: see [`lock::Lease`]).
+    Locked { lock: u64, lease: lock::Lease },
+    /// A lock session renewed: its lease as it stands now.
+    Leased(lock::Lease),
     /// A shared file pointer's value before the operation.
     Pointer { value: u64 },
     /// A symbolic link's target.
@@ -96,7 +99,7 @@ impl Request {
     pub fn is_idempotent(&self) -> bool {
         match self {
             Request::Ping | Request::Status | Request::Sink | Request::Source { .. } => true,
-            Request::Data { op, .. } => matches!(op, DataReq::Write { .. } | DataReq::Read { .. } | DataReq::Size { .. } | DataReq::Truncate { .. } | DataReq::Fsync { .. }),
+            Request::Data { op, .. } => matches!(op, DataReq::Write { .. } | DataReq::LeasedWrite { .. } | DataReq::Read { .. } | DataReq::Size { .. } | DataReq::Truncate { .. } | DataReq::Fsync { .. }),
             Request::Meta { op, .. } => matches!(
                 op,
                 MetaReq::Stat { .. }
@@ -244,8 +247,13 @@ impl Response {
                 e.u8(9);
                 s.encode(&mut e);
             }
-            Response::Locked { lock } => {
+            Response::Locked { lock, lease } => {
                 e.u8(10).u64(*lock);
+                lease.encode(&mut e);
+            }
+            Response::Leased(lease) => {
+                e.u8(19);
+                lease.encode(&mut e);
             }
             Response::Pointer { value } => {
                 e.u8(11).u64(*value);
@@ -330,7 +338,8 @@ impl Response {
             7 => Response::Read { object_size: d.u64()? },
             8 => Response::Size { object_size: d.u64()? },
             9 => Response::Stats(ServerStats::decode(&mut d)?),
-            10 => Response::Locked { lock: d.u64()? },
+            10 => Response::Locked { lock: d.u64()?, lease: lock::Lease::decode(&mut d)? },
+            19 => Response::Leased(lock::Lease::decode(&mut d)?),
             11 => Response::Pointer { value: d.u64()? },
             12 => Response::Link { target: d.str("link target", crate::limits::MAX_LINK_TARGET_LEN)? },
             13 => {
@@ -444,6 +453,7 @@ mod tests {
             (any::<u32>(), any::<u32>(), proptest::collection::vec(any::<u32>(), 0..=crate::msg::meta::MAX_GROUPS), meta_req())
                 .prop_map(|(uid, gid, groups, op)| Request::Meta { cred: Cred::with_groups(uid, gid, &groups), op }),
             (any::<u64>(), pieces(), cap()).prop_map(|(f, pieces, c)| Request::data(c, DataReq::Write { file: FileId(f), pieces })),
+            (any::<u64>(), pieces(), cap(), any::<u64>()).prop_map(|(f, pieces, c, t)| Request::data(c, DataReq::LeasedWrite { file: FileId(f), pieces, lease: lock::Lease { session: f ^ t, until_ms: t, mac: [t as u8; 32] } })),
             (any::<u64>(), pieces(), any::<u8>(), 1u32..1000, any::<u32>()).prop_map(|(f, pieces, strategy, group, slot)| {
                 let order = crate::msg::data::ReadOrder { strategy, rank: slot % group, group, slot };
                 Request::data(Capability::none(FileId(0)), DataReq::Read { file: FileId(f), pieces, order })
@@ -491,7 +501,8 @@ mod tests {
             any::<u64>().prop_map(|bytes| Response::Written { bytes }),
             any::<u64>().prop_map(|object_size| Response::Read { object_size }),
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),
-            any::<u64>().prop_map(|lock| Response::Locked { lock }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(lock, session, until_ms)| Response::Locked { lock, lease: lock::Lease { session, until_ms, mac: [session as u8; 32] } }),
+            (any::<u64>(), any::<u64>()).prop_map(|(session, until_ms)| Response::Leased(lock::Lease { session, until_ms, mac: [until_ms as u8; 32] })),
             any::<u64>().prop_map(|value| Response::Pointer { value }),
             "[ -~]{1,40}".prop_map(|target| Response::Link { target }),
             (attr(), proptest::option::of(any::<u64>()), proptest::option::of(cap())).prop_map(|(attr, size, cap)| Response::Stat { attr, size, cap }),

@@ -87,12 +87,11 @@ fn a_link_to_another_shards_name_is_the_same_file_until_its_last_name_goes() {
     let m = format!("/e/{}", name_on(e, 0, "m"));
     assert_eq!(c.link(&l, &m).unwrap().nlink, 3);
     assert!(matches!(c.rmdir("/e"), Err(Error::NotEmpty(_))));
-    // Renames of such names, or over them, are not built: EXDEV (`mv`
-    // copies), and nothing moves.
+    // A rename over such a name is not built: EXDEV (`mv` copies), and
+    // nothing moves. (Renames of them are: see below.)
     let other = format!("/d/{}", name_on(d, 2, "o"));
     write_file(&c, &other, b"other");
     assert!(matches!(c.rename(&other, &l), Err(Error::CrossShard(_))));
-    assert!(matches!(c.rename(&l, &format!("/d/{}", name_on(d, 2, "p"))), Err(Error::CrossShard(_))));
     assert_eq!(read_all(&c, &l), b"data+more");
     assert_eq!(read_all(&c, &other), b"other");
     c.unlink(&other).unwrap();
@@ -233,4 +232,80 @@ fn the_mount_links_names_on_different_shards() {
     assert!(st.success(), "rm -rf over names on two shards");
     assert_eq!(std::fs::read_dir(&m.point).unwrap().count(), 0);
     m.unmount();
+}
+
+#[test]
+fn a_name_of_a_file_with_names_on_several_shards_is_renamed_anywhere() {
+    let tc = sharded("links-rename");
+    let c = tc.client();
+    c.mkdir("/d", 0o777).unwrap();
+    let d = id_of(&c, "/d");
+    let on = |shard: u32, prefix: &str| format!("/d/{}", name_on(d, shard, prefix));
+    let f = on(0, "f");
+    write_file(&c, &f, b"payload");
+    let id = id_of(&c, &f);
+    let l = on(1, "l");
+    c.link(&f, &l).unwrap();
+    let listed = |c: &Client| {
+        let mut v = names(c, "/d");
+        v.sort();
+        v
+    };
+    let want = |paths: &[&str]| {
+        let mut v: Vec<String> = paths.iter().map(|p| p[3..].to_string()).collect();
+        v.sort();
+        v
+    };
+    // The stub's name to a third shard: the name moves, the file stays.
+    let m = on(2, "m");
+    c.rename(&l, &m).unwrap();
+    assert!(matches!(c.stat(&l), Err(Error::NotFound(_))));
+    assert!(matches!(ask(&tc, 1, MetaReq::Stat { path: l.clone() }), Response::Error { code: weft_wire::ErrorCode::NotFound, .. }), "the old stub is gone from its shard");
+    let (attr, size) = c.stat(&m).unwrap();
+    assert_eq!((attr.id, attr.nlink, size), (id, 2, 7));
+    assert_eq!(listed(&c), want(&[&f, &m]));
+    // To a name the file's own shard keeps: a local rename there, and the
+    // old name's shard drops its stub.
+    let n = on(0, "n");
+    c.rename(&m, &n).unwrap();
+    assert!(matches!(ask(&tc, 2, MetaReq::Stat { path: m.clone() }), Response::Error { code: weft_wire::ErrorCode::NotFound, .. }));
+    assert_eq!((id_of(&c, &n), c.stat(&n).unwrap().0.nlink), (id, 2));
+    assert_eq!(listed(&c), want(&[&f, &n]));
+    // The file's own first name to another shard (it has another name, so
+    // the file does not move).
+    let p = on(1, "p");
+    c.rename(&f, &p).unwrap();
+    assert!(matches!(c.stat(&f), Err(Error::NotFound(_))));
+    assert_eq!((id_of(&c, &p), c.stat(&p).unwrap().0.nlink), (id, 2));
+    assert_eq!(read_all(&c, &p), b"payload");
+    // Over another file: it is replaced, and its data goes.
+    let q = on(2, "q");
+    write_file(&c, &q, b"old");
+    let before = objects(&c);
+    c.rename(&n, &q).unwrap();
+    assert_eq!((id_of(&c, &q), c.stat(&q).unwrap().0.nlink), (id, 2));
+    assert_eq!(read_all(&c, &q), b"payload");
+    assert!(objects(&c) < before, "the replaced file's objects are deleted");
+    assert_eq!(listed(&c), want(&[&p, &q]));
+    // Onto another name of the same file: nothing happens (rename(2)).
+    c.rename(&p, &q).unwrap();
+    assert_eq!(listed(&c), want(&[&p, &q]));
+    assert_eq!(c.stat(&p).unwrap().0.nlink, 2);
+    // Refused by the new name's shard (a name of another file with names
+    // on several shards there): nothing moves.
+    let g = on(0, "g");
+    write_file(&c, &g, b"other");
+    let gl = on(2, "gl");
+    c.link(&g, &gl).unwrap();
+    assert!(matches!(c.rename(&p, &gl), Err(Error::CrossShard(_))));
+    assert_eq!(listed(&c), want(&[&p, &q, &g, &gl]));
+    assert_eq!(read_all(&c, &gl), b"other");
+    assert_eq!(c.stat(&p).unwrap().0.nlink, 2, "the refused move left the file as it was");
+    // All names go; so do the files.
+    for path in [&p, &q, &g, &gl] {
+        c.unlink(path).unwrap();
+    }
+    assert!(listed(&c).is_empty());
+    assert_eq!(objects(&c), 0);
+    c.rmdir("/d").unwrap();
 }

@@ -19,7 +19,7 @@ pub(super) struct Removed {
 }
 
 /// Drops what an inode that is going away kept beside its record.
-fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
+pub(super) fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
     if attr.kind == FileKind::Symlink {
         tx.open_table(LINKS)?.remove(attr.id.0)?;
     }
@@ -28,7 +28,7 @@ fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
 
 /// One name of inode `attr` is going: its link count drops, and at the
 /// last the inode goes. True if that was the last.
-fn drop_name(t: &mut WriteTables<'_>, attr: &FileAttr, now: i64) -> Result<bool> {
+pub(super) fn drop_name(t: &mut WriteTables<'_>, attr: &FileAttr, now: i64) -> Result<bool> {
     if attr.kind != FileKind::Dir && attr.nlink > 1 {
         let mut a = attr.clone();
         a.nlink -= 1;
@@ -141,7 +141,7 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, ow
 /// The entry at `to_name` in `dst_dir` that a rename of a directory (`dir`)
 /// or not to `to` would replace, checked as rename(2) does; `None` if the
 /// name is free.
-fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred, dst_dir: &FileAttr, to_name: &str, to: &str, dir: bool) -> Result<Option<FileAttr>> {
+pub(super) fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred, dst_dir: &FileAttr, to_name: &str, to: &str, dir: bool) -> Result<Option<FileAttr>> {
     let Some(old) = t.child(dst_dir.id.0, to_name)? else { return Ok(None) };
     let dst = here(t, old, to)?;
     check_sticky(cred, dst_dir, &dst, to)?;
@@ -250,7 +250,7 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owne
 
 /// The file entry `id` names here; a name another shard keeps the file of
 /// (a link across shards) is refused: renames of such names are not built.
-fn here<I, D>(t: &Tables<I, D>, id: u64, path: &str) -> Result<FileAttr>
+pub(super) fn here<I, D>(t: &Tables<I, D>, id: u64, path: &str) -> Result<FileAttr>
 where
     I: ReadableTable<u64, &'static [u8]>,
     D: ReadableTable<(u64, &'static str), u64>,

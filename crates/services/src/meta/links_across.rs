@@ -106,10 +106,11 @@ pub(super) fn pending_copy_route(db: &Database, shards: &Shards, dir: FileId, na
         return Ok(None);
     }
     let tx = db.begin_read()?;
-    let pending = match tx.open_table(LINKING)?.get(id.0)? {
+    let linking = match tx.open_table(LINKING)?.get(id.0)? {
         Some(v) => Moving::decode(v.value()).map(|m| m.parent == dir && m.name == name)?,
         None => false,
     };
+    let pending = linking || super::name_moves::pending_to(db, id, dir, name)?;
     Ok(if pending { shards.route(dir, name) } else { None })
 }
 
@@ -162,7 +163,7 @@ impl MetaService {
             super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
             let (attr, dir) = entries::link(&tx, cred, from, to, |_, _| Ok(()))?;
             let (_, name) = split_parent(to)?;
-            let seq = self.shards.log(&tx, &ReplicaOp::Name { shard: target, parent: dir, cred, to: to.to_owned(), attr: attr.clone() })?;
+            let seq = self.shards.log(&tx, &ReplicaOp::Name { shard: target, parent: dir, cred, to: to.to_owned(), attr: attr.clone(), replace: false })?;
             tx.open_table(LINKING)?.insert(attr.id.0, Moving { seq, parent: dir, name: name.to_owned() }.encode().as_slice())?;
             tx.commit()?;
             self.pending.note_durable();
@@ -224,10 +225,13 @@ impl MetaService {
 /// The name's shard's half of a link across shards (a pushed `Name` from
 /// `coord`): `to` becomes a stub for file `attr`, with link(2)'s checks of
 /// its directory as `cred`, which must still be directory `parent` (the
-/// one the file's shard keeps its copy of the name in). The outer error is
-/// the database's; the inner one the refusal.
-pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, parent: FileId, cred: Cred, to: &str, attr: &FileAttr) -> Result<std::result::Result<(), MetaError>> {
-    let made = (|| -> Result<()> {
+/// one the file's shard keeps its copy of the name in). With `replace` (a
+/// rename's), a file `to` names is replaced as rename(2) does; returned if
+/// that was its last name (its objects are the client's to delete). The
+/// outer error is the database's; the inner one the refusal.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, parent: FileId, cred: Cred, to: &str, attr: &FileAttr, replace: bool) -> Result<std::result::Result<Option<FileAttr>, MetaError>> {
+    let made = (|| -> Result<Option<FileAttr>> {
         let (to_parent, to_name) = split_parent(to)?;
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let dir = t.parent_for_change(cred, &to_parent)?;
@@ -238,15 +242,25 @@ pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, pare
         if !shards.owns(dir.id, to_name) {
             return Err(err(ErrorCode::CrossShard, format!("{to} is kept by another metadata shard than the link was sent to (its directory was made anew); try again")));
         }
-        if t.child(dir.id.0, to_name)?.is_some() {
+        if t.child(dir.id.0, to_name)?.is_some() && !replace {
             return Err(err(ErrorCode::Exists, format!("{to} already exists")));
         }
         if t.inodes.get(attr.id.0)?.is_some() {
             return Err(err(ErrorCode::Internal, format!("file {} is kept by this shard too", attr.id.0)));
         }
+        let now = now_ns();
+        // A stub there is another shard's file's name: refused (`here`).
+        let replaced = match entries::replaceable(tx, &t, cred, &dir, to_name, to, false)? {
+            Some(old) => Some((entries::drop_name(&mut t, &old, now)?, old)),
+            None => None,
+        };
         t.dirents.insert((dir.id.0, to_name), attr.id.0)?;
         tx.open_table(STUBS)?.insert((dir.id.0, to_name), Stub { shard: coord, attr: attr.clone() }.encode().as_slice())?;
-        t.entries_changed(dir.id.0, 0, now_ns())
+        t.entries_changed(dir.id.0, 0, now)?;
+        drop(t);
+        let Some((true, old)) = replaced else { return Ok(None) };
+        entries::forget_inode(tx, &old)?;
+        Ok((old.kind == FileKind::File).then_some(old))
     })();
     match made {
         Err(e) if e.storage => Err(e),

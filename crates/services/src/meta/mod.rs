@@ -22,6 +22,7 @@ mod dir_moves;
 mod entries;
 mod grants;
 mod links_across;
+mod name_moves;
 mod migrate;
 mod group_commit;
 mod path;
@@ -98,6 +99,7 @@ fn init_root(db: &Database) -> Result<()> {
         tx.open_table(links_across::STUBS)?;
         tx.open_table(links_across::LINKING)?;
         tx.open_table(links_across::UNNAMED)?;
+        tx.open_table(name_moves::NAME_MOVES)?;
         tx.open_table(dir_moves::PREPARED)?;
         if inodes.get(ROOT.0)?.is_none() {
             let t = now_ns();

@@ -43,6 +43,7 @@ impl MetaService {
                 (Some(Decision::RenameTo(target)), MetaReq::Rename { from, to }) => Ok(Some(self.rename_across(cred, from, to, target))),
                 (Some(Decision::LinkTo(target)), MetaReq::Link { from, to }) => Ok(Some(self.link_across(cred, from, to, target))),
                 (Some(Decision::UnlinkCopy), MetaReq::Unlink { path }) => Ok(Some(self.unlink_copy(cred, path))),
+                (Some(Decision::MoveName(target)), MetaReq::Rename { from, to }) => Ok(Some(self.move_name(cred, from, to, target))),
                 (Some(Decision::RenameDir), MetaReq::Rename { from, to }) => self.rename_dir(cred, from, to).map(Some),
                 (_, MetaReq::Rmdir { path }) => self.rmdir_sharded(cred, path).map(|()| Some(Response::Ok)),
                 _ => Ok(None),
@@ -72,7 +73,14 @@ impl MetaService {
             },
             MetaReq::Rename { from, to } | MetaReq::Link { from, to } => match self.route_path(db, from, false)? {
                 Some(route) => Some(Decision::Answer(Box::new(route))),
-                None => self.other_shard_of(db, to)?.map(|target| if matches!(op, MetaReq::Link { .. }) { Decision::LinkTo(target) } else { Decision::RenameTo(target) }),
+                None => {
+                    let target = self.other_shard_of(db, to)?;
+                    match op {
+                        MetaReq::Rename { .. } if self.moves_name(db, from, target)? => Some(Decision::MoveName(target)),
+                        MetaReq::Link { .. } => target.map(Decision::LinkTo),
+                        _ => target.map(Decision::RenameTo),
+                    }
+                }
             },
             MetaReq::Unlink { path } if self.names_copy(db, path)? => Some(Decision::UnlinkCopy),
             _ => answer(match (op.file(), op.path()) {
@@ -347,6 +355,9 @@ enum Decision {
     LinkTo(u32),
     /// An unlink of this shard's copy of a name another shard keeps.
     UnlinkCopy,
+    /// A rename of a name of a file with names on several shards, to a
+    /// name the given shard keeps (`None`: this one).
+    MoveName(Option<u32>),
 }
 
 fn shard_count_differs(client: u32, servers: u32) -> MetaError {

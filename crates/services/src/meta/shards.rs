@@ -20,7 +20,7 @@
 //! never waits on another shard, so two shards pushing to each other
 //! cannot wait on each other.
 
-use super::{dir_moves, links_across};
+use super::{dir_moves, links_across, name_moves};
 use super::tables::{decode_attr, encode_attr, err, MetaError, Result, Tables, COUNTERS, DIRENTS, INODES};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::net::SocketAddr;
@@ -178,7 +178,8 @@ impl Shards {
     /// held for good.
     pub(super) fn log(&self, tx: &WriteTransaction, op: &ReplicaOp) -> Result<u64> {
         use redb::ReadableTableMetadata;
-        let decision = matches!(op, ReplicaOp::Move { .. } | ReplicaOp::Unprepare { .. } | ReplicaOp::Unmark { .. });
+        // (An `Unname` too: the name is gone on the file's shard already.)
+        let decision = matches!(op, ReplicaOp::Move { .. } | ReplicaOp::Unprepare { .. } | ReplicaOp::Unmark { .. } | ReplicaOp::Unname { .. });
         if !decision && tx.open_table(REPLOG)?.len()? >= MAX_LOG {
             return Err(err(ErrorCode::Busy, format!("{MAX_LOG} directory changes of this shard are not on every shard yet (a shard is down?): try again once they are")));
         }
@@ -275,6 +276,7 @@ impl Shards {
                 v.push(Moving::decode(item?.1.value())?.seq);
             }
             v.extend(links_across::unsettled(&tx)?);
+            v.extend(name_moves::unsettled(&tx)?);
             v
         };
         let prunable: Vec<u64> = {
@@ -402,6 +404,7 @@ impl Shards {
             }
         }
         settled.extend(links_across::settle(&tx, &answers)?);
+        settled.extend(name_moves::settle(&tx, self, &answers)?);
         tx.commit()?;
         self.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
         for id in moved_out {
@@ -471,10 +474,14 @@ impl Shards {
             });
         }
         match op {
-            ReplicaOp::Name { shard, parent, cred, to, attr } if *shard == self.place.index => {
-                let r = links_across::take_name(tx, self, coord, *parent, *cred, to, attr)?;
+            ReplicaOp::Name { shard, parent, cred, to, attr, replace } if *shard == self.place.index => {
+                let r = links_across::take_name(tx, self, coord, *parent, *cred, to, attr, *replace)?;
                 tx.open_table(ADOPTED)?.insert((coord, seq), u8::from(r.is_ok()))?;
-                return Ok(r.map_or_else(|e| refused(e.code, e.message), |()| Response::Ok));
+                return Ok(match r {
+                    Err(e) => refused(e.code, e.message),
+                    Ok(None) => Response::Ok,
+                    Ok(Some(a)) => Response::Renamed { replaced: Some((a.clone(), weft_wire::Capability::none(a.id))) },
+                });
             }
             ReplicaOp::Unname { shard, parent, name, file, time_ns } if *shard == self.place.index => {
                 links_across::drop_name(tx, coord, *parent, name, *file, *time_ns)?;
@@ -622,7 +629,8 @@ pub(super) fn check_not_moving(tx: &WriteTransaction, id: FileId, path: &str) ->
     if tx.open_table(MOVING)?.get(id.0)?.is_some() {
         return Err(err(ErrorCode::Busy, format!("{path} is being renamed to another metadata shard; try again")));
     }
-    links_across::check_not_linking(tx, id, path)
+    links_across::check_not_linking(tx, id, path)?;
+    name_moves::check_not_moving_name(tx, id, path)
 }
 
 /// Where a file that is not here went, if it was renamed away.

@@ -49,9 +49,12 @@ pub enum ReplicaOp {
     /// directory `parent` (refused if `to`'s directory is another one by
     /// then), another name of file `attr`, which the pushing shard keeps
     /// (and goes on keeping), with link(2)'s checks there as `cred`;
-    /// answered `Ok` or the refusal. Other shards only count the sequence
+    /// answered `Ok` or the refusal. With `replace` (a rename of one of
+    /// the file's names to `to`), a file `to` names is replaced as
+    /// rename(2) does, and the answer is `Renamed` with the replaced file
+    /// if that was its last name. Other shards only count the sequence
     /// number.
-    Name { shard: u32, parent: FileId, cred: Cred, to: String, attr: FileAttr },
+    Name { shard: u32, parent: FileId, cred: Cred, to: String, attr: FileAttr, replace: bool },
     /// A name `Name` made on shard `shard` (entry `name` of `parent`, for
     /// file `file`) was removed: that shard drops it (its listing's entry).
     Unname { shard: u32, parent: FileId, name: String, file: FileId, time_ns: i64 },
@@ -137,11 +140,12 @@ impl ReplicaOp {
             ReplicaOp::Unprepare { dir } => {
                 e.u8(10).u64(dir.0);
             }
-            ReplicaOp::Name { shard, parent, cred, to, attr } => {
+            ReplicaOp::Name { shard, parent, cred, to, attr, replace } => {
                 e.u8(11).u32(*shard).u64(parent.0);
                 cred.encode(e);
                 e.str(to);
                 attr.encode(e);
+                e.bool(*replace);
             }
             ReplicaOp::Unname { shard, parent, name, file, time_ns } => {
                 e.u8(12).u32(*shard).u64(parent.0).str(name).u64(file.0).i64(*time_ns);
@@ -182,7 +186,7 @@ impl ReplicaOp {
                 if attr.kind == FileKind::Dir {
                     return Err(DecodeError::Invalid("a directory has no hard links"));
                 }
-                ReplicaOp::Name { shard, parent, cred, to, attr }
+                ReplicaOp::Name { shard, parent, cred, to, attr, replace: d.bool()? }
             }
             12 => ReplicaOp::Unname { shard: d.u32()?, parent: FileId(d.u64()?), name: name(d)?, file: FileId(d.u64()?), time_ns: d.i64()? },
             t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
@@ -247,7 +251,7 @@ mod tests {
             ReplicaOp::Move { dir: FileId(9), time_ns: 8 },
             ReplicaOp::Unprepare { dir: FileId(9) },
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Symlink, layout: None, ..attr.clone() }, target: Some("t".into()) },
-            ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Fifo, layout: None, ..attr.clone() } },
+            ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Fifo, layout: None, ..attr.clone() }, replace: true },
             ReplicaOp::Unname { shard: 1, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 12 },
         ];
         for op in &ops {
@@ -258,7 +262,7 @@ mod tests {
             assert!(!check_seal(&key, 3, 10, op, &mac), "another coordinator");
         }
         assert!(!check_seal(&key, 2, 10, &ops[2], &seal(&key, 2, 10, &ops[3])));
-        let dir_name = ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: attr.clone() };
+        let dir_name = ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: attr.clone(), replace: false };
         assert!(ReplicaOp::from_bytes(&dir_name.to_bytes()).is_err(), "a hard link of a directory");
         let mut bad = ops[4].to_bytes();
         bad[9 + 4] = b'/';

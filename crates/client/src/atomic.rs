@@ -223,6 +223,9 @@ impl LockSession {
                                 Err(Error::LeaseExpired(m)) => {
                                     tracing::error!(target: "weft::lock", session, "lease lost: {m}");
                                     keeper_lease.lapsed.store(true, Ordering::Release);
+                                    // Lost for good: nothing to renew or release
+                                    // (releases then go, and fail, directly).
+                                    return;
                                 }
                                 Err(e) => tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed; retrying"),
                             }
@@ -235,7 +238,7 @@ impl LockSession {
             .map_err(|e| Error::Io { addr, message: format!("cannot start the lease thread: {e}") })?;
         let s = LockSession { addr, session, lease, proof, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
         // Start the lease now, not on the first lock.
-        s.call(LockReq::Renew { session })?;
+        s.call(LockReq::Start { session })?;
         Ok(s)
     }
 

@@ -452,16 +452,27 @@ impl File {
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         self.note_write();
         let cap = self.capability()?;
-        // Under atomic mode's lock the writes carry its lease: a data server
-        // refuses them once it ran out (this client may have been paused
-        // while the bytes were granted to another).
-        let lease = guard.as_ref().and_then(LockGuard::lease);
-        let op = |pieces: Vec<weft_wire::Piece>| match lease {
-            Some(lease) => DataReq::LeasedWrite { file: self.attr.id, pieces, lease },
-            None => DataReq::Write { file: self.attr.id, pieces },
-        };
-        let bodies = chunks.iter().map(|c| Request::data(cap, op(c.pieces.clone())).encode()).collect();
-        self.send_chunks(&chunks, bodies, buf, sched.window)?;
+        match &guard {
+            None => {
+                let bodies = chunks.iter().map(|c| Request::data(cap, DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode()).collect();
+                self.send_chunks(&chunks, bodies, buf, sched.window)?;
+            }
+            // Under atomic mode's lock the writes carry its lease: a data
+            // server refuses them once it ran out (this client may have been
+            // paused while the bytes were granted to another). The lease is
+            // taken afresh for each window's worth of requests, so a long
+            // write goes on with the renewals made meanwhile.
+            Some(g) => {
+                for group in chunks.chunks(sched.window.max(8)) {
+                    let op = |pieces: Vec<weft_wire::Piece>| match g.lease() {
+                        Some(lease) => DataReq::LeasedWrite { file: self.attr.id, pieces, lease },
+                        None => DataReq::Write { file: self.attr.id, pieces },
+                    };
+                    let bodies = group.iter().map(|c| Request::data(cap, op(c.pieces.clone())).encode()).collect();
+                    self.send_chunks(group, bodies, buf, sched.window)?;
+                }
+            }
+        }
         if let Some(g) = guard {
             g.release_soon()?;
         }

@@ -32,7 +32,7 @@ pub use file::File;
 pub use random::random_u64;
 pub use schedule::Schedule;
 pub use weft_sched::Strategy;
-pub use weft_layout::{Datatype, Distrib, Order, Pattern, Segment, View, ViewError};
+pub use weft_layout::{sort_and_coalesce, Datatype, Distrib, Order, Pattern, Segment, View, ViewError};
 pub use weft_wire::limits;
 pub use weft_wire::{AttrChange, Cred, DirEntry, FileAttr, FileId, FileKind, PointerOp, ServerStats, KEEP_ID, TIME_NOW};
 

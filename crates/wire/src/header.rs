@@ -29,9 +29,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// (replica op 7). 12: directory renames on shards (replica ops 8-10).
 /// 13: `Renew` carries the path the file was opened by. 14: error code
 /// 19 (`Stopping`). 15: hard links across shards (replica ops 11-12,
-/// a listing's entry kept by another shard), leases with every lock
-/// grant (`Locked`, response 19 `Leased`) and fenced writes (data op 9).
-pub const PROTOCOL_VERSION: u8 = 15;
+/// a listing's entry kept by another shard). 16: leases with every lock
+/// grant (`Locked`, response 19 `Leased`), lock op 5 `Start`, fenced
+/// writes (data op 9).
+pub const PROTOCOL_VERSION: u8 = 16;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

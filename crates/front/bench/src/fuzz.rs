@@ -205,6 +205,7 @@ impl Gen {
             }
             _ => Request::Lock(match self.rng.gen_range(0..3) {
                 0 => LockReq::Release { session: self.rng.gen_range(0..50), file: self.file(), lock: self.rng.gen_range(0..10_000) },
+                1 if self.rng.r#gen() => LockReq::Start { session: self.rng.gen_range(0..50) },
                 1 => LockReq::Renew { session: self.rng.gen_range(0..50) },
                 _ => LockReq::End { session: self.rng.gen_range(0..50) },
             }),

@@ -188,6 +188,11 @@ fn bad_lock_requests_are_refused_and_disturb_no_holder() {
     let id = f.attr().id;
     let guard = c.lock(&f, true, &[Extent::range(0, 10).unwrap()]).unwrap();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    // A session the service does not know is started by Start only.
+    let unknown = LockReq::Acquire { session: 42, file: id, cap: common::cap_for(&cf.secret(), id), exclusive: true, wait_ms: 100, extents: vec![WireExtent::Range { start: 20, end: 30 }] };
+    assert!(matches!(lock_call(&ep, addr, unknown), Response::Error { code: ErrorCode::LeaseExpired, .. }));
+    assert!(matches!(lock_call(&ep, addr, LockReq::Renew { session: 42 }), Response::Error { code: ErrorCode::LeaseExpired, .. }));
+    assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 42 }), Response::Leased(_)));
     let acquire = |extents: Vec<WireExtent>, file: FileId| LockReq::Acquire { session: 42, file, cap: common::cap_for(&cf.secret(), file), exclusive: true, wait_ms: 100, extents };
     let is_err = |r: &Response, code: ErrorCode, text: &str| matches!(r, Response::Error { code: c, message } if *c == code && message.contains(text));
     // No one locks a file it could not open: a capability is needed.
@@ -239,6 +244,7 @@ fn a_write_under_a_lapsed_lease_is_refused_not_applied() {
     let data = cf.server(cf.data_servers()[0]).unwrap().addr;
     // The client to be paused: a raw session that locks the bytes and
     // then never renews.
+    assert!(matches!(lock_call(&ep, cf.lock_server().unwrap().addr, LockReq::Start { session: 77 }), Response::Leased(_)));
     let acquire = LockReq::Acquire { session: 77, file: id, cap: common::cap_for(&cf.secret(), id), exclusive: true, wait_ms: 100, extents: vec![WireExtent::Range { start: 0, end: 100 }] };
     let Response::Locked { lease, .. } = lock_call(&ep, cf.lock_server().unwrap().addr, acquire) else { panic!("not locked") };
     let write = |lease: weft_wire::Lease, bytes: &[u8]| {
@@ -302,4 +308,30 @@ fn atomic_writes_carry_their_locks_lease() {
     assert_eq!((leased.len(), plain), (1, 1), "the atomic write is leased, the other plain");
     // A lease of the lock's session, running some way past the write.
     assert!(leased[0].until_ms > before, "{:?}", leased[0]);
+}
+
+/// Fencing across a restart of the lock service: its old sessions are
+/// unknown to the new one (their renewals are refused, so their clients
+/// learn that their locks are gone), and it grants no lock for one lease
+/// time, while writes under leases it gave before may still arrive.
+#[test]
+fn a_restarted_lock_service_waits_out_the_old_leases() {
+    let ttl = Duration::from_millis(2_000);
+    let mut tc = TestCluster::start_spec("fence-restart", ClusterSpec { data_servers: 1, lock_ttl_ms: ttl.as_millis() as u64, ..ClusterSpec::default() });
+    let cf = tc.cluster();
+    let c = tc.client();
+    let id = c.create("/held", CreateOptions::default()).unwrap().attr().id;
+    let addr = cf.lock_server().unwrap().addr;
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let acquire = |session: u64| LockReq::Acquire { session, file: id, cap: common::cap_for(&cf.secret(), id), exclusive: true, wait_ms: 20_000, extents: vec![WireExtent::Range { start: 0, end: 100 }] };
+    assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 77 }), Response::Leased(_)));
+    assert!(matches!(lock_call(&ep, addr, acquire(77)), Response::Locked { .. }));
+    let before_restart = Instant::now();
+    tc.lc.restart(0).unwrap();
+    assert!(matches!(lock_call(&ep, addr, LockReq::Renew { session: 77 }), Response::Error { code: ErrorCode::LeaseExpired, .. }), "the old session is gone with the old service");
+    assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 79 }), Response::Leased(_)));
+    let r = lock_call(&ep, addr, acquire(79));
+    let granted = before_restart.elapsed();
+    assert!(matches!(r, Response::Locked { .. }), "{r:?}");
+    assert!(granted >= ttl, "granted {granted:?} after the restart began, within one lease time ({ttl:?})");
 }

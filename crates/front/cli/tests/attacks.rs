@@ -263,6 +263,10 @@ fn crafted_lock_requests_neither_crash_nor_stall_the_lock_service() {
         starts[k as usize] = rank as u64 * 2;
     }
     let extents = starts.iter().map(|&st| WireExtent::Range { start: st, end: st + 1 }).collect();
+    for (id, session) in [(100u64, 77u64), (101, 78)] {
+        write_frame(&mut s, FrameKind::Request, MsgId(id), &Request::Lock(LockReq::Start { session }).encode(), &[]).unwrap();
+        assert!(matches!(response(&mut s).1, Response::Leased(_)));
+    }
     let req = Request::Lock(LockReq::Acquire { session: 77, file, cap: common::cap_for(&cf.secret(), file), exclusive: true, wait_ms: 100, extents });
     write_frame(&mut s, FrameKind::Request, MsgId(1), &req.encode(), &[]).unwrap();
     assert!(matches!(response(&mut s).1, Response::Locked { .. }));

@@ -214,6 +214,7 @@ pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, col
                 .ok_or_else(|| Fail::new(Class::Arg, "weft: the datatype places data outside the address space"))?;
             Ok((at, span, shifted))
         })();
+        let layout = prepared.as_ref().ok().map(|(_, span, shifted)| memory::layout(shifted, *span));
         let mut g = registry::lock(&f);
         let (w, c) = (write != 0, coll != 0);
         let moved = match &prepared {
@@ -223,18 +224,25 @@ pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, col
                 g.access(pos, c, w, Ok((b, shifted)))?
             }
             // Pieces with memory between them that is not the access's:
-            // moved through a buffer of the data alone (`memory`).
-            Ok((at, span, shifted)) if memory::has_gaps(shifted, *span) => {
-                let dense = Datatype::contiguous(shifted.size() as i64, &Datatype::byte()).map_err(|e| Fail::new(Class::Count, format!("weft: {e}")))?;
+            // moved through a buffer of the data alone (`memory`). A
+            // problem here still lets the rank take part in a collective.
+            Ok((at, _, shifted)) if layout != Some(memory::Layout::Whole) => {
+                let overlaps = layout == Some(memory::Layout::Gaps { overlaps: true });
+                let dense = i64::try_from(shifted.size())
+                    .map_err(|_| Fail::new(Class::Count, "weft: access larger than memory"))
+                    .and_then(|n| Datatype::contiguous(n, &Datatype::byte()).map_err(|e| Fail::new(Class::Count, format!("weft: {e}"))));
                 if w {
                     // SAFETY: the caller's memory of the access, readable
                     // (contract): every piece of the type placed at `at`.
-                    let data = unsafe { memory::gather(*at, shifted) };
-                    g.access(pos, c, w, data.as_deref().map(|d| (Buf::Write(d), &dense)).map_err(Clone::clone))?
+                    let data = dense.and_then(|t| unsafe { memory::gather(*at, shifted) }.map(|d| (d, t)));
+                    g.access(pos, c, w, data.as_ref().map(|(d, t)| (Buf::Write(d), t)).map_err(Clone::clone))?
                 } else {
-                    let mut data = memory::buffer(shifted.size());
-                    let moved = g.access(pos, c, w, data.as_deref_mut().map(|d| (Buf::Read(d), &dense)).map_err(|e| e.clone()))?;
-                    if let Ok(d) = &data {
+                    let mut data = match overlaps {
+                        true => Err(Fail::new(Class::Type, "weft: bad memory datatype: the pieces of a read's memory type overlap")),
+                        false => dense.and_then(|t| memory::buffer(shifted.size()).map(|d| (d, t))),
+                    };
+                    let moved = g.access(pos, c, w, data.as_mut().map(|(d, t)| (Buf::Read(d), &*t)).map_err(|e| e.clone()))?;
+                    if let Ok((d, _)) = &data {
                         // SAFETY: as above, and writable for a read (contract).
                         unsafe { memory::scatter(*at, shifted, &d[..(moved as usize).min(d.len())]) };
                     }

@@ -25,10 +25,51 @@ pub fn memory_span(memtype: &Datatype, count: i64) -> Result<(i64, u64, Datatype
     Ok((lb, all.true_extent() as u64, shifted))
 }
 
-/// Whether `shifted` (from [`memory_span`]) leaves gaps in its `span`:
-/// then its pieces are gathered or scattered, never sliced as one.
-pub fn has_gaps(shifted: &Datatype, span: usize) -> bool {
-    shifted.size() != span as u64
+/// How the pieces of a shifted memory type (from [`memory_span`]) lie in
+/// its span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Every byte of the span is the type's (pieces may repeat bytes): the
+    /// span may be lent as one slice.
+    Whole,
+    /// Some bytes of the span are not the type's: its pieces are gathered
+    /// or scattered one by one.
+    Gaps {
+        /// Some piece repeats another's bytes (a read's may not: MPI).
+        overlaps: bool,
+    },
+}
+
+/// Regions collected at most to judge a type whose pieces are out of
+/// order (past it, the type is taken to have gaps and overlaps).
+const MAX_SORTED_REGIONS: usize = 1 << 20;
+
+/// Which [`Layout`] `shifted` has in its `span`. One lazy pass over its
+/// regions when they come in order (most types); otherwise they are
+/// sorted, up to [`MAX_SORTED_REGIONS`].
+pub fn layout(shifted: &Datatype, span: usize) -> Layout {
+    let (mut end, mut covered, mut ordered) = (0u64, 0u64, true);
+    for (off, len) in shifted.regions(0) {
+        let off = off as u64;
+        if off < end {
+            ordered = false;
+            break;
+        }
+        covered += len;
+        end = off + len;
+    }
+    if ordered {
+        return if covered == span as u64 { Layout::Whole } else { Layout::Gaps { overlaps: false } };
+    }
+    let regions: Vec<(i64, u64)> = shifted.regions(0).take(MAX_SORTED_REGIONS + 1).collect();
+    if regions.len() > MAX_SORTED_REGIONS {
+        return Layout::Gaps { overlaps: true };
+    }
+    let union: u64 = weft_client::sort_and_coalesce(regions).iter().map(|r| r.1).sum();
+    match (union == span as u64, union != shifted.size()) {
+        (true, _) => Layout::Whole,
+        (false, overlaps) => Layout::Gaps { overlaps },
+    }
 }
 
 /// A buffer of `len` zero bytes, or an error (not an abort) when memory
@@ -99,7 +140,7 @@ mod tests {
         let ints: Vec<u8> = (1..=12).collect();
         let longs: Vec<u8> = (101..=116).collect();
         let (lo, span, shifted) = two_pieces(ints.as_ptr() as usize, longs.as_ptr() as usize);
-        assert!(has_gaps(&shifted, span as usize) || span == 28);
+        assert!(matches!(layout(&shifted, span as usize), Layout::Gaps { overlaps: false }) || span == 28);
         // SAFETY: both pieces are these vectors' bytes.
         let got = unsafe { gather(lo as usize, &shifted) }.unwrap();
         let want: Vec<u8> = ints.iter().chain(&longs).copied().collect();
@@ -119,13 +160,23 @@ mod tests {
     }
 
     #[test]
-    fn a_dense_type_has_no_gaps_and_a_strided_one_does() {
+    fn layouts_tell_whole_spans_from_gaps_and_overlaps() {
         let (_, span, shifted) = memory_span(&Datatype::basic(8), 10).unwrap();
-        assert!(!has_gaps(&shifted, span as usize));
+        assert_eq!(layout(&shifted, span as usize), Layout::Whole);
         let v = Datatype::vector(4, 1, 2, &Datatype::basic(4)).unwrap();
         let (_, span, shifted) = memory_span(&v, 1).unwrap();
         assert_eq!((span, shifted.size()), (28, 16));
-        assert!(has_gaps(&shifted, span as usize));
+        assert_eq!(layout(&shifted, span as usize), Layout::Gaps { overlaps: false });
+        // [0, 4) twice and [8, 12): as many bytes as the span, with a gap.
+        let b = Datatype::basic(4);
+        let t = Datatype::structure(&[1, 1, 1], &[0, 0, 8], &[b.clone(), b.clone(), b.clone()]).unwrap();
+        let (_, span, shifted) = memory_span(&t, 1).unwrap();
+        assert_eq!((span, shifted.size()), (12, 12));
+        assert_eq!(layout(&shifted, span as usize), Layout::Gaps { overlaps: true });
+        // Out of order, no gap: whole.
+        let t = Datatype::structure(&[1, 1], &[4, 0], &[b.clone(), b.clone()]).unwrap();
+        let (_, span, shifted) = memory_span(&t, 1).unwrap();
+        assert_eq!(layout(&shifted, span as usize), Layout::Whole);
     }
 
     #[test]

@@ -96,7 +96,26 @@ pub struct LockService {
     /// Seals the leases given with grants and renewals (the data servers
     /// check them: fencing).
     key: weft_wire::CapKey,
+    /// After a restart, no lock is granted for one time to live (in the
+    /// service's ms): clients of the service before may still write under
+    /// leases it gave. Acquires wait here until then (`None` once over).
+    grace_ms: u64,
+    parked: Mutex<Option<Vec<Parked>>>,
 }
+
+/// An acquire made during the grace after a restart, made when it ends.
+struct Parked {
+    owner: Owner,
+    user: Option<u32>,
+    file: FileId,
+    mode: Mode,
+    wait_ms: u32,
+    extents: Vec<Extent>,
+    answer: Answer,
+}
+
+/// Acquires held through a grace at most (beyond, `Busy`).
+const MAX_PARKED: usize = 65_536;
 
 /// Counters for `weft status`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -145,8 +164,10 @@ fn expired(owner: Owner) -> Response {
 
 impl LockService {
     /// A lock service whose sessions live `ttl_ms` without renewal, held
-    /// to `limits`, sealing leases with `key`.
-    pub fn start(ttl_ms: u64, limits: LockLimits, key: weft_wire::CapKey) -> Arc<Self> {
+    /// to `limits`, sealing leases with `key`. `restarted`: this server
+    /// ran a lock service before, whose clients' leases may still be good
+    /// for up to `ttl_ms`: no lock is granted until that time has passed.
+    pub fn start(ttl_ms: u64, limits: LockLimits, key: weft_wire::CapKey, restarted: bool) -> Arc<Self> {
         let svc = Arc::new(LockService {
             files: Mutex::new(HashMap::new()),
             sessions: Mutex::new(Sessions {
@@ -165,6 +186,8 @@ impl LockService {
             started: Instant::now(),
             seed: rand::random(),
             key,
+            grace_ms: if restarted { ttl_ms.max(1) } else { 0 },
+            parked: Mutex::new(restarted.then(Vec::new)),
         });
         let weak: Weak<LockService> = Arc::downgrade(&svc);
         let tick = Duration::from_millis((ttl_ms / 4).clamp(10, 1000));
@@ -193,13 +216,19 @@ impl LockService {
         };
         let wall = unix_ms();
         let left = expires.map_or(0, |e| e.saturating_sub(self.now_ms()));
-        weft_wire::Lease::issue(&self.key, owner.0, (wall + left).saturating_sub(ttl / 4))
+        weft_wire::Lease::issue(&self.key, owner.0, wall.saturating_add(left).saturating_sub(ttl / 4))
     }
 
     /// Renews `owner`'s lease for `user`; the answer to send instead if
     /// the session expired (its locks dropped) or is another user's.
     fn touch(&self, owner: Owner, user: Option<u32>) -> Option<Response> {
-        match self.renew(owner, None, user) {
+        self.touch_or_start(owner, user, false)
+    }
+
+    /// [`LockService::touch`], or with `start` the start of a session
+    /// this service does not know (else answered `LeaseExpired`).
+    fn touch_or_start(&self, owner: Owner, user: Option<u32>, start: bool) -> Option<Response> {
+        match self.renew(owner, None, user, start) {
             Ok(()) => None,
             Err(Denied::Lapsed(files)) => {
                 self.drop_owner(owner, files);
@@ -216,13 +245,19 @@ impl LockService {
     /// table: `drop_owner` takes them). The session's claim, its lease and
     /// its count change together, so no charge lands on an ended session.
     /// Takes only the sessions mutex, so it may be called while a file's
-    /// table is held.
-    fn renew(&self, owner: Owner, acquiring: Option<FileId>, user: Option<u32>) -> Result<(), Denied> {
+    /// table is held. A session this service does not know is started
+    /// only by `start` (a `Start`); any other request of it is answered as
+    /// lapsed: it is a session of the service before a restart (its locks
+    /// are gone), or one forgotten long after it expired.
+    fn renew(&self, owner: Owner, acquiring: Option<FileId>, user: Option<u32>, start: bool) -> Result<(), Denied> {
         let mut s = lock(&self.sessions);
         if s.expired.contains(&owner) {
             return Err(Denied::Lapsed(HashSet::new()));
         }
         let now = self.now_ms();
+        if !start && s.leases.state(owner, now) == LeaseState::Unknown {
+            return Err(Denied::Lapsed(HashSet::new()));
+        }
         if s.leases.state(owner, now) == LeaseState::Lapsed {
             // Its time ran out before the timer noticed: expire it now,
             // never revive it (its locks may be promised to others).
@@ -327,6 +362,24 @@ impl LockService {
         }
     }
 
+    /// Once the grace after a restart is over, makes the acquires that
+    /// waited for it (each granted, or waiting as any other).
+    fn end_grace(&self) {
+        if self.now_ms() < self.grace_ms {
+            return;
+        }
+        let Some(parked) = lock(&self.parked).take() else { return };
+        for p in parked {
+            let slot = Mutex::new(Some(p.answer));
+            let later = || -> Answer { lock(&slot).take().unwrap_or_else(|| Box::new(|_| {})) };
+            if let Some(r) = self.acquire(p.owner, p.user, p.file, p.mode, p.wait_ms, p.extents, &later)
+                && let Some(answer) = lock(&slot).take()
+            {
+                answer(r);
+            }
+        }
+    }
+
     /// Answers `Busy` to waiters whose wait ran out; returns the next deadline.
     fn time_out_waiters(&self, now: Instant) -> Option<Instant> {
         loop {
@@ -414,6 +467,7 @@ impl LockService {
                 r
             }
             LockReq::Renew { .. } => self.touch(owner, user).unwrap_or_else(|| Response::Leased(self.lease(owner))),
+            LockReq::Start { .. } => self.touch_or_start(owner, user, true).unwrap_or_else(|| Response::Leased(self.lease(owner))),
             LockReq::End { .. } => {
                 let files = {
                     let mut s = lock(&self.sessions);
@@ -435,6 +489,20 @@ impl LockService {
 
     #[allow(clippy::too_many_arguments)]
     fn acquire(&self, owner: Owner, user: Option<u32>, file: FileId, mode: Mode, wait_ms: u32, extents: Vec<Extent>, later: &dyn Fn() -> Answer) -> Option<Response> {
+        if self.now_ms() < self.grace_ms {
+            // The session must be live (and stays so while it waits).
+            if let Some(r) = self.touch(owner, user) {
+                return Some(r);
+            }
+            let mut parked = lock(&self.parked);
+            if let Some(list) = parked.as_mut() {
+                if list.len() >= MAX_PARKED {
+                    return Some(err(ErrorCode::Busy, "the lock service restarted moments ago and grants no lock for one lease time; too many acquires wait for that"));
+                }
+                list.push(Parked { owner, user, file, mode, wait_ms, extents, answer: later() });
+                return None;
+            }
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let f = self.file(file);
         let mut fl = lock(&f);
@@ -442,7 +510,7 @@ impl LockService {
         // (or an expiry) of the session either sees this file among the
         // session's and releases the lock below after it is taken, or comes
         // first and this request is refused: no lock is left without a lease.
-        match self.renew(owner, Some(file), user) {
+        match self.renew(owner, Some(file), user, false) {
             Ok(()) => {}
             Err(Denied::Lapsed(lapsed)) => {
                 drop(fl);
@@ -513,6 +581,7 @@ fn timer_loop(svc: &Weak<LockService>, tick: Duration) {
         };
         if now >= next_lease_check {
             contained("lease expiry", &|| s.expire());
+            contained("the end of the grace", &|| s.end_grace());
             next_lease_check = now + tick;
         }
         let mut next_wait = None;

@@ -116,7 +116,18 @@ impl Server {
             .then(|| DataService::open(&me.dir))
             .transpose()
             .map_err(|e| ServeError::Open { service: "data", dir: dir.clone(), reason: e.to_string() })?;
-        let lock = has(Service::Lock).then(|| LockService::start(cluster.lock_ttl_ms, crate::lock::LockLimits::from_env(), gate.cap_key().clone()));
+        // A marker in the server's directory tells a restart from a first
+        // start: after a restart, locks wait out the old clients' leases.
+        let lock = if has(Service::Lock) {
+            let marker = me.dir.join("lock-service-ran");
+            let restarted = marker.exists();
+            if !restarted {
+                std::fs::create_dir_all(&me.dir).and_then(|()| std::fs::write(&marker, b"")).map_err(|e| ServeError::Open { service: "lock", dir: dir.clone(), reason: format!("cannot write {}: {e}", marker.display()) })?;
+            }
+            Some(LockService::start(cluster.lock_ttl_ms, crate::lock::LockLimits::from_env(), gate.cap_key().clone(), restarted))
+        } else {
+            None
+        };
         let budget = MemoryBudget::from_env();
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {

@@ -25,6 +25,11 @@ pub enum LockReq {
     Release { session: u64, file: FileId, lock: u64 },
     /// Keeps the session's locks alive for another time to live.
     Renew { session: u64 },
+    /// Starts a session (or renews it, if live); the only request a
+    /// session unknown to the service may make (any other is answered
+    /// `LeaseExpired`: after a restart of the lock service, its clients'
+    /// sessions are unknown, and their locks gone).
+    Start { session: u64 },
     /// Releases every lock of the session and forgets it.
     End { session: u64 },
 }
@@ -32,7 +37,7 @@ pub enum LockReq {
 impl LockReq {
     pub fn session(&self) -> u64 {
         match self {
-            LockReq::Acquire { session, .. } | LockReq::Release { session, .. } | LockReq::Renew { session } | LockReq::End { session } => *session,
+            LockReq::Acquire { session, .. } | LockReq::Release { session, .. } | LockReq::Renew { session } | LockReq::End { session } | LockReq::Start { session } => *session,
         }
     }
 
@@ -58,6 +63,9 @@ impl LockReq {
             }
             LockReq::Renew { session } => {
                 e.u8(3).u64(*session);
+            }
+            LockReq::Start { session } => {
+                e.u8(5).u64(*session);
             }
             LockReq::End { session } => {
                 e.u8(4).u64(*session);
@@ -88,22 +96,13 @@ impl LockReq {
             2 => LockReq::Release { session, file: FileId(d.u64()?), lock: d.u64()? },
             3 => LockReq::Renew { session },
             4 => LockReq::End { session },
+            5 => LockReq::Start { session },
             t => return Err(DecodeError::BadTag { what: "lock op", tag: t.into() }),
         })
     }
 }
 
-/// Proof that lock session `session`'s lease runs until `until_ms` (Unix
-/// time in milliseconds, by the lock server's clock, less a margin):
-/// issued by the lock server with every grant and renewal, sealed with
-/// the servers' capability key, and carried by writes made under the
-/// session's locks (`DataReq::LeasedWrite`). A data server refuses such a
-/// write once `until_ms` has passed by its own clock: a client that was
-/// paused past its lease (its locks since granted to others) cannot write
-/// into their bytes (fencing).
-///
-/// Wire: `session u64 | until_ms u64 | mac[32]`, with `mac =
-/// blake3_keyed(key, "weft lease" | len u64 | session | until_ms)`.
+/// Why a data server refuses a [`Lease`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LeaseRefusal {
     /// Not sealed with the cluster's key (made up, or changed).
@@ -121,6 +120,17 @@ impl std::fmt::Display for LeaseRefusal {
     }
 }
 
+/// Proof that lock session `session`'s lease runs until `until_ms` (Unix
+/// time in milliseconds, by the lock server's clock, less a margin):
+/// issued by the lock server with every grant and renewal, sealed with
+/// the servers' capability key, and carried by writes made under the
+/// session's locks (`DataReq::LeasedWrite`). A data server refuses such a
+/// write once `until_ms` has passed by its own clock: a client that was
+/// paused past its lease (its locks since granted to others) cannot write
+/// into their bytes (fencing).
+///
+/// Wire: `session u64 | until_ms u64 | mac[32]`, with `mac =
+/// blake3_keyed(key, "weft lease" | len u64 | session | until_ms)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lease {
     pub session: u64,

@@ -481,6 +481,7 @@ mod tests {
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(session, f, lock)| Request::Lock(LockReq::Release { session, file: FileId(f), lock })),
             any::<u64>().prop_map(|session| Request::Lock(LockReq::Renew { session })),
             any::<u64>().prop_map(|session| Request::Lock(LockReq::End { session })),
+            any::<u64>().prop_map(|session| Request::Lock(LockReq::Start { session })),
         ]
     }
 

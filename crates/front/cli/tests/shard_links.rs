@@ -261,6 +261,8 @@ fn a_name_of_a_file_with_names_on_several_shards_is_renamed_anywhere() {
     c.rename(&l, &m).unwrap();
     assert!(matches!(c.stat(&l), Err(Error::NotFound(_))));
     assert!(matches!(ask(&tc, 1, MetaReq::Stat { path: l.clone() }), Response::Error { code: weft_wire::ErrorCode::NotFound, .. }), "the old stub is gone from its shard");
+    let on_files_shard = ask(&tc, 0, MetaReq::Stat { path: l.clone() });
+    assert!(!matches!(on_files_shard, Response::Attr(_)), "the file's shard's copy of the old name is gone too: {on_files_shard:?}");
     let (attr, size) = c.stat(&m).unwrap();
     assert_eq!((attr.id, attr.nlink, size), (id, 2, 7));
     assert_eq!(listed(&c), want(&[&f, &m]));
@@ -291,14 +293,17 @@ fn a_name_of_a_file_with_names_on_several_shards_is_renamed_anywhere() {
     c.rename(&p, &q).unwrap();
     assert_eq!(listed(&c), want(&[&p, &q]));
     assert_eq!(c.stat(&p).unwrap().0.nlink, 2);
-    // Refused by the new name's shard (a name of another file with names
-    // on several shards there): nothing moves.
-    let g = on(0, "g");
+    // Refused by the new name's shard (a name of another file, kept by a
+    // third shard, there): nothing moves, and the copy of the new name the
+    // file's shard made is taken back.
+    let g = on(1, "g");
     write_file(&c, &g, b"other");
     let gl = on(2, "gl");
     c.link(&g, &gl).unwrap();
     assert!(matches!(c.rename(&p, &gl), Err(Error::CrossShard(_))));
     assert_eq!(listed(&c), want(&[&p, &q, &g, &gl]));
+    let copy = ask(&tc, 0, MetaReq::Stat { path: gl.clone() });
+    assert!(!matches!(copy, Response::Attr(ref a) if a.id == id), "no copy of the refused name is left on the file's shard: {copy:?}");
     assert_eq!(read_all(&c, &gl), b"other");
     assert_eq!(c.stat(&p).unwrap().0.nlink, 2, "the refused move left the file as it was");
     // All names go; so do the files.

@@ -249,7 +249,9 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owne
 }
 
 /// The file entry `id` names here; a name another shard keeps the file of
-/// (a link across shards) is refused: renames of such names are not built.
+/// (a link across shards: its stub) is refused: a rename over, or of, a
+/// stub here is not built (a rename of one is made by the file's shard,
+/// `name_moves`, where requests on the stub go).
 pub(super) fn here<I, D>(t: &Tables<I, D>, id: u64, path: &str) -> Result<FileAttr>
 where
     I: ReadableTable<u64, &'static [u8]>,
@@ -262,5 +264,5 @@ where
 }
 
 fn several_shards(path: &str) -> super::tables::MetaError {
-    err(ErrorCode::CrossShard, format!("{path} is a name of a file with names on several metadata shards: renaming or replacing it is not built yet (remove it, or rename another of its names)"))
+    err(ErrorCode::CrossShard, format!("{path} is a name of a file with names on several metadata shards: replacing it by a rename is not built yet (remove it first)"))
 }

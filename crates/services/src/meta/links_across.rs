@@ -14,8 +14,8 @@
 //!
 //! Removing such a name is made by the coordinator (the stub sends it
 //! there) and told to the name's shard (`Unname`) before the answer.
-//! Renaming such a name, or over a stub, is not built (EXDEV, so `mv`
-//! copies); neither is a rename across shards of a file with several names.
+//! Renaming such a name moves the name, never the file (`name_moves`); a
+//! rename over a stub or a copy is not built (EXDEV, so `mv` copies).
 
 use super::shards::{refused, Answer, Moving, Shards};
 use super::tables::{decode_attr, encode_attr, err, now_ns, read_tables, split_parent, MetaError, Result, Tables, DIRENTS, INODES};
@@ -329,5 +329,5 @@ pub(super) fn unsettled(tx: &redb::ReadTransaction) -> Result<Vec<u64>> {
 
 /// A name's shard's answer to a resent `Name` (the first was lost).
 pub(super) fn answer_again(took: bool) -> Response {
-    if took { Response::Ok } else { refused(ErrorCode::Busy, "this link was refused before") }
+    if took { Response::Ok } else { refused(ErrorCode::Busy, "this link or rename was refused before") }
 }

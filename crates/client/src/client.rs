@@ -415,27 +415,51 @@ impl Client {
             }
             open = still;
         }
-        let mut all: Vec<DirEntry> = lists.into_iter().flatten().collect();
-        all.sort_by(|a, b| a.name.cmp(&b.name));
-        // Names of files another shard keeps (hard links across shards)
-        // come with the file's attributes as they were: asked for anew.
-        let dir = path.trim_end_matches('/');
-        all.retain_mut(|e| {
-            if !e.elsewhere {
-                return true;
+        let mut all: Vec<(usize, DirEntry)> = lists.into_iter().enumerate().flat_map(|(k, l)| l.into_iter().map(move |e| (k, e))).collect();
+        all.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+        self.refresh_elsewhere(path, &mut all);
+        Ok(all.into_iter().map(|(_, e)| e).collect())
+    }
+
+    /// Names of files another shard keeps (hard links across shards) come
+    /// in a listing with the file's attributes as they were: asked for
+    /// anew, all at once, from the shard that listed each (whose stub sends
+    /// the request on), then from the file's shard. A name removed since
+    /// leaves the listing; one whose shard does not answer stays as listed
+    /// (still flagged). `all`: (shard that listed it, entry).
+    fn refresh_elsewhere(&self, dir_path: &str, all: &mut Vec<(usize, DirEntry)>) {
+        let dir = dir_path.trim_end_matches('/');
+        let addrs = &self.inner.shards.addrs;
+        let count = addrs.len() as u32;
+        let mut todo: Vec<(usize, u32)> = all.iter().enumerate().filter(|(_, (_, e))| e.elsewhere).map(|(i, (k, _))| (i, *k as u32)).collect();
+        let mut gone = Vec::new();
+        for _ in 0..2 {
+            if todo.is_empty() {
+                break;
             }
-            match self.meta(MetaReq::Stat { path: format!("{dir}/{}", e.name) }) {
-                Ok(Response::Attr(a)) => {
-                    (e.attr, e.elsewhere) = (a, false);
-                    true
+            let mut calls: Vec<Call<'_>> = todo
+                .iter()
+                .map(|&(i, shard)| {
+                    let op = MetaReq::Stat { path: format!("{dir}/{}", all[i].1.name) };
+                    Call::new(addrs[shard as usize], Request::Meta { cred: self.inner.options.cred, op }.encode())
+                })
+                .collect();
+            self.run(&mut calls);
+            let mut next = Vec::new();
+            for ((i, _), c) in todo.into_iter().zip(calls) {
+                match Client::response(c).map(|r| r.0) {
+                    Ok(Response::Attr(a)) => (all[i].1.attr, all[i].1.elsewhere) = (a, false),
+                    Ok(Response::Route { shard, shards, .. }) if shards == count && shard < count => next.push((i, shard)),
+                    Err(Error::NotFound(_)) => gone.push(i),
+                    _ => {}
                 }
-                // Removed since the listing.
-                Err(Error::NotFound(_)) => false,
-                // Its shard is down: as it was, still flagged.
-                _ => true,
             }
-        });
-        Ok(all)
+            todo = next;
+        }
+        gone.sort_unstable();
+        for i in gone.into_iter().rev() {
+            all.remove(i);
+        }
     }
 
     /// Removes a file: its name first (so no one opens it again), then its objects.

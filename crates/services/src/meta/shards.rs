@@ -83,6 +83,10 @@ pub(super) struct Answer {
 /// Directory changes a shard keeps for others at most.
 const MAX_LOG: u64 = 100_000;
 
+/// Log entries not yet taken by every shard past which directory times
+/// (`Touch`) wait in memory, merged, instead of joining the log.
+const TOUCH_BACKLOG: u64 = 1_000;
+
 /// How long a push waits for one shard before the change is reported as
 /// not taken (it stays in the log and is pushed again).
 const PUSH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -332,20 +336,39 @@ impl Shards {
 
     /// Logs and pushes what [`Shards::touched`] gathered (a directory's
     /// times lag the entries other shards change by about this cadence).
+    /// While a shard has not taken [`TOUCH_BACKLOG`] changes of the log (it
+    /// is down), the times wait here, merged (latest per directory), rather
+    /// than fill the log one `Touch` a second; so do they when logging
+    /// them fails.
     pub(super) fn send_touches(&self, store: &super::store::Store) -> Result<()> {
+        use redb::ReadableTableMetadata;
         let dirs: Vec<(FileId, i64)> = std::mem::take(&mut *self.touches.lock().unwrap_or_else(PoisonError::into_inner)).into_iter().collect();
         if dirs.is_empty() {
             return Ok(());
         }
-        {
+        let logged = (|| -> Result<bool> {
             let db = store.db()?;
+            if db.begin_read()?.open_table(REPLOG)?.len()? >= TOUCH_BACKLOG {
+                return Ok(false);
+            }
             let tx = db.begin_write()?;
             for chunk in dirs.chunks(weft_wire::msg::replica::MAX_TOUCHED) {
                 self.log(&tx, &ReplicaOp::Touch { dirs: chunk.to_vec() })?;
             }
             tx.commit()?;
+            Ok(true)
+        })();
+        match logged {
+            Ok(true) => self.push(store),
+            Ok(false) => {
+                self.touched(dirs);
+                Ok(())
+            }
+            Err(e) => {
+                self.touched(dirs);
+                Err(e)
+            }
         }
-        self.push(store)
     }
 
     /// Keeps the votes for the rmdirs and renames that wait for them.

@@ -196,8 +196,14 @@ impl LockSession {
         let keeper_ep = endpoint.clone();
         let lease = Arc::new(LeaseClock { ttl, valid_until: Mutex::new(Instant::now()), lapsed: AtomicBool::new(false) });
         let (tx, rx) = channel::<(FileId, u64)>();
-        let keeper_lease = lease.clone();
         let proof = Arc::new(LeaseProof::default());
+        // The session starts before its keeper renews it (a renewal of a
+        // session the service does not know yet is refused).
+        let sent = Instant::now();
+        let started = expect_ok(addr, endpoint.call_within(addr, Request::Lock(LockReq::Start { session }).encode(), base))?;
+        lease.renewed(sent);
+        proof.note(&started);
+        let keeper_lease = lease.clone();
         let keeper_proof = proof.clone();
         let keeper = std::thread::Builder::new()
             .name("weft-lease".into())
@@ -236,10 +242,7 @@ impl LockSession {
                 }
             })
             .map_err(|e| Error::Io { addr, message: format!("cannot start the lease thread: {e}") })?;
-        let s = LockSession { addr, session, lease, proof, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) };
-        // Start the lease now, not on the first lock.
-        s.call(LockReq::Start { session })?;
-        Ok(s)
+        Ok(LockSession { addr, session, lease, proof, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) })
     }
 
     /// Sends one request; a successful answer renews the lease (the server

@@ -444,7 +444,8 @@ impl Client {
                     Call::new(addrs[shard as usize], Request::Meta { cred: self.inner.options.cred, op }.encode())
                 })
                 .collect();
-            self.run(&mut calls);
+            // As many at once as a listing page's shards would send.
+            self.run_window(&mut calls, 64);
             let mut next = Vec::new();
             for ((i, _), c) in todo.into_iter().zip(calls) {
                 match Client::response(c).map(|r| r.0) {

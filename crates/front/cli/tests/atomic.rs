@@ -323,13 +323,19 @@ fn a_restarted_lock_service_waits_out_the_old_leases() {
     let id = c.create("/held", CreateOptions::default()).unwrap().attr().id;
     let addr = cf.lock_server().unwrap().addr;
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let acquire = |session: u64| LockReq::Acquire { session, file: id, cap: common::cap_for(&cf.secret(), id), exclusive: true, wait_ms: 20_000, extents: vec![WireExtent::Range { start: 0, end: 100 }] };
+    let acquire_within = |session: u64, wait_ms: u32| LockReq::Acquire { session, file: id, cap: common::cap_for(&cf.secret(), id), exclusive: true, wait_ms, extents: vec![WireExtent::Range { start: 0, end: 100 }] };
+    let acquire = |session: u64| acquire_within(session, 20_000);
     assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 77 }), Response::Leased(_)));
     assert!(matches!(lock_call(&ep, addr, acquire(77)), Response::Locked { .. }));
     let before_restart = Instant::now();
     tc.lc.restart(0).unwrap();
     assert!(matches!(lock_call(&ep, addr, LockReq::Renew { session: 77 }), Response::Error { code: ErrorCode::LeaseExpired, .. }), "the old session is gone with the old service");
     assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 79 }), Response::Leased(_)));
+    // A try-lock (no wait) is told at once, not held through the grace.
+    let asked = Instant::now();
+    let r = lock_call(&ep, addr, acquire_within(79, 0));
+    assert!(matches!(&r, Response::Error { code: ErrorCode::Busy, message } if message.contains("restarted")), "{r:?}");
+    assert!(asked.elapsed() < ttl / 2, "answered after {:?}", asked.elapsed());
     let r = lock_call(&ep, addr, acquire(79));
     let granted = before_restart.elapsed();
     assert!(matches!(r, Response::Locked { .. }), "{r:?}");

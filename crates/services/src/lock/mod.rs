@@ -33,8 +33,9 @@ use weft_wire::{ErrorCode, FileId, LockReq, Response, WireExtent};
 /// Sends a response to a request that was answered later.
 pub type Answer = Box<dyn FnOnce(Response) + Send>;
 
-/// How many expired session ids are remembered (to answer `LeaseExpired`);
-/// older ones are forgotten and would start afresh.
+/// How many expired session ids are remembered (to answer `LeaseExpired`
+/// with "expired"); older ones are forgotten, and answered as unknown
+/// sessions are (`LeaseExpired` too: only `Start` starts one).
 const REMEMBERED_EXPIRIES: usize = 65_536;
 
 struct Waiter {
@@ -103,19 +104,23 @@ pub struct LockService {
     parked: Mutex<Option<Vec<Parked>>>,
 }
 
-/// An acquire made during the grace after a restart, made when it ends.
+/// An acquire made during the grace after a restart, made when it ends
+/// (charged to its session's quota meanwhile, as a waiting lock is).
 struct Parked {
     owner: Owner,
     user: Option<u32>,
     file: FileId,
     mode: Mode,
     wait_ms: u32,
+    since: Instant,
     extents: Vec<Extent>,
     answer: Answer,
 }
 
-/// Acquires held through a grace at most (beyond, `Busy`).
+/// Acquires held through a grace at most, and their extents (beyond,
+/// `Busy`): each user's share is bounded by its lock quota besides.
 const MAX_PARKED: usize = 65_536;
+const MAX_PARKED_EXTENTS: usize = 1 << 20;
 
 /// Counters for `weft status`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -362,8 +367,44 @@ impl LockService {
         }
     }
 
+    /// Holds an acquire made during the grace after a restart (`left` ms
+    /// of it to go) until the grace ends; one that would not wait that
+    /// long (a try-lock) is answered `Busy` at once.
+    fn park(&self, mut p: Parked, left: u64, later: &dyn Fn() -> Answer) -> Option<Response> {
+        if u64::from(p.wait_ms) < left {
+            // The session is renewed all the same (as any request of it).
+            return Some(self.touch(p.owner, p.user).unwrap_or_else(|| err(ErrorCode::Busy, format!("the lock service restarted moments ago and grants no lock for another {left} ms (locks held before may still be in use)"))));
+        }
+        // Charged as a waiting lock is (the session's quota), and renewed.
+        match self.renew(p.owner, Some(p.file), p.user, false) {
+            Ok(()) => {}
+            Err(Denied::Lapsed(files)) => {
+                self.drop_owner(p.owner, files);
+                return Some(expired(p.owner));
+            }
+            Err(Denied::Refused(r)) => return Some(refusal(r)),
+        }
+        let mut parked = lock(&self.parked);
+        let Some(list) = parked.as_mut() else {
+            // The grace ended meanwhile: made as any acquire.
+            drop(parked);
+            lock(&self.sessions).quota.release(p.owner, 1);
+            return self.acquire(p.owner, p.user, p.file, p.mode, p.wait_ms, p.extents, later);
+        };
+        let extents: usize = list.iter().map(|q| q.extents.len()).sum();
+        if list.len() >= MAX_PARKED || extents + p.extents.len() > MAX_PARKED_EXTENTS {
+            drop(parked);
+            lock(&self.sessions).quota.release(p.owner, 1);
+            return Some(err(ErrorCode::Busy, "the lock service restarted moments ago and grants no lock for one lease time; too many acquires wait for that"));
+        }
+        p.answer = later();
+        list.push(p);
+        None
+    }
+
     /// Once the grace after a restart is over, makes the acquires that
-    /// waited for it (each granted, or waiting as any other).
+    /// waited for it (each granted, or waiting for what remains of its
+    /// wait, as any other). One that fails inside is answered with the error.
     fn end_grace(&self) {
         if self.now_ms() < self.grace_ms {
             return;
@@ -372,9 +413,16 @@ impl LockService {
         for p in parked {
             let slot = Mutex::new(Some(p.answer));
             let later = || -> Answer { lock(&slot).take().unwrap_or_else(|| Box::new(|_| {})) };
-            if let Some(r) = self.acquire(p.owner, p.user, p.file, p.mode, p.wait_ms, p.extents, &later)
-                && let Some(answer) = lock(&slot).take()
-            {
+            // Its charge moves to the acquire (which charges again).
+            lock(&self.sessions).quota.release(p.owner, 1);
+            let wait_ms = u32::try_from(u128::from(p.wait_ms).saturating_sub(p.since.elapsed().as_millis())).unwrap_or(0);
+            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.acquire(p.owner, p.user, p.file, p.mode, wait_ms, p.extents, &later)));
+            let r = match made {
+                Ok(Some(r)) => r,
+                Ok(None) => continue,
+                Err(_) => err(ErrorCode::Internal, "the lock request failed inside the server (a bug; see its log)"),
+            };
+            if let Some(answer) = lock(&slot).take() {
                 answer(r);
             }
         }
@@ -489,18 +537,12 @@ impl LockService {
 
     #[allow(clippy::too_many_arguments)]
     fn acquire(&self, owner: Owner, user: Option<u32>, file: FileId, mode: Mode, wait_ms: u32, extents: Vec<Extent>, later: &dyn Fn() -> Answer) -> Option<Response> {
-        if self.now_ms() < self.grace_ms {
-            // The session must be live (and stays so while it waits).
-            if let Some(r) = self.touch(owner, user) {
-                return Some(r);
-            }
-            let mut parked = lock(&self.parked);
-            if let Some(list) = parked.as_mut() {
-                if list.len() >= MAX_PARKED {
-                    return Some(err(ErrorCode::Busy, "the lock service restarted moments ago and grants no lock for one lease time; too many acquires wait for that"));
-                }
-                list.push(Parked { owner, user, file, mode, wait_ms, extents, answer: later() });
-                return None;
+        if self.grace_ms > 0 {
+            // Parked acquires are made first, in their order.
+            self.end_grace();
+            let left = self.grace_ms.saturating_sub(self.now_ms());
+            if left > 0 {
+                return self.park(Parked { owner, user, file, mode, wait_ms, since: Instant::now(), extents, answer: Box::new(|_| {}) }, left, later);
             }
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);

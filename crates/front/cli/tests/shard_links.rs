@@ -6,8 +6,7 @@
 
 mod common;
 
-use common::shards::{ask, excl, id_of, name_on, sharded};
-use common::TestCluster;
+use common::shards::{ask, ask_as, excl, id_of, name_on, sharded};
 use std::time::{Duration, Instant};
 use weft_client::{Client, Error};
 use weft_wire::{MetaReq, Response};
@@ -198,13 +197,6 @@ fn a_capability_opened_by_another_shards_name_is_renewed_by_that_name() {
     // Once that name is gone, the renewal by it is refused (reopen it).
     alice.unlink(&l).unwrap();
     assert!(matches!(renewed(&l), Response::Error { code: weft_wire::ErrorCode::Permission, .. }));
-}
-
-/// Asks shard `shard` alone for `op` as `cred`.
-fn ask_as(tc: &TestCluster, shard: u32, cred: weft_wire::Cred, op: MetaReq) -> Response {
-    let cf = tc.cluster();
-    let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
-    common::meta_call(&ep, cf.meta_shards()[shard as usize].addr, cred, op)
 }
 
 #[test]

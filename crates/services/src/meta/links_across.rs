@@ -132,6 +132,16 @@ pub(super) fn forget_unnamed(tx: &WriteTransaction, taken: u64) -> Result<()> {
     Ok(())
 }
 
+/// The copy `name` of `dir` (of `file`) is gone here: its own shard is
+/// told (`Unname`, logged in `tx`), and until every shard took that, a
+/// request its stub still sends here is answered here (`UNNAMED`).
+pub(super) fn unname(tx: &WriteTransaction, shards: &Shards, dir: FileId, name: &str, file: FileId) -> Result<()> {
+    let shard = weft_wire::shard::entry_shard(dir, name, shards.place.count);
+    let seq = shards.log(tx, &ReplicaOp::Unname { shard, parent: dir, name: name.to_owned(), file, time_ns: now_ns() })?;
+    tx.open_table(UNNAMED)?.insert((dir.0, name), seq)?;
+    Ok(())
+}
+
 /// Refuses a change of a file whose link across shards waits for its answer.
 pub(super) fn check_not_linking(tx: &WriteTransaction, id: FileId, path: &str) -> Result<()> {
     if tx.open_table(LINKING)?.get(id.0)?.is_some() {
@@ -155,19 +165,13 @@ impl MetaService {
     /// `target` keeps: counted and logged here, then made there; undone if
     /// it refuses (see the module's comment).
     pub(super) fn link_across(&self, cred: Cred, from: &str, to: &str, target: u32) -> Response {
-        let recorded = self.commits.exclusive(|| -> Result<(u64, FileAttr)> {
-            let db = self.store.db()?;
-            let tx = db.begin_write()?;
+        let recorded = self.commit_alone(|tx| -> Result<(u64, FileAttr)> {
             // The copy of the name is made with link(2)'s checks here; the
             // name's shard checks the name itself.
-            super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
-            let (attr, dir) = entries::link(&tx, cred, from, to, |_, _| Ok(()))?;
+            let (attr, dir) = entries::link(tx, cred, from, to, |_, _| Ok(()))?;
             let (_, name) = split_parent(to)?;
-            let seq = self.shards.log(&tx, &ReplicaOp::Name { shard: target, parent: dir, cred, to: to.to_owned(), attr: attr.clone(), replace: false })?;
+            let seq = self.shards.log(tx, &ReplicaOp::Name { shard: target, parent: dir, cred, to: to.to_owned(), attr: attr.clone(), replace: false })?;
             tx.open_table(LINKING)?.insert(attr.id.0, Moving { seq, parent: dir, name: name.to_owned() }.encode().as_slice())?;
-            tx.commit()?;
-            self.pending.note_durable();
-            self.shards.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
             Ok((seq, attr))
         });
         let (seq, attr) = match recorded {
@@ -190,20 +194,12 @@ impl MetaService {
     /// answers; meanwhile its stub still sends requests on the name here,
     /// which answers them (not found) from `UNNAMED`.
     pub(super) fn unlink_copy(&self, cred: Cred, path: &str) -> Response {
-        let removed = self.commits.exclusive(|| -> Result<entries::Removed> {
-            let db = self.store.db()?;
-            let tx = db.begin_write()?;
-            super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
-            let r = entries::remove(&tx, cred, path, false)?;
+        let removed = self.commit_alone(|tx| -> Result<entries::Removed> {
+            let r = entries::remove(tx, cred, path, false)?;
             let (_, name) = split_parent(path)?;
             if is_copy(&self.shards, r.parent, name, &r.attr) {
-                let shard = weft_wire::shard::entry_shard(r.parent, name, self.shards.place.count);
-                let seq = self.shards.log(&tx, &ReplicaOp::Unname { shard, parent: r.parent, name: name.to_owned(), file: r.attr.id, time_ns: now_ns() })?;
-                tx.open_table(UNNAMED)?.insert((r.parent.0, name), seq)?;
+                unname(tx, &self.shards, r.parent, name, r.attr.id)?;
             }
-            tx.commit()?;
-            self.pending.note_durable();
-            self.shards.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
             Ok(r)
         });
         let removed = match removed {

@@ -301,6 +301,23 @@ impl MetaService {
         }
     }
 
+    /// One change made alone, between group commits, in one durable
+    /// transaction (the steps of changes across shards, which log and
+    /// push): the directories whose entries it changed are told to their
+    /// homes (`Touch`). An error aborts it.
+    fn commit_alone<T>(&self, change: impl FnOnce(&WriteTransaction) -> Result<T>) -> Result<T> {
+        self.commits.exclusive(|| {
+            let db = self.store.db()?;
+            let tx = db.begin_write()?;
+            tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
+            let r = change(&tx)?;
+            tx.commit()?;
+            self.pending.note_durable();
+            self.shards.touched(tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
+            Ok(r)
+        })
+    }
+
     /// A mutation, in the next group commit.
     fn submit(&self, cred: Cred, op: MetaReq) -> Result<Response> {
         self.commits.submit(

@@ -16,7 +16,7 @@
 //!   file changes no further (`Busy`), and both names resolve for that
 //!   moment, as in a file's rename across shards.
 
-use super::links_across::UNNAMED;
+use super::links_across::unname;
 use super::shards::{Answer, Shards};
 use super::tables::{check_sticky, decode_attr, encode_attr, err, now_ns, read_tables, split_parent, Result, Tables, DIRENTS, INODES};
 use super::{entries, MetaService};
@@ -118,9 +118,7 @@ pub(super) fn settle(tx: &WriteTransaction, shards: &Shards, answers: &[&Answer]
         }
         drop(t);
         if !shards.owns(*dir, name) {
-            let shard = weft_wire::shard::entry_shard(*dir, name, shards.place.count);
-            let seq = shards.log(tx, &ReplicaOp::Unname { shard, parent: *dir, name: name.clone(), file: FileId(id), time_ns: now_ns() })?;
-            tx.open_table(UNNAMED)?.insert((dir.0, name.as_str()), seq)?;
+            unname(tx, shards, *dir, name, FileId(id))?;
         }
     }
     Ok(settled)
@@ -166,10 +164,7 @@ impl MetaService {
     /// The new name is this shard's: a local rename, whose old name (the
     /// copy of another shard's) that shard then drops.
     fn rename_copy_here(&self, cred: Cred, from: &str, to: &str) -> Result<Response> {
-        let replaced = self.commits.exclusive(|| -> Result<Option<FileAttr>> {
-            let db = self.store.db()?;
-            let tx = db.begin_write()?;
-            super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
+        let replaced = self.commit_alone(|tx| -> Result<Option<FileAttr>> {
             let (from_comps, from_name) = split_parent(from)?;
             let (to_comps, to_name) = split_parent(to)?;
             let (from_dir, id, same) = {
@@ -185,20 +180,14 @@ impl MetaService {
                 (from_dir, id, same)
             };
             if same {
-                tx.abort()?;
                 return Ok(None);
             }
             // The old name is the copy: this shard makes its rename.
             let owner = |dir: FileId, name: &str| if dir == from_dir && name == from_name { Ok(()) } else { self.check_owner(dir, name) };
-            let replaced = entries::rename(&tx, cred, from, to, owner)?;
+            let replaced = entries::rename(tx, cred, from, to, owner)?;
             if let Some(id) = id.filter(|_| !self.shards.owns(from_dir, from_name)) {
-                let shard = weft_wire::shard::entry_shard(from_dir, from_name, self.shards.place.count);
-                let seq = self.shards.log(&tx, &ReplicaOp::Unname { shard, parent: from_dir, name: from_name.to_owned(), file: FileId(id), time_ns: now_ns() })?;
-                tx.open_table(UNNAMED)?.insert((from_dir.0, from_name), seq)?;
+                unname(tx, &self.shards, from_dir, from_name, FileId(id))?;
             }
-            tx.commit()?;
-            self.pending.note_durable();
-            self.shards.touched(super::tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
             Ok(replaced)
         })?;
         if let Err(e) = self.shards.push(&self.store) {
@@ -209,10 +198,7 @@ impl MetaService {
 
     /// The new name is shard `target`'s: two steps (see the module's comment).
     fn move_name_to(&self, cred: Cred, from: &str, to: &str, target: u32) -> Result<Response> {
-        let seq = self.commits.exclusive(|| -> Result<Option<u64>> {
-            let db = self.store.db()?;
-            let tx = db.begin_write()?;
-            super::tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
+        let seq = self.commit_alone(|tx| -> Result<Option<u64>> {
             let (from_comps, from_name) = split_parent(from)?;
             let (to_comps, to_name) = split_parent(to)?;
             let seq = {
@@ -221,12 +207,12 @@ impl MetaService {
                 let id = t.child(from_dir.id.0, from_name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("{from} does not exist")))?;
                 let mut a = entries::here(&t, id, from)?;
                 check_sticky(cred, &from_dir, &a, from)?;
-                super::shards::check_not_moving(&tx, a.id, from)?;
+                super::shards::check_not_moving(tx, a.id, from)?;
                 if a.kind == FileKind::Dir {
                     return Err(err(ErrorCode::Internal, format!("{from} is a directory: its rename is shard 0's")));
                 }
                 let to_dir = t.parent_for_change(cred, &to_comps)?;
-                super::shards::check_unmarked(&tx, to_dir.id, to_name, to)?;
+                super::shards::check_unmarked(tx, to_dir.id, to_name, to)?;
                 match t.child(to_dir.id.0, to_name)? {
                     // Two names of one file: rename(2) does nothing.
                     Some(other) if other == id => return Ok(None),
@@ -243,13 +229,11 @@ impl MetaService {
                 a.ctime_ns = now_ns();
                 t.inodes.insert(id, encode_attr(&a).as_slice())?;
                 t.dirents.insert((to_dir.id.0, to_name), id)?;
-                let seq = self.shards.log(&tx, &ReplicaOp::Name { shard: target, parent: to_dir.id, cred, to: to.to_owned(), attr: a, replace: true })?;
+                let seq = self.shards.log(tx, &ReplicaOp::Name { shard: target, parent: to_dir.id, cred, to: to.to_owned(), attr: a, replace: true })?;
                 let m = NameMove { seq, to: (to_dir.id, to_name.to_owned()), from: (from_dir.id, from_name.to_owned()) };
                 tx.open_table(NAME_MOVES)?.insert(id, m.encode().as_slice())?;
                 seq
             };
-            tx.commit()?;
-            self.pending.note_durable();
             Ok(Some(seq))
         })?;
         let Some(seq) = seq else { return Ok(Response::Renamed { replaced: None }) };

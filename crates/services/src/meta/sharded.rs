@@ -170,17 +170,13 @@ impl MetaService {
     /// source entry; if the target refused, nothing moved. A stop in
     /// between is finished from the log when this shard starts again.
     fn rename_across(&self, cred: Cred, from: &str, to: &str, target: u32) -> Response {
-        let recorded = self.commits.exclusive(|| -> Result<u64> {
-            let db = self.store.db()?;
-            let tx = db.begin_write()?;
-            let (dir, attr) = entries::leaving(&tx, cred, from)?;
+        let recorded = self.commit_alone(|tx| -> Result<u64> {
+            let (dir, attr) = entries::leaving(tx, cred, from)?;
             links_across::check_not_copy(&self.shards, dir.id, split_parent(from)?.1, &attr, from)?;
             let link = if attr.kind == FileKind::Symlink { tx.open_table(super::tables::LINKS)?.get(attr.id.0)?.map(|v| v.value().to_owned()) } else { None };
             let (_, name) = split_parent(from)?;
-            let seq = self.shards.log(&tx, &ReplicaOp::Adopt { shard: target, cred, to: to.to_owned(), attr: attr.clone(), target: link })?;
-            shards::start_moving(&tx, attr.id, &shards::Moving { seq, parent: dir.id, name: name.to_owned() })?;
-            tx.commit()?;
-            self.pending.note_durable();
+            let seq = self.shards.log(tx, &ReplicaOp::Adopt { shard: target, cred, to: to.to_owned(), attr: attr.clone(), target: link })?;
+            shards::start_moving(tx, attr.id, &shards::Moving { seq, parent: dir.id, name: name.to_owned() })?;
             Ok(seq)
         });
         let seq = match recorded {

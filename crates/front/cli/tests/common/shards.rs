@@ -29,9 +29,14 @@ pub fn id_of(c: &Client, path: &str) -> FileId {
 
 /// Asks shard `shard` alone (no routing) for `op`, as root.
 pub fn ask(tc: &TestCluster, shard: u32, op: MetaReq) -> Response {
+    ask_as(tc, shard, Cred::new(0, 0), op)
+}
+
+/// [`ask`] as `cred`.
+pub fn ask_as(tc: &TestCluster, shard: u32, cred: Cred, op: MetaReq) -> Response {
     let cf = tc.cluster();
     let ep = weft_net::Endpoint::new(cf.client_auth().unwrap(), weft_net::EndpointConfig::default()).unwrap();
-    super::meta_call(&ep, cf.meta_shards()[shard as usize].addr, Cred::new(0, 0), op)
+    super::meta_call(&ep, cf.meta_shards()[shard as usize].addr, cred, op)
 }
 
 /// Whether shard `shard`'s own copy of the tree has directory `path`

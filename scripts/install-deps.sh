@@ -35,6 +35,9 @@ command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import h5py' 2>/dev/null || need_apt+=(python3-h5py)
 # The message layer's instruction counts (tests/icount.rs) run under callgrind.
 command -v valgrind >/dev/null || need_apt+=(valgrind)
+# The metrics port (tests/metrics.rs): a real Prometheus scrapes it, and
+# promtool checks the page.
+command -v prometheus >/dev/null && command -v promtool >/dev/null || need_apt+=(prometheus)
 # Benchmark plots draw their text with DejaVu.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 if [ ${#need_apt[@]} -gt 0 ]; then

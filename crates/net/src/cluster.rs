@@ -45,6 +45,10 @@ pub struct ServerEntry {
     pub services: Vec<Service>,
     /// Where this server keeps its database and objects.
     pub dir: PathBuf,
+    /// Where it serves Prometheus metrics over HTTP (`GET /metrics`);
+    /// none if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// How clients prove themselves (see the module's documentation).
@@ -304,8 +308,8 @@ mod tests {
             root_squash: false,
             meta_sync_window_ms: DEFAULT_META_SYNC_WINDOW_MS,
             servers: vec![
-                ServerEntry { id: 0, addr: "127.0.0.1:1".parse().unwrap(), services: vec![Service::Meta], dir: "/a".into() },
-                ServerEntry { id: 1, addr: "127.0.0.1:2".parse().unwrap(), services: vec![Service::Data], dir: "/b".into() },
+                ServerEntry { id: 0, addr: "127.0.0.1:1".parse().unwrap(), services: vec![Service::Meta], dir: "/a".into(), metrics: None },
+                ServerEntry { id: 1, addr: "127.0.0.1:2".parse().unwrap(), services: vec![Service::Data], dir: "/b".into(), metrics: None },
             ],
         }
     }

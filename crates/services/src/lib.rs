@@ -14,4 +14,4 @@ pub mod lock;
 pub mod meta;
 pub mod server;
 
-pub use server::{run, run_until, ServeError, Server, Shutdown};
+pub use server::{run, run_until, serve_metrics, ServeError, Server, Shutdown};

@@ -31,8 +31,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// 19 (`Stopping`). 15: hard links across shards (replica ops 11-12,
 /// a listing's entry kept by another shard). 16: leases with every lock
 /// grant (`Locked`, response 19 `Leased`), lock op 5 `Start`, fenced
-/// writes (data op 9).
-pub const PROTOCOL_VERSION: u8 = 16;
+/// writes (data op 9). 17: requests, latency and quota refusals by kind,
+/// queue depth and shared-memory connections in server stats.
+pub const PROTOCOL_VERSION: u8 = 17;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

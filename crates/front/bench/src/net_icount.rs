@@ -114,7 +114,7 @@ fn counts(weft_bin: &Path, dir: &Path, transport: &str, pings: usize, sinks: usi
     std::fs::create_dir_all(dir)?;
     let entry = |id: u32, services: Vec<Service>| -> Result<ServerEntry> {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
-        Ok(ServerEntry { id, addr, services, dir: dir.join(format!("s{id}")) })
+        Ok(ServerEntry { id, addr, services, dir: dir.join(format!("s{id}")), metrics: None })
     };
     let cf = ClusterFile {
         auth: AuthMode::Secret,

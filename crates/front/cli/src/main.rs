@@ -48,7 +48,7 @@ enum Cmd {
     /// Print the path of the MPI-IO library to LD_PRELOAD for an MPI.
     MpiioLib(cmd::mpiio_lib::MpiioLibArgs),
     /// Each server: up or down, requests served, bytes and objects stored.
-    Status,
+    Status(cmd::status::StatusArgs),
     /// Benchmarks that re-run the papers' experiments against Weft.
     Bench(cmd::bench::BenchArgs),
     /// Fuzz the decoders and live servers with structured hostile input.
@@ -82,7 +82,7 @@ fn main() {
         Cmd::MpiioLib(a) => cmd::mpiio_lib::mpiio_lib(a),
         Cmd::Mount(a) => cmd::mount::mount(cluster, a),
         Cmd::Umount(a) => cmd::mount::umount(a),
-        Cmd::Status => cmd::status::status(cluster),
+        Cmd::Status(a) => cmd::status::run(cluster, a),
         Cmd::Bench(a) => cmd::bench::bench(cluster, a),
         Cmd::Sim(a) => cmd::sim::sim(a),
         Cmd::Fuzz(a) => cmd::fuzz::fuzz(cluster, a),

@@ -211,6 +211,13 @@ fn one_proven_user_holds_at_most_its_share_of_locks() {
     let other = as_user(1001, "child_lock_once", &[("WEFT_CLUSTER", &cluster_file)]).output().expect("setpriv runs");
     let said = String::from_utf8_lossy(&other.stdout).into_owned() + &String::from_utf8_lossy(&other.stderr);
     assert!(other.status.success() && said.contains("1 passed"), "{said}");
+    // Operators see the refusals: in `weft status` and on the metrics port.
+    let lock_server = tc.cluster().servers.into_iter().find(|s| s.services.contains(&weft_net::Service::Lock)).unwrap();
+    let page = common::get(lock_server.metrics.unwrap(), "/metrics").1;
+    let refused = common::value(&page, &format!("weft_quota_refusals_total{{server=\"{}\",table=\"locks\"}}", lock_server.id));
+    assert!(refused.is_some_and(|n| n >= 1.0), "{page}");
+    let st = root.status().into_iter().find(|s| s.server.id == lock_server.id).unwrap().stats.unwrap();
+    assert!(st.quota_refusals >= 1);
     std::fs::write(&stop, b"").unwrap();
     assert!(hog.wait().unwrap().success(), "the hog failed");
     // Its session ended with it: its share is whole again.

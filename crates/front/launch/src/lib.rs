@@ -197,7 +197,7 @@ impl LocalCluster {
                 _ => vec![Service::Data],
             };
             let servers = (0..shards + spec.data_servers)
-                .map(|i| ServerEntry { id: i as u32, addr: SocketAddr::from(([127, 0, 0, 1], 0)), services: services(i), dir: dir.join(format!("srv{i}")) })
+                .map(|i| ServerEntry { id: i as u32, addr: SocketAddr::from(([127, 0, 0, 1], 0)), services: services(i), dir: dir.join(format!("srv{i}")), metrics: None })
                 .collect();
             let mut c = ClusterFile {
                 auth: AuthMode::Secret,
@@ -255,12 +255,15 @@ impl LocalCluster {
                 Some(emu) => {
                     for (k, s) in cluster.servers.iter_mut().enumerate() {
                         s.addr = SocketAddr::from((emu.addr(k), EMULATED_PORT));
+                        s.metrics = Some(SocketAddr::from((emu.addr(k), EMULATED_PORT + 1)));
                     }
                 }
                 None => {
-                    let ports = free_ports(cluster.servers.len())?;
-                    for (s, p) in cluster.servers.iter_mut().zip(ports) {
-                        s.addr = SocketAddr::from(([127, 0, 0, 1], p));
+                    // Each server's port and its metrics port.
+                    let ports = free_ports(2 * cluster.servers.len())?;
+                    for (s, p) in cluster.servers.iter_mut().zip(ports.chunks(2)) {
+                        s.addr = SocketAddr::from(([127, 0, 0, 1], p[0]));
+                        s.metrics = Some(SocketAddr::from(([127, 0, 0, 1], p[1])));
                     }
                 }
             }

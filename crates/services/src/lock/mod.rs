@@ -91,6 +91,8 @@ pub struct LockService {
     waiting: AtomicUsize,
     granted: AtomicU64,
     wait_us: AtomicU64,
+    /// Requests refused by a quota or a full table (metrics).
+    refused: AtomicU64,
     started: Instant,
     /// Seeds every table's tree shapes; unknown to clients.
     seed: u64,
@@ -129,6 +131,8 @@ pub struct LockStats {
     pub waiting: u64,
     pub granted: u64,
     pub wait_us: u64,
+    /// Requests refused by a per-user quota or a full table.
+    pub refused: u64,
 }
 
 /// A mutex whose holder panicked still guards consistent data here (every
@@ -156,18 +160,22 @@ enum Denied {
     Refused(Refusal),
 }
 
-fn refusal(r: Refusal) -> Response {
-    match r {
-        Refusal::NotYours(why) => err(ErrorCode::Permission, why),
-        Refusal::Full(why) => err(ErrorCode::Busy, why),
-    }
-}
 
 fn expired(owner: Owner) -> Response {
     err(ErrorCode::LeaseExpired, format!("lock session {} expired: its locks were released", owner.0))
 }
 
 impl LockService {
+    fn refusal(&self, r: Refusal) -> Response {
+        match r {
+            Refusal::NotYours(why) => err(ErrorCode::Permission, why),
+            Refusal::Full(why) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                err(ErrorCode::Busy, why)
+            }
+        }
+    }
+
     /// A lock service whose sessions live `ttl_ms` without renewal, held
     /// to `limits`, sealing leases with `key`. `restarted`: this server
     /// ran a lock service before, whose clients' leases may still be good
@@ -188,6 +196,7 @@ impl LockService {
             waiting: AtomicUsize::new(0),
             granted: AtomicU64::new(0),
             wait_us: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
             started: Instant::now(),
             seed: rand::random(),
             key,
@@ -239,7 +248,7 @@ impl LockService {
                 self.drop_owner(owner, files);
                 Some(expired(owner))
             }
-            Err(Denied::Refused(r)) => Some(refusal(r)),
+            Err(Denied::Refused(r)) => Some(self.refusal(r)),
         }
     }
 
@@ -382,7 +391,7 @@ impl LockService {
                 self.drop_owner(p.owner, files);
                 return Some(expired(p.owner));
             }
-            Err(Denied::Refused(r)) => return Some(refusal(r)),
+            Err(Denied::Refused(r)) => return Some(self.refusal(r)),
         }
         let mut parked = lock(&self.parked);
         let Some(list) = parked.as_mut() else {
@@ -466,7 +475,7 @@ impl LockService {
             held += fl.table.held() as u64;
             waiting += fl.table.waiting() as u64;
         }
-        LockStats { held, waiting, granted: self.granted.load(Ordering::Relaxed), wait_us: self.wait_us.load(Ordering::Relaxed) }
+        LockStats { held, waiting, granted: self.granted.load(Ordering::Relaxed), wait_us: self.wait_us.load(Ordering::Relaxed), refused: self.refused.load(Ordering::Relaxed) }
     }
 
     /// Serves one request of `user` (the proven user it counts for; `None`
@@ -520,7 +529,7 @@ impl LockService {
                 let files = {
                     let mut s = lock(&self.sessions);
                     if let Err(r) = s.quota.claim(owner, user) {
-                        return Some(refusal(r));
+                        return Some(self.refusal(r));
                     }
                     // Ended for good: a later request of it is answered
                     // `LeaseExpired` (the client starts a new session).
@@ -560,7 +569,7 @@ impl LockService {
                 self.drop_owner(owner, lapsed);
                 return Some(expired(owner));
             }
-            Err(Denied::Refused(r)) => return Some(refusal(r)),
+            Err(Denied::Refused(r)) => return Some(self.refusal(r)),
         }
         let wait_ms = wait_ms.min(MAX_WAIT_MS);
         let acquired = fl.table.acquire(LockId(id), owner, mode, extents);
@@ -592,7 +601,10 @@ impl LockService {
                 }
                 None
             }
-            Err(e @ (LockError::Full { .. } | LockError::TooCostly { .. })) => Some(err(ErrorCode::Busy, e.to_string())),
+            Err(e @ (LockError::Full { .. } | LockError::TooCostly { .. })) => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                Some(err(ErrorCode::Busy, e.to_string()))
+            }
             Err(e) => {
                 drop(fl);
                 drop(f);

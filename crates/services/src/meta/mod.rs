@@ -232,6 +232,11 @@ impl MetaService {
         get().unwrap_or(false)
     }
 
+    /// Shared file pointers refused by their quota since start.
+    pub fn quota_refusals(&self) -> u64 {
+        self.pointers.refused()
+    }
+
     /// Number of files and directories, root included.
     pub fn file_count(&self) -> u64 {
         let count = || -> Result<u64> { Ok(self.store.db()?.begin_read()?.open_table(INODES)?.len()?) };

@@ -34,6 +34,8 @@ struct Pointer {
 #[derive(Default)]
 struct Table {
     pointers: HashMap<u64, Pointer>,
+    /// Sets refused because a user's share or the table was full.
+    refused: u64,
     /// Pointers held per user.
     held: HashMap<u32, usize>,
 }
@@ -60,6 +62,11 @@ pub struct SharedPointers {
 }
 
 impl SharedPointers {
+    /// Sets refused for a full share or table since start (metrics).
+    pub fn refused(&self) -> u64 {
+        self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner).refused
+    }
+
     /// Applies `op`, asked by user `uid`, to pointer `token`; returns its
     /// value before. A pointer is its creator's: another user's token
     /// reads as absent.
@@ -77,12 +84,14 @@ impl SharedPointers {
                 if t.held.get(&uid).copied().unwrap_or(0) >= MAX_POINTERS_PER_USER {
                     t.drop_idle(now, Some(uid));
                     if t.held.get(&uid).copied().unwrap_or(0) >= MAX_POINTERS_PER_USER {
+                        t.refused += 1;
                         return Err((ErrorCode::Busy, format!("uid {uid} holds {MAX_POINTERS_PER_USER} shared file pointers, the most one user may: close the files opened with MPI_File_open (pointers idle for an hour are dropped)")));
                     }
                 }
                 if t.pointers.len() >= MAX_POINTERS {
                     t.drop_idle(now, None);
                     if t.pointers.len() >= MAX_POINTERS {
+                        t.refused += 1;
                         return Err((ErrorCode::Busy, format!("{MAX_POINTERS} shared file pointers in use")));
                     }
                 }

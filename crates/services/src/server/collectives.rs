@@ -134,6 +134,8 @@ struct State {
     failed: VecDeque<(Key, String)>,
     /// Collectives failed since the server started.
     failed_total: u64,
+    /// Collectives refused because the server's or a user's share was full.
+    refused_total: u64,
 }
 
 /// The collectives in progress at one server.
@@ -187,6 +189,11 @@ impl Collectives {
         self.state().failed_total
     }
 
+    /// Collectives refused by their quota since the server started.
+    pub fn refused(&self) -> u64 {
+        self.state().refused_total
+    }
+
     /// A member's round arrives from `user` (the proven user its
     /// connection counts for): answered now (an error), held, or the
     /// round it completes is returned for the caller to perform.
@@ -208,6 +215,8 @@ impl Collectives {
         }
         if !st.live.contains_key(&key) {
             let mine = user.map_or(0, |u| st.per_user.get(&u).copied().unwrap_or(0));
+            let full = st.live.len() >= MAX_LIVE || mine >= MAX_LIVE_PER_USER;
+            st.refused_total += u64::from(full);
             let refusal = if st.live.len() >= MAX_LIVE {
                 Some(Response::error(ErrorCode::Busy, format!("server holds {MAX_LIVE} collectives already")))
             } else if mine >= MAX_LIVE_PER_USER {

@@ -14,6 +14,7 @@
 mod collectives;
 mod conn_quota;
 pub mod gate;
+pub mod metrics;
 mod reactor;
 mod read_turns;
 mod shutdown;
@@ -83,8 +84,10 @@ pub struct Server {
     counters: Counters,
     started: Instant,
     budget: Arc<MemoryBudget>,
-    /// Connections open now, and the most allowed (set by the event loop).
+    /// Connections open now (those over shared memory apart), and the
+    /// most allowed (set by the event loop).
     connections: AtomicU64,
+    shm_connections: AtomicU64,
     connection_limit: AtomicU64,
     /// The server's directory: its disk space is reported.
     dir: std::path::PathBuf,
@@ -92,6 +95,8 @@ pub struct Server {
     root_squash: bool,
     /// Server-directed collectives in progress.
     collectives: collectives::Collectives,
+    /// Requests served by the workers, by kind (metrics).
+    pub(crate) requests: metrics::requests::RequestMetrics,
 }
 
 impl Server {
@@ -137,7 +142,9 @@ impl Server {
             id: id.0,
             budget,
             connections: AtomicU64::new(0),
+            shm_connections: AtomicU64::new(0),
             connection_limit: AtomicU64::new(0),
+            requests: Default::default(),
             meta,
             data,
             lock,
@@ -177,7 +184,22 @@ impl Server {
             disk_free,
             coll_rounds: c.coll_rounds.load(Ordering::Relaxed),
             coll_failed: self.collectives.failed(),
+            requests_by_kind: CpuKind::ALL.map(|k| self.requests.snapshot(k).requests),
+            latency_us_by_kind: CpuKind::ALL.map(|k| self.requests.snapshot(k).latency_us),
+            queue_depth: self.requests.queue_depth(),
+            quota_refusals: self.quota_refusals().iter().map(|(_, n)| n).sum(),
+            shm_connections: self.shm_connections.load(Ordering::Relaxed),
         }
+    }
+
+    /// Refusals by a per-user or server-wide quota since start, by table.
+    pub fn quota_refusals(&self) -> [(&'static str, u64); 4] {
+        [
+            ("connections", self.counters.refused_connections.load(Ordering::Relaxed)),
+            ("shared_pointers", self.meta.as_ref().map_or(0, MetaService::quota_refusals)),
+            ("locks", self.lock.as_ref().map_or(0, |l| l.stats().refused)),
+            ("collectives", self.collectives.refused()),
+        ]
     }
 
     /// Records the event loop thread's CPU time so far (it calls this itself).
@@ -407,6 +429,16 @@ impl Server {
     pub fn memory(&self) -> (u64, u64) {
         (self.budget.used(), self.budget.limit())
     }
+}
+
+/// Serves `server`'s Prometheus metrics on `addr` (`GET /metrics`) from a
+/// thread of its own; returns the address bound.
+pub fn serve_metrics(server: &Arc<Server>, addr: std::net::SocketAddr) -> std::io::Result<std::net::SocketAddr> {
+    let listener = TcpListener::bind(addr)?;
+    let bound = listener.local_addr()?;
+    let s = Arc::clone(server);
+    metrics::http::serve(listener, Arc::new(move || metrics::page(&s)))?;
+    Ok(bound)
 }
 
 /// Serves `listener` until the process ends: one event loop for every

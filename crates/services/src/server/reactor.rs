@@ -394,6 +394,7 @@ impl Reactor {
         self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None, over_quota: false });
         self.live += 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
+        self.server.shm_connections.store(self.shm_slots.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// [`Reactor::service`], with a panic (a bug) costing only this
@@ -468,7 +469,7 @@ impl Reactor {
         let conn = ConnRef { slot: k, generation: slot.generation };
         for ev in events.drain(..) {
             match ev {
-                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, body_charge: None, turn: None, user: slot.user }),
+                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, body_charge: None, turn: None, user: slot.user, arrived: now }),
                 Event::Refused => self.server.count_bad_request(),
                 Event::Ready => admit_user(&mut self.quota, slot, &self.server, now),
                 Event::Verify { hello, challenge, cred } => self.verifier.submit(VerifyJob { conn, hello, challenge, cred }),
@@ -601,6 +602,7 @@ impl Reactor {
         self.free.push(k);
         self.live -= 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
+        self.server.shm_connections.store(self.shm_slots.len() as u64, std::sync::atomic::Ordering::Relaxed);
         // Dropping the slot returns its buffers' memory; jobs already with
         // workers come back with an old generation and are dropped then.
     }

@@ -40,6 +40,8 @@ pub struct Job {
     pub turn: Option<FileId>,
     /// The proven user its connection counts for (`conn_quota`).
     pub user: Option<u32>,
+    /// When its request arrived whole (its latency runs from here).
+    pub arrived: std::time::Instant,
 }
 
 /// What comes back to the loop.
@@ -77,6 +79,7 @@ impl Replier {
 /// Threads serving jobs from one queue.
 pub struct Workers {
     tx: Sender<Job>,
+    server: Arc<Server>,
 }
 
 impl Workers {
@@ -91,10 +94,11 @@ impl Workers {
                 .spawn(move || work(&server, &rx, &replier))
                 .expect("spawn a worker thread");
         }
-        Workers { tx }
+        Workers { tx, server }
     }
 
     pub fn submit(&self, job: Job) {
+        self.server.requests.enqueued();
         // Workers live as long as the process.
         let _ = self.tx.send(job);
     }
@@ -188,8 +192,10 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 Err(_) => return,
             }
         };
-        let Job { conn, id, req, mut payload, out_charge, turn, user, body_charge } = job;
+        server.requests.dequeued();
+        let Job { conn, id, req, mut payload, out_charge, turn, user, body_charge, arrived } = job;
         let kind = super::cpu_kind(&req);
+        let bytes_in = payload.bytes.len() as u64;
         // A status report should not count its own request (1 byte).
         if matches!(req, Request::Status) {
             drop(payload.charge.take());
@@ -225,6 +231,10 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 Some((Response::error(ErrorCode::Internal, format!("the server failed while serving this request: {what}")), Payload::default()))
             }
         };
+        // A lock that waits is answered later: its wait is not a latency.
+        if let Some((_, out)) = &answer {
+            server.requests.served(kind, bytes_in, out.bytes.len() as u64, arrived.elapsed());
+        }
         replier.send(Done::Job { conn, id, answer, turn });
         count(kind);
     }

@@ -87,6 +87,19 @@ pub struct ServerStats {
     /// Server-directed collective rounds performed, and collectives failed.
     pub coll_rounds: u64,
     pub coll_failed: u64,
+    /// Requests served by the workers, by [`CpuKind`], and their total
+    /// time from queued to answered (µs): the mean latency of a kind is
+    /// one over the other. (Lock waits answered later are not counted.)
+    pub requests_by_kind: [u64; CPU_KINDS],
+    pub latency_us_by_kind: [u64; CPU_KINDS],
+    /// Requests waiting for a worker now.
+    pub queue_depth: u64,
+    /// Requests and connections refused by a per-user or per-server quota
+    /// (connections, shared file pointers, lock sessions, locks,
+    /// collectives), since start.
+    pub quota_refusals: u64,
+    /// Of `connections`, those over shared memory.
+    pub shm_connections: u64,
 }
 
 /// Number of [`CpuKind`]s.
@@ -245,6 +258,10 @@ impl ServerStats {
             e.u64(v);
         }
         e.u64(self.cpu_loop_ns).u64(self.disk_total).u64(self.disk_free).u64(self.coll_rounds).u64(self.coll_failed);
+        for v in self.requests_by_kind.iter().chain(&self.latency_us_by_kind) {
+            e.u64(*v);
+        }
+        e.u64(self.queue_depth).u64(self.quota_refusals).u64(self.shm_connections);
     }
     pub fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
         Ok(ServerStats {
@@ -265,18 +282,26 @@ impl ServerStats {
             memory_used: d.u64()?,
             memory_limit: d.u64()?,
             panics: d.u64()?,
-            cpu_ns: {
-                let mut v = [0u64; CPU_KINDS];
-                for x in v.iter_mut() {
-                    *x = d.u64()?;
-                }
-                v
-            },
+            cpu_ns: kinds(d)?,
             cpu_loop_ns: d.u64()?,
             disk_total: d.u64()?,
             disk_free: d.u64()?,
             coll_rounds: d.u64()?,
             coll_failed: d.u64()?,
+            requests_by_kind: kinds(d)?,
+            latency_us_by_kind: kinds(d)?,
+            queue_depth: d.u64()?,
+            quota_refusals: d.u64()?,
+            shm_connections: d.u64()?,
         })
     }
+}
+
+/// One u64 per [`CpuKind`].
+fn kinds(d: &mut Decoder<'_>) -> Result<[u64; CPU_KINDS], DecodeError> {
+    let mut v = [0u64; CPU_KINDS];
+    for x in v.iter_mut() {
+        *x = d.u64()?;
+    }
+    Ok(v)
 }

@@ -532,6 +532,11 @@ mod tests {
                 disk_free: n / 25,
                 coll_rounds: n / 26,
                 coll_failed: n / 27,
+                requests_by_kind: [n / 28, n / 29, n / 30, n / 31, n / 32, n / 33],
+                latency_us_by_kind: [n / 34, n / 35, n / 36, n / 37, n / 38, n / 39],
+                queue_depth: n / 40,
+                quota_refusals: n / 41,
+                shm_connections: n / 42,
             })),
         ]
     }

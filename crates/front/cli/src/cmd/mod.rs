@@ -21,6 +21,7 @@ pub mod sim;
 pub mod stage;
 pub mod status;
 pub mod up;
+pub mod watch;
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;

@@ -83,7 +83,14 @@ fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
 
 fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Server>, shutdown: weft_services::Shutdown) -> Result<()> {
     let me = cf.server(ServerId(id)).context("no such server")?;
-    let _ = out!("weft serve: server {id} listening on {} with {:?} in {}", me.addr, me.services, me.dir.display());
+    let metrics = match me.metrics {
+        Some(addr) => {
+            let bound = weft_services::serve_metrics(&server, addr).with_context(|| format!("cannot serve metrics on {addr}"))?;
+            format!("; metrics at http://{bound}/metrics")
+        }
+        None => String::new(),
+    };
+    let _ = out!("weft serve: server {id} listening on {} with {:?} in {}{metrics}", me.addr, me.services, me.dir.display());
     weft_services::run_until(server, listener, shutdown).context("the server's event loop failed")
 }
 

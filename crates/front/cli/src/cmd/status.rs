@@ -4,6 +4,31 @@ use super::{connect, human_bytes};
 use anyhow::Result;
 use std::path::Path;
 
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// Show rates (requests, bytes, latency by kind, queue, connections,
+    /// quota refusals, CPU) refreshed every --interval, as the metrics
+    /// port serves them.
+    #[arg(long)]
+    watch: bool,
+    /// Seconds between reports with --watch.
+    #[arg(long, default_value_t = 2.0, requires = "watch")]
+    interval: f64,
+    /// Reports to print with --watch before exiting (default: until Ctrl-C).
+    #[arg(long, requires = "watch")]
+    count: Option<u64>,
+}
+
+pub fn run(cluster: Option<&Path>, a: StatusArgs) -> Result<()> {
+    if !a.watch {
+        return status(cluster);
+    }
+    if !(a.interval.is_finite() && a.interval > 0.0 && a.interval <= 86_400.0) {
+        anyhow::bail!("--interval must be a number of seconds between 0 and 86400, not {}", a.interval);
+    }
+    super::watch::watch(cluster, std::time::Duration::from_secs_f64(a.interval), a.count)
+}
+
 pub fn status(cluster: Option<&Path>) -> Result<()> {
     let c = connect(cluster)?;
     out!(

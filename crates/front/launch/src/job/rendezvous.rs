@@ -136,7 +136,7 @@ pub fn derive(job: &JobFile, records: &[RankRecord]) -> Result<ClusterFile, Laun
         .enumerate()
         .map(|(k, r)| {
             let addr = r.addr.ok_or_else(|| fail(format!("server {k} on {} gave no address", r.host)))?;
-            Ok(ServerEntry { id: k as u32, addr, services: services_of(k as u32, job.meta_shards), dir: r.dir.clone() })
+            Ok(ServerEntry { id: k as u32, addr, services: services_of(k as u32, job.meta_shards), dir: r.dir.clone(), metrics: None })
         })
         .collect::<Result<Vec<_>, LaunchError>>()?;
     Ok(ClusterFile {

@@ -78,6 +78,7 @@ pub fn run(exe: &Path, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> 
             data_default: false,
             iface: None,
             port: 0,
+            metrics_port: Some(0),
             timeout: None,
             as_root: nix::unistd::geteuid().is_root(),
         };

@@ -198,6 +198,16 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     assert!(got == big, "staged-in bytes differ");
     let st = ok(&weft(&["job", "status", "--dir", s.job().to_str().unwrap()], &[]), "status");
     assert_eq!(st.lines().filter(|l| l.ends_with(" up")).count(), 3, "{st}");
+    // Each server serves metrics on its own address, named in the cluster
+    // file; over them, the bytes written are the stage-in's.
+    let mut written = 0.0;
+    for srv in &cf.servers {
+        let at = srv.metrics.expect("a job's servers serve metrics by default");
+        assert_eq!(at.ip(), srv.addr.ip());
+        let page = common::get(at, "/metrics").1;
+        written += common::value(&page, &format!("weft_request_bytes_total{{server=\"{}\",kind=\"data-write\",direction=\"in\"}}", srv.id)).expect("a data server's series");
+    }
+    assert_eq!(written, (big.len() + 5) as f64, "bytes written over the servers");
     // A second job in the same directory is refused while this one runs.
     let e = fails(&start_local(&s, &hosts("node", 3), &[]), "a second start");
     assert!(e.contains("already running"), "{e}");
@@ -212,8 +222,9 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     nothing_left(&s, "after stop");
     assert!(!s.path("data").exists() || std::fs::read_dir(s.path("data")).unwrap().next().is_none(), "stop removes the servers' data");
     assert!(!cluster.exists(), "a stopped job's cluster file goes");
-    // And the directory takes a new job.
-    ok(&start_local(&s, &hosts("node", 2), &[]), "a start after the stop");
+    // And the directory takes a new job (this one without metrics).
+    ok(&start_local(&s, &hosts("node", 2), &["--no-metrics"]), "a start after the stop");
+    assert!(weft_net::ClusterFile::load(&cluster).unwrap().servers.iter().all(|s| s.metrics.is_none()), "--no-metrics");
     ok(&stop(&s, &[]), "stop");
 }
 
@@ -447,6 +458,7 @@ fn a_server_without_a_rank_refuses_to_start() {
         secret: weft_net::ClusterFile::random_secret(),
         data: s.path("data"),
         iface: None,
+        metrics_port: None,
         port: 0,
         bootstrap_timeout_ms: 5000,
     };

@@ -78,19 +78,41 @@ fn counts_match_what_was_done_and_promtool_accepts_the_page() {
 fn a_hostile_scraper_cannot_hold_the_port() {
     let tc = TestCluster::start("metrics-hostile", 1);
     let addr = tc.cluster().servers[0].metrics.unwrap();
-    // More silent connections than scrapes served at once: each is cut
-    // after the head timeout, so a real scrape still gets its page.
-    let idle: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // As many connections as scrapes served at once trickle a byte at a
+    // time for longer than a connection's 5 s (into the head, and after
+    // their 400 into the drain), then more stay silent.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tricklers: Vec<_> = (0..4)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                let _ = s.write_all(b"GET /metrics HTTP/1.1\r\n");
+                let started = Instant::now();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) && started.elapsed() < Duration::from_secs(20) {
+                    if s.write_all(b"x").is_err() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
     let started = Instant::now();
     let mut page = None;
-    while page.is_none() && started.elapsed() < Duration::from_secs(15) {
+    while page.is_none() && started.elapsed() < Duration::from_secs(9) {
         match try_get(addr, "/metrics") {
             Ok((status, body)) if status.contains("200") => page = Some(body),
             _ => std::thread::sleep(Duration::from_millis(100)),
         }
     }
-    assert!(page.is_some_and(|p| p.contains("weft_server_info")), "no page while idle connections were held");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(page.is_some_and(|p| p.contains("weft_server_info")), "no page within 9 s while 8 hostile connections were open");
+    for t in tricklers {
+        t.join().unwrap();
+    }
     // The file service was never touched by them.
     tc.client().stat("/").unwrap();
     drop(idle);
@@ -108,6 +130,7 @@ fn a_hostile_scraper_cannot_hold_the_port() {
 struct Prometheus {
     child: Child,
     addr: SocketAddr,
+    log: std::path::PathBuf,
 }
 
 impl Drop for Prometheus {
@@ -124,15 +147,29 @@ impl Prometheus {
         let config = dir.join("prometheus.yml");
         std::fs::write(&config, format!("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: weft\n    static_configs:\n      - targets: [{}]\n", targets.join(", "))).unwrap();
         let log = std::fs::File::create(dir.join("prometheus.log")).unwrap();
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
+        let mut cmd = Command::new("prometheus");
+        cmd.arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("prometheus (Debian's prometheus package; `make deps` installs it)");
-        Prometheus { child, addr: SocketAddr::from(([127, 0, 0, 1], port)) }
+            .stderr(log);
+        // SAFETY: prctl(2) in the child before exec, async-signal-safe:
+        // Prometheus dies with this test even if the test is killed.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("prometheus (Debian's prometheus package; `make deps` installs it)");
+        Prometheus { child, addr: SocketAddr::from(([127, 0, 0, 1], port)), log: dir.join("prometheus.log") }
+    }
+
+    /// Fails the test at once if Prometheus exited (its port taken, say).
+    fn still_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("prometheus exited ({status}): {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+        }
     }
 
     /// An instant query's result vector, or `None` while Prometheus is
@@ -166,7 +203,7 @@ fn a_real_prometheus_scrapes_every_server_and_runs_the_dashboard() {
     let targets: Vec<SocketAddr> = cluster.servers.iter().map(|s| s.metrics.unwrap()).collect();
     let dir = tc.scratch("prometheus");
     std::fs::create_dir_all(&dir).unwrap();
-    let p = Prometheus::start(&dir, &targets);
+    let mut p = Prometheus::start(&dir, &targets);
 
     // Every server is up for Prometheus, and the bytes it saw written are
     // the file's.
@@ -179,6 +216,7 @@ fn a_real_prometheus_scrapes_every_server_and_runs_the_dashboard() {
         if val(&up).as_deref() == Some(&targets.len().to_string()) && val(&written).as_deref() == Some(want.as_str()) {
             break;
         }
+        p.still_running();
         assert!(started.elapsed() < Duration::from_secs(60), "Prometheus did not scrape every server within 60 s: up {up:?}, written {written:?}");
         std::thread::sleep(Duration::from_millis(500));
     }

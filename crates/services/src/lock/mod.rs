@@ -131,8 +131,6 @@ pub struct LockStats {
     pub waiting: u64,
     pub granted: u64,
     pub wait_us: u64,
-    /// Requests refused by a per-user quota or a full table.
-    pub refused: u64,
 }
 
 /// A mutex whose holder panicked still guards consistent data here (every
@@ -467,6 +465,12 @@ impl LockService {
         }
     }
 
+    /// Requests refused by a quota or a full table since start (a
+    /// counter: no walk of the tables).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
     pub fn stats(&self) -> LockStats {
         let files: Vec<Arc<Mutex<FileLocks>>> = lock(&self.files).values().cloned().collect();
         let (mut held, mut waiting) = (0, 0);
@@ -475,7 +479,7 @@ impl LockService {
             held += fl.table.held() as u64;
             waiting += fl.table.waiting() as u64;
         }
-        LockStats { held, waiting, granted: self.granted.load(Ordering::Relaxed), wait_us: self.wait_us.load(Ordering::Relaxed), refused: self.refused.load(Ordering::Relaxed) }
+        LockStats { held, waiting, granted: self.granted.load(Ordering::Relaxed), wait_us: self.wait_us.load(Ordering::Relaxed) }
     }
 
     /// Serves one request of `user` (the proven user it counts for; `None`

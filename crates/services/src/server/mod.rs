@@ -197,7 +197,7 @@ impl Server {
         [
             ("connections", self.counters.refused_connections.load(Ordering::Relaxed)),
             ("shared_pointers", self.meta.as_ref().map_or(0, MetaService::quota_refusals)),
-            ("locks", self.lock.as_ref().map_or(0, |l| l.stats().refused)),
+            ("locks", self.lock.as_ref().map_or(0, |l| l.refused())),
             ("collectives", self.collectives.refused()),
         ]
     }
@@ -431,14 +431,11 @@ impl Server {
     }
 }
 
-/// Serves `server`'s Prometheus metrics on `addr` (`GET /metrics`) from a
-/// thread of its own; returns the address bound.
-pub fn serve_metrics(server: &Arc<Server>, addr: std::net::SocketAddr) -> std::io::Result<std::net::SocketAddr> {
-    let listener = TcpListener::bind(addr)?;
-    let bound = listener.local_addr()?;
-    let s = Arc::clone(server);
-    metrics::http::serve(listener, Arc::new(move || metrics::page(&s)))?;
-    Ok(bound)
+/// Serves `server`'s Prometheus metrics on `listener` (`GET /metrics`)
+/// from a thread of its own.
+pub fn serve_metrics(server: &Arc<Server>, listener: TcpListener) -> std::io::Result<()> {
+    let cache = metrics::PageCache::new(Arc::clone(server));
+    metrics::http::serve(listener, Arc::new(move || cache.page()))
 }
 
 /// Serves `listener` until the process ends: one event loop for every

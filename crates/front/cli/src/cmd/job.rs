@@ -95,6 +95,14 @@ struct StartArgs {
     /// The port servers listen on (default: any free one).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// The port each server serves Prometheus metrics on, on the same
+    /// address (default: any free one, named in the cluster file;
+    /// docs/operations.md).
+    #[arg(long, default_value_t = 0)]
+    metrics_port: u16,
+    /// Serve no metrics.
+    #[arg(long, conflicts_with = "metrics_port")]
+    no_metrics: bool,
     /// Default stripe size of new files (striping_unit).
     #[arg(long = "stripe-size", default_value = "64k", value_parser = parse_size)]
     stripe_size: u64,
@@ -238,6 +246,7 @@ fn start(a: StartArgs) -> Result<()> {
         stripe_size: a.stripe_size,
         iface: a.iface.clone(),
         port: a.port,
+        metrics_port: (!a.no_metrics).then_some(a.metrics_port),
         timeout,
         as_root: current_uid() == 0,
     };

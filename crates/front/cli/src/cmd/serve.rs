@@ -51,10 +51,11 @@ pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
     let cf = ClusterFile::load(&path)?;
     let me = cf.server(ServerId(id)).with_context(|| format!("server id {id} is not in {}", path.display()))?.clone();
     let listener = TcpListener::bind(me.addr).with_context(|| format!("cannot listen on {}", me.addr))?;
-    run(&cf, id, listener)
+    let metrics = me.metrics.map(|at| TcpListener::bind(at).with_context(|| format!("cannot serve metrics on {at}"))).transpose()?;
+    run(&cf, id, listener, metrics)
 }
 
-fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
+fn run(cf: &ClusterFile, id: u32, listener: TcpListener, metrics: Option<TcpListener>) -> Result<()> {
     let server = Arc::new(Server::open(cf, ServerId(id))?);
     // SIGTERM (`weft down`, a restart) or Ctrl-C: the server drains (new
     // requests refused as not applied, those under way answered), makes
@@ -70,7 +71,7 @@ fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
     })
     .context("cannot install the signal handler")?;
     // Made durable even when the loop failed.
-    let served = run_server(cf, id, listener, Arc::clone(&server), shutdown);
+    let served = run_server(cf, id, listener, metrics, Arc::clone(&server), shutdown);
     if let Err(e) = &served {
         eprintln!("weft: {e:#}");
     }
@@ -81,12 +82,14 @@ fn run(cf: &ClusterFile, id: u32, listener: TcpListener) -> Result<()> {
     Ok(())
 }
 
-fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, server: Arc<Server>, shutdown: weft_services::Shutdown) -> Result<()> {
+/// Serves until `shutdown`; `metrics`, the metrics port, bound.
+fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, metrics: Option<TcpListener>, server: Arc<Server>, shutdown: weft_services::Shutdown) -> Result<()> {
     let me = cf.server(ServerId(id)).context("no such server")?;
-    let metrics = match me.metrics {
-        Some(addr) => {
-            let bound = weft_services::serve_metrics(&server, addr).with_context(|| format!("cannot serve metrics on {addr}"))?;
-            format!("; metrics at http://{bound}/metrics")
+    let metrics = match metrics {
+        Some(l) => {
+            let at = l.local_addr()?;
+            weft_services::serve_metrics(&server, l).context("cannot start the metrics thread")?;
+            format!("; metrics at http://{at}/metrics")
         }
         None => String::new(),
     };
@@ -146,7 +149,8 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
     })
     .context("cannot install the signal handler")?;
     let listener = b.listener.try_clone().context("cannot use the listening socket")?;
-    run_server(&b.cluster, b.rank, listener, server, weft_services::Shutdown::new()).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
+    let metrics = b.metrics.as_ref().map(TcpListener::try_clone).transpose().context("cannot use the metrics socket")?;
+    run_server(&b.cluster, b.rank, listener, metrics, server, weft_services::Shutdown::new()).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
 }
 
 /// Ends a job's server once: stops listening (so `weft job stop` sees it

@@ -39,6 +39,9 @@ pub struct JobFile {
     /// The interface whose address servers bind (`None`: see `iface`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iface: Option<String>,
+    /// The port servers serve metrics on (0: any free one; `None`: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_port: Option<u16>,
     /// The port servers listen on (0: any free one).
     #[serde(default)]
     pub port: u16,
@@ -99,6 +102,9 @@ pub struct RankRecord {
     /// Where it listens (absent when it failed first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<std::net::SocketAddr>,
+    /// Where it serves metrics (absent without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<std::net::SocketAddr>,
     pub pid: u32,
     /// Its data directory on its node.
     pub dir: PathBuf,

@@ -50,7 +50,7 @@ fn read_rank(dir: &Path, job: &JobFile, k: u32) -> Option<RankRecord> {
         Ok(None) => None,
         Ok(Some(r)) if r.rank == k && r.size == job.servers => Some(r),
         Ok(Some(r)) => Some(RankRecord { error: Some(format!("its rank file says rank {} of {}", r.rank, r.size)), ..r }),
-        Err(e) => Some(RankRecord { rank: k, size: job.servers, host: "?".into(), addr: None, pid: 0, dir: Default::default(), bound_ms: 0, fresh: false, error: Some(e.to_string()) }),
+        Err(e) => Some(RankRecord { rank: k, size: job.servers, host: "?".into(), addr: None, metrics: None, pid: 0, dir: Default::default(), bound_ms: 0, fresh: false, error: Some(e.to_string()) }),
     }
 }
 
@@ -136,7 +136,7 @@ pub fn derive(job: &JobFile, records: &[RankRecord]) -> Result<ClusterFile, Laun
         .enumerate()
         .map(|(k, r)| {
             let addr = r.addr.ok_or_else(|| fail(format!("server {k} on {} gave no address", r.host)))?;
-            Ok(ServerEntry { id: k as u32, addr, services: services_of(k as u32, job.meta_shards), dir: r.dir.clone(), metrics: None })
+            Ok(ServerEntry { id: k as u32, addr, services: services_of(k as u32, job.meta_shards), dir: r.dir.clone(), metrics: r.metrics })
         })
         .collect::<Result<Vec<_>, LaunchError>>()?;
     Ok(ClusterFile {
@@ -158,11 +158,11 @@ mod tests {
     use super::*;
 
     fn job(n: u32) -> JobFile {
-        JobFile { launcher: None, data_default: false, start: "s1".into(), servers: n, meta_shards: 1, stripe_size: 65536, secret: "00112233445566778899aabbccddeeff".into(), data: "/tmp/d".into(), iface: None, port: 0, bootstrap_timeout_ms: 1000 }
+        JobFile { launcher: None, data_default: false, start: "s1".into(), servers: n, meta_shards: 1, stripe_size: 65536, secret: "00112233445566778899aabbccddeeff".into(), data: "/tmp/d".into(), iface: None, port: 0, metrics_port: None, bootstrap_timeout_ms: 1000 }
     }
 
     fn rec(k: u32, n: u32) -> RankRecord {
-        RankRecord { rank: k, size: n, host: format!("n{k}"), addr: Some(format!("198.18.0.{}:7100", 10 + k).parse().unwrap()), pid: 100 + k, dir: format!("/tmp/d/rank{k}").into(), bound_ms: 0, fresh: true, error: None }
+        RankRecord { rank: k, size: n, host: format!("n{k}"), addr: Some(format!("198.18.0.{}:7100", 10 + k).parse().unwrap()), metrics: None, pid: 100 + k, dir: format!("/tmp/d/rank{k}").into(), bound_ms: 0, fresh: true, error: None }
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct Bootstrapped {
     pub rank: u32,
     pub cluster: ClusterFile,
     pub listener: TcpListener,
+    /// Its metrics port, bound (the job's `metrics_port`).
+    pub metrics: Option<TcpListener>,
     /// Its data directory and whether this start made it.
     pub data: PathBuf,
     /// The default data directory's parent (removed with the last rank).
@@ -56,9 +58,9 @@ pub fn bootstrap(dir: &Path, over: &Overrides, env: impl Fn(&str) -> Option<Stri
     let host = env("SLURMD_NODENAME").filter(|h| !h.is_empty()).unwrap_or_else(file::hostname);
     let parent = over.data.clone().unwrap_or_else(|| job.data.clone());
     let data = parent.join(format!("rank{}", me.rank));
-    let mut record = RankRecord { rank: me.rank, size: me.size, host, addr: None, pid: std::process::id(), dir: data.clone(), bound_ms: 0, fresh: false, error: None };
+    let mut record = RankRecord { rank: me.rank, size: me.size, host, addr: None, metrics: None, pid: std::process::id(), dir: data.clone(), bound_ms: 0, fresh: false, error: None };
     let mut made = Made { data: data.clone(), parent: (job.data_default && over.data.is_none()).then(|| parent.clone()), fresh: false, armed: true };
-    let (lock, listener) = match prepare(&job, &mut made, over) {
+    let (lock, listener, metrics) = match prepare(&job, &mut made, over) {
         Ok(p) => p,
         Err(e) => {
             // Tell the peers and `weft job start` at once, not after their deadline.
@@ -68,6 +70,7 @@ pub fn bootstrap(dir: &Path, over: &Overrides, env: impl Fn(&str) -> Option<Stri
         }
     };
     record.addr = Some(listener.local_addr().map_err(|e| fail(e.to_string()))?);
+    record.metrics = metrics.as_ref().map(TcpListener::local_addr).transpose().map_err(|e| fail(e.to_string()))?;
     record.bound_ms = file::now_ms();
     record.fresh = made.fresh;
     rendezvous::publish(dir, &job, &record, false)?;
@@ -81,7 +84,7 @@ pub fn bootstrap(dir: &Path, over: &Overrides, env: impl Fn(&str) -> Option<Stri
     }
     made.armed = false;
     let fresh = made.fresh;
-    Ok(Bootstrapped { job, dir: dir.to_path_buf(), rank: me.rank, cluster, listener, data, parent: made.parent.take(), fresh, record, _lock: lock })
+    Ok(Bootstrapped { job, dir: dir.to_path_buf(), rank: me.rank, cluster, listener, metrics, data, parent: made.parent.take(), fresh, record, _lock: lock })
 }
 
 /// What a start made, removed again if the start fails (only what it made).
@@ -113,7 +116,10 @@ fn remove_data(data: &Path, parent: Option<&Path>) {
 }
 
 /// Makes and locks the data directory, binds the address.
-fn prepare(job: &JobFile, made: &mut Made, over: &Overrides) -> Result<(std::fs::File, TcpListener), LaunchError> {
+/// The data directory's lock, the server's listener and its metrics listener.
+type Prepared = (std::fs::File, TcpListener, Option<TcpListener>);
+
+fn prepare(job: &JobFile, made: &mut Made, over: &Overrides) -> Result<Prepared, LaunchError> {
     use std::os::unix::fs::PermissionsExt;
     let data = made.data.clone();
     if let Some(parent) = &made.parent {
@@ -135,7 +141,14 @@ fn prepare(job: &JobFile, made: &mut Made, over: &Overrides) -> Result<(std::fs:
     let ip = iface::choose(&addrs, over.iface.as_deref().or(job.iface.as_deref())).map_err(fail)?;
     let addr = SocketAddr::from((ip, over.port.unwrap_or(job.port)));
     let listener = TcpListener::bind(addr).map_err(|e| fail(format!("cannot listen on {addr}: {e}")))?;
-    Ok((lock, listener))
+    let metrics = match job.metrics_port {
+        Some(port) => {
+            let at = SocketAddr::from((ip, port));
+            Some(TcpListener::bind(at).map_err(|e| fail(format!("cannot serve metrics on {at}: {e}")))?)
+        }
+        None => None,
+    };
+    Ok((lock, listener, metrics))
 }
 
 /// The default data directory lives under `/tmp/weft-<uid>`: made 0700,

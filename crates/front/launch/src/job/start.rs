@@ -33,6 +33,8 @@ pub struct JobSpec {
     pub data_default: bool,
     pub iface: Option<String>,
     pub port: u16,
+    /// The port servers serve metrics on (0: any free one; `None`: none).
+    pub metrics_port: Option<u16>,
     /// How long the start may take (`None`: grows with the node count).
     pub timeout: Option<Duration>,
     /// Running as root (Open MPI needs to be told it may).
@@ -129,6 +131,7 @@ pub fn start(spec: &JobSpec, cancel: &AtomicBool) -> Result<Started, LaunchError
         data: spec.data.clone(),
         iface: spec.iface.clone(),
         port: spec.port,
+        metrics_port: spec.metrics_port,
         // Servers give up a little before the start does, so the start
         // reports their word rather than its own timeout.
         bootstrap_timeout_ms: timeout.saturating_sub(Duration::from_secs(2)).max(timeout / 2).as_millis() as u64,

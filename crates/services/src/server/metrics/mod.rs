@@ -14,7 +14,39 @@ pub mod requests;
 
 use super::Server;
 use exposition::{Exposition, MetricType};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 use weft_wire::CpuKind;
+
+/// Pages made at most once per [`PAGE_AGE`]: a scrape costs the server a
+/// `Status` (a walk of its objects and lock tables), and the port is open
+/// to any peer.
+pub const PAGE_AGE: Duration = Duration::from_secs(1);
+
+pub struct PageCache {
+    server: Arc<Server>,
+    last: Mutex<Option<(Instant, Arc<str>)>>,
+}
+
+impl PageCache {
+    pub fn new(server: Arc<Server>) -> Self {
+        PageCache { server, last: Mutex::new(None) }
+    }
+
+    /// The page made within [`PAGE_AGE`], or a new one. Scrapes that
+    /// arrive together wait for one page rather than each make theirs.
+    pub fn page(&self) -> String {
+        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*last {
+            Some((made, p)) if made.elapsed() < PAGE_AGE => p.to_string(),
+            _ => {
+                let p: Arc<str> = page(&self.server).into();
+                *last = Some((Instant::now(), p.clone()));
+                p.to_string()
+            }
+        }
+    }
+}
 
 /// The metrics page of `server` now.
 pub fn page(server: &Server) -> String {

@@ -55,11 +55,6 @@ impl LockGranularity {
         }
     }
 
-    /// From `WEFT_LOCK_GRANULARITY`, default list.
-    pub fn from_env() -> Self {
-        std::env::var("WEFT_LOCK_GRANULARITY").ok().and_then(|v| v.parse().ok()).unwrap_or(LockGranularity::List)
-    }
-
     /// The extents that lock `regions` ((offset, length), any order).
     pub fn extents(self, regions: &[(u64, u64)]) -> Result<Vec<Extent>> {
         let lo = regions.iter().filter(|r| r.1 > 0).map(|r| r.0).min();
@@ -180,8 +175,9 @@ fn expect_ok(addr: SocketAddr, reply: std::result::Result<weft_net::Reply, weft_
 
 impl LockSession {
     /// A session with the lock server at `addr` of `cluster`.
-    pub(crate) fn start(cluster: &ClusterFile, addr: SocketAddr, endpoint: Arc<Endpoint>) -> Result<Self> {
-        let wait_ms: u32 = std::env::var("WEFT_LOCK_WAIT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(60_000);
+    /// `lock_wait`: how long an acquire may wait (the client's options).
+    pub(crate) fn start(cluster: &ClusterFile, addr: SocketAddr, endpoint: Arc<Endpoint>, lock_wait: Duration) -> Result<Self> {
+        let wait_ms = u32::try_from(lock_wait.as_millis()).unwrap_or(u32::MAX);
         let base = endpoint.config().op_timeout;
         // An acquire may legitimately wait `wait_ms`; the server answers by then.
         let acquire_timeout = Duration::from_millis(u64::from(wait_ms)) + base;

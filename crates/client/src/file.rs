@@ -90,6 +90,7 @@ impl File {
         let striping = Striping::new(layout.stripe_size, layout.servers.len()).map_err(|e| Error::Protocol { addr: meta, what: format!("bad layout: {e}") })?;
         let servers = layout.servers.iter().map(|&s| client.addr_of(s)).collect::<Result<_>>()?;
         let schedule = client.inner.options.schedule.clone();
+        let granularity = client.inner.options.lock_granularity;
         Ok(File {
             client,
             path: path.into(),
@@ -99,7 +100,7 @@ impl File {
             writable,
             schedule,
             atomic: false,
-            granularity: LockGranularity::from_env(),
+            granularity,
             writer: false,
             wrote: std::sync::atomic::AtomicBool::new(false),
             cap: Mutex::new(Granted::new(cap)),

@@ -25,10 +25,6 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_secs(60);
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
-/// The window from `WEFT_RECOVERY_MS` (0 turns riding through off).
-pub fn window_from_env() -> Duration {
-    std::env::var("WEFT_RECOVERY_MS").ok().and_then(|v| v.trim().parse::<u64>().ok()).map_or(DEFAULT_WINDOW, Duration::from_millis)
-}
 
 /// Servers given up on (see the module's documentation).
 #[derive(Default)]

@@ -17,6 +17,7 @@
 
 use crate::{Error, Result};
 use std::sync::Arc;
+use weft_net::settings::{BadSetting, Setting, Vars};
 use weft_sched::Strategy;
 use weft_wire::limits::MAX_PAYLOAD_LEN;
 
@@ -36,18 +37,46 @@ pub struct Schedule {
     pub group_accesses: Option<Arc<Vec<(u64, u64)>>>,
 }
 
-fn env_u64(names: &[&str]) -> Option<u64> {
-    names.iter().find_map(|n| std::env::var(n).ok()).and_then(|v| v.trim().parse().ok())
-}
-
 impl Default for Schedule {
     fn default() -> Self {
-        let strategy = std::env::var("WEFT_SCHED").ok().and_then(|v| v.parse().ok()).unwrap_or(Strategy::Hash);
-        let block = env_u64(&["WEFT_SCHED_BLOCK"]).filter(|&b| b > 0 && b <= u64::from(MAX_PAYLOAD_LEN)).unwrap_or(1 << 20);
-        let window = env_u64(&["WEFT_SCHED_WINDOW"]).filter(|&w| w > 0).unwrap_or(4) as usize;
-        let group = env_u64(&["WEFT_GROUP_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"]).filter(|&g| g > 0).unwrap_or(1) as u32;
-        let rank = env_u64(&["WEFT_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"]).map_or(0, |r| r as u32).min(group - 1);
-        Schedule { strategy, block, window, rank, group, group_accesses: None }
+        Schedule { strategy: Strategy::Hash, block: 1 << 20, window: 4, rank: 0, group: 1, group_accesses: None }
+    }
+}
+
+impl Schedule {
+    /// The defaults, with `WEFT_SCHED`, `WEFT_SCHED_BLOCK`,
+    /// `WEFT_SCHED_WINDOW`, and the rank and group size from `WEFT_RANK`
+    /// and `WEFT_GROUP_SIZE` or the MPI launchers' variables.
+    pub fn from_vars(vars: &Vars<'_>) -> std::result::Result<Self, BadSetting> {
+        let d = Schedule::default();
+        let first = |names: [&'static str; 3]| -> std::result::Result<Option<u64>, BadSetting> {
+            for n in names {
+                if let Some(v) = vars.u64(n)? {
+                    return Ok(Some(v));
+                }
+            }
+            Ok(None)
+        };
+        let group = first(["WEFT_GROUP_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"])?.filter(|&g| g > 0).map_or(d.group, |g| g.min(u64::from(u32::MAX)) as u32);
+        Ok(Schedule {
+            strategy: vars.choice("WEFT_SCHED", "not a scheduling strategy (hash, random, colour, ...)", |v| v.parse().ok())?.unwrap_or(d.strategy),
+            block: vars.choice("WEFT_SCHED_BLOCK", "not 1 to 16777216 bytes", |v| v.parse().ok().filter(|&b: &u64| b > 0 && b <= u64::from(MAX_PAYLOAD_LEN)))?.unwrap_or(d.block),
+            window: vars.count("WEFT_SCHED_WINDOW")?.map_or(d.window, |w| w.min(1 << 16) as usize),
+            rank: first(["WEFT_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"])?.map_or(0, |r| r.min(u64::from(group - 1)) as u32),
+            group,
+            group_accesses: None,
+        })
+    }
+
+    /// This schedule as `weft config` shows it.
+    pub fn settings(&self, vars: &Vars<'_>) -> Vec<Setting> {
+        vec![
+            Setting::new(vars, "WEFT_SCHED", format!("{:?}", self.strategy).to_lowercase(), "the order of an access's requests over the servers (paper 000)"),
+            Setting::new(vars, "WEFT_SCHED_BLOCK", format!("{} bytes", self.block), "the most payload bytes in one request"),
+            Setting::new(vars, "WEFT_SCHED_WINDOW", self.window, "requests of one access in flight at once"),
+            Setting::new(vars, "WEFT_RANK", self.rank, "this client's rank in its group (or PMI_RANK, OMPI_COMM_WORLD_RANK)"),
+            Setting::new(vars, "WEFT_GROUP_SIZE", self.group, "its group's size (or PMI_SIZE, OMPI_COMM_WORLD_SIZE)"),
+        ]
     }
 }
 

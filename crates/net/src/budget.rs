@@ -62,12 +62,6 @@ impl MemoryBudget {
         Arc::new(MemoryBudget { limit, used: AtomicU64::new(0) })
     }
 
-    /// From `WEFT_SERVER_MEMORY` (bytes, or with a k/m/g suffix), else the default.
-    pub fn from_env() -> Arc<Self> {
-        let limit = std::env::var("WEFT_SERVER_MEMORY").ok().and_then(|v| parse_size(&v)).unwrap_or(DEFAULT_MEMORY_BUDGET);
-        Self::new(limit)
-    }
-
     pub fn limit(&self) -> u64 {
         self.limit
     }

@@ -142,10 +142,10 @@ impl ClusterFile {
     }
 
     /// Finds the cluster file: the explicit path, else `WEFT_CLUSTER`.
-    pub fn locate(explicit: Option<&Path>) -> Result<PathBuf, ClusterError> {
+    pub fn locate(explicit: Option<&Path>, vars: &crate::settings::Vars<'_>) -> Result<PathBuf, ClusterError> {
         match explicit {
             Some(p) => Ok(p.to_path_buf()),
-            None => std::env::var_os(CLUSTER_ENV).map(PathBuf::from).ok_or(ClusterError::NotGiven),
+            None => vars.text(CLUSTER_ENV).map(PathBuf::from).ok_or(ClusterError::NotGiven),
         }
     }
 

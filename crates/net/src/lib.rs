@@ -35,6 +35,7 @@ pub mod frame_io;
 pub mod handshake;
 pub mod link;
 pub mod munge;
+pub mod settings;
 pub mod transport;
 
 pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};

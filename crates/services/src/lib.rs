@@ -9,9 +9,11 @@
 //! Uses `wire`, `net` and `layout`; never the client. See `docs/architecture.md`.
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod data;
 pub mod lock;
 pub mod meta;
 pub mod server;
 
+pub use config::ServerConfig;
 pub use server::{run, run_until, serve_metrics, ServeError, Server, Shutdown};

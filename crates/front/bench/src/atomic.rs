@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
-use weft_client::{Client, CreateOptions, Datatype, Extent, LockGranularity, Pattern, View};
+use weft_client::{CreateOptions, Datatype, Extent, LockGranularity, Pattern, View};
 
 /// Locking modes, in table order.
 pub const MODES: [&str; 4] = ["none", "file", "range", "list"];
@@ -93,7 +93,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     }
     let bar = ProgressBar::new((points.len() * MODES.len() * p.repeats) as u64);
     bar.set_style(ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len}").expect("valid template"));
-    let client = Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let mut rows = Vec::new();
     for (w, procs) in points {
@@ -165,7 +165,7 @@ pub fn worker(w: &Worker) -> Result<()> {
     let memtype = pat.memtype()?.unwrap_or_else(Datatype::byte);
     let count = if pat.memtype()?.is_some() { 1 } else { ft.size() };
     let mut buf = vec![(w.rank % 251) as u8 + 1; pat.memory_bytes(w.procs, w.rank)? as usize];
-    let c = Client::connect(&weft_net::ClusterFile::locate(None)?)?;
+    let c = crate::connect(&crate::locate()?)?;
     let reading = w.workload == "tile";
     let mut f = c.open(&w.path, !reading).with_context(|| format!("open {}", w.path))?;
     if let Some(g) = granularity(&w.mode) {
@@ -197,7 +197,7 @@ pub struct LockRow {
 /// `weft bench lock`: acquire+release pairs of exclusive locks on
 /// disjoint bytes from several clients, 1-range and 64-range requests.
 pub fn run_lock(weft_bin: &Path, bc: &BenchCluster, clients: &[u64], ranges: &[u64], ops: u64) -> Result<Vec<LockRow>> {
-    let client = Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let path = format!("/bench/lock-{}", std::process::id());
     client.create(&path, CreateOptions::default())?;
@@ -226,7 +226,7 @@ pub fn run_lock(weft_bin: &Path, bc: &BenchCluster, clients: &[u64], ranges: &[u
 /// One lock-benchmark client: `ops` pairs on its own 1 MiB area; latencies
 /// (us, one per pair) go to `$WEFT_LATENCY_DIR/<rank>.txt`.
 pub fn lock_worker(path: &str, rank: u64, ranges: u64, ops: u64) -> Result<()> {
-    let c = Client::connect(&weft_net::ClusterFile::locate(None)?)?;
+    let c = crate::connect(&crate::locate()?)?;
     let f = c.open(path, true)?;
     let base = rank << 20;
     // Irregular lengths, so the 64 ranges stay 64 items.

@@ -58,7 +58,7 @@ pub fn run(bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec
     let pattern = Pattern::btio(p.q, p.cell_yz);
     let procs = (p.q * p.q) as usize;
     let bytes = pattern.file_size() as f64;
-    let clients: Vec<Client> = (0..procs).map(|_| Client::connect(&bc.cluster_file)).collect::<weft_client::Result<_>>()?;
+    let clients: Vec<Client> = (0..procs).map(|_| crate::connect(&bc.cluster_file)).collect::<Result<_>>()?;
     let _ = clients[0].mkdir("/bench", 0o777);
     let path = format!("/bench/btio-{}", std::process::id());
     let views: Vec<View> = (0..procs as u64).map(|r| Ok(View::new(0, Datatype::byte(), pattern.filetype(procs as u64, r)?)?)).collect::<Result<_>>()?;

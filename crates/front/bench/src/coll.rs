@@ -64,7 +64,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         bail!("procs, sizes and repeats must be at least 1");
     }
     let job = MpiJob::prepare_program(&p.mpi, weft_bin, &bc.scratch.join("mpi"), &COLL_PERF)?;
-    let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let impls = impls(&p.mpi);
     let mut rows = Vec::new();

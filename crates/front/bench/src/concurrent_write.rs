@@ -57,7 +57,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     let steps = (p.fsync.len() * p.procs.len() * p.repeats * 2) as u64;
     let bar = ProgressBar::new(steps);
     bar.set_style(ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len}").expect("valid template"));
-    let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let job = p.mpi.as_deref().map(|m| MpiJob::prepare(m, weft_bin, &bc.scratch.join("mpi"))).transpose()?;
     let mut rows = Vec::new();
@@ -137,7 +137,7 @@ fn run_mpi(job: &MpiJob, bc: &BenchCluster, client: &weft_client::Client, t: Tar
 pub fn worker(t: Target, path: &str, size: u64, transfer: u64, fsync: bool, read: bool) -> Result<()> {
     let mut buf: Vec<u8> = (0..transfer).map(|i| (i % 251) as u8 + 1).collect();
     let client = match t {
-        Target::Weft => Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?),
+        Target::Weft => Some(crate::connect(&crate::locate()?)?),
         Target::Local => None,
     };
     timed(|| {

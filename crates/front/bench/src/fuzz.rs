@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
-use weft_client::{Client, ClientOptions, CreateOptions};
+use weft_client::{Client, CreateOptions};
 use weft_net::handshake::client_handshake;
 use weft_net::ClusterFile;
 use weft_wire::limits::{MAX_LOCK_EXTENTS, MAX_PAYLOAD_LEN, MAX_PIECES};
@@ -294,7 +294,7 @@ pub fn run(cluster: &ClusterFile, cfg: &FuzzConfig, progress: &dyn Fn(u64)) -> R
     let mut g = Gen { rng: StdRng::seed_from_u64(cfg.seed), caps: weft_wire::CapKey::derive(&secret) };
     let targets: Vec<SocketAddr> = cluster.servers.iter().map(|s| s.addr).collect();
     let mut conns: Vec<Conn> = targets.iter().flat_map(|&addr| (0..cfg.connections).map(move |_| Conn { addr, stream: None })).collect();
-    let mut opts = ClientOptions::default();
+    let mut opts = crate::client_options()?;
     opts.endpoint.op_timeout = cfg.answer_timeout;
     let checker = Client::with_options(cluster.clone(), opts)?;
     let mut r = FuzzReport::default();

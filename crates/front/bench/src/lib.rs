@@ -30,6 +30,23 @@ pub mod workers;
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
+use weft_net::settings::Vars;
+
+/// A client of the cluster file at `path`, with the client variables of
+/// this process (the bench is a front end: it reads them, once per client).
+pub fn connect(path: &Path) -> Result<weft_client::Client> {
+    Ok(weft_client::Client::with_options(weft_net::ClusterFile::load(path)?, client_options()?)?)
+}
+
+/// The client options this process's variables give.
+pub fn client_options() -> Result<weft_client::ClientOptions> {
+    Ok(weft_client::ClientOptions::from_vars(&Vars::env())?)
+}
+
+/// The cluster file `WEFT_CLUSTER` names.
+pub fn locate() -> Result<PathBuf> {
+    Ok(weft_net::ClusterFile::locate(None, &Vars::env())?)
+}
 use weft_launch::{ClusterSpec, LocalCluster};
 
 /// A cluster to benchmark against: the caller's, or a temporary one.

@@ -81,7 +81,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
     if p.shapes.is_empty() {
         bail!("name at least one shape");
     }
-    let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let meta_shards = client.cluster().meta_shard_count();
     let _ = client.mkdir("/bench", 0o777);
     let mount = if p.mount { Some(crate::fuse::Mounted::new(weft_bin, bc)?) } else { None };
@@ -147,7 +147,7 @@ pub fn worker(target: &str, dir: &str, prefix: &str, files: u64, phase: &str, th
     if !PHASES.contains(&phase) {
         bail!("unknown phase {phase}");
     }
-    let client = if target == "weft" { Some(weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?) } else { None };
+    let client = if target == "weft" { Some(crate::connect(&crate::locate()?)?) } else { None };
     if phase == "list" {
         return timed(|| {
             let n = match &client {

@@ -37,7 +37,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         bail!("size, transfer, repeats and every process count must be at least 1");
     }
     let job = MpiJob::prepare(&p.mpi, weft_bin, &bc.scratch.join("mpi"))?;
-    let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let mut rows = Vec::new();
     for &procs in &p.procs {

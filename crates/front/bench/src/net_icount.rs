@@ -203,7 +203,8 @@ fn total(path: &Path) -> Result<u64> {
 pub fn client(cluster: &Path, pings: usize, sinks: usize) -> Result<()> {
     let cf = ClusterFile::load(cluster)?;
     let addr = cf.server(cf.data_servers()[0]).context("no data server")?.addr;
-    let ep = Endpoint::new(cf.secret(), EndpointConfig::default())?;
+    // The transport the parent chose (WEFT_TRANSPORT), as every client reads it.
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::from_vars(&weft_net::settings::Vars::env())?)?;
     let ping = Request::Ping.encode();
     ep.call(addr, ping.clone())?;
     if ep.config().transport == TransportChoice::Shm && ep.stats().shm_connects == 0 {

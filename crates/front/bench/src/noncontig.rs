@@ -98,7 +98,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     let steps = (p.patterns.len() * p.repeats * 4) as u64;
     let bar = ProgressBar::new(steps);
     bar.set_style(ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len}").expect("valid template"));
-    let client = Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let mut rows = Vec::new();
     for name in &p.patterns {
@@ -188,8 +188,8 @@ pub fn worker(name: &str, p: &Params, rank: u64, mode: &str, op: &str, path: &st
             timed(|| sieve(&f, &regions, &mut buf, write))
         }
         "listio" | "perpiece" => {
-            let o = ClientOptions { list_io: mode == "listio", ..ClientOptions::default() };
-            let c = Client::with_options(ClusterFile::load(&ClusterFile::locate(None)?)?, o)?;
+            let o = ClientOptions { list_io: mode == "listio", ..crate::client_options()? };
+            let c = Client::with_options(ClusterFile::load(&crate::locate()?)?, o)?;
             let f = c.open(path, write)?;
             timed(|| {
                 let n = if write { f.write_view(&view, 0, &buf, &Datatype::byte(), len)? } else { f.read_view(&view, 0, &mut buf, &Datatype::byte(), len)? };

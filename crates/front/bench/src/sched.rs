@@ -18,7 +18,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use weft_client::{Client, ClientOptions, CreateOptions, Schedule, Strategy};
+use weft_client::{Client, CreateOptions, Schedule, Strategy};
 use weft_net::ClusterFile;
 
 #[derive(Debug, Clone)]
@@ -99,7 +99,7 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<(Vec<Row>, 
     if p.procs == 0 || p.size == 0 || p.blocks.is_empty() || p.strategies.is_empty() || p.repeats == 0 {
         bail!("procs, size, blocks, strategies and repeats must all be non-empty");
     }
-    let client = Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
     let path = format!("/bench/sched-{}", std::process::id());
     let f = client.create(&path, CreateOptions { stripe_size: p.stripe_size, ..CreateOptions::default() })?;
@@ -217,7 +217,7 @@ pub fn worker(w: &Worker) -> Result<()> {
     let (rank, procs, size, strategy, block, window) = (*rank, *procs, *size, *strategy, *block, *window);
     let accesses: Arc<Vec<(u64, u64)>> = Arc::new((0..u64::from(procs)).map(|i| (i * size, size)).collect());
     let schedule = Schedule { strategy, block, window, rank, group: procs, group_accesses: Some(accesses) };
-    let c = Client::with_options(ClusterFile::load(&ClusterFile::locate(None)?)?, ClientOptions::default())?;
+    let c = Client::with_options(ClusterFile::load(&crate::locate()?)?, crate::client_options()?)?;
     let f = c.open(path, op == "write")?;
     let mut buf: Vec<u8> = (0..size).map(|i| (i % 251) as u8 ^ rank as u8).collect();
     let off = u64::from(rank) * size;

@@ -174,8 +174,12 @@ pub unsafe extern "C" fn weft_connect(cluster_file: *const c_char, out: *mut *mu
                 return Err(invalid("out is NULL"));
             }
             let path = if cluster_file.is_null() { None } else { Some(unsafe { str_arg(cluster_file, "cluster_file") }?) };
-            let located = weft_net::ClusterFile::locate(path.map(Path::new)).map_err(|e| weft_err(e.into()))?;
-            let client = Client::connect(&located).map_err(weft_err)?;
+            // The C API is a front end: it reads the variables, once per client.
+            let vars = weft_net::settings::Vars::env();
+            let located = weft_net::ClusterFile::locate(path.map(Path::new), &vars).map_err(|e| weft_err(e.into()))?;
+            let options = weft_client::ClientOptions::from_vars(&vars).map_err(|e| weft_err(weft_client::Error::BadRequest(e.to_string())))?;
+            let cf = weft_net::ClusterFile::load(&located).map_err(|e| weft_err(e.into()))?;
+            let client = Client::with_options(cf, options).map_err(weft_err)?;
             Ok(Box::into_raw(Box::new(WeftClient { client })))
         },
         |h| {

@@ -49,6 +49,9 @@ enum Cmd {
     MpiioLib(cmd::mpiio_lib::MpiioLibArgs),
     /// Each server: up or down, requests served, bytes and objects stored.
     Status(cmd::status::StatusArgs),
+    /// The settings in effect: the cluster file's, and what this process's
+    /// WEFT_* variables give a client and a server.
+    Config(cmd::config::ConfigArgs),
     /// Benchmarks that re-run the papers' experiments against Weft.
     Bench(cmd::bench::BenchArgs),
     /// Fuzz the decoders and live servers with structured hostile input.
@@ -83,6 +86,7 @@ fn main() {
         Cmd::Mount(a) => cmd::mount::mount(cluster, a),
         Cmd::Umount(a) => cmd::mount::umount(a),
         Cmd::Status(a) => cmd::status::run(cluster, a),
+        Cmd::Config(a) => cmd::config::config(cluster, a),
         Cmd::Bench(a) => cmd::bench::bench(cluster, a),
         Cmd::Sim(a) => cmd::sim::sim(a),
         Cmd::Fuzz(a) => cmd::fuzz::fuzz(cluster, a),

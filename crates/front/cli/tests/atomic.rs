@@ -41,7 +41,10 @@ fn stamp(p: u64, i: u64) -> u8 {
 fn atomic_child() {
     let Ok(p) = std::env::var("WEFT_TEST_RANK") else { return };
     let p: u64 = p.parse().unwrap();
-    let c = Client::connect(Path::new(&std::env::var("WEFT_CLUSTER").unwrap())).unwrap();
+    // With the variables the parent gave (WEFT_SCHED_WINDOW), as a front end reads them.
+    let options = weft_client::ClientOptions::from_vars(&weft_net::settings::Vars::env()).unwrap();
+    assert_eq!(options.schedule.window, 1);
+    let c = Client::with_options(weft_net::ClusterFile::load(Path::new(&std::env::var("WEFT_CLUSTER").unwrap())).unwrap(), options).unwrap();
     let mut f = c.open("/atomic", true).unwrap();
     f.set_atomicity(std::env::var("WEFT_TEST_NONATOMIC").is_err()).unwrap();
     f.set_lock_granularity(LockGranularity::List);

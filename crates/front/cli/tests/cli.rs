@@ -239,3 +239,26 @@ fn listings_escape_names_that_could_forge_lines_or_reverse_text() {
     let long = ok(weft(cfp, &["ls", "-l", "weft:/"]));
     assert_eq!(long.lines().count(), 2, "{long:?}");
 }
+
+#[test]
+fn config_shows_the_settings_in_effect_and_a_bad_variable_stops_a_server() {
+    let o = Command::new(WEFT).args(["config", "--json"]).env_remove("WEFT_CLUSTER").env("WEFT_SERVER_THREADS", "3").env("WEFT_TIMEOUT_MS", "1234").output().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&ok(o)).unwrap();
+    let find = |side: &str, name: &str| v[side].as_array().unwrap().iter().find(|s| s["name"] == name).cloned().unwrap_or_else(|| panic!("{side} {name} in {v}"));
+    assert_eq!((find("server", "WEFT_SERVER_THREADS")["value"].as_str(), find("server", "WEFT_SERVER_THREADS")["set"].as_bool()), (Some("3"), Some(true)));
+    assert_eq!(find("server", "WEFT_CONN_PARALLEL")["value"], "1", "follows the threads");
+    assert_eq!(find("client", "WEFT_TIMEOUT_MS")["value"], "1234 ms");
+    assert_eq!(find("client", "WEFT_RECOVERY_MS")["set"], false);
+    assert!(v["cluster_file"].is_null());
+    // A value that does not parse is an error naming it, in the command...
+    let e = err(Command::new(WEFT).args(["config"]).env("WEFT_LOCK_WAIT_MS", "soon").output().unwrap());
+    assert!(e.contains("WEFT_LOCK_WAIT_MS=\"soon\""), "{e}");
+    // ...and a server refuses to start on it, naming it, rather than
+    // serving with a default the operator did not ask for.
+    let dir = std::env::temp_dir().join(format!("weft-test-badvar-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let spec = weft_launch::ClusterSpec { data_servers: 1, server_env: vec![("WEFT_SERVER_MEMORY".into(), "lots".into())], ..Default::default() };
+    let failed = weft_launch::LocalCluster::start(Path::new(WEFT), &dir, &spec).err().expect("the cluster must not start");
+    assert!(failed.to_string().contains("WEFT_SERVER_MEMORY=\"lots\""), "{failed}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

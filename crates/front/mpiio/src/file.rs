@@ -54,8 +54,11 @@ fn client() -> Result<Client> {
     if let Some(c) = slot.as_ref() {
         return Ok(c.clone());
     }
-    let path = ClusterFile::locate(None).map_err(|e| Fail::new(Class::Io, format!("weft: {e} (the MPI-IO library reads WEFT_CLUSTER; with Open MPI pass it to the ranks with -x WEFT_CLUSTER)")))?;
-    let c = Client::connect(&path).map_err(Fail::from)?;
+    let vars = weft_net::settings::Vars::env();
+    let path = ClusterFile::locate(None, &vars).map_err(|e| Fail::new(Class::Io, format!("weft: {e} (the MPI-IO library reads WEFT_CLUSTER; with Open MPI pass it to the ranks with -x WEFT_CLUSTER)")))?;
+    let options = weft_client::ClientOptions::from_vars(&vars).map_err(|e| Fail::new(Class::Arg, format!("weft: {e}")))?;
+    let cf = ClusterFile::load(&path).map_err(|e| Fail::new(Class::Io, format!("weft: {e}")))?;
+    let c = Client::with_options(cf, options).map_err(Fail::from)?;
     *slot = Some(c.clone());
     Ok(c)
 }

@@ -103,16 +103,43 @@ impl TransportChoice {
 
 impl Default for EndpointConfig {
     fn default() -> Self {
-        let op_ms = std::env::var("WEFT_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(30_000);
-        let transport = std::env::var("WEFT_TRANSPORT").ok().and_then(|v| TransportChoice::parse(&v)).unwrap_or_default();
         EndpointConfig {
             eager_limit: 64 * 1024,
             connect_timeout: Duration::from_secs(3),
-            op_timeout: Duration::from_millis(op_ms),
-            transport,
-            shm_poll: crate::transport::shm::poll_budget_from_env(),
+            op_timeout: Duration::from_secs(30),
+            transport: TransportChoice::default(),
+            shm_poll: Duration::ZERO,
             idle_reuse: IDLE_REUSE,
         }
+    }
+}
+
+impl EndpointConfig {
+    /// The defaults, with `WEFT_TIMEOUT_MS`, `WEFT_TRANSPORT` and
+    /// `WEFT_SHM_POLL_US` when set.
+    pub fn from_vars(vars: &crate::settings::Vars<'_>) -> Result<Self, crate::settings::BadSetting> {
+        let d = EndpointConfig::default();
+        Ok(EndpointConfig {
+            op_timeout: vars.millis("WEFT_TIMEOUT_MS")?.unwrap_or(d.op_timeout),
+            transport: vars.choice("WEFT_TRANSPORT", "not auto, tcp or shm", TransportChoice::parse)?.unwrap_or(d.transport),
+            shm_poll: crate::transport::shm::poll_budget(vars)?,
+            ..d
+        })
+    }
+
+    /// This configuration as `weft config` shows it.
+    pub fn settings(&self, vars: &crate::settings::Vars<'_>) -> Vec<crate::settings::Setting> {
+        use crate::settings::Setting;
+        let transport = match self.transport {
+            TransportChoice::Auto => "auto",
+            TransportChoice::Tcp => "tcp",
+            TransportChoice::Shm => "shm",
+        };
+        vec![
+            Setting::new(vars, "WEFT_TIMEOUT_MS", format!("{} ms", self.op_timeout.as_millis()), "a call not answered within this fails (TimedOut)"),
+            Setting::new(vars, "WEFT_TRANSPORT", transport, "auto: shared memory to servers on this node, TCP otherwise; tcp; shm"),
+            Setting::new(vars, "WEFT_SHM_POLL_US", format!("{} us", self.shm_poll.as_micros()), "time a side polls its shared-memory rings before it blocks (at most 10 ms)"),
+        ]
     }
 }
 

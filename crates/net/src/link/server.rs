@@ -106,18 +106,27 @@ impl ConnLimits {
     /// The defaults, with deadlines from `WEFT_HANDSHAKE_DEADLINE_MS`,
     /// `WEFT_FRAME_DEADLINE_MS`, `WEFT_SEND_DEADLINE_MS` and
     /// `WEFT_IDLE_TIMEOUT_MS` when set.
-    pub fn from_env() -> Self {
-        let ms = |name: &str, default: Duration| {
-            std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n: &u64| n > 0).map_or(default, Duration::from_millis)
-        };
+    pub fn from_vars(vars: &crate::settings::Vars<'_>) -> Result<Self, crate::settings::BadSetting> {
         let d = ConnLimits::default();
-        ConnLimits {
-            handshake_deadline: ms("WEFT_HANDSHAKE_DEADLINE_MS", d.handshake_deadline),
-            frame_deadline: ms("WEFT_FRAME_DEADLINE_MS", d.frame_deadline),
-            send_deadline: ms("WEFT_SEND_DEADLINE_MS", d.send_deadline),
-            idle_timeout: ms("WEFT_IDLE_TIMEOUT_MS", d.idle_timeout),
+        Ok(ConnLimits {
+            handshake_deadline: vars.millis("WEFT_HANDSHAKE_DEADLINE_MS")?.unwrap_or(d.handshake_deadline),
+            frame_deadline: vars.millis("WEFT_FRAME_DEADLINE_MS")?.unwrap_or(d.frame_deadline),
+            send_deadline: vars.millis("WEFT_SEND_DEADLINE_MS")?.unwrap_or(d.send_deadline),
+            idle_timeout: vars.millis("WEFT_IDLE_TIMEOUT_MS")?.unwrap_or(d.idle_timeout),
             ..d
-        }
+        })
+    }
+
+    /// These limits as `weft config` shows them.
+    pub fn settings(&self, vars: &crate::settings::Vars<'_>) -> Vec<crate::settings::Setting> {
+        use crate::settings::Setting;
+        let ms = |d: Duration| format!("{} ms", d.as_millis());
+        vec![
+            Setting::new(vars, "WEFT_HANDSHAKE_DEADLINE_MS", ms(self.handshake_deadline), "a connection's handshake must be done within this"),
+            Setting::new(vars, "WEFT_FRAME_DEADLINE_MS", ms(self.frame_deadline), "a frame begun must arrive whole within this"),
+            Setting::new(vars, "WEFT_SEND_DEADLINE_MS", ms(self.send_deadline), "an answer not taken by its client within this closes the connection"),
+            Setting::new(vars, "WEFT_IDLE_TIMEOUT_MS", ms(self.idle_timeout), "a connection with nothing under way for this long is closed"),
+        ]
     }
 }
 

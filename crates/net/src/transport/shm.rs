@@ -61,9 +61,8 @@ pub fn is_local(addr: SocketAddr) -> bool {
 /// How long a side looks at its rings before it blocks for a doorbell
 /// (`WEFT_SHM_POLL_US`, both clients and servers; default 0: block at once),
 /// capped at 10 ms, past which spinning only burns a core.
-pub fn poll_budget_from_env() -> Duration {
-    let us = std::env::var("WEFT_SHM_POLL_US").ok().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    Duration::from_micros(us.min(10_000))
+pub fn poll_budget(vars: &crate::settings::Vars<'_>) -> Result<Duration, crate::settings::BadSetting> {
+    Ok(Duration::from_micros(vars.u64("WEFT_SHM_POLL_US")?.unwrap_or(0).min(10_000)))
 }
 
 /// Bytes a connection's rings take (what the server draws from its budget).

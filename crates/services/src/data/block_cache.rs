@@ -67,24 +67,6 @@ impl BlockCache {
         BlockCache { block, capacity: (bytes / block).max(2) as usize, inner: Mutex::new(Inner::default()) }
     }
 
-    /// From `WEFT_DATA_CACHE` and `WEFT_CACHE_BLOCK` (sizes like `64m`);
-    /// `None` when caching is off.
-    pub fn from_env() -> Option<Self> {
-        let size = |v: &str| -> Option<u64> {
-            let v = v.trim().to_ascii_lowercase();
-            let (num, mul) = match v.chars().last()? {
-                'k' => (&v[..v.len() - 1], 1u64 << 10),
-                'm' => (&v[..v.len() - 1], 1 << 20),
-                'g' => (&v[..v.len() - 1], 1 << 30),
-                _ => (&v[..], 1),
-            };
-            num.parse::<u64>().ok()?.checked_mul(mul)
-        };
-        let bytes = std::env::var("WEFT_DATA_CACHE").ok().and_then(|v| size(&v)).filter(|&b| b > 0)?;
-        let block = std::env::var("WEFT_CACHE_BLOCK").ok().and_then(|v| size(&v)).unwrap_or(64 << 10);
-        Some(BlockCache::new(bytes, block))
-    }
-
     pub fn block(&self) -> u64 {
         self.block
     }

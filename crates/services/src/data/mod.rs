@@ -56,16 +56,15 @@ pub struct DataService {
 }
 
 impl DataService {
-    pub fn open(dir: &Path) -> io::Result<Self> {
-        Self::open_with(dir, block_cache::BlockCache::from_env())
+    /// Opens the service in `dir`, as `config` says (its caching mode
+    /// and write-behind).
+    pub fn open(dir: &Path, config: &crate::ServerConfig) -> io::Result<Self> {
+        Self::open_with(dir, config.data_cache.map(|c| block_cache::BlockCache::new(c.bytes, c.block)), config.write_behind)
     }
 
-    /// [`DataService::open`] with the caching mode given, not read from the
-    /// environment.
-    fn open_with(dir: &Path, cache: Option<block_cache::BlockCache>) -> io::Result<Self> {
+    fn open_with(dir: &Path, cache: Option<block_cache::BlockCache>, write_behind: bool) -> io::Result<Self> {
         let objects = dir.join("objects");
         std::fs::create_dir_all(&objects)?;
-        let write_behind = std::env::var("WEFT_WRITE_BEHIND").map_or(true, |v| v != "0");
         // Dirty at start: objects created before a crash may not have had
         // their directory entries synced, and nothing remembers that across
         // the restart, so the first fsync syncs the directory too.
@@ -404,7 +403,7 @@ mod tests {
     #[test]
     fn pieces_round_trip_and_holes_read_as_zero() {
         let dir = std::env::temp_dir().join(format!("weft-data-unit-{}", std::process::id()));
-        let d = DataService::open(&dir).unwrap();
+        let d = DataService::open(&dir, &crate::ServerConfig::default()).unwrap();
         let f = FileId(7);
         let pieces = [Piece { offset: 10, len: 3 }, Piece { offset: 2, len: 2 }];
         assert_eq!(d.write(f, &pieces, b"abcxy").unwrap(), 5);
@@ -468,7 +467,7 @@ mod tests {
             fn the_cache_reads_back_what_was_written(ops in proptest::collection::vec(op(), 1..40)) {
                 static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
                 let dir = std::env::temp_dir().join(format!("weft-cache-unit-{}-{}", std::process::id(), RUN.fetch_add(1, Ordering::Relaxed)));
-                let d = DataService::open_with(&dir, Some(block_cache::BlockCache::new(3 * 512, 512))).unwrap();
+                let d = DataService::open_with(&dir, Some(block_cache::BlockCache::new(3 * 512, 512)), true).unwrap();
                 let f = FileId(3);
                 let mut model: Vec<u8> = Vec::new();
                 for op in ops {

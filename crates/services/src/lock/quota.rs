@@ -28,19 +28,6 @@ impl Default for LockLimits {
     }
 }
 
-impl LockLimits {
-    /// The defaults, with `WEFT_MAX_LOCKS`, `WEFT_MAX_LOCKS_PER_USER` and
-    /// `WEFT_MAX_LOCK_SESSIONS_PER_USER` when set.
-    pub fn from_env() -> Self {
-        let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok()).filter(|&n: &u64| n > 0);
-        let d = LockLimits::default();
-        LockLimits {
-            max_locks: var("WEFT_MAX_LOCKS").unwrap_or(d.max_locks),
-            max_locks_per_user: var("WEFT_MAX_LOCKS_PER_USER").unwrap_or(d.max_locks_per_user),
-            max_sessions_per_user: var("WEFT_MAX_LOCK_SESSIONS_PER_USER").map_or(d.max_sessions_per_user, |n| n as usize),
-        }
-    }
-}
 
 #[derive(Debug, Default)]
 struct UserShare {

@@ -27,9 +27,14 @@ fn unix_now() -> u64 {
 }
 
 impl Grants {
+    /// Signs with `key`; capabilities live ten minutes unless
+    /// [`Grants::set_lifetime`] says otherwise.
     pub(super) fn new(key: CapKey) -> Self {
-        let lifetime_s = std::env::var("WEFT_CAP_LIFETIME_S").ok().and_then(|v| v.parse().ok()).filter(|&s: &u64| s > 0).unwrap_or(600);
-        Grants { key, lifetime_s }
+        Grants { key, lifetime_s: 600 }
+    }
+
+    pub(super) fn set_lifetime(&mut self, lifetime: std::time::Duration) {
+        self.lifetime_s = lifetime.as_secs().max(1);
     }
 
     fn issue(&self, file: FileId, rights: u8) -> Capability {

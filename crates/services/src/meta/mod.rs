@@ -237,6 +237,11 @@ impl MetaService {
         self.pointers.refused()
     }
 
+    /// How long the capabilities it signs live (`ServerConfig::cap_lifetime`).
+    pub fn set_cap_lifetime(&mut self, lifetime: Duration) {
+        self.grants.set_lifetime(lifetime);
+    }
+
     /// Number of files and directories, root included.
     pub fn file_count(&self) -> u64 {
         let count = || -> Result<u64> { Ok(self.store.db()?.begin_read()?.open_table(INODES)?.len()?) };

@@ -175,11 +175,6 @@ impl Collectives {
         self.budget.limit() / 4
     }
 
-    /// `WEFT_COLL_TIMEOUT_MS`, default 20 s.
-    pub fn timeout_from_env() -> Duration {
-        Duration::from_millis(std::env::var("WEFT_COLL_TIMEOUT_MS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(20_000))
-    }
-
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

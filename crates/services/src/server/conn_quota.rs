@@ -33,12 +33,11 @@ pub(super) struct ConnQuota {
 }
 
 impl ConnQuota {
-    /// One user may hold `WEFT_MAX_CONNECTIONS_PER_USER` connections, else
-    /// half the server's; idle ones are taken back after half the idle
-    /// timeout, at most a minute.
-    pub(super) fn from_env(max_connections: usize, idle_timeout: Duration) -> Self {
-        let half = (max_connections / 2).max(1);
-        let max_per_user = std::env::var("WEFT_MAX_CONNECTIONS_PER_USER").ok().and_then(|v| v.parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(half);
+    /// One user may hold `per_user` connections, else half the server's;
+    /// idle ones are taken back after half the idle timeout, at most a
+    /// minute.
+    pub(super) fn new(max_connections: usize, per_user: Option<usize>, idle_timeout: Duration) -> Self {
+        let max_per_user = per_user.unwrap_or((max_connections / 2).max(1));
         ConnQuota { per_user: HashMap::new(), max_per_user, evict_after: EVICT_AFTER.min(idle_timeout / 2) }
     }
 
@@ -86,7 +85,7 @@ mod tests {
 
     #[test]
     fn a_user_holds_its_share_and_others_are_not_counted() {
-        let mut q = ConnQuota::from_env(8, Duration::from_secs(300));
+        let mut q = ConnQuota::new(8, None, Duration::from_secs(300));
         assert_eq!(q.max_per_user, 4);
         let uid = |r: Result<Option<(u32, Arc<Account>)>, String>| r.map(|o| o.map(|(u, _)| u));
         let first = q.admit(&user(1000)).unwrap().unwrap().1;
@@ -107,7 +106,7 @@ mod tests {
 
     #[test]
     fn the_connection_idle_longest_past_the_age_is_taken_back() {
-        let q = ConnQuota::from_env(8, Duration::from_secs(10));
+        let q = ConnQuota::new(8, None, Duration::from_secs(10));
         assert_eq!(q.evict_after, Duration::from_secs(5));
         let now = Instant::now() + Duration::from_secs(100);
         let idle = [(1, now - Duration::from_secs(6)), (2, now - Duration::from_secs(9)), (3, now - Duration::from_secs(1))];

@@ -97,11 +97,14 @@ pub struct Server {
     collectives: collectives::Collectives,
     /// Requests served by the workers, by kind (metrics).
     pub(crate) requests: metrics::requests::RequestMetrics,
+    /// This server's settings, read once at start.
+    pub(crate) config: crate::ServerConfig,
 }
 
 impl Server {
-    /// Opens the services the cluster file gives server `id`.
-    pub fn open(cluster: &ClusterFile, id: ServerId) -> Result<Self, ServeError> {
+    /// Opens the services the cluster file gives server `id`, with this
+    /// server's own settings.
+    pub fn open(cluster: &ClusterFile, id: ServerId, config: crate::ServerConfig) -> Result<Self, ServeError> {
         let me = cluster.server(id).ok_or(ServeError::UnknownId(id.0))?;
         let has = |s| me.services.contains(&s);
         let dir = me.dir.display().to_string();
@@ -114,11 +117,15 @@ impl Server {
             }
         };
         let meta = has(Service::Meta)
-            .then(|| MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms)), shard_place(cluster, id)))
+            .then(|| {
+                let mut m = MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms)), shard_place(cluster, id))?;
+                m.set_cap_lifetime(config.cap_lifetime);
+                Ok::<_, crate::meta::MetaError>(m)
+            })
             .transpose()
             .map_err(|e| ServeError::Open { service: "meta", dir: dir.clone(), reason: e.to_string() })?;
         let data = has(Service::Data)
-            .then(|| DataService::open(&me.dir))
+            .then(|| DataService::open(&me.dir, &config))
             .transpose()
             .map_err(|e| ServeError::Open { service: "data", dir: dir.clone(), reason: e.to_string() })?;
         // A marker in the server's directory tells a restart from a first
@@ -129,15 +136,15 @@ impl Server {
             if !restarted {
                 std::fs::create_dir_all(&me.dir).and_then(|()| std::fs::write(&marker, b"")).map_err(|e| ServeError::Open { service: "lock", dir: dir.clone(), reason: format!("cannot write {}: {e}", marker.display()) })?;
             }
-            Some(LockService::start(cluster.lock_ttl_ms, crate::lock::LockLimits::from_env(), gate.cap_key().clone(), restarted))
+            Some(LockService::start(cluster.lock_ttl_ms, config.lock_limits, gate.cap_key().clone(), restarted))
         } else {
             None
         };
-        let budget = MemoryBudget::from_env();
+        let budget = MemoryBudget::new(config.memory);
         let services = u8::from(has(Service::Meta)) | u8::from(has(Service::Data)) << 1 | u8::from(has(Service::Lock)) << 2;
         Ok(Server {
             root_squash: cluster.root_squash,
-            collectives: collectives::Collectives::new(collectives::Collectives::timeout_from_env(), budget.clone()),
+            collectives: collectives::Collectives::new(config.coll_timeout, budget.clone()),
             dir: me.dir.clone(),
             id: id.0,
             budget,
@@ -145,6 +152,7 @@ impl Server {
             shm_connections: AtomicU64::new(0),
             connection_limit: AtomicU64::new(0),
             requests: Default::default(),
+            config,
             meta,
             data,
             lock,
@@ -350,11 +358,6 @@ pub(crate) fn cpu_kind(req: &Request) -> CpuKind {
     }
 }
 
-/// Reads a data server serves at once when clients ask for ordering
-/// (`WEFT_READ_SLOTS`, default 1: the paper's one transfer per server at a time).
-fn read_slots() -> usize {
-    std::env::var("WEFT_READ_SLOTS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(1)
-}
 
 impl Server {
     /// A member's round of a server-directed collective (see

@@ -14,11 +14,11 @@ use weft_net::budget::MemoryBudget;
 use super::conn_quota::ConnQuota;
 use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
 use super::read_turns::ReadTurns;
-use super::workers::{worker_count, ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
+use super::workers::{ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
 use super::Server;
 use mio::net::{TcpListener, UnixListener};
 use weft_net::budget::Charge;
-use weft_net::transport::shm::{mapping_len, poll_budget_from_env, socket_addr, ShmTransport, RING_CAP};
+use weft_net::transport::shm::{mapping_len, socket_addr, ShmTransport, RING_CAP};
 use weft_net::transport::Transport;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::VecDeque;
@@ -61,14 +61,14 @@ struct Slot {
     over_quota: bool,
 }
 
-/// Where a server's connection limit comes from: `WEFT_MAX_CONNECTIONS`,
-/// else as many as the descriptor limit allows (raised to its hard maximum
-/// at start), less a reserve for object files and the database.
-pub fn max_connections() -> usize {
+/// A server's connection limit: `configured` (`WEFT_MAX_CONNECTIONS`),
+/// at most as many as the descriptor limit allows (raised to its hard
+/// maximum at start), less a reserve for object files and the database.
+pub fn max_connections(configured: Option<usize>) -> usize {
     let fd_limit = raise_fd_limit();
     let reserve = 640;
     let by_fds = fd_limit.saturating_sub(reserve).max(16) as usize;
-    std::env::var("WEFT_MAX_CONNECTIONS").ok().and_then(|v| v.parse().ok()).map_or(by_fds, |n: usize| n.min(by_fds))
+    configured.map_or(by_fds, |n| n.min(by_fds))
 }
 
 /// Raises the soft descriptor limit to the hard one; returns the result.
@@ -145,14 +145,16 @@ impl Reactor {
         };
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (replier, done) = Replier::new(waker);
-        let workers = Workers::start(worker_count(), server.clone(), &replier);
+        let config = server.config.clone();
+        // Enough workers for several disks' worth of blocking I/O at once.
+        let workers = Workers::start(config.threads, server.clone(), &replier);
         let replicas = Workers::start(1, server.clone(), &replier);
         let verifier = Verifier::start(server.clone(), &replier);
         let budget = server.budget.clone();
-        let turns = ReadTurns::new(server.id, super::read_slots());
-        let max_connections = max_connections();
+        let turns = ReadTurns::new(server.id, config.read_slots);
+        let max_connections = max_connections(config.max_connections);
         server.connection_limit.store(max_connections as u64, std::sync::atomic::Ordering::Relaxed);
-        let mut limits = ConnLimits::from_env();
+        let mut limits = config.conn_limits.clone();
         // One connection holds an eighth of the budget at most: a client
         // that asks and never reads its answers (held until the send
         // deadline cuts it) leaves the rest to others.
@@ -167,24 +169,27 @@ impl Reactor {
             listener,
             shm_listener,
             shm_slots: Vec::new(),
-            shm_poll: poll_budget_from_env(),
+            shm_poll: config.shm_poll,
             slots: Vec::new(),
             free: Vec::new(),
             next_gen: 0,
             live: 0,
             max_connections,
-            quota: ConnQuota::from_env(max_connections, limits.idle_timeout),
+            quota: ConnQuota::new(max_connections, config.max_connections_per_user, limits.idle_timeout),
             oldest_idle: None,
             limits,
             budget,
-            shm_budget: shm_budget(),
+            shm_budget: MemoryBudget::new(config.shm_memory),
             workers,
             replicas,
             verifier,
             done,
             turns,
             events: Vec::new(),
-            per_connection: super::workers::per_connection(),
+            // A client multiplexes all its threads on one connection per
+            // server: one request at a time would serialize them (and
+            // keep creates from committing as one group).
+            per_connection: config.conn_parallel,
             draining: false,
         })
     }
@@ -803,11 +808,3 @@ fn shm_listen(addr: SocketAddr) -> io::Result<UnixListener> {
     Ok(UnixListener::from_std(l))
 }
 
-/// Default memory for shared-memory rings: 128 connections of 2 MiB.
-const DEFAULT_SHM_MEMORY: u64 = 256 << 20;
-
-/// The rings' budget: `WEFT_SHM_MEMORY` (bytes, or k/m/g), else the default.
-fn shm_budget() -> Arc<MemoryBudget> {
-    let limit = std::env::var("WEFT_SHM_MEMORY").ok().and_then(|v| weft_net::budget::parse_size(&v)).unwrap_or(DEFAULT_SHM_MEMORY);
-    MemoryBudget::new(limit)
-}

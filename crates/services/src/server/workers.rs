@@ -145,21 +145,6 @@ impl Verifier {
     }
 }
 
-/// Workers per server (`WEFT_SERVER_THREADS`, default 8): enough for
-/// several disks' worth of blocking I/O at once on a small node.
-pub fn worker_count() -> usize {
-    std::env::var("WEFT_SERVER_THREADS").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(8)
-}
-
-/// Requests of one connection served at once (`WEFT_CONN_PARALLEL`,
-/// default 4). A client multiplexes all its threads on one connection per
-/// server, so one at a time would serialize its threads here (and keep the
-/// metadata service from committing their creates as one group); half the
-/// pool keeps one client from taking every worker.
-pub fn per_connection() -> usize {
-    std::env::var("WEFT_CONN_PARALLEL").ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or((worker_count() / 2).max(1))
-}
-
 /// This thread's CPU time in laps: each [`CpuLaps::lap`] is the time since
 /// the last one (or the start), so laps add up to all of the thread's time.
 struct CpuLaps(u64);

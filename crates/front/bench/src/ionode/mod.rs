@@ -326,7 +326,7 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: &[usize], p: &
     }
     // This process and the clients it starts: the compute nodes.
     pin(0, &compute)?;
-    let client = weft_client::Client::connect(&bc.cluster_file)?;
+    let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/ionode", 0o777);
     let cases = cases(p);
     // Traditional clients send one request per piece.
@@ -410,7 +410,7 @@ pub fn coll_worker(pattern: &str, matrix: u64, op: &str, path: &str) -> Result<(
     let params = crate::noncontig::Params { patterns: vec![], matrix, btio_cells: 1, repeats: 1, stripe_size: 0 };
     let pat = crate::noncontig::pattern(pattern, &params)?;
     let procs = crate::noncontig::PROCS;
-    let client = weft_client::Client::connect(&weft_net::ClusterFile::locate(None)?)?;
+    let client = crate::connect(&crate::locate()?)?;
     let write = op == "write";
     let files = (0..procs).map(|_| client.open(path, write)).collect::<Result<Vec<_>, _>>()?;
     let views = (0..procs).map(|r| Ok(View::new(0, Datatype::byte(), pat.filetype(procs, r)?)?)).collect::<Result<Vec<View>>>()?;

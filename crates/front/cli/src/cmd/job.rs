@@ -263,7 +263,7 @@ fn start(a: StartArgs) -> Result<()> {
     }
     let _ = out!("\n  export WEFT_CLUSTER={}", started.cluster_file.display());
     if !stage_in.is_empty() {
-        let c = weft_client::Client::connect(&started.cluster_file)?;
+        let c = super::client_of(&started.cluster_file)?;
         let st = run_stage(&c, &a.dir.dir, &stage_in, true, &a.stage, &cancel).with_context(|| format!("stage-in (the servers keep running; stop them with weft job stop --dir {})", a.dir.dir.display()))?;
         let _ = out!("  staged in {}", summary(&st));
     }
@@ -310,7 +310,7 @@ fn stop(a: StopArgs) -> Result<()> {
         if let Some(m) = left.first() {
             bail!("the mount on {} at {} (pid {}) did not unmount within {:?}; nothing was copied out or stopped: close what uses it and run stop again", m.host, m.mountpoint.display(), m.pid, weft_launch::job::mounts::UNMOUNT_GRACE);
         }
-        let c = weft_client::Client::connect(&weft_launch::cluster_path(dir)).with_context(|| format!("no running job in {} to stage out of", dir.display()))?;
+        let c = super::client_of(&weft_launch::cluster_path(dir)).with_context(|| format!("no running job in {} to stage out of", dir.display()))?;
         // A failed stage-out stops nothing: the data is still in Weft.
         // Ctrl-C ends the workers and leaves the job running.
         let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));

@@ -10,6 +10,7 @@ macro_rules! out {
 }
 
 pub mod bench;
+pub mod config;
 pub mod cp;
 pub mod fs;
 pub mod fuzz;
@@ -25,7 +26,8 @@ pub mod watch;
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
-use weft_client::Client;
+use weft_client::{Client, ClientOptions};
+use weft_net::settings::Vars;
 use weft_net::ClusterFile;
 
 /// The prefix that marks a path inside Weft.
@@ -33,8 +35,20 @@ pub const PREFIX: &str = "weft:";
 
 /// Connects to the cluster named by `--cluster` or `WEFT_CLUSTER`.
 pub fn connect(cluster: Option<&Path>) -> Result<Client> {
-    let path = ClusterFile::locate(cluster)?;
-    Client::connect(&path).with_context(|| format!("cannot use cluster file {}", path.display()))
+    client_of(&locate(cluster)?)
+}
+
+/// The cluster file: `--cluster`, else `WEFT_CLUSTER`.
+pub fn locate(cluster: Option<&Path>) -> Result<std::path::PathBuf> {
+    Ok(ClusterFile::locate(cluster, &Vars::env())?)
+}
+
+/// A client of the cluster file at `path`, with the client variables of
+/// this process (read here, once: the layers below never read them).
+pub fn client_of(path: &Path) -> Result<Client> {
+    let options = ClientOptions::from_vars(&Vars::env())?;
+    let cf = ClusterFile::load(path).with_context(|| format!("cannot use cluster file {}", path.display()))?;
+    Client::with_options(cf, options).with_context(|| format!("cannot use cluster file {}", path.display()))
 }
 
 /// `weft:/a/b` -> `/a/b`; a bare absolute path is accepted where only Weft

@@ -48,7 +48,7 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     if a.daemon {
         return daemonize(cluster, &a);
     }
-    let cluster_file = weft_net::ClusterFile::locate(cluster)?;
+    let cluster_file = super::locate(cluster)?;
     let point_abs = std::fs::canonicalize(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone());
     let client = super::connect(Some(&cluster_file))?;
     // Fail here, clearly, if the cluster is not there.

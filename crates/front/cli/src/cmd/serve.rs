@@ -47,7 +47,7 @@ pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
         return serve_job(&a);
     }
     let id = a.id.ok_or_else(|| anyhow!("--id is needed without --bootstrap job"))?;
-    let path = ClusterFile::locate(cluster)?;
+    let path = super::locate(cluster)?;
     let cf = ClusterFile::load(&path)?;
     let me = cf.server(ServerId(id)).with_context(|| format!("server id {id} is not in {}", path.display()))?.clone();
     let listener = TcpListener::bind(me.addr).with_context(|| format!("cannot listen on {}", me.addr))?;
@@ -56,7 +56,7 @@ pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
 }
 
 fn run(cf: &ClusterFile, id: u32, listener: TcpListener, metrics: Option<TcpListener>) -> Result<()> {
-    let server = Arc::new(Server::open(cf, ServerId(id))?);
+    let server = Arc::new(Server::open(cf, ServerId(id), server_config()?)?);
     // SIGTERM (`weft down`, a restart) or Ctrl-C: the server drains (new
     // requests refused as not applied, those under way answered), makes
     // the metadata answered so far durable, and exits 0. A second signal
@@ -97,6 +97,11 @@ fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, metrics: Option<
     weft_services::run_until(server, listener, shutdown).context("the server's event loop failed")
 }
 
+/// This server's settings, from its variables (read once, here).
+fn server_config() -> Result<weft_services::ServerConfig> {
+    weft_services::ServerConfig::from_vars(&weft_net::settings::Vars::env()).context("a server setting is wrong")
+}
+
 /// Everything a server creates (database, objects, their directories,
 /// logs) is its user's alone: 0600 and 0700, whatever the umask it was
 /// started with, in every authentication mode (a local user must not read
@@ -122,15 +127,15 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
         bail!("--id goes without --bootstrap job: a job's server takes its rank from the launcher");
     }
     let over = Overrides { data: a.data.clone(), iface: a.iface.clone(), port: a.port };
-    let b = Arc::new(bootstrap(dir, &over, |k| std::env::var(k).ok())?);
+    let b = Arc::new(bootstrap(dir, &over, weft_net::settings::process_env)?);
     let _ = out!("weft serve: rank {} of {} ({})", b.rank, b.job.servers, dir.display());
-    let server = match Server::open(&b.cluster, ServerId(b.rank)) {
+    let server = match server_config().and_then(|config| Ok(Server::open(&b.cluster, ServerId(b.rank), config)?)) {
         Ok(s) => Arc::new(s),
         Err(e) => {
-            b.report_failure(&e.to_string());
+            b.report_failure(&format!("{e:#}"));
             // A failed start: only data this start made goes.
             b.finish(Some(weft_launch::job::file::StopMarker { keep: true, failed_start: true }));
-            return Err(e.into());
+            return Err(e);
         }
     };
     // `weft job stop`'s marker, or a signal from the launcher: make the

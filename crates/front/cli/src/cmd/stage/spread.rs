@@ -141,7 +141,7 @@ pub fn worker(dir: &Path, plan_id: &str) -> Result<()> {
             bail!("the plan has {} parts for a job of {} nodes", plan.parts.len(), job.servers);
         }
         let part = &plan.parts[me.rank as usize];
-        let c = Client::connect(&weft_launch::cluster_path(dir)).context("cannot reach the job's servers")?;
+        let c = crate::cmd::client_of(&weft_launch::cluster_path(dir)).context("cannot reach the job's servers")?;
         let (moved, pieces, finished, ended) = (AtomicU64::new(0), AtomicU64::new(0), AtomicBool::new(false), AtomicBool::new(false));
         let plan_file = stage_plan::plan_path(dir, plan_id);
         std::thread::scope(|s| {

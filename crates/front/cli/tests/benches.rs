@@ -22,6 +22,7 @@ fn bench_rows(name: &str, args: &[&str]) -> (Vec<serde_json::Value>, Vec<String>
 /// and a local directory; a row per operation, both times and their
 /// ratio, and the plot. Needs root, /dev/fuse, tar and git.
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn everyday_work_runs_on_the_mount_and_plots_its_ratios() {
     let (rows, files) = bench_rows("everyday", &["everyday", "--files", "40", "--repeats", "1", "--servers", "2"]);
     let ops: Vec<&str> = rows.iter().map(|r| r["op"].as_str().unwrap()).collect();

@@ -46,6 +46,7 @@ fn link_exists(name: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
     let _one = one_at_a_time();
     // Leftovers of a run that died (an owner pid that cannot exist).
@@ -86,6 +87,7 @@ fn an_emulated_cluster_caps_its_links_and_leaves_nothing_behind() {
 /// go no faster than the cap (the virtual disk takes GB/s), and its
 /// cgroup goes with the cluster.
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn an_emulated_disk_caps_fsynced_writes() {
     let _one = one_at_a_time();
     let spec = ClusterSpec { data_servers: 1, emulate: Some(EmulateSpec { link_bps: None, disk_bps: Some(10 << 20), client_nodes: 0 }), ..ClusterSpec::default() };
@@ -111,6 +113,7 @@ fn an_emulated_disk_caps_fsynced_writes() {
 /// (each behind 10 MB/s) reaches it at no more than its node's 10 MB/s,
 /// as on a cluster's compute node; the node goes with the cluster.
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn a_client_node_has_its_own_capped_link() {
     let _one = one_at_a_time();
     let spec = ClusterSpec { data_servers: 2, emulate: Some(EmulateSpec { link_bps: Some(80_000_000), disk_bps: None, client_nodes: 1 }), ..ClusterSpec::default() };
@@ -179,6 +182,7 @@ fn weft_up_emulated(dir: &std::path::Path, extra: &[&str]) -> Up {
 /// a SIGKILL (which leaves it all behind: nothing runs to clean up) by the
 /// next `weft up --emulate`.
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn weft_down_and_the_next_weft_up_remove_an_emulated_cluster() {
     let _one = one_at_a_time();
     let scratch = std::env::temp_dir().join(format!("weft-emulate-cli-{}", std::process::id()));
@@ -214,6 +218,7 @@ fn weft_down_and_the_next_weft_up_remove_an_emulated_cluster() {
 /// A start that fails after the network was made (a server cannot open
 /// its directory) removes the network and the disk cgroups it made.
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn a_failed_emulated_start_leaves_nothing_behind() {
     let _one = one_at_a_time();
     let dir = std::env::temp_dir().join(format!("weft-emulate-fail-{}", std::process::id()));

@@ -117,6 +117,7 @@ fn tree(root: &Path) -> Vec<(String, Option<Vec<u8>>)> {
 }
 
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn file_operations_through_the_mount_match_a_local_directory() {
     let tc = TestCluster::start("fuse-ops", 4);
     let m = Mount::new(&tc, "mnt");
@@ -178,6 +179,7 @@ fn exercise_open_files(root: &Path) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn files_removed_while_open_stay_usable_until_closed() {
     let tc = TestCluster::start("fuse-open", 2);
     let m = Mount::new(&tc, "mnt");
@@ -202,6 +204,7 @@ fn files_removed_while_open_stay_usable_until_closed() {
 }
 
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn a_file_closed_on_one_mount_is_seen_whole_by_an_open_on_another() {
     let tc = TestCluster::start("fuse-two", 2);
     let a = Mount::new(&tc, "a");
@@ -347,6 +350,7 @@ fn lock_process(file: &Path, locks: &str, hold: bool) -> (Option<Child>, Vec<Str
 }
 
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn record_locks_exclude_across_processes_and_mounts() {
     let tc = TestCluster::start("fuse-locks", 2);
     let (m1, m2) = (Mount::new(&tc, "mnt1"), Mount::new(&tc, "mnt2"));
@@ -396,6 +400,7 @@ fn record_locks_exclude_across_processes_and_mounts() {
 }
 
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn a_killed_background_mount_is_cleared_by_umount_and_a_dead_server_is_an_error() {
     use std::os::unix::fs::OpenOptionsExt;
     let tc = TestCluster::start("fuse-daemon", 2);
@@ -473,6 +478,7 @@ fn alive(pid: i32) -> bool {
 /// O_APPEND writers in several processes' worth of descriptors, on two
 /// mounts, at once: every record lands whole, none over another.
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn appends_from_two_mounts_at_once_lose_no_record() {
     const RECORDS: usize = 150;
     const LEN: usize = 1000;
@@ -506,6 +512,7 @@ fn appends_from_two_mounts_at_once_lose_no_record() {
 /// do not stop the mount: other requests are served, and the waiters get
 /// the lock once it is free.
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn waiting_lockers_do_not_stop_the_mount() {
     let tc = TestCluster::start("fuse-lockwait", 2);
     let (m1, m2) = (Mount::new(&tc, "mnt1"), Mount::new(&tc, "mnt2"));
@@ -541,6 +548,7 @@ fn waiting_lockers_do_not_stop_the_mount() {
 /// flock(1) on two mounts: exclusive against exclusive, shared with
 /// shared, and released when the holder dies.
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn flock_excludes_across_mounts() {
     use std::io::BufRead;
     let tc = TestCluster::start("fuse-flock", 2);

@@ -250,11 +250,14 @@ fn a_stage_that_fails_on_one_node_names_it_and_the_job_goes_on() {
     let out = ok(&out, "stop with a stage-out from here");
     assert!(out.contains("staged out") && out.contains("from this node"), "{out}");
     nothing_left(&s, "after stop");
+}
 
-    // A node that does not see the source: its worker's own error, with the hint.
-    if !may_mount() {
-        return;
-    }
+/// A node that does not see the source (a tmpfs over it in a mount
+/// namespace of the worker's own).
+#[test]
+#[ignore = "needs root: mount namespaces (make test runs it as root)"]
+fn a_stage_from_a_node_that_cannot_see_the_source_names_it() {
+    let big = common::pattern(9, 3 << 20);
     let s2 = Scratch::new("stageblind");
     let input = s2.path("input");
     std::fs::create_dir_all(&input).unwrap();
@@ -322,22 +325,9 @@ fn stop_removes_only_what_weft_made_in_a_data_directory_the_user_named() {
     assert!(data.join("rank0/precious").exists(), "only a directory Weft marked is used or removed");
 }
 
-/// Root only (FUSE), like the namespaced tests below.
-fn may_mount() -> bool {
-    // SAFETY: geteuid(2) has no side effects.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("WEFT_TEST_SKIP_ROOT").is_some(), "needs root (FUSE); set WEFT_TEST_SKIP_ROOT=1 to skip");
-        eprintln!("skipped (WEFT_TEST_SKIP_ROOT): needs root for FUSE");
-        return false;
-    }
-    true
-}
-
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn stop_unmounts_the_jobs_mounts_after_their_last_writes() {
-    if !may_mount() {
-        return;
-    }
     let s = Scratch::new("mounts");
     ok(&start_local(&s, &hosts("node", 2), &[]), "start");
     let cluster = s.job().join("cluster.toml");
@@ -518,17 +508,10 @@ fn one_network_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Root only (network namespaces). Without root these tests fail, so a
-/// run that could not check them does not pass; `WEFT_TEST_SKIP_ROOT=1`
-/// skips them on purpose.
-fn namespaces(n: usize) -> Option<Emulation> {
-    // SAFETY: geteuid(2) has no side effects.
-    if unsafe { libc::geteuid() } != 0 {
-        assert!(std::env::var_os("WEFT_TEST_SKIP_ROOT").is_some(), "needs root (network namespaces); set WEFT_TEST_SKIP_ROOT=1 to skip");
-        eprintln!("skipped (WEFT_TEST_SKIP_ROOT): needs root for network namespaces");
-        return None;
-    }
-    Some(Emulation::create(n, None, None).expect("namespaces"))
+/// `n` namespace nodes (root only: the tests that use them are ignored
+/// unless `make test` runs as root).
+fn namespaces(n: usize) -> Emulation {
+    Emulation::create(n, None, None).expect("network namespaces (root)")
 }
 
 /// Checks that rank k's server bound node k's own address.
@@ -567,7 +550,7 @@ fn into_namespaces(mpi: &Mpi, agent: &Path, emu: &Emulation) -> Vec<String> {
 /// output and bytes with the same program on a local file through the MPI
 /// library's own MPI-IO.
 fn mpiexec_job(mpi: &Mpi, n: usize) {
-    let Some(emu) = namespaces(n) else { return };
+    let emu = namespaces(n);
     let s = Scratch::new(&format!("mpiexec-{}", mpi.name));
     let nodes: Vec<String> = (0..n).map(|k| emu.namespace(k)).collect();
     let hf = s.hostfile(&nodes);
@@ -623,12 +606,14 @@ fn mpiexec_job(mpi: &Mpi, n: usize) {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn a_job_through_open_mpis_mpiexec_runs_an_mpi_program_across_four_nodes() {
     let _one = one_network_at_a_time();
     mpiexec_job(&OPENMPI, 4);
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn a_job_through_mpichs_mpiexec_runs_an_mpi_program_across_two_nodes() {
     let _one = one_network_at_a_time();
     mpiexec_job(&MPICH, MPICH.ranks as usize);
@@ -713,10 +698,11 @@ impl Drop for Slurm {
 }
 
 #[test]
+#[ignore = "needs root: network namespaces (make test runs it as root)"]
 fn a_job_under_a_real_slurm_starts_with_srun_serves_every_node_and_stops() {
     let _one = one_network_at_a_time();
     const N: usize = 4;
-    let Some(emu) = namespaces(N) else { return };
+    let emu = namespaces(N);
     let s = Scratch::new("slurm");
     let slurm = Slurm::start(&s, &emu, N);
     // Each node's task writes its own part through the CLI; stop stages

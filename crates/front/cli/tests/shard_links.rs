@@ -200,10 +200,8 @@ fn a_capability_opened_by_another_shards_name_is_renewed_by_that_name() {
 }
 
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn the_mount_links_names_on_different_shards() {
-    if !common::mount::nix_is_root() && std::env::var_os("WEFT_TEST_SKIP_ROOT").is_some() {
-        return;
-    }
     let tc = sharded("links-mount");
     let c = tc.client();
     c.mkdir("/d", 0o777).unwrap();

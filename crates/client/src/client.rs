@@ -67,7 +67,8 @@ impl ClientOptions {
             list_io: vars.flag("WEFT_LIST_IO")?.unwrap_or(d.list_io),
             recovery: vars.u64("WEFT_RECOVERY_MS")?.map_or(d.recovery, std::time::Duration::from_millis),
             lock_granularity: vars.choice("WEFT_LOCK_GRANULARITY", "not file, range or list", |v| v.parse().ok())?.unwrap_or(d.lock_granularity),
-            lock_wait: vars.millis("WEFT_LOCK_WAIT_MS")?.unwrap_or(d.lock_wait),
+            // 0 is a try-lock: granted only if free now.
+            lock_wait: vars.u64("WEFT_LOCK_WAIT_MS")?.map_or(d.lock_wait, std::time::Duration::from_millis),
             ..d
         })
     }
@@ -586,7 +587,7 @@ impl Client {
     }
 
     /// Locks `extents` of `file` (exclusive or shared), waiting until granted
-    /// (at most `WEFT_LOCK_WAIT_MS`, default 60 s, then `Busy`).
+    /// (at most the options' `lock_wait`, default 60 s, then `Busy`).
     pub fn lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent]) -> Result<LockGuard> {
         let id = file.attr().id;
         let session = self.lock_session(id)?;

@@ -74,8 +74,8 @@ impl Schedule {
             Setting::new(vars, "WEFT_SCHED", format!("{:?}", self.strategy).to_lowercase(), "the order of an access's requests over the servers (paper 000)"),
             Setting::new(vars, "WEFT_SCHED_BLOCK", format!("{} bytes", self.block), "the most payload bytes in one request"),
             Setting::new(vars, "WEFT_SCHED_WINDOW", self.window, "requests of one access in flight at once"),
-            Setting::new(vars, "WEFT_RANK", self.rank, "this client's rank in its group (or PMI_RANK, OMPI_COMM_WORLD_RANK)"),
-            Setting::new(vars, "WEFT_GROUP_SIZE", self.group, "its group's size (or PMI_SIZE, OMPI_COMM_WORLD_SIZE)"),
+            Setting { set: ["WEFT_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"].iter().any(|n| vars.text(n).is_some()), ..Setting::new(vars, "WEFT_RANK", self.rank, "this client's rank in its group (or PMI_RANK, OMPI_COMM_WORLD_RANK)") },
+            Setting { set: ["WEFT_GROUP_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"].iter().any(|n| vars.text(n).is_some()), ..Setting::new(vars, "WEFT_GROUP_SIZE", self.group, "its group's size (or PMI_SIZE, OMPI_COMM_WORLD_SIZE)") },
         ]
     }
 }

@@ -39,6 +39,9 @@ pub struct ServerConfig {
     pub memory: u64,
     pub shm_memory: u64,
     pub shm_poll: Duration,
+    /// How it reaches other servers (metadata shards' pushes): the client
+    /// variables `WEFT_TRANSPORT` and `WEFT_SHM_POLL_US` given to the server.
+    pub peer_endpoint: weft_net::EndpointConfig,
     /// A server-directed collective round not complete within this fails.
     pub coll_timeout: Duration,
     pub lock_limits: LockLimits,
@@ -59,10 +62,9 @@ impl Default for ServerConfig {
 impl ServerConfig {
     pub fn from_vars(vars: &Vars<'_>) -> Result<Self, BadSetting> {
         let threads = vars.count("WEFT_SERVER_THREADS")?.map_or(8, |n| n.min(1024) as usize);
-        let data_cache = match vars.size("WEFT_DATA_CACHE")?.filter(|&b| b > 0) {
-            Some(bytes) => Some(DataCache { bytes, block: vars.size("WEFT_CACHE_BLOCK")?.unwrap_or(64 << 10).clamp(512, 16 << 20) }),
-            None => None,
-        };
+        // Checked even when the cache is off: a bad value is an error.
+        let block = vars.size("WEFT_CACHE_BLOCK")?.unwrap_or(64 << 10).clamp(512, 16 << 20);
+        let data_cache = vars.size("WEFT_DATA_CACHE")?.filter(|&b| b > 0).map(|bytes| DataCache { bytes, block });
         let d = LockLimits::default();
         Ok(ServerConfig {
             threads,
@@ -74,6 +76,7 @@ impl ServerConfig {
             memory: vars.size("WEFT_SERVER_MEMORY")?.unwrap_or(DEFAULT_MEMORY),
             shm_memory: vars.size("WEFT_SHM_MEMORY")?.unwrap_or(DEFAULT_SHM_MEMORY),
             shm_poll: weft_net::transport::shm::poll_budget(vars)?,
+            peer_endpoint: weft_net::EndpointConfig::from_vars(vars)?,
             coll_timeout: vars.millis("WEFT_COLL_TIMEOUT_MS")?.unwrap_or(Duration::from_secs(20)),
             lock_limits: LockLimits {
                 max_locks: vars.count("WEFT_MAX_LOCKS")?.unwrap_or(d.max_locks),
@@ -108,7 +111,8 @@ impl ServerConfig {
             Setting::new(vars, "WEFT_WRITE_BEHIND", u8::from(self.write_behind), "data servers answer writes before their pages reach the disk (fsync still waits)"),
         ];
         all.extend(self.conn_limits.settings(vars));
-        all.push(Setting::new(vars, "WEFT_SHM_POLL_US", format!("{} us", self.shm_poll.as_micros()), "time a side polls its shared-memory rings before it blocks (at most 10 ms)"));
+        all.push(Setting::new(vars, "WEFT_SHM_POLL_US", format!("{} us", self.shm_poll.as_micros()), "time a side polls its shared-memory rings before it blocks (at most 10 ms; the shards' pushes to each other too)"));
+        all.extend(self.peer_endpoint.settings(vars).into_iter().filter(|s| s.name == "WEFT_TRANSPORT").map(|s| Setting { doc: "how metadata shards reach each other (auto, tcp, shm)", ..s }));
         all
     }
 }

@@ -100,7 +100,7 @@ fn busy_rate(addr: SocketAddr, cf: &ClusterFile, busy: usize, time: Duration) ->
         .map(|_| {
             let (stop, done, secret) = (stop.clone(), done.clone(), cf.secret());
             std::thread::spawn(move || -> Result<()> {
-                let ep = Endpoint::new(secret, EndpointConfig::default())?;
+                let ep = Endpoint::new(secret, EndpointConfig::from_vars(&weft_net::settings::Vars::env())?)?;
                 let ping = Request::Ping.encode();
                 ep.call(addr, ping.clone())?;
                 while !stop.load(Ordering::Relaxed) {

@@ -65,7 +65,9 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     let eps = p
         .transports
         .iter()
-        .map(|&transport| Ok(Endpoint::new(cf.secret(), EndpointConfig { transport, ..EndpointConfig::default() })?))
+        // The client's variables (WEFT_SHM_POLL_US, WEFT_TIMEOUT_MS), with
+        // each transport in turn.
+        .map(|&transport| Ok(Endpoint::new(cf.secret(), EndpointConfig { transport, ..EndpointConfig::from_vars(&weft_net::settings::Vars::env())? })?))
         .collect::<Result<Vec<_>>>()?;
     let mut peer = Command::new(weft_bin).args(["bench", "net-peer"]).stdout(Stdio::piped()).spawn().context("cannot start the TCP peer")?;
     let mut line = String::new();

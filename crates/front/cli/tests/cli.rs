@@ -242,13 +242,15 @@ fn listings_escape_names_that_could_forge_lines_or_reverse_text() {
 
 #[test]
 fn config_shows_the_settings_in_effect_and_a_bad_variable_stops_a_server() {
-    let o = Command::new(WEFT).args(["config", "--json"]).env_remove("WEFT_CLUSTER").env("WEFT_SERVER_THREADS", "3").env("WEFT_TIMEOUT_MS", "1234").output().unwrap();
+    let o = Command::new(WEFT).args(["config", "--json"]).env_remove("WEFT_CLUSTER").env("WEFT_SERVER_THREADS", "3").env("WEFT_TIMEOUT_MS", "1234").env("WEFT_LOCK_WAIT_MS", "0").env("PMI_RANK", "2").env("PMI_SIZE", "4").output().unwrap();
     let v: serde_json::Value = serde_json::from_str(&ok(o)).unwrap();
     let find = |side: &str, name: &str| v[side].as_array().unwrap().iter().find(|s| s["name"] == name).cloned().unwrap_or_else(|| panic!("{side} {name} in {v}"));
     assert_eq!((find("server", "WEFT_SERVER_THREADS")["value"].as_str(), find("server", "WEFT_SERVER_THREADS")["set"].as_bool()), (Some("3"), Some(true)));
     assert_eq!(find("server", "WEFT_CONN_PARALLEL")["value"], "1", "follows the threads");
     assert_eq!(find("client", "WEFT_TIMEOUT_MS")["value"], "1234 ms");
     assert_eq!(find("client", "WEFT_RECOVERY_MS")["set"], false);
+    assert_eq!(find("client", "WEFT_LOCK_WAIT_MS")["value"], "0 ms", "0 is a try-lock, not an error");
+    assert_eq!((find("client", "WEFT_RANK")["value"].as_str(), find("client", "WEFT_RANK")["set"].as_bool()), (Some("2"), Some(true)), "from the launcher's variable");
     assert!(v["cluster_file"].is_null());
     // A value that does not parse is an error naming it, in the command...
     let e = err(Command::new(WEFT).args(["config"]).env("WEFT_LOCK_WAIT_MS", "soon").output().unwrap());

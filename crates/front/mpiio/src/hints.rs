@@ -46,7 +46,17 @@ impl Hints {
         kept.insert("cb_nodes", nodes.len().max(1).to_string());
         kept.insert("romio_cb_write", "automatic".into());
         kept.insert("romio_cb_read", "automatic".into());
-        let method = std::env::var("WEFT_COLL").ok().filter(|v| CollMethod::parse(v).is_some()).unwrap_or_else(|| "auto".into());
+        let method = match std::env::var("WEFT_COLL").ok().filter(|v| !v.trim().is_empty()) {
+            Some(v) if CollMethod::parse(&v).is_some() => v,
+            Some(v) => {
+                // Not an error: the ranks must agree on failing an open, and
+                // each reads its own environment. Said once per process.
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| eprintln!("weft: WEFT_COLL={v:?} is not two_phase, server, independent or auto: using auto"));
+                "auto".into()
+            }
+            None => "auto".into(),
+        };
         kept.insert("weft_coll", method);
         kept.insert("weft_coll_server_window", DEFAULT_SERVER_WINDOW.to_string());
         Hints { kept, node_of_rank }

@@ -102,12 +102,14 @@ pub struct ShardPlace {
     pub peers: Vec<(u32, SocketAddr)>,
     /// How this shard proves itself to the others (the cluster's secret).
     pub auth: Option<ClientAuth>,
+    /// How it reaches them (transport, polling: the server's settings).
+    pub endpoint: EndpointConfig,
 }
 
 impl ShardPlace {
     /// A cluster of one shard.
     pub fn alone() -> Self {
-        ShardPlace { index: 0, count: 1, peers: Vec::new(), auth: None }
+        ShardPlace { index: 0, count: 1, peers: Vec::new(), auth: None, endpoint: EndpointConfig::default() }
     }
 }
 
@@ -136,7 +138,7 @@ pub(super) struct Shards {
 impl Shards {
     pub(super) fn new(place: ShardPlace, key: CapKey, sizes: Arc<super::sizes::KnownSizes>) -> std::io::Result<Self> {
         let endpoint = match (&place.auth, place.count > 1) {
-            (Some(auth), true) => Some(Endpoint::new(auth.clone(), EndpointConfig { op_timeout: PUSH_TIMEOUT, ..EndpointConfig::default() })?),
+            (Some(auth), true) => Some(Endpoint::new(auth.clone(), EndpointConfig { op_timeout: PUSH_TIMEOUT, ..place.endpoint.clone() })?),
             (None, true) => return Err(std::io::Error::other("a metadata shard needs the cluster's credentials to reach the others")),
             _ => None,
         };

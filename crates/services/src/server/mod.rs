@@ -61,7 +61,7 @@ struct Counters {
 }
 
 /// Where server `id` sits among the cluster's metadata shards.
-fn shard_place(cluster: &ClusterFile, id: ServerId) -> crate::meta::ShardPlace {
+fn shard_place(cluster: &ClusterFile, id: ServerId, endpoint: weft_net::EndpointConfig) -> crate::meta::ShardPlace {
     let shards = cluster.meta_shards();
     let index = shards.iter().position(|s| s.id == id.0).unwrap_or(0) as u32;
     let peers = shards.iter().enumerate().filter(|(k, _)| *k as u32 != index).map(|(k, s)| (k as u32, s.addr)).collect();
@@ -70,7 +70,7 @@ fn shard_place(cluster: &ClusterFile, id: ServerId) -> crate::meta::ShardPlace {
     // that proved it is trusted with the identity its requests carry,
     // while a client's is the one MUNGE proved.
     let auth = (shards.len() > 1).then(|| weft_net::ClientAuth::Secret(cluster.secret()));
-    crate::meta::ShardPlace { index, count: shards.len() as u32, peers, auth }
+    crate::meta::ShardPlace { index, count: shards.len() as u32, peers, auth, endpoint }
 }
 
 /// The services of one server and its counters.
@@ -118,7 +118,7 @@ impl Server {
         };
         let meta = has(Service::Meta)
             .then(|| {
-                let mut m = MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms)), shard_place(cluster, id))?;
+                let mut m = MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms)), shard_place(cluster, id, config.peer_endpoint.clone()))?;
                 m.set_cap_lifetime(config.cap_lifetime);
                 Ok::<_, crate::meta::MetaError>(m)
             })

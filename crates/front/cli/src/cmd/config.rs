@@ -20,17 +20,19 @@ pub fn config(cluster: Option<&Path>, a: ConfigArgs) -> Result<()> {
     let vars = Vars::env();
     let client = weft_client::ClientOptions::from_vars(&vars).context("a client setting is wrong")?.settings(&vars);
     let server = weft_services::ServerConfig::from_vars(&vars).context("a server setting is wrong")?.settings(&vars);
-    // No cluster file is not an error here: the variables still show.
+    // No cluster file, or one that does not load, is not an error here:
+    // the variables still show, and the cluster section says why.
     let located = super::locate(cluster).ok();
-    let cluster_settings = match &located {
-        Some(p) => Some(cluster_rows(&weft_net::ClusterFile::load(p)?)),
-        None => None,
-    };
+    let cluster_settings = located.as_ref().map(|p| weft_net::ClusterFile::load(p).map(|c| cluster_rows(&c)).map_err(|e| e.to_string()));
     if a.json {
         let rows = |s: &[Setting]| s.iter().map(|s| serde_json::json!({"name": s.name, "value": s.value, "set": s.set, "doc": s.doc})).collect::<Vec<_>>();
         let doc = serde_json::json!({
             "cluster_file": located.as_ref().map(|p| p.display().to_string()),
-            "cluster": cluster_settings.as_ref().map(|c| c.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect::<Vec<_>>()),
+            "cluster": match &cluster_settings {
+                Some(Ok(c)) => serde_json::json!(c.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect::<Vec<_>>()),
+                Some(Err(e)) => serde_json::json!({"error": e}),
+                None => serde_json::Value::Null,
+            },
             "client": rows(&client),
             "server": rows(&server),
         });
@@ -38,12 +40,13 @@ pub fn config(cluster: Option<&Path>, a: ConfigArgs) -> Result<()> {
         return Ok(());
     }
     match (&located, &cluster_settings) {
-        (Some(p), Some(c)) => {
+        (Some(p), Some(Ok(c))) => {
             out!("cluster file {} (shared by every server and client):", p.display())?;
             for (k, v) in c {
                 out!("  {k:<28} {v}")?;
             }
         }
+        (Some(_), Some(Err(e))) => out!("cluster file: {e}")?,
         _ => out!("no cluster file (--cluster FILE or WEFT_CLUSTER)")?,
     }
     show("client settings, from this process's variables (* set here):", &client)?;

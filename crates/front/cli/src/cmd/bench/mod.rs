@@ -562,7 +562,10 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
         }
         Which::Sched { common, procs, size, blocks, strategies, window, stripe_size, repeats, servers } => {
-            let window = window.unwrap_or(weft_client::Schedule::default().window);
+            let window = match window {
+                Some(w) => w,
+                None => weft_client::Schedule::from_vars(&weft_net::settings::Vars::env())?.window,
+            };
             let bc = common.cluster(&exe, cluster, servers)?;
             let params = sched::Params { procs, size, stripe_size, blocks, strategies: strategies.clone(), window, repeats };
             let (rows, summary) = sched::run(&exe, &bc, &params)?;

@@ -154,6 +154,11 @@ impl Client {
     /// creating files for the user who asked): same connections and lock
     /// session. Only a trusted process should assert another identity;
     /// see docs/security.md.
+    /// The identity this client acts as.
+    pub fn cred(&self) -> Cred {
+        self.inner.options.cred
+    }
+
     pub fn with_cred(&self, cred: Cred) -> Client {
         let i = &self.inner;
         let options = ClientOptions { cred, ..i.options.clone() };

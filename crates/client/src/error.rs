@@ -71,6 +71,29 @@ pub enum Error {
 }
 
 impl Error {
+    /// The POSIX error number a system call would give for this error (the
+    /// mount and the MPI-IO library's POSIX calls answer with it).
+    pub fn errno(&self) -> i32 {
+        use nix::errno::Errno as E;
+        (match self {
+            Error::NotFound(_) => E::ENOENT,
+            Error::Exists(_) => E::EEXIST,
+            Error::NotDir(_) => E::ENOTDIR,
+            Error::IsDir(_) => E::EISDIR,
+            Error::NotEmpty(_) => E::ENOTEMPTY,
+            Error::Permission(_) => E::EACCES,
+            Error::InvalidPath(_) | Error::BadRequest(_) => E::EINVAL,
+            Error::NoSpace { .. } => E::ENOSPC,
+            Error::TooLarge { .. } => E::EFBIG,
+            Error::TooManyLinks(_) => E::EMLINK,
+            Error::CrossShard(_) => E::EXDEV,
+            Error::Busy { .. } => E::EBUSY,
+            _ => E::EIO,
+        }) as i32
+    }
+}
+
+impl Error {
     /// Maps a server's error response to the client's kinds.
     pub(crate) fn from_code(addr: SocketAddr, code: ErrorCode, message: String) -> Self {
         match code {

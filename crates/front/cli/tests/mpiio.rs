@@ -385,3 +385,31 @@ fn open_fails_at_once_with_a_clear_error_when_the_cluster_is_down() {
     assert!(out.contains("127.0.0.1"), "the message names the unreachable server: {out}");
     assert!(started.elapsed() < std::time::Duration::from_secs(60), "open took {:?}", started.elapsed());
 }
+
+/// POSIX calls on `weft:` names, served by the preloaded library (issue
+/// 27 item 8), give what the same calls give on a local directory, byte
+/// for byte: IOR's POSIX back end and mdtest's calls, every rank at once.
+fn posix_calls_match_a_local_directory(mpi: &Mpi) {
+    let tc = TestCluster::start(&format!("posix-{}", mpi.name), 2);
+    let exe = compile(&tc, mpi, "posix_names.c");
+    let on_weft = ok(&mpirun(&tc, mpi, mpi.ranks, &exe, &["weft:/posix"], &[]), "on weft: names");
+    let local = tc.scratch("posix-local");
+    let on_local = ok(&mpirun(&tc, mpi, mpi.ranks, &exe, &[local.to_str().unwrap()], &[]), "on a local directory");
+    for expected in ["stat dir: ok isdir 1 mode 755", "fstat: ok size 100000 regular 1", "read back 50000 same 1", "stat b: ok mode 644 size 5", "old name: ENOENT", "new name: ok size 5", "listing (3): a c sub/", "small files: made 40 stated 40 listed 40 removed 40", "rmdir dir: ok", "stat gone: ENOENT"] {
+        assert!(on_weft.contains(expected), "{expected:?} missing:\n{on_weft}");
+    }
+    assert_eq!(on_weft.matches("--- rank").count(), mpi.ranks as usize);
+    assert_eq!(on_weft, on_local, "weft: names answer differently from a local directory");
+    // The program removed what it made, in Weft too.
+    assert!(matches!(tc.client().stat("/posix"), Err(weft_client::Error::NotFound(_))));
+}
+
+#[test]
+fn posix_calls_on_weft_names_match_a_local_directory_openmpi() {
+    posix_calls_match_a_local_directory(&OPENMPI);
+}
+
+#[test]
+fn posix_calls_on_weft_names_match_a_local_directory_mpich() {
+    posix_calls_match_a_local_directory(&MPICH);
+}

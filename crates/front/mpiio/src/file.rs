@@ -49,7 +49,7 @@ pub enum Position {
 /// the first open (a failure is retried at the next).
 static CLIENT: Mutex<Option<Client>> = Mutex::new(None);
 
-fn client() -> Result<Client> {
+pub(crate) fn client() -> Result<Client> {
     let mut slot = CLIENT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(c) = slot.as_ref() {
         return Ok(c.clone());

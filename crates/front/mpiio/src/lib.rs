@@ -24,6 +24,7 @@ mod ffi;
 pub mod file;
 pub mod hints;
 pub mod memory;
+pub mod posix;
 pub mod registry;
 pub mod types;
 

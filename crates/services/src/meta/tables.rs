@@ -101,17 +101,7 @@ pub(super) fn encode_attr(a: &FileAttr) -> Vec<u8> {
 
 /// May `cred` access a file with `attr` for `want` (R, W, X bits)? Root may always.
 pub(super) fn may(cred: Cred, attr: &FileAttr, want: u32) -> bool {
-    if cred.uid == 0 {
-        return true;
-    }
-    let bits = if cred.uid == attr.uid {
-        attr.mode >> 6
-    } else if cred.in_group(attr.gid) {
-        attr.mode >> 3
-    } else {
-        attr.mode
-    };
-    bits & want == want
+    cred.uid == 0 || attr.mode_permits(cred, want)
 }
 
 /// The sticky bit (mode 01000, as on /tmp): in such a directory only the

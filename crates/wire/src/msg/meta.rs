@@ -118,6 +118,22 @@ pub struct FileAttr {
     pub layout: Option<StripeLayout>,
 }
 
+impl FileAttr {
+    /// Do the mode bits give `cred` the access `want` (R = 4, W = 2,
+    /// X = 1, or'ed)? The owner's bits, else the group's, else the
+    /// others' (root is the caller's to decide).
+    pub fn mode_permits(&self, cred: Cred, want: u32) -> bool {
+        let bits = if cred.uid == self.uid {
+            self.mode >> 6
+        } else if cred.in_group(self.gid) {
+            self.mode >> 3
+        } else {
+            self.mode
+        };
+        bits & want == want
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
     pub name: String,

@@ -379,6 +379,60 @@ fn stop_unmounts_the_jobs_mounts_after_their_last_writes() {
     ok(&stop(&s, &[]), "stop");
 }
 
+/// A stop drains like SIGTERM: every change a client asked while the
+/// job stopped is answered, applied, or refused as not applied (never cut
+/// off without an answer), and every answered change is in the kept data.
+#[test]
+fn a_stop_answers_every_change_under_way_and_keeps_what_it_answered() {
+    use weft_client::{ClientOptions, Error};
+    use weft_net::NetError;
+    let s = Scratch::new("drain");
+    ok(&start_local(&s, &hosts("node", 2), &[]), "start");
+    let cluster = weft_net::ClusterFile::load(&s.job().join("cluster.toml")).unwrap();
+    // No riding through: the servers are not coming back.
+    let options = ClientOptions { recovery: Duration::ZERO, ..ClientOptions::default() };
+    let writers: Vec<_> = (0..4)
+        .map(|k| {
+            let c = weft_client::Client::with_options(cluster.clone(), options.clone()).unwrap();
+            std::thread::spawn(move || {
+                let mut done = Vec::new();
+                for i in 0..100_000 {
+                    let path = format!("/t{k}-{i}");
+                    match c.create(&path, weft_client::CreateOptions { exclusive: true, ..Default::default() }) {
+                        Ok(_) => done.push(path),
+                        Err(e) => return (done, Some((path, e))),
+                    }
+                }
+                (done, None)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    ok(&stop(&s, &["--keep"]), "stop --keep while clients create");
+    let results: Vec<_> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    nothing_left(&s, "after stop --keep");
+    ok(&start_local(&s, &hosts("node", 2), &[]), "restart on the kept data");
+    let c = weft_client::Client::connect(&s.job().join("cluster.toml")).unwrap();
+    for (done, failed) in results {
+        assert!(!done.is_empty(), "each client created files before the stop");
+        for p in &done {
+            assert!(c.stat(p).is_ok(), "{p} was answered created but is not in the kept data");
+        }
+        let (path, e) = failed.expect("each client's creates end at the stop");
+        // Not applied, and said so: the server's `Stopping` (an answer,
+        // or its last word on the connection), or a connect refused.
+        let definite = match &e {
+            Error::Busy { message, .. } => message.contains("stopping") || message.contains("Stopping"),
+            Error::Net(NetError::Stopping { .. }) => true,
+            Error::Net(NetError::Unreachable { source, .. }) => source.kind() == std::io::ErrorKind::ConnectionRefused,
+            _ => false,
+        };
+        assert!(definite, "{path}: a create under way at the stop got {e:?}, not an answer");
+        assert!(matches!(c.stat(&path), Err(Error::NotFound(_))), "{path} was refused as not applied but exists");
+    }
+    ok(&stop(&s, &[]), "stop");
+}
+
 #[test]
 fn a_stop_after_a_server_was_killed_stops_the_others_and_names_it() {
     let s = Scratch::new("killed");

@@ -138,31 +138,42 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
             return Err(e);
         }
     };
-    // `weft job stop`'s marker, or a signal from the launcher: make the
-    // metadata durable, remove the data unless kept, then exit.
-    let (watcher, watched) = (Arc::clone(&b), Arc::clone(&server));
+    // `weft job stop`'s marker, or a signal from the launcher: the server
+    // drains as on SIGTERM (new requests refused as not applied, those
+    // under way answered, for at most DRAIN_LIMIT), then makes its
+    // metadata durable, removes its data unless kept, and exits. A second
+    // signal skips the drain.
+    let shutdown = weft_services::Shutdown::new();
+    let (watcher, on_marker) = (Arc::clone(&b), shutdown.clone());
     std::thread::Builder::new().name("weft-job-stop".into()).spawn(move || loop {
         std::thread::sleep(STOP_POLL);
-        if let Some(m) = watcher.stop_marker() {
-            end(&watcher, &watched, Some(m));
+        if watcher.stop_marker().is_some() {
+            on_marker.trigger();
+            return;
         }
     })?;
-    let (on_signal, signalled) = (Arc::clone(&b), Arc::clone(&server));
+    let (on_signal, signalled, trigger) = (Arc::clone(&b), Arc::clone(&server), shutdown.clone());
     ctrlc::set_handler(move || {
-        let marker = on_signal.stop_marker();
-        end(&on_signal, &signalled, marker);
+        if trigger.is_triggered() {
+            end(&on_signal, &signalled, on_signal.stop_marker());
+        }
+        trigger.trigger();
     })
     .context("cannot install the signal handler")?;
     let listener = b.listener.try_clone().context("cannot use the listening socket")?;
     let metrics = b.metrics.as_ref().map(TcpListener::try_clone).transpose().context("cannot use the metrics socket")?;
-    run_server(&b.cluster, b.rank, listener, metrics, server, weft_services::Shutdown::new()).with_context(|| format!("server {} of the job in {}", b.rank, dir.display()))
+    let served = run_server(&b.cluster, b.rank, listener, metrics, Arc::clone(&server), shutdown);
+    if let Err(e) = &served {
+        eprintln!("weft: server {} of the job in {}: {e:#}", b.rank, dir.display());
+    }
+    end(&b, &server, b.stop_marker())
 }
 
-/// Ends a job's server once: stops listening (so `weft job stop` sees it
-/// stop serving and no client starts anything new), makes its metadata
-/// durable, removes its data as the marker says, exits. The watcher and a
-/// signal may both get here; the second waits for the first to exit the
-/// process.
+/// Ends a job's server once (after its drain, or at a second signal):
+/// stops listening (so `weft job stop` sees it stop serving and no client
+/// starts anything new), makes its metadata durable, removes its data as
+/// the marker says, exits. The main thread and a signal may both get
+/// here; the second waits for the first to exit the process.
 fn end(b: &Bootstrapped, server: &Server, marker: Option<weft_launch::job::file::StopMarker>) -> ! {
     static ENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _once = ENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

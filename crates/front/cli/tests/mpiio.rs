@@ -15,7 +15,12 @@ use std::time::{Duration, Instant};
 use weft_launch::ClusterSpec;
 
 fn compile(tc: &TestCluster, mpi: &Mpi, source: &str) -> PathBuf {
-    let exe = tc.scratch(&format!("{}-{}", source.replace('.', "-"), mpi.name));
+    compile_with(tc, mpi, source, &[])
+}
+
+/// [`compile`] with more compiler flags.
+fn compile_with(tc: &TestCluster, mpi: &Mpi, source: &str, flags: &[&str]) -> PathBuf {
+    let exe = tc.scratch(&format!("{}-{}{}", source.replace('.', "-"), mpi.name, flags.concat().replace(['=', '-'], "")));
     let h5pcc = format!("h5pcc.{}", mpi.name);
     let compiler = match source {
         s if s.ends_with(".f90") => mpi.fc,
@@ -24,7 +29,7 @@ fn compile(tc: &TestCluster, mpi: &Mpi, source: &str) -> PathBuf {
     };
     let libs: &[&str] = if source == "pnetcdf.c" { &["-lpnetcdf"] } else { &[] };
     // In the test's own directory: h5pcc leaves object files in the current one.
-    let out = Command::new(compiler).current_dir(exe.parent().unwrap()).arg("-O1").arg("-o").arg(&exe).arg(sources().join(source)).args(libs).output().unwrap_or_else(|e| panic!("{compiler}: {e} (install the MPI: scripts/install-deps.sh)"));
+    let out = Command::new(compiler).current_dir(exe.parent().unwrap()).arg("-O1").args(flags).arg("-o").arg(&exe).arg(sources().join(source)).args(libs).output().unwrap_or_else(|e| panic!("{compiler}: {e} (install the MPI: scripts/install-deps.sh)"));
     assert!(out.status.success(), "{compiler} {source} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     exe
 }
@@ -56,7 +61,7 @@ fn ok(out: &Output, what: &str) -> String {
 
 /// The bytes of a Weft file, read through the CLI.
 fn weft_bytes(tc: &TestCluster, path: &str) -> Vec<u8> {
-    let local = tc.scratch(&format!("copy-{}", path.trim_start_matches('/')));
+    let local = tc.scratch(&format!("copy-{}", path.trim_start_matches('/').replace('/', "-")));
     let st = Command::new(WEFT).args(["--cluster"]).arg(tc.lc.cluster_file()).args(["cp", &format!("weft:{path}")]).arg(&local).status().unwrap();
     assert!(st.success());
     std::fs::read(local).unwrap()
@@ -391,17 +396,25 @@ fn open_fails_at_once_with_a_clear_error_when_the_cluster_is_down() {
 /// for byte: IOR's POSIX back end and mdtest's calls, every rank at once.
 fn posix_calls_match_a_local_directory(mpi: &Mpi) {
     let tc = TestCluster::start(&format!("posix-{}", mpi.name), 2);
-    let exe = compile(&tc, mpi, "posix_names.c");
-    let on_weft = ok(&mpirun(&tc, mpi, mpi.ranks, &exe, &["weft:/posix"], &[]), "on weft: names");
-    let local = tc.scratch("posix-local");
-    let on_local = ok(&mpirun(&tc, mpi, mpi.ranks, &exe, &[local.to_str().unwrap()], &[]), "on a local directory");
-    for expected in ["stat dir: ok isdir 1 mode 755", "fstat: ok size 100000 regular 1", "read back 50000 same 1", "stat b: ok mode 644 size 5", "old name: ENOENT", "new name: ok size 5", "listing (3): a c sub/", "small files: made 40 stated 40 listed 40 removed 40", "rmdir dir: ok", "stat gone: ENOENT"] {
-        assert!(on_weft.contains(expected), "{expected:?} missing:\n{on_weft}");
+    // As built plainly, and as distributions build (_FORTIFY_SOURCE: the
+    // __*_chk and __open_2 entry points) with 64-bit offsets (open64, ...).
+    for flags in [&[][..], &["-O2", "-D_FORTIFY_SOURCE=2", "-D_FILE_OFFSET_BITS=64"][..]] {
+        let exe = compile_with(&tc, mpi, "posix_names.c", flags);
+        let on_weft = ok(&mpirun(&tc, mpi, mpi.ranks, &exe, &["weft:/posix"], &[]), "on weft: names");
+        let local = tc.scratch("posix-local");
+        let on_local = ok(&mpirun(&tc, mpi, mpi.ranks, &exe, &[local.to_str().unwrap()], &[]), "on a local directory");
+        for expected in ["stat dir: ok isdir 1 mode 755", "fstat: ok size 100000 regular 1", "read back 50000 same 1", "stat b: ok mode 644 size 5", "old name: ENOENT", "new name: ok size 5", "readv 8: abcd|efgh", "fsync dir: ok", "file with a slash: ENOTDIR", "listing (3): a c sub/", "small files: made 40 stated 40 listed 40 removed 40", "rmdir dir: ok", "stat gone: ENOENT", "keep: ok"] {
+            assert!(on_weft.contains(expected), "{flags:?}: {expected:?} missing:\n{on_weft}");
+        }
+        assert_eq!(on_weft.matches("--- rank").count(), mpi.ranks as usize);
+        assert_eq!(on_weft, on_local, "{flags:?}: weft: names answer differently from a local directory");
+        // The bytes written through the calls, read by the weft command.
+        assert!(weft_bytes(&tc, "/posix/keep.bin") == std::fs::read(local.join("keep.bin")).unwrap(), "{flags:?}: keep.bin differs");
+        std::fs::remove_dir_all(&local).unwrap();
+        let c = tc.client();
+        c.unlink("/posix/keep.bin").unwrap();
+        c.rmdir("/posix").unwrap();
     }
-    assert_eq!(on_weft.matches("--- rank").count(), mpi.ranks as usize);
-    assert_eq!(on_weft, on_local, "weft: names answer differently from a local directory");
-    // The program removed what it made, in Weft too.
-    assert!(matches!(tc.client().stat("/posix"), Err(weft_client::Error::NotFound(_))));
 }
 
 #[test]

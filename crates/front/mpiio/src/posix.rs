@@ -20,14 +20,41 @@ use weft_client::{CreateOptions, DirEntry, Error, File, FileAttr, FileKind};
 /// The prefix of the names served here.
 const PREFIX: &str = "weft:";
 
-/// One open descriptor.
-struct Open {
-    /// Shared with calls under way, so none holds the table during I/O.
-    file: Arc<File>,
-    pos: u64,
+/// A descriptor's file, shared with the calls under way on it.
+struct Shared {
+    /// `None` once closed (by `close`, or by the last call to end after it).
+    file: Option<File>,
+    /// The position, held across an access that uses it (read, write,
+    /// lseek): threads sharing a descriptor move it one at a time.
+    pos: Mutex<u64>,
     readable: bool,
     writable: bool,
     append: bool,
+}
+
+impl Shared {
+    fn file(&self) -> &File {
+        self.file.as_ref().expect("a descriptor's file lives until its last use")
+    }
+}
+
+/// A close while a call on the descriptor is under way in another thread
+/// leaves the file to that call, which closes it when it ends.
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(f) = self.file.take() {
+            let _ = f.close();
+        }
+    }
+}
+
+/// What a descriptor opened here is.
+#[derive(Clone)]
+enum Open {
+    File(Arc<Shared>),
+    /// A directory (`open(dir, O_RDONLY)`, `O_DIRECTORY`): fstat and fsync
+    /// only, as programs use it to sync a directory.
+    Dir(String),
 }
 
 /// Open descriptors by number.
@@ -107,11 +134,12 @@ fn errno(e: Error) -> i32 {
     e.errno()
 }
 
-/// The Weft path of a C name: `weft:/a/b` -> `/a/b`.
+/// The Weft path of a C name: `weft:/a/b` -> `/a/b`, and whether it
+/// ended with a slash (then it must name a directory: ENOTDIR).
 ///
 /// # Safety
 /// `name` is a NUL-terminated string (the shim checked it is not null).
-unsafe fn weft_path(name: *const c_char) -> Result<String, i32> {
+unsafe fn weft_path(name: *const c_char) -> Result<(String, bool), i32> {
     // SAFETY: the caller's promise.
     let s = unsafe { CStr::from_ptr(name) }.to_str().map_err(|_| libc::EINVAL)?;
     let p = s.strip_prefix(PREFIX).ok_or(libc::EINVAL)?;
@@ -121,7 +149,13 @@ unsafe fn weft_path(name: *const c_char) -> Result<String, i32> {
     if p.len() > 4096 {
         return Err(libc::ENAMETOOLONG);
     }
-    Ok(p.to_owned())
+    Ok((p.to_owned(), p.len() > 1 && p.ends_with('/')))
+}
+
+/// A path without its trailing slashes ("/" stays).
+fn without_slash(p: &str) -> &str {
+    let t = p.trim_end_matches('/');
+    if t.is_empty() { "/" } else { t }
 }
 
 fn client() -> Result<weft_client::Client, i32> {
@@ -131,15 +165,35 @@ fn client() -> Result<weft_client::Client, i32> {
     })
 }
 
-/// The process's umask (without changing it: read from /proc).
+/// The process's umask now (read, not changed: /proc has it).
 fn umask() -> u32 {
-    static MASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *MASK.get_or_init(|| {
-        std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok())))
-            .unwrap_or(0o022)
-    })
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Umask:").and_then(|v| u32::from_str_radix(v.trim(), 8).ok())))
+        .unwrap_or(0o022)
+}
+
+/// `stat` of `path`, following symbolic links (at most 40, as Linux),
+/// and ENOTDIR for a name that ended with a slash but is not a directory.
+fn stat_follow(c: &weft_client::Client, path: &str, slash: bool) -> Result<(FileAttr, u64), i32> {
+    let mut path = path.to_owned();
+    for _ in 0..40 {
+        let (attr, size) = c.stat(&path).map_err(errno)?;
+        if attr.kind != FileKind::Symlink {
+            if slash && attr.kind != FileKind::Dir {
+                return Err(libc::ENOTDIR);
+            }
+            return Ok((attr, size));
+        }
+        let target = c.readlink(&path).map_err(errno)?;
+        path = if target.starts_with('/') {
+            target
+        } else {
+            let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+            format!("{dir}/{target}")
+        };
+    }
+    Err(libc::ELOOP)
 }
 
 /// `open(2)` of a `weft:` name, as descriptor `fd` (reserved by the shim).
@@ -150,20 +204,43 @@ fn umask() -> u32 {
 pub unsafe extern "C" fn weftio_posix_open(name: *const c_char, flags: c_int, mode: u32, fd: c_int) -> c_int {
     guarded(|| {
         // SAFETY: the shim passes the program's NUL-terminated name.
-        let path = unsafe { weft_path(name) }?;
+        let (path, slash) = unsafe { weft_path(name) }?;
+        if flags & libc::O_TMPFILE == libc::O_TMPFILE {
+            return Err(libc::EOPNOTSUPP);
+        }
         let acc = flags & libc::O_ACCMODE;
         let (readable, writable) = (acc == libc::O_RDONLY || acc == libc::O_RDWR, acc == libc::O_WRONLY || acc == libc::O_RDWR);
         let c = client()?;
-        let file = if flags & libc::O_CREAT != 0 {
-            c.create(&path, CreateOptions { mode: mode & 0o7777 & !umask(), exclusive: flags & libc::O_EXCL != 0, ..CreateOptions::default() }).map_err(errno)?
-        } else {
-            c.open(&path, writable).map_err(errno)?
+        let create = CreateOptions { mode: mode & 0o7777 & !umask(), exclusive: flags & libc::O_EXCL != 0, ..CreateOptions::default() };
+        let opened = match (flags & libc::O_CREAT != 0, create.exclusive) {
+            (true, true) => c.create(&path, create),
+            // An existing file is opened as asked (O_RDONLY needs no
+            // write permission); a missing one is created.
+            (true, false) => match c.open(&path, writable) {
+                Err(Error::NotFound(_)) => c.create(&path, create),
+                other => other,
+            },
+            (false, _) => c.open(&path, writable),
+        };
+        let file = match opened {
+            Ok(f) if flags & libc::O_DIRECTORY != 0 => {
+                drop(f);
+                return Err(libc::ENOTDIR);
+            }
+            Ok(_) if slash => return Err(libc::ENOTDIR),
+            Ok(f) => f,
+            // A directory: a descriptor to fstat and fsync, read-only.
+            Err(Error::IsDir(_)) if !writable => {
+                files().get_or_insert_with(HashMap::new).insert(fd, Open::Dir(path));
+                return Ok(0);
+            }
+            Err(e) => return Err(errno(e)),
         };
         if flags & libc::O_TRUNC != 0 && writable {
             file.truncate(0).map_err(errno)?;
         }
-        let open = Open { file: Arc::new(file), pos: 0, readable, writable, append: flags & libc::O_APPEND != 0 };
-        files().get_or_insert_with(HashMap::new).insert(fd, open);
+        let shared = Shared { file: Some(file), pos: Mutex::new(0), readable, writable, append: flags & libc::O_APPEND != 0 };
+        files().get_or_insert_with(HashMap::new).insert(fd, Open::File(Arc::new(shared)));
         Ok(0)
     })
 }
@@ -171,35 +248,34 @@ pub unsafe extern "C" fn weftio_posix_open(name: *const c_char, flags: c_int, mo
 /// `close(2)` of a descriptor opened here.
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_posix_close(fd: c_int) -> c_int {
-    guarded(|| {
-        let open = files().as_mut().and_then(|m| m.remove(&fd)).ok_or(libc::EBADF)?;
-        // A call on it still under way in another thread holds a share:
-        // wait for it (bounded), as the kernel's close would not cut it.
-        let mut file = open.file;
-        for _ in 0..1000 {
-            match Arc::try_unwrap(file) {
-                Ok(f) => return f.close().map(|()| 0).map_err(errno),
-                Err(shared) => file = shared,
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        Ok(0)
+    guarded(|| match files().as_mut().and_then(|m| m.remove(&fd)).ok_or(libc::EBADF)? {
+        Open::Dir(_) => Ok(0),
+        // With no call under way, closed here and its error told; else
+        // the last call closes it (Shared's drop).
+        Open::File(shared) => match Arc::try_unwrap(shared) {
+            Ok(mut s) => s.file.take().map_or(Ok(0), |f| f.close().map(|()| 0).map_err(errno)),
+            Err(_) => Ok(0),
+        },
     })
 }
 
-/// Descriptor `fd`'s file, position and O_APPEND, if it is open here and
-/// `allowed` (opened for reading, say); else EBADF.
-fn lookup(fd: c_int, allowed: impl Fn(&Open) -> bool) -> Result<(Arc<File>, u64, bool), i32> {
-    let g = files();
-    let o = g.as_ref().and_then(|m| m.get(&fd)).filter(|o| allowed(o)).ok_or(libc::EBADF)?;
-    Ok((Arc::clone(&o.file), o.pos, o.append))
+/// Descriptor `fd` as opened here; EBADF if it is not.
+fn lookup(fd: c_int) -> Result<Open, i32> {
+    files().as_ref().and_then(|m| m.get(&fd)).cloned().ok_or(libc::EBADF)
 }
 
-/// Moves descriptor `fd`'s position to `to` (after a read or write at it).
-fn advance(fd: c_int, to: u64) {
-    if let Some(o) = files().as_mut().and_then(|m| m.get_mut(&fd)) {
-        o.pos = to;
+/// Descriptor `fd`'s file, if `allowed` (opened for reading, say); EBADF
+/// if it is not open here or not so, EISDIR for a directory.
+fn file_of(fd: c_int, allowed: impl Fn(&Shared) -> bool) -> Result<Arc<Shared>, i32> {
+    match lookup(fd)? {
+        Open::File(s) if allowed(&s) => Ok(s),
+        Open::File(_) => Err(libc::EBADF),
+        Open::Dir(_) => Err(libc::EISDIR),
     }
+}
+
+fn lock_pos(s: &Shared) -> MutexGuard<'_, u64> {
+    s.pos.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// `read(2)` (`offset` < 0: at the descriptor's position, which moves) or
@@ -210,15 +286,22 @@ fn advance(fd: c_int, to: u64) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn weftio_posix_read(fd: c_int, buf: *mut u8, len: usize, offset: i64) -> isize {
     guarded(|| {
-        let (file, pos, _) = lookup(fd, |o| o.readable)?;
-        let at = if offset < 0 { pos } else { offset as u64 };
-        let len = len.min(isize::MAX as usize);
-        // SAFETY: the caller's promise; no other reference to it exists.
-        let out = unsafe { std::slice::from_raw_parts_mut(buf, len) };
-        let n = file.read_at(at, out).map_err(errno)?;
-        if offset < 0 {
-            advance(fd, at + n as u64);
+        let s = file_of(fd, |s| s.readable)?;
+        if len == 0 {
+            return Ok(0);
         }
+        if buf.is_null() {
+            return Err(libc::EFAULT);
+        }
+        // SAFETY: the caller's promise (non-null, `len` bytes); no other
+        // reference to it exists during the call.
+        let out = unsafe { std::slice::from_raw_parts_mut(buf, len.min(isize::MAX as usize)) };
+        if offset >= 0 {
+            return Ok(s.file().read_at(offset as u64, out).map_err(errno)? as isize);
+        }
+        let mut pos = lock_pos(&s);
+        let n = s.file().read_at(*pos, out).map_err(errno)?;
+        *pos += n as u64;
         Ok(n as isize)
     })
 }
@@ -231,19 +314,24 @@ pub unsafe extern "C" fn weftio_posix_read(fd: c_int, buf: *mut u8, len: usize, 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn weftio_posix_write(fd: c_int, buf: *const u8, len: usize, offset: i64) -> isize {
     guarded(|| {
-        let (file, pos, append) = lookup(fd, |o| o.writable)?;
-        let at = match (offset < 0, append) {
-            (true, true) => file.size().map_err(errno)?,
-            (true, false) => pos,
-            (false, _) => offset as u64,
-        };
-        let len = len.min(isize::MAX as usize);
-        // SAFETY: the caller's promise.
-        let data = unsafe { std::slice::from_raw_parts(buf, len) };
-        let n = file.write_at(at, data).map_err(errno)?;
-        if offset < 0 {
-            advance(fd, at + n as u64);
+        let s = file_of(fd, |s| s.writable)?;
+        if len == 0 {
+            return Ok(0);
         }
+        if buf.is_null() {
+            return Err(libc::EFAULT);
+        }
+        // SAFETY: the caller's promise (non-null, `len` bytes).
+        let data = unsafe { std::slice::from_raw_parts(buf, len.min(isize::MAX as usize)) };
+        if offset >= 0 {
+            return Ok(s.file().write_at(offset as u64, data).map_err(errno)? as isize);
+        }
+        // The position is held across the write: threads of this process
+        // append one after the other (processes do not: docs/mpiio.md).
+        let mut pos = lock_pos(&s);
+        let at = if s.append { s.file().size().map_err(errno)? } else { *pos };
+        let n = s.file().write_at(at, data).map_err(errno)?;
+        *pos = at + n as u64;
         Ok(n as isize)
     })
 }
@@ -252,26 +340,29 @@ pub unsafe extern "C" fn weftio_posix_write(fd: c_int, buf: *const u8, len: usiz
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_posix_lseek(fd: c_int, offset: i64, whence: c_int) -> i64 {
     guarded(|| {
-        let (file, pos, _) = lookup(fd, |_| true)?;
+        let s = file_of(fd, |_| true)?;
+        let mut pos = lock_pos(&s);
         let base = match whence {
             libc::SEEK_SET => 0,
-            libc::SEEK_CUR => pos as i64,
-            libc::SEEK_END => file.size().map_err(errno)? as i64,
+            libc::SEEK_CUR => *pos as i64,
+            libc::SEEK_END => s.file().size().map_err(errno)? as i64,
             _ => return Err(libc::EINVAL),
         };
         let to = base.checked_add(offset).filter(|&t| t >= 0).ok_or(libc::EINVAL)?;
-        let mut g = files();
-        g.as_mut().and_then(|m| m.get_mut(&fd)).ok_or(libc::EBADF)?.pos = to as u64;
+        *pos = to as u64;
         Ok(to)
     })
 }
 
-/// `fsync(2)` and `fdatasync(2)`.
+/// `fsync(2)` and `fdatasync(2)`; of a directory: its metadata (all of
+/// the namespace answered so far, as `Client::sync_meta`).
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_posix_fsync(fd: c_int) -> c_int {
     guarded(|| {
-        let (file, _, _) = lookup(fd, |_| true)?;
-        file.fsync().map_err(errno)?;
+        match lookup(fd)? {
+            Open::File(s) => s.file().fsync().map_err(errno)?,
+            Open::Dir(_) => client()?.sync_meta().map_err(errno)?,
+        }
         Ok(0)
     })
 }
@@ -280,8 +371,8 @@ pub extern "C" fn weftio_posix_fsync(fd: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_posix_ftruncate(fd: c_int, len: i64) -> c_int {
     guarded(|| {
-        let file = files().as_ref().and_then(|m| m.get(&fd)).filter(|o| o.writable).map(|o| Arc::clone(&o.file)).ok_or(libc::EINVAL)?;
-        file.truncate(u64::try_from(len).map_err(|_| libc::EINVAL)?).map_err(errno)?;
+        let s = file_of(fd, |s| s.writable).map_err(|_| libc::EINVAL)?;
+        s.file().truncate(u64::try_from(len).map_err(|_| libc::EINVAL)?).map_err(errno)?;
         Ok(0)
     })
 }
@@ -307,33 +398,47 @@ fn fill(attr: &FileAttr, size: u64, out: &mut WeftStat) {
     };
 }
 
-/// `stat(2)` and `lstat(2)` of a `weft:` name.
+/// `stat(2)` (`follow`: symbolic links followed) and `lstat(2)` of a
+/// `weft:` name.
 ///
 /// # Safety
 /// `name` is a NUL-terminated string; `out` is writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn weftio_posix_stat(name: *const c_char, out: *mut WeftStat) -> c_int {
+pub unsafe extern "C" fn weftio_posix_stat(name: *const c_char, follow: c_int, out: *mut WeftStat) -> c_int {
     guarded(|| {
         // SAFETY: the caller's promise.
-        let path = unsafe { weft_path(name) }?;
-        let (attr, size) = client()?.stat(&path).map_err(errno)?;
+        let (path, slash) = unsafe { weft_path(name) }?;
+        let c = client()?;
+        let (attr, size) = if follow != 0 || slash {
+            stat_follow(&c, &path, slash)?
+        } else {
+            c.stat(&path).map_err(errno)?
+        };
         // SAFETY: the caller's promise.
         fill(&attr, size, unsafe { &mut *out });
         Ok(0)
     })
 }
 
-/// `fstat(2)` of a descriptor opened here.
+/// `fstat(2)` of a descriptor opened here: the file's attributes now (by
+/// its name; those of its open if it was renamed away since).
 ///
 /// # Safety
 /// `out` is writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn weftio_posix_fstat(fd: c_int, out: *mut WeftStat) -> c_int {
     guarded(|| {
-        let (file, _, _) = lookup(fd, |_| true)?;
-        let size = file.size().map_err(errno)?;
+        let (attr, size) = match lookup(fd)? {
+            Open::Dir(path) => client()?.stat(&path).map_err(errno)?,
+            Open::File(s) => {
+                let f = s.file();
+                let size = f.size().map_err(errno)?;
+                let now = client()?.stat(f.path()).ok().map(|(a, _)| a).filter(|a| a.id == f.id());
+                (now.unwrap_or_else(|| f.attr().clone()), size)
+            }
+        };
         // SAFETY: the caller's promise.
-        fill(file.attr(), size, unsafe { &mut *out });
+        fill(&attr, size, unsafe { &mut *out });
         Ok(0)
     })
 }
@@ -346,7 +451,7 @@ pub unsafe extern "C" fn weftio_posix_fstat(fd: c_int, out: *mut WeftStat) -> c_
 pub unsafe extern "C" fn weftio_posix_statvfs(name: *const c_char, out: *mut WeftStatvfs) -> c_int {
     guarded(|| {
         // SAFETY: the caller's promise.
-        let path = unsafe { weft_path(name) }?;
+        let (path, _) = unsafe { weft_path(name) }?;
         let c = client()?;
         c.stat(&path).map_err(errno)?;
         let (mut total, mut free, mut files) = (0u64, 0u64, 0u64);
@@ -373,8 +478,8 @@ pub unsafe extern "C" fn weftio_posix_statvfs(name: *const c_char, out: *mut Wef
 unsafe fn on_name(name: *const c_char, f: impl FnOnce(&weft_client::Client, &str) -> weft_client::Result<()>) -> c_int {
     guarded(|| {
         // SAFETY: the caller's promise.
-        let path = unsafe { weft_path(name) }?;
-        f(&client()?, &path).map_err(errno)?;
+        let (path, _) = unsafe { weft_path(name) }?;
+        f(&client()?, without_slash(&path)).map_err(errno)?;
         Ok(0)
     })
 }
@@ -417,11 +522,11 @@ pub unsafe extern "C" fn weftio_posix_unlink(name: *const c_char) -> c_int {
 pub unsafe extern "C" fn weftio_posix_rename(from: *const c_char, to: *const c_char) -> c_int {
     // SAFETY: the caller's promise.
     let to = match unsafe { weft_path(to) } {
-        Ok(t) => t,
+        Ok((t, _)) => t,
         Err(e) => return -e,
     };
     // SAFETY: the caller's promise.
-    unsafe { on_name(from, |c, p| c.rename(p, &to)) }
+    unsafe { on_name(from, |c, p| c.rename(p, without_slash(&to))) }
 }
 
 /// `access(2)`: whether the calling process (its effective ids, as the
@@ -433,13 +538,14 @@ pub unsafe extern "C" fn weftio_posix_rename(from: *const c_char, to: *const c_c
 pub unsafe extern "C" fn weftio_posix_access(name: *const c_char, amode: c_int) -> c_int {
     guarded(|| {
         // SAFETY: the caller's promise.
-        let path = unsafe { weft_path(name) }?;
+        let (path, slash) = unsafe { weft_path(name) }?;
         let c = client()?;
-        let (attr, _) = c.stat(&path).map_err(errno)?;
+        let (attr, _) = stat_follow(&c, &path, slash)?;
         let want = (amode & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
         let cred = c.cred();
-        // Root may read and write anything, and execute what anyone may.
-        let root = cred.uid == 0 && (want & 1 == 0 || attr.mode & 0o111 != 0);
+        // Root may read and write anything, and search any directory and
+        // execute what anyone may (as Linux).
+        let root = cred.uid == 0 && (want & 1 == 0 || attr.kind == FileKind::Dir || attr.mode & 0o111 != 0);
         if want == 0 || root || attr.mode_permits(cred, want) { Ok(0) } else { Err(libc::EACCES) }
     })
 }
@@ -453,13 +559,13 @@ pub unsafe extern "C" fn weftio_posix_access(name: *const c_char, amode: c_int) 
 pub unsafe extern "C" fn weftio_posix_opendir(name: *const c_char, handle: *mut u64) -> c_int {
     guarded(|| {
         // SAFETY: the caller's promise.
-        let path = unsafe { weft_path(name) }?;
+        let (path, _) = unsafe { weft_path(name) }?;
         let c = client()?;
-        let (attr, _) = c.stat(&path).map_err(errno)?;
+        let (attr, _) = stat_follow(&c, &path, false)?;
         if attr.kind != FileKind::Dir {
             return Err(libc::ENOTDIR);
         }
-        let entries = c.readdir(&path).map_err(errno)?;
+        let entries = c.readdir(without_slash(&path)).map_err(errno)?;
         let h = NEXT_DIR.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         dirs().get_or_insert_with(HashMap::new).insert(h, (entries, 0));
         // SAFETY: the caller's promise.

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define OUT 16384
@@ -169,6 +170,35 @@ int main(int argc, char **argv) {
     say("old name: %s\n", res(rc));
     rc = stat(c, &st);
     say("new name: %s size %lld\n", res(rc), (long long)st.st_size);
+    /* Vectored I/O, openat, a directory's descriptor, trailing slashes. */
+    char v[4300];
+    snprintf(v, sizeof v, "%s/v", d);
+    fd = openat(AT_FDCWD, v, O_CREAT | O_WRONLY, 0644);
+    struct iovec out2[2] = {{"abc", 3}, {"defgh", 5}};
+    ssize_t vw = writev(fd, out2, 2);
+    say("openat %s, writev %zd\n", res(fd), vw);
+    close(fd);
+    char x[4] = {0}, y[10] = {0};
+    struct iovec in2[2] = {{x, 4}, {y, 10}};
+    fd = open(v, O_RDONLY);
+    ssize_t vr = readv(fd, in2, 2);
+    say("readv %zd: %.4s|%.4s\n", vr, x, y);
+    close(fd);
+    rc = unlink(v);
+    say("unlink v: %s\n", res(rc));
+    int dfd = open(d, O_RDONLY | O_DIRECTORY);
+    say("open dir: %s\n", res(dfd));
+    rc = fsync(dfd);
+    say("fsync dir: %s\n", res(rc));
+    rc = fstat(dfd, &st);
+    say("fstat dir: %s isdir %d\n", res(rc), S_ISDIR(st.st_mode));
+    rc = close(dfd);
+    say("close dir: %s\n", res(rc));
+    snprintf(p, sizeof p, "%s/", c);
+    rc = stat(p, &st);
+    say("file with a slash: %s\n", res(rc));
+    rc = open(c, O_RDONLY | O_DIRECTORY);
+    say("O_DIRECTORY on a file: %s\n", res(rc));
     say("mkdir sub: %s\n", res(mkdir(sub, 0700)));
     say("rmdir full: %s\n", res(rmdir(d)));
     list(d);
@@ -207,9 +237,16 @@ int main(int argc, char **argv) {
     rc = stat(d, &st);
     say("stat gone: %s\n", res(rc));
     say("open missing: %s\n", res(open(a, O_RDONLY)));
+    /* Left for the test to read through the weft command. */
+    if (rank == 0) {
+        snprintf(p, sizeof p, "%s/keep.bin", root);
+        int k = open(p, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+        for (long off = 0; off < 70000; off += 6007) pwrite(k, buf + off, (size_t)(70000 - off < 6007 ? 70000 - off : 6007), off);
+        say("keep: %s\n", res(close(k)));
+    }
     struct statvfs vfs;
-    int v = statvfs(root, &vfs);
-    say("statvfs: %s sane %d\n", res(v), v == 0 && vfs.f_bsize > 0 && vfs.f_blocks > 0 && vfs.f_bfree <= vfs.f_blocks);
+    int vf = statvfs(root, &vfs);
+    say("statvfs: %s sane %d\n", res(vf), vf == 0 && vfs.f_bsize > 0 && vfs.f_blocks > 0 && vfs.f_bfree <= vfs.f_blocks);
     say("close bad fd: %s\n", res(close(100000)));
 
     /* Rank 0 prints every rank's lines, in rank order. */

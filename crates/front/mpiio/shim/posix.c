@@ -13,8 +13,9 @@
  * pwrite(64), readv, writev, preadv, pwritev, the fortified __read_chk and
  * __pread(64)_chk, lseek(64), fsync, fdatasync, ftruncate(64), stat(64),
  * lstat(64), fstat(64), the __xstat family, statvfs(64), mkdir, rmdir,
- * unlink, rename, access, opendir, readdir(64), closedir. Not: stdio
- * (fopen), mmap, dup, fcntl, statx, other *at calls (docs/mpiio.md).
+ * unlink, rename, access, opendir, readdir(64), closedir, rewinddir,
+ * telldir, seekdir, dirfd, dup, dup2, dup3. Not: stdio (fopen), mmap,
+ * fcntl, statx, other *at calls (docs/mpiio.md).
  *
  * After fork, the child's Weft descriptors and streams are dead (EIO):
  * the client's connections and files are the parent's. */
@@ -57,6 +58,8 @@ int weftio_posix_access(const char *name, int amode);
 int weftio_posix_opendir(const char *name, uint64_t *handle);
 int weftio_posix_readdir(uint64_t handle, char *name, size_t cap, unsigned char *type, uint64_t *ino);
 int weftio_posix_closedir(uint64_t handle);
+int weftio_posix_dup(int from, int to);
+int64_t weftio_posix_seekdir(uint64_t handle, int64_t to);
 
 /* The C library's definition of name (resolved once, thread-safely: a
  * racing second resolution stores the same pointer). */
@@ -124,6 +127,13 @@ REAL(DIR *, opendir, (const char *))
 REAL(struct dirent *, readdir, (DIR *))
 REAL(struct dirent64 *, readdir64, (DIR *))
 REAL(int, closedir, (DIR *))
+REAL(int, dup, (int))
+REAL(int, dup2, (int, int))
+REAL(int, dup3, (int, int, int))
+REAL(void, rewinddir, (DIR *))
+REAL(long, telldir, (DIR *))
+REAL(void, seekdir, (DIR *, long))
+REAL(int, dirfd, (DIR *))
 
 static int is_weft(const char *p) { return p && strncmp(p, "weft:", 5) == 0; }
 
@@ -160,6 +170,7 @@ __attribute__((constructor)) static void resolve_all(void) {
     get_stat(); get_stat64(); get_lstat(); get_lstat64(); get_fstat(); get_fstat64();
     get_statvfs(); get_statvfs64(); get_mkdir(); get_rmdir(); get_unlink(); get_rename(); get_access();
     get_opendir(); get_readdir(); get_readdir64(); get_closedir();
+    get_dup(); get_dup2(); get_dup3(); get_rewinddir(); get_telldir(); get_seekdir(); get_dirfd();
     pthread_atfork(before_fork, in_parent, in_child);
 }
 
@@ -249,6 +260,53 @@ int __openat_2(int dirfd, const char *name, int flags) {
 int __openat64_2(int dirfd, const char *name, int flags) {
     if (is_weft(name)) return weft_open(name, flags, 0);
     return get___openat64_2()(dirfd, name, flags);
+}
+
+/* A duplicate of Weft descriptor `fd` as `to` (a real duplicate of its
+ * reserved number, made by `dup_real`), sharing its position. */
+static int weft_dup(int fd, int to) {
+    if (to < 0) return -1;
+    if (to >= MAX_FD) {
+        get_close()(to);
+        errno = EMFILE;
+        return -1;
+    }
+    int r = weftio_posix_dup(fd, to);
+    if (r < 0) {
+        get_close()(to);
+        errno = -r;
+        return -1;
+    }
+    atomic_store_explicit(&ours[to], 1, memory_order_release);
+    return to;
+}
+
+int dup(int fd) {
+    if (!is_ours(fd)) return get_dup()(fd);
+    if (dead()) return -1;
+    return weft_dup(fd, get_dup()(fd));
+}
+
+/* dup2/dup3 onto a Weft descriptor close it first, as the kernel would. */
+int dup2(int fd, int to) {
+    if (!is_ours(fd) && !is_ours(to)) return get_dup2()(fd, to);
+    if (fd == to) return is_ours(fd) || fcntl(fd, F_GETFD) >= 0 ? to : -1;
+    if (is_ours(to)) close(to);
+    if (!is_ours(fd)) return get_dup2()(fd, to);
+    if (dead()) return -1;
+    return weft_dup(fd, get_dup2()(fd, to));
+}
+
+int dup3(int fd, int to, int flags) {
+    if (!is_ours(fd) && !is_ours(to)) return get_dup3()(fd, to, flags);
+    if (fd == to) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (is_ours(to)) close(to);
+    if (!is_ours(fd)) return get_dup3()(fd, to, flags);
+    if (dead()) return -1;
+    return weft_dup(fd, get_dup3()(fd, to, flags));
 }
 
 int creat(const char *name, mode_t mode) {
@@ -628,6 +686,39 @@ DIR *opendir(const char *name) {
 
 READDIR(readdir, ent)
 READDIR(readdir64, ent64)
+
+void rewinddir(DIR *d) {
+    struct wdir *w = weft_dir(d);
+    if (!w) {
+        get_rewinddir()(d);
+        return;
+    }
+    if (!atomic_load(&forked)) weftio_posix_seekdir(w->handle, 0);
+}
+
+long telldir(DIR *d) {
+    struct wdir *w = weft_dir(d);
+    if (!w) return get_telldir()(d);
+    if (dead()) return -1;
+    return (long)answer(weftio_posix_seekdir(w->handle, -1));
+}
+
+void seekdir(DIR *d, long at) {
+    struct wdir *w = weft_dir(d);
+    if (!w) {
+        get_seekdir()(d, at);
+        return;
+    }
+    if (at >= 0 && !atomic_load(&forked)) weftio_posix_seekdir(w->handle, at);
+}
+
+/* A Weft stream has no descriptor of its own. */
+int dirfd(DIR *d) {
+    struct wdir *w = weft_dir(d);
+    if (!w) return get_dirfd()(d);
+    errno = ENOTSUP;
+    return -1;
+}
 
 int closedir(DIR *d) {
     struct wdir *w = NULL;

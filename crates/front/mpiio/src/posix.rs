@@ -617,3 +617,29 @@ pub extern "C" fn weftio_posix_closedir(handle: u64) -> c_int {
         Ok(0)
     })
 }
+
+/// `dup(2)`, `dup2(2)`, `dup3(2)`, `F_DUPFD`: descriptor `to` (reserved
+/// by the shim) names what `from` names, sharing its position (as the
+/// kernel's duplicates share their open file description).
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_posix_dup(from: c_int, to: c_int) -> c_int {
+    guarded(|| {
+        let open = lookup(from)?;
+        files().get_or_insert_with(HashMap::new).insert(to, open);
+        Ok(0)
+    })
+}
+
+/// `telldir(3)` (`to` < 0) or `seekdir(3)`/`rewinddir(3)` (`to` >= 0: the
+/// index of the next name to give) on stream `handle`; the index now.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_posix_seekdir(handle: u64, to: i64) -> i64 {
+    guarded(|| {
+        let mut g = dirs();
+        let (entries, next) = g.as_mut().and_then(|m| m.get_mut(&handle)).ok_or(libc::EBADF)?;
+        if to >= 0 {
+            *next = usize::try_from(to).unwrap_or(usize::MAX).min(entries.len());
+        }
+        Ok(*next as i64)
+    })
+}

@@ -50,6 +50,18 @@ static void list(const char *dir) {
         say("opendir %s\n", res(-1));
         return;
     }
+    /* Read it all, rewind, and read it again from a remembered place. */
+    int first = 0;
+    while (readdir(d)) first++;
+    rewinddir(d);
+    long mark = telldir(d);
+    int again = 0;
+    while (readdir(d)) again++;
+    seekdir(d, mark);
+    int third = 0;
+    while (readdir(d)) third++;
+    say("rewound: %d\n", first == again && again == third);
+    rewinddir(d);
     char *names[256];
     int n = 0;
     struct dirent *e;
@@ -184,6 +196,20 @@ int main(int argc, char **argv) {
     ssize_t vr = readv(fd, in2, 2);
     say("readv %zd: %.4s|%.4s\n", vr, x, y);
     close(fd);
+    /* A duplicate shares the position, as the kernel's do. */
+    fd = open(v, O_RDWR);
+    int fd2 = dup(fd);
+    ssize_t d1 = write(fd, "12", 2);
+    ssize_t d2 = write(fd2, "34", 2);
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    int fd3 = dup2(fd2, 200);
+    memset(x, 0, sizeof x);
+    ssize_t d3 = pread(fd3, x, 4, 0);
+    say("dup: %s, writes %zd %zd, position %lld, dup2 %d, reads %zd: %.4s\n", fd2 >= 0 ? "ok" : res(-1), d1, d2, (long long)at, fd3, d3, x);
+    close(fd3);
+    close(fd2);
+    rc = close(fd);
+    say("close after dups: %s\n", res(rc));
     rc = unlink(v);
     say("unlink v: %s\n", res(rc));
     int dfd = open(d, O_RDONLY | O_DIRECTORY);

@@ -27,7 +27,8 @@ else
   cargo test --workspace --color never 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   # The root-only tests, by name (listing runs nothing).
-  mapfile -t root_only < <(cargo test --workspace --color never -q -- --list --ignored 2>/dev/null | sed -n 's/: test$//p' | grep -v child)
+  listing=$(cargo test --workspace --color never -q -- --list --ignored 2>/dev/null) || { echo "the listing of root-only tests failed" >&2; status=1; }
+  mapfile -t root_only < <(printf '%s\n' "$listing" | sed -n 's/: test$//p' | grep -v child)
   skipped=", ${#root_only[@]} skipped (need root)"
   if [ "${#root_only[@]}" -gt 0 ]; then
     echo

@@ -42,6 +42,7 @@ fn everyday_work_runs_on_the_mount_and_plots_its_ratios() {
 /// 3,901-byte files in one shared directory), and the scores come out. A
 /// mount that loses or mixes bytes fails it. Needs root and /dev/fuse.
 #[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn io500_shapes_run_on_the_mount_and_their_reads_check_out() {
     let (rows, _) = bench_rows("io500", &["io500", "--procs", "3", "--easy-size", "1m", "--hard-segments", "40", "--files", "30", "--repeats", "1", "--servers", "2"]);
     let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str().unwrap()).collect();

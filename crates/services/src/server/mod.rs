@@ -428,6 +428,20 @@ impl Server {
         }
     }
 
+    /// Waits, at most `limit`, until no request is queued for or running
+    /// on a worker (a drain that ran out its time leaves some running:
+    /// their data must not be removed under them). Whether they ended.
+    pub fn wait_idle(&self, limit: std::time::Duration) -> bool {
+        let until = Instant::now() + limit;
+        while self.requests.in_service() > 0 {
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        true
+    }
+
     /// Bytes of the memory budget in use now, and its limit.
     pub fn memory(&self) -> (u64, u64) {
         (self.budget.used(), self.budget.limit())

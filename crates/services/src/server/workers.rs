@@ -178,6 +178,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             }
         };
         server.requests.dequeued();
+        server.requests.started();
         let Job { conn, id, req, mut payload, out_charge, turn, user, body_charge, arrived } = job;
         let kind = super::cpu_kind(&req);
         let bytes_in = payload.bytes.len() as u64;
@@ -202,6 +203,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             }
             replier.send(Done::Job { conn, id, answer: None, turn });
             count(kind);
+            server.requests.finished();
             continue;
         }
         let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user)));
@@ -222,6 +224,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         }
         replier.send(Done::Job { conn, id, answer, turn });
         count(kind);
+        server.requests.finished();
     }
 }
 

@@ -6,7 +6,10 @@ use clap::Args;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use weft_launch::job::file::StopMarker;
 use weft_launch::job::serve::{bootstrap, Bootstrapped, Overrides, STOP_POLL};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 use weft_net::ClusterFile;
 use weft_services::Server;
 use weft_wire::ServerId;
@@ -134,29 +137,38 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
         Err(e) => {
             b.report_failure(&format!("{e:#}"));
             // A failed start: only data this start made goes.
-            b.finish(Some(weft_launch::job::file::StopMarker { keep: true, failed_start: true }));
+            b.finish(Some(StopMarker { keep: true, failed_start: true }));
             return Err(e);
         }
     };
     // `weft job stop`'s marker, or a signal from the launcher: the server
     // drains as on SIGTERM (new requests refused as not applied, those
     // under way answered, for at most DRAIN_LIMIT), then makes its
-    // metadata durable, removes its data unless kept, and exits. A second
-    // signal skips the drain.
+    // metadata durable, removes its data unless kept, and exits. The
+    // marker is the one seen when the drain began (stop may remove it
+    // meanwhile). A second signal a second or more after the first skips
+    // the drain (a launcher and its scheduler often send one each at once).
     let shutdown = weft_services::Shutdown::new();
-    let (watcher, on_marker) = (Arc::clone(&b), shutdown.clone());
+    let seen: Arc<OnceLock<StopMarker>> = Arc::new(OnceLock::new());
+    let (watcher, on_marker, marker_seen) = (Arc::clone(&b), shutdown.clone(), Arc::clone(&seen));
     std::thread::Builder::new().name("weft-job-stop".into()).spawn(move || loop {
         std::thread::sleep(STOP_POLL);
-        if watcher.stop_marker().is_some() {
+        if let Some(m) = watcher.stop_marker() {
+            let _ = marker_seen.set(m);
+            let _ = DRAIN_BEGAN.set(Instant::now());
             on_marker.trigger();
             return;
         }
     })?;
-    let (on_signal, signalled, trigger) = (Arc::clone(&b), Arc::clone(&server), shutdown.clone());
+    let (on_signal, signalled, trigger, marker_seen) = (Arc::clone(&b), Arc::clone(&server), shutdown.clone(), Arc::clone(&seen));
     ctrlc::set_handler(move || {
-        if trigger.is_triggered() {
-            end(&on_signal, &signalled, on_signal.stop_marker());
+        if let Some(m) = on_signal.stop_marker() {
+            let _ = marker_seen.set(m);
         }
+        if trigger.is_triggered() && DRAIN_BEGAN.get().is_some_and(|t| t.elapsed() >= Duration::from_secs(1)) {
+            end(&on_signal, &signalled, marker_seen.get().copied(), false);
+        }
+        let _ = DRAIN_BEGAN.set(Instant::now());
         trigger.trigger();
     })
     .context("cannot install the signal handler")?;
@@ -166,23 +178,33 @@ fn serve_job(a: &ServeArgs) -> Result<()> {
     if let Err(e) = &served {
         eprintln!("weft: server {} of the job in {}: {e:#}", b.rank, dir.display());
     }
-    end(&b, &server, b.stop_marker())
+    // A drain that ran out its time may leave requests running: their
+    // data is not removed under them.
+    if !server.wait_idle(Duration::from_secs(10)) {
+        eprintln!("weft: server {}: requests still running after the drain; ending anyway", b.rank);
+    }
+    end(&b, &server, seen.get().copied().or_else(|| b.stop_marker()), served.is_ok())
 }
+
+/// When this job server's drain began (a second signal before a second
+/// has passed is the same stop, not a hurry).
+static DRAIN_BEGAN: OnceLock<Instant> = OnceLock::new();
 
 /// Ends a job's server once (after its drain, or at a second signal):
 /// stops listening (so `weft job stop` sees it stop serving and no client
 /// starts anything new), makes its metadata durable, removes its data as
-/// the marker says, exits. The main thread and a signal may both get
-/// here; the second waits for the first to exit the process.
-fn end(b: &Bootstrapped, server: &Server, marker: Option<weft_launch::job::file::StopMarker>) -> ! {
+/// the marker says, tells stop it is done, exits (1 if it was not served
+/// well). The main thread and a signal may both get here; the second
+/// waits for the first to exit the process.
+fn end(b: &Bootstrapped, server: &Server, marker: Option<StopMarker>, served_ok: bool) -> ! {
     static ENDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _once = ENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     stop_listening(&b.listener);
     // Nothing is answered between the flush and the exit.
     server.flush_metadata_then(|ok| {
-        b.finish(marker);
-        let _ = out!("weft serve: rank {} stopped{}", b.rank, if marker.is_some_and(|m| m.removes(b.fresh)) { ", data removed" } else { "" });
-        std::process::exit(if ok { 0 } else { 1 })
+        let removed = b.finish(marker);
+        let _ = out!("weft serve: rank {} stopped{}", b.rank, if removed { ", data removed" } else { "" });
+        std::process::exit(if ok && served_ok { 0 } else { 1 })
     });
     unreachable!("the process exits inside the flush")
 }

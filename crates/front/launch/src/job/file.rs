@@ -189,6 +189,13 @@ pub fn stop_path(dir: &Path, start: &str) -> PathBuf {
     rendezvous_dir(dir, start).join("stop")
 }
 
+/// Written by rank `rank` once it ended (its data removed or kept, as
+/// the stop marker said): `weft job stop` waits for these before it
+/// removes the job's files.
+pub fn done_path(dir: &Path, start: &str, rank: u32) -> PathBuf {
+    rendezvous_dir(dir, start).join(format!("done-{rank}"))
+}
+
 /// The largest job-directory file read (a rank file is a few hundred bytes).
 const MAX_FILE: u64 = 1 << 20;
 

@@ -106,18 +106,21 @@ impl Drop for Made {
 
 /// Removes a data directory Weft marked as its own, and the default
 /// parent once empty.
-fn remove_data(data: &Path, parent: Option<&Path>) {
+/// Whether `data` is gone.
+fn remove_data(data: &Path, parent: Option<&Path>) -> bool {
     if data.join(DATA_MARK).exists() {
         let _ = std::fs::remove_dir_all(data);
     }
     if let Some(p) = parent {
         let _ = std::fs::remove_dir(p);
     }
+    !data.exists()
 }
 
-/// Makes and locks the data directory, binds the address.
 /// The data directory's lock, the server's listener and its metrics listener.
 type Prepared = (std::fs::File, TcpListener, Option<TcpListener>);
+
+/// Makes and locks the data directory, binds the address.
 
 fn prepare(job: &JobFile, made: &mut Made, over: &Overrides) -> Result<Prepared, LaunchError> {
     use std::os::unix::fs::PermissionsExt;
@@ -182,9 +185,11 @@ impl Bootstrapped {
 
     /// Ends the server as the marker says: its data directory goes unless
     /// kept. Called just before the process exits.
-    pub fn finish(&self, marker: Option<StopMarker>) {
-        if marker.is_some_and(|m| m.removes(self.fresh)) {
-            remove_data(&self.data, self.parent.as_deref());
-        }
+    /// Whether the data is gone (`false`: kept, or its removal failed).
+    /// Tells `weft job stop` this rank is done either way.
+    pub fn finish(&self, marker: Option<StopMarker>) -> bool {
+        let removed = marker.is_some_and(|m| m.removes(self.fresh)) && remove_data(&self.data, self.parent.as_deref());
+        let _ = std::fs::write(file::done_path(&self.dir, &self.job.start, self.rank), if removed { "removed" } else { "kept" });
+        removed
     }
 }

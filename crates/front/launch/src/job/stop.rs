@@ -104,7 +104,10 @@ pub fn stop(dir: &Path, keep: bool) -> Result<Stopped, LaunchError> {
         std::thread::sleep(Duration::from_millis(50));
     }
     let removal_deadline = if still(&serving).is_empty() { REMOVAL_GRACE } else { STOP_GRACE };
-    while began.elapsed() < removal_deadline && !launcher_left().is_empty() {
+    // A server stops answering when its drain begins; it is done once it
+    // wrote its record (data removed or kept). Its launcher ends after.
+    let undone = || serving.iter().filter(|r| !file::done_path(dir, &job.start, r.rank).exists()).count();
+    while began.elapsed() < removal_deadline && (undone() > 0 || !launcher_left().is_empty()) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let lingering = launcher_left();
@@ -133,7 +136,8 @@ pub(crate) fn end_groups(pids: Vec<u32>) {
         let _ = crate::stop::signal_group(p, libc::SIGTERM);
     }
     let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(2) && pids.iter().any(|&p| !crate::stop::is_zombie(p as i32) && std::path::Path::new(&format!("/proc/{p}")).exists()) {
+    // Long enough for a server's drain on SIGTERM (4 s) and its flush.
+    while t.elapsed() < Duration::from_secs(7) && pids.iter().any(|&p| !crate::stop::is_zombie(p as i32) && std::path::Path::new(&format!("/proc/{p}")).exists()) {
         std::thread::sleep(Duration::from_millis(20));
     }
     for &p in &pids {

@@ -37,6 +37,8 @@ pub struct RequestMetrics {
     kinds: [KindCounters; CPU_KINDS],
     /// Jobs handed to the pool and not yet taken by a worker.
     queued: AtomicU64,
+    /// Jobs a worker is running now.
+    running: AtomicU64,
 }
 
 impl RequestMetrics {
@@ -51,6 +53,20 @@ impl RequestMetrics {
 
     pub fn queue_depth(&self) -> u64 {
         self.queued.load(Ordering::Relaxed)
+    }
+
+    /// A worker took a job (it runs until [`RequestMetrics::finished`]).
+    pub fn started(&self) {
+        self.running.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn finished(&self) {
+        let _ = self.running.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| Some(n.saturating_sub(1)));
+    }
+
+    /// Jobs queued or running: 0 when the workers are idle.
+    pub fn in_service(&self) -> u64 {
+        self.running.load(Ordering::Relaxed) + self.queued.load(Ordering::Relaxed)
     }
 
     /// One request of `kind` answered `took` after it arrived, having

@@ -121,7 +121,6 @@ fn remove_data(data: &Path, parent: Option<&Path>) -> bool {
 type Prepared = (std::fs::File, TcpListener, Option<TcpListener>);
 
 /// Makes and locks the data directory, binds the address.
-
 fn prepare(job: &JobFile, made: &mut Made, over: &Overrides) -> Result<Prepared, LaunchError> {
     use std::os::unix::fs::PermissionsExt;
     let data = made.data.clone();

@@ -14,8 +14,9 @@
  * __pread(64)_chk, lseek(64), fsync, fdatasync, ftruncate(64), stat(64),
  * lstat(64), fstat(64), the __xstat family, statvfs(64), mkdir, rmdir,
  * unlink, rename, access, opendir, readdir(64), closedir, rewinddir,
- * telldir, seekdir, dirfd, dup, dup2, dup3. Not: stdio (fopen), mmap,
- * fcntl, statx, other *at calls (docs/mpiio.md).
+ * telldir, seekdir, dirfd, dup, dup2, dup3, fopen, fopen64 (a stream
+ * over the descriptor). Not: freopen, fdopen, mmap, fcntl, statx, other
+ * *at calls (docs/mpiio.md).
  *
  * After fork, the child's Weft descriptors and streams are dead (EIO):
  * the client's connections and files are the parent's. */
@@ -28,6 +29,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -127,6 +129,8 @@ REAL(DIR *, opendir, (const char *))
 REAL(struct dirent *, readdir, (DIR *))
 REAL(struct dirent64 *, readdir64, (DIR *))
 REAL(int, closedir, (DIR *))
+REAL(FILE *, fopen, (const char *, const char *))
+REAL(FILE *, fopen64, (const char *, const char *))
 REAL(int, dup, (int))
 REAL(int, dup2, (int, int))
 REAL(int, dup3, (int, int, int))
@@ -170,7 +174,7 @@ __attribute__((constructor)) static void resolve_all(void) {
     get_stat(); get_stat64(); get_lstat(); get_lstat64(); get_fstat(); get_fstat64();
     get_statvfs(); get_statvfs64(); get_mkdir(); get_rmdir(); get_unlink(); get_rename(); get_access();
     get_opendir(); get_readdir(); get_readdir64(); get_closedir();
-    get_dup(); get_dup2(); get_dup3(); get_rewinddir(); get_telldir(); get_seekdir(); get_dirfd();
+    get_fopen(); get_fopen64(); get_dup(); get_dup2(); get_dup3(); get_rewinddir(); get_telldir(); get_seekdir(); get_dirfd();
     pthread_atfork(before_fork, in_parent, in_child);
 }
 
@@ -307,6 +311,56 @@ int dup3(int fd, int to, int flags) {
     if (!is_ours(fd)) return get_dup3()(fd, to, flags);
     if (dead()) return -1;
     return weft_dup(fd, get_dup3()(fd, to, flags));
+}
+
+/* stdio on a weft: name: a stream whose reads, writes, seeks and close
+ * go through the Weft descriptor (fopencookie), buffered by stdio as
+ * any stream. */
+static ssize_t cookie_read(void *c, char *buf, size_t len) {
+    ssize_t r = read((int)(intptr_t)c, buf, len);
+    return r < 0 ? -1 : r;
+}
+
+static ssize_t cookie_write(void *c, const char *buf, size_t len) {
+    ssize_t r = write((int)(intptr_t)c, buf, len);
+    /* stdio takes 0 for an error. */
+    return r < 0 ? 0 : r;
+}
+
+static int cookie_seek(void *c, off64_t *at, int whence) {
+    off64_t r = lseek64((int)(intptr_t)c, *at, whence);
+    if (r < 0) return -1;
+    *at = r;
+    return 0;
+}
+
+static int cookie_close(void *c) { return close((int)(intptr_t)c); }
+
+static FILE *weft_fopen(const char *name, const char *mode) {
+    int flags;
+    switch (mode[0]) {
+    case 'r': flags = strchr(mode, '+') ? O_RDWR : O_RDONLY; break;
+    case 'w': flags = (strchr(mode, '+') ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC; break;
+    case 'a': flags = (strchr(mode, '+') ? O_RDWR : O_WRONLY) | O_CREAT | O_APPEND; break;
+    default: errno = EINVAL; return NULL;
+    }
+    if (strchr(mode, 'x')) flags |= O_EXCL;
+    int fd = weft_open(name, flags, 0666);
+    if (fd < 0) return NULL;
+    cookie_io_functions_t io = {cookie_read, cookie_write, cookie_seek, cookie_close};
+    FILE *f = fopencookie((void *)(intptr_t)fd, mode, io);
+    if (!f) close(fd);
+    return f;
+}
+
+FILE *fopen(const char *name, const char *mode) {
+    if (is_weft(name)) return weft_fopen(name, mode);
+    return get_fopen()(name, mode);
+}
+
+FILE *fopen64(const char *name, const char *mode) {
+    if (is_weft(name)) return weft_fopen(name, mode);
+    return get_fopen64()(name, mode);
 }
 
 int creat(const char *name, mode_t mode) {

@@ -225,6 +225,30 @@ int main(int argc, char **argv) {
     say("file with a slash: %s\n", res(rc));
     rc = open(c, O_RDONLY | O_DIRECTORY);
     say("O_DIRECTORY on a file: %s\n", res(rc));
+    /* stdio: written with fprintf, appended, read back with fgets. */
+    FILE *sf = fopen(v, "w");
+    int pr = sf ? fprintf(sf, "line %d\n", 1) : -1;
+    say("fopen w: %s, fprintf %d, fclose %s\n", sf ? "ok" : res(-1), pr, sf ? res(fclose(sf)) : "-");
+    sf = fopen(v, "a");
+    if (sf) {
+        fputs("line 2\n", sf);
+        fclose(sf);
+    }
+    char l1[32] = "", l2[32] = "", l3[32] = "";
+    sf = fopen(v, "r");
+    if (sf) {
+        if (!fgets(l1, sizeof l1, sf)) l1[0] = 0;
+        if (!fgets(l2, sizeof l2, sf)) l2[0] = 0;
+        if (!fgets(l3, sizeof l3, sf)) strcpy(l3, "eof");
+        fseek(sf, 5, SEEK_SET);
+        int ch = fgetc(sf);
+        say("fgets: %s%s%s; fseek 5: %c\n", l1, l2, l3, ch);
+        fclose(sf);
+    }
+    unlink(v);
+    errno = 0;
+    sf = fopen(v, "r");
+    say("fopen missing: %s\n", sf ? "ok" : res(-1));
     say("mkdir sub: %s\n", res(mkdir(sub, 0700)));
     say("rmdir full: %s\n", res(rmdir(d)));
     list(d);

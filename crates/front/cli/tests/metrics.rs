@@ -246,3 +246,43 @@ fn status_watch_shows_rates_and_refuses_a_bad_interval() {
     let bad = Command::new(WEFT).args(["status", "--watch", "--interval", "0"]).env("WEFT_CLUSTER", tc.lc.cluster_file()).output().unwrap();
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--interval"));
 }
+
+/// A metrics port someone else holds costs the operator the metrics, not
+/// the users the file service: the server starts, serves, and says why it
+/// has no metrics. (Before, it exited after binding its own port, and a
+/// client mid-handshake saw the connection closed.)
+#[test]
+fn a_taken_metrics_port_leaves_the_file_service_up() {
+    let tc = TestCluster::start("metrics-taken", 1);
+    let mut cf = tc.cluster();
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let main = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = main.local_addr().unwrap();
+    drop(main);
+    // A second copy of server 1 (data) on a new port, its metrics port held.
+    let dir = tc.scratch("taken");
+    std::fs::create_dir_all(&dir).unwrap();
+    cf.servers[1].addr = addr;
+    cf.servers[1].dir = dir.join("srv");
+    cf.servers[1].metrics = Some(holder.local_addr().unwrap());
+    let path = dir.join("cluster.toml");
+    cf.save(&path).unwrap();
+    let log = std::fs::File::create(dir.join("log")).unwrap();
+    let mut server = Command::new(WEFT).args(["serve", "--cluster"]).arg(&path).args(["--id", "1"]).stdout(log.try_clone().unwrap()).stderr(log).spawn().unwrap();
+    let started = Instant::now();
+    let ep = weft_net::Endpoint::new(cf.secret(), weft_net::EndpointConfig::default()).unwrap();
+    let up = loop {
+        if ep.call(addr, weft_wire::Request::Ping.encode()).is_ok() {
+            break true;
+        }
+        if started.elapsed() > Duration::from_secs(10) || server.try_wait().unwrap().is_some() {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let said = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(up, "the server did not serve with its metrics port taken:\n{said}");
+    assert!(said.contains("serves no metrics"), "{said}");
+}

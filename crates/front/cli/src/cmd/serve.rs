@@ -54,7 +54,7 @@ pub fn serve(cluster: Option<&Path>, a: ServeArgs) -> Result<()> {
     let cf = ClusterFile::load(&path)?;
     let me = cf.server(ServerId(id)).with_context(|| format!("server id {id} is not in {}", path.display()))?.clone();
     let listener = TcpListener::bind(me.addr).with_context(|| format!("cannot listen on {}", me.addr))?;
-    let metrics = me.metrics.map(|at| TcpListener::bind(at).with_context(|| format!("cannot serve metrics on {at}"))).transpose()?;
+    let metrics = me.metrics.and_then(|at| metrics_listener(at, id));
     run(&cf, id, listener, metrics)
 }
 
@@ -98,6 +98,20 @@ fn run_server(cf: &ClusterFile, id: u32, listener: TcpListener, metrics: Option<
     };
     let _ = out!("weft serve: server {id} listening on {} with {:?} in {}{metrics}", me.addr, me.services, me.dir.display());
     weft_services::run_until(server, listener, shutdown).context("the server's event loop failed")
+}
+
+/// The metrics port, if it can be had. Metrics are for operators: a port
+/// taken (by another process, or as a client connection's local port
+/// while this server was down) costs them, not the file service, which
+/// starts anyway and says so.
+fn metrics_listener(at: std::net::SocketAddr, id: u32) -> Option<TcpListener> {
+    match TcpListener::bind(at) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            eprintln!("weft serve: server {id} serves no metrics: cannot listen on {at}: {e}");
+            None
+        }
+    }
 }
 
 /// This server's settings, from its variables (read once, here).

@@ -143,13 +143,12 @@ fn prepare(job: &JobFile, made: &mut Made, over: &Overrides) -> Result<Prepared,
     let ip = iface::choose(&addrs, over.iface.as_deref().or(job.iface.as_deref())).map_err(fail)?;
     let addr = SocketAddr::from((ip, over.port.unwrap_or(job.port)));
     let listener = TcpListener::bind(addr).map_err(|e| fail(format!("cannot listen on {addr}: {e}")))?;
-    let metrics = match job.metrics_port {
-        Some(port) => {
-            let at = SocketAddr::from((ip, port));
-            Some(TcpListener::bind(at).map_err(|e| fail(format!("cannot serve metrics on {at}: {e}")))?)
-        }
-        None => None,
-    };
+    // Metrics are for operators: a port taken costs them (said, and the
+    // cluster file names no port for this server), not the file service.
+    let metrics = job.metrics_port.and_then(|port| {
+        let at = SocketAddr::from((ip, port));
+        TcpListener::bind(at).map_err(|e| eprintln!("weft serve: no metrics: cannot listen on {at}: {e}")).ok()
+    });
     Ok((lock, listener, metrics))
 }
 

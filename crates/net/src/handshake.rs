@@ -73,7 +73,10 @@ pub fn client_handshake(stream: &mut (impl Read + Write), addr: SocketAddr, auth
     loop {
         let head = match read_header(stream) {
             Ok(h) => h,
-            Err(FrameReadError::Closed) => return Err(NetError::Handshake { addr, reason: "server closed the connection".into() }),
+            // Closed without a word (a refusal sends one): the server went
+            // away, say killed while starting; nothing was sent yet, so a
+            // call may be sent again as after a refused connect.
+            Err(FrameReadError::Closed) => return Err(io_err(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "the server closed the connection during the handshake"))),
             Err(FrameReadError::Io(e)) => return Err(io_err(e)),
             Err(FrameReadError::Decode(e)) => return Err(NetError::Handshake { addr, reason: e.to_string() }),
         };

@@ -404,6 +404,12 @@ static ssize_t weft_iov(int fd, const struct iovec *iov, int n, int64_t off, int
     ssize_t total = 0;
     for (int i = 0; i < n; i++) {
         if (iov[i].iov_len == 0) continue;
+        /* Lengths are the caller's: the position must stay an offset. */
+        if (iov[i].iov_len > (size_t)(INT64_MAX - total) || (off >= 0 && off > INT64_MAX - total - (int64_t)iov[i].iov_len)) {
+            if (total > 0) return total;
+            errno = EINVAL;
+            return -1;
+        }
         int64_t at = off < 0 ? -1 : off + total;
         ssize_t r = writing ? weftio_posix_write(fd, iov[i].iov_base, iov[i].iov_len, at) : weftio_posix_read(fd, iov[i].iov_base, iov[i].iov_len, at);
         if (r < 0) return total > 0 ? total : answer(r);

@@ -324,23 +324,33 @@ impl Client {
     /// it knows it (no writer open), else asked of the data servers; a
     /// symbolic link's size is its target's length, as lstat(2)'s.
     pub fn stat(&self, path: &str) -> Result<(FileAttr, u64)> {
-        self.stat_by(MetaReq::StatSize { path: path.into() }, Some(path))
+        self.stat_by(MetaReq::StatSize { path: path.into() }, Some(path), &|_| None)
+    }
+
+    /// [`Client::stat`], taking the size of a file open for writing from
+    /// `known` when it has it, instead of asking the data servers (a mount
+    /// knows the sizes of the files it writes).
+    pub fn stat_knowing(&self, path: &str, known: &dyn Fn(FileId) -> Option<u64>) -> Result<(FileAttr, u64)> {
+        self.stat_by(MetaReq::StatSize { path: path.into() }, Some(path), known)
     }
 
     /// [`Client::stat`] of file `file` by its id: root only (a mount asking
     /// for an inode whose path another client changed). A symbolic link's
     /// size is not known this way (0).
     pub fn stat_id(&self, file: FileId) -> Result<(FileAttr, u64)> {
-        self.stat_by(MetaReq::StatId { file }, None)
+        self.stat_by(MetaReq::StatId { file }, None, &|_| None)
     }
 
     /// A stat by `op`; `path` names the entry, when known.
-    fn stat_by(&self, op: MetaReq, path: Option<&str>) -> Result<(FileAttr, u64)> {
+    fn stat_by(&self, op: MetaReq, path: Option<&str>, local: &dyn Fn(FileId) -> Option<u64>) -> Result<(FileAttr, u64)> {
         let addr = self.inner.cluster.meta_server().addr;
         let (attr, known, cap) = match self.meta(op)? {
             Response::Stat { attr, size, cap } => (attr, size, cap),
             other => return Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
         };
+        // Known to the metadata service (no writer has the file open), or
+        // else to the caller (its writer).
+        let known = known.or_else(|| if attr.kind == FileKind::File { local(attr.id) } else { None });
         let size = match (attr.kind, known, cap) {
             (FileKind::File, Some(size), _) => size,
             (FileKind::File, None, Some(cap)) if attr.layout.is_some() => {

@@ -6,6 +6,7 @@ use crate::attrs::{fuse_attr, kind_of};
 use crate::errno;
 use crate::handle::{lock, Handle};
 use crate::known::Known;
+use crate::local_sizes::LocalSizes;
 use crate::locks::PosixLocks;
 use crate::write_behind::WriteBehind;
 use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo};
@@ -108,6 +109,8 @@ pub struct WeftFs {
     pub(crate) lock_waiters: Arc<std::sync::atomic::AtomicUsize>,
     /// Writes answered once queued (see `write_behind`).
     pub(crate) writes: WriteBehind,
+    /// Sizes of the files this mount writes (see `local_sizes`).
+    pub(crate) sizes: Arc<LocalSizes>,
     /// Clients acting as the users who create files here (by identity).
     pub(crate) callers: Mutex<HashMap<weft_client::Cred, Client>>,
     /// Supplementary groups read from /proc, by pid, with their uid, gid
@@ -124,6 +127,7 @@ pub struct WeftFs {
 
 impl WeftFs {
     pub fn new(client: Client, opts: MountOptions) -> Self {
+        let sizes = Arc::new(LocalSizes::new(opts.attr_timeout));
         WeftFs {
             client: client.clone(),
             opts,
@@ -141,7 +145,8 @@ impl WeftFs {
             notifier: Arc::new(std::sync::OnceLock::new()),
             callers: Mutex::new(HashMap::new()),
             groups_of_pid: Mutex::new(HashMap::new()),
-            writes: WriteBehind::new(),
+            writes: WriteBehind::new(sizes.clone()),
+            sizes,
             next_fh: AtomicU64::new(1),
         }
     }
@@ -191,7 +196,29 @@ impl WeftFs {
     /// `path`'s attributes, asked as the user behind the request (`c`,
     /// from [`WeftFs::caller`]).
     pub(crate) fn stat(&self, c: &weft_client::Client, path: &str) -> Result<FileAttr, Errno> {
-        let (a, size) = self.settled(|| c.stat(path))?;
+        self.stat_keeping(c, path, None)
+    }
+
+    /// [`WeftFs::stat`]; a size the data servers give for inode `ino` (the
+    /// one expected at `path`) is kept for this mount's next stats (see
+    /// `local_sizes`). A file this mount writes has its size from there,
+    /// when known.
+    fn stat_keeping(&self, c: &weft_client::Client, path: &str, ino: Option<u64>) -> Result<FileAttr, Errno> {
+        let ask = self.sizes.ask();
+        let local = std::cell::Cell::new(false);
+        let known = |id: weft_client::FileId| {
+            let size = self.sizes.get(id.0);
+            local.set(local.get() || size.is_some());
+            size
+        };
+        let (a, size) = self.settled(|| c.stat_knowing(path, &known), &local)?;
+        if let Some(ino) = ino
+            && a.id.0 == ino
+            && a.kind == weft_client::FileKind::File
+            && !local.get()
+        {
+            self.sizes.learned(ino, ask, size);
+        }
         self.remember(a.id.0, path);
         Ok(self.kernel_attr(&a, size))
     }
@@ -199,11 +226,12 @@ impl WeftFs {
     /// What `ask` says of a file, with every write answered before this
     /// call in its size (the kernel takes the answer as newer than those
     /// writes): if one was still queued or in flight while the servers
-    /// were asked, wait for it and ask again.
-    fn settled(&self, ask: impl Fn() -> Result<(weft_client::FileAttr, u64), weft_client::Error>) -> Result<(weft_client::FileAttr, u64), Errno> {
+    /// were asked, wait for it and ask again. A size this mount knew
+    /// (`local` set) already counts every write queued here.
+    fn settled(&self, ask: impl Fn() -> Result<(weft_client::FileAttr, u64), weft_client::Error>, local: &std::cell::Cell<bool>) -> Result<(weft_client::FileAttr, u64), Errno> {
         let mark = self.writes.mark();
         let (a, size) = ask().map_err(|e| errno::of(&e))?;
-        if a.kind == weft_client::FileKind::File && self.writes.unsettled_since(a.id.0, mark) {
+        if a.kind == weft_client::FileKind::File && !local.get() && self.writes.unsettled_since(a.id.0, mark) {
             self.writes.wait_for(a.id.0, mark);
             return ask().map_err(|e| errno::of(&e));
         }
@@ -250,11 +278,17 @@ impl WeftFs {
     /// it: from a handle this mount has open (one round trip to the data
     /// servers, none to the metadata service), else by a stat.
     pub(crate) fn size_now(&self, c: &weft_client::Client, ino: INodeNo) -> Result<u64, Errno> {
+        if let Some(size) = self.sizes.get(ino.0) {
+            return Ok(size);
+        }
         let open = lock(&self.handles).values().find(|h| h.file.attr().id.0 == ino.0).cloned();
         match open {
             Some(h) => {
+                let ask = self.sizes.ask();
                 self.writes.wait(ino.0);
-                h.file.size().map_err(|e| errno::of(&e))
+                let size = h.file.size().map_err(|e| errno::of(&e))?;
+                self.sizes.learned(ino.0, ask, size);
+                Ok(size)
             }
             None => self.stat_ino(c, ino).map(|a| a.size),
         }
@@ -264,7 +298,7 @@ impl WeftFs {
     /// another file now or nothing (another client renamed or replaced
     /// it), by its id; ESTALE once the file is gone.
     pub(crate) fn stat_ino(&self, c: &weft_client::Client, ino: INodeNo) -> Result<FileAttr, Errno> {
-        match self.path_of(ino).and_then(|path| self.stat(c, &path)) {
+        match self.path_of(ino).and_then(|path| self.stat_keeping(c, &path, Some(ino.0))) {
             Ok(a) if a.ino == ino || ino.0 == 1 => return Ok(a),
             // Refused as this user: the answer stands.
             Err(e) if e != Errno::ENOENT && e != Errno::ENOTDIR && e != Errno::ESTALE => return Err(e),
@@ -275,7 +309,7 @@ impl WeftFs {
         // The path names another file now, or nothing (another client
         // renamed or replaced it): ask for the inode itself, as the mount
         // (the kernel checked the path when it looked the inode up).
-        match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0))) {
+        match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0)), &std::cell::Cell::new(false)) {
             Ok((a, size)) => Ok(self.kernel_attr(&a, size)),
             Err(e) if e == Errno::ENOENT || e == Errno::EACCES => Err(Errno::ESTALE),
             Err(e) => Err(e),

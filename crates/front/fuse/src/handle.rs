@@ -14,6 +14,8 @@ pub(crate) struct Handle {
     pub(crate) append: bool,
     /// O_SYNC / O_DSYNC: writes are answered once the servers have them.
     pub(crate) sync: bool,
+    /// Opened for writing (counted in the mount's local sizes).
+    pub(crate) writer: bool,
     /// Written through: its last close sets the file's mtime (data
     /// servers do not tell the metadata service of writes).
     pub(crate) wrote: std::sync::atomic::AtomicBool,
@@ -31,7 +33,8 @@ pub(crate) struct Handle {
 impl Handle {
     pub(crate) fn new(file: File, flags: i32, opener: weft_client::Client) -> Self {
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
-        Handle { file, append: flags & libc::O_APPEND != 0, sync, wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
+        let writer = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        Handle { file, append: flags & libc::O_APPEND != 0, sync, writer, wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
     }
 
     /// Records a queued write's failure for this handle's next write,

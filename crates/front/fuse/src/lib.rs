@@ -13,6 +13,7 @@ mod fs;
 mod handle;
 mod identity;
 mod known;
+mod local_sizes;
 mod locks;
 mod open_files;
 mod ops;

@@ -97,6 +97,7 @@ impl Filesystem for WeftFs {
             }
             if let Some(s) = size {
                 Self::within_max_size(s, 0)?;
+                let ask = self.sizes.ask();
                 // After the writes queued before it.
                 self.writes.wait(ino.0);
                 match fh.map(|fh| self.handle(fh)) {
@@ -115,6 +116,7 @@ impl Filesystem for WeftFs {
                         f.truncate(s).and_then(|()| f.close()).map_err(e)?;
                     }
                 }
+                self.sizes.truncated(ino.0, ask, s);
                 // A truncate moves the times at once (not at the close).
                 if mtime.is_none() {
                     last = Some(self.change(&c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
@@ -373,13 +375,22 @@ impl Filesystem for WeftFs {
                 return Err(Errno::ESTALE);
             }
             let truncated = write && flags.0 & libc::O_TRUNC != 0;
+            let ask = self.sizes.ask();
             if truncated {
+                // After the writes queued before it (another handle's).
+                self.writes.wait(ino.0);
                 file.truncate(0).map_err(|e| errno::of(&e))?;
                 // Seen at once, as the truncate's (not at the close).
                 self.change(&opener, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
             }
             let h = Handle::new(file, flags.0, opener);
             h.wrote.store(truncated, Ordering::Relaxed);
+            if write {
+                self.sizes.opened(ino.0, None);
+                if truncated {
+                    self.sizes.truncated(ino.0, ask, 0);
+                }
+            }
             Ok(self.keep_reserved(h))
         })();
         if r.is_err() {
@@ -405,6 +416,10 @@ impl Filesystem for WeftFs {
             let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
             let attr = fuse_attr(file.attr(), size);
             self.counted(attr.ino.0, &path);
+            if flags & libc::O_ACCMODE != libc::O_RDONLY {
+                // A file this create made is empty (one it opened: asked later).
+                self.sizes.opened(attr.ino.0, (flags & libc::O_EXCL != 0).then_some(0));
+            }
             Ok((attr, self.keep(Handle::new(file, flags, opener))))
         })();
         match r {
@@ -453,9 +468,13 @@ impl Filesystem for WeftFs {
                 // In order after what is queued, and answered when done.
                 self.writes.settle(&h)?;
                 if h.append {
+                    // Its offset is the end found under the append lock.
+                    self.sizes.unknown(ino);
                     return self.append(&h, data);
                 }
-                return h.file.write_at(offset, data).map_err(|e| errno::of(&e));
+                let n = h.file.write_at(offset, data).map_err(|e| errno::of(&e))?;
+                self.sizes.wrote(ino, offset + n as u64);
+                return Ok(n);
             }
             self.writes.write(h.clone(), ino, offset, data.to_vec())
         });
@@ -501,6 +520,9 @@ impl Filesystem for WeftFs {
             }
             self.touch_if_written(&h);
             let id = h.file.attr().id.0;
+            if h.writer {
+                self.sizes.closed(id);
+            }
             // The write open ends at the metadata service, with the size if
             // it wrote (stat then answers without the data servers). A
             // handle another request still borrows (a setattr asking the

@@ -21,6 +21,7 @@
 
 use crate::errno;
 use crate::handle::Handle;
+use crate::local_sizes::LocalSizes;
 use fuser::Errno;
 use std::collections::{HashMap, VecDeque};
 use crate::pool::{Job, Pool};
@@ -68,6 +69,8 @@ pub(crate) struct Mark {
 pub(crate) struct WriteBehind {
     state: Arc<(Mutex<State>, Condvar)>,
     jobs: Pool,
+    /// Grown by each write once queued; told of each that failed.
+    sizes: Arc<LocalSizes>,
 }
 
 fn guard(m: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -110,8 +113,8 @@ impl Drop for Done {
 }
 
 impl WriteBehind {
-    pub(crate) fn new() -> Self {
-        WriteBehind { state: Arc::new((Mutex::new(State::default()), Condvar::new())), jobs: Pool::new("weft-wb", THREADS) }
+    pub(crate) fn new(sizes: Arc<LocalSizes>) -> Self {
+        WriteBehind { state: Arc::new((Mutex::new(State::default()), Condvar::new())), jobs: Pool::new("weft-wb", THREADS), sizes }
     }
 
     /// Queues `data` for `offset` of `h`'s file (inode `ino`) and returns
@@ -136,6 +139,7 @@ impl WriteBehind {
         drop(st);
         let done = Done { state: self.state.clone(), ino, write };
         let writer = h.clone();
+        let sizes = self.sizes.clone();
         let job: Job = Box::new(move || {
             let _done = done;
             // Dropped before `_done` (declared after it): once the write is
@@ -145,12 +149,15 @@ impl WriteBehind {
             if let Err(e) = writer.file.write_at(offset, &data) {
                 tracing::warn!(target: "weft::fuse", ino, offset, error = %e, "a queued write failed; reported at the handle's next write, fsync or close");
                 writer.fail(errno::of(&e));
+                sizes.unknown(ino);
             }
         });
         // A job that cannot be sent is dropped here, and its `Done` with it.
         if self.jobs.run(job).is_err() {
             return Err(Errno::EIO);
         }
+        // Answered: the file is this long now, for this mount's stats.
+        self.sizes.wrote(ino, end);
         Ok(len)
     }
 
@@ -215,7 +222,7 @@ mod tests {
 
     #[test]
     fn a_wait_covers_the_writes_queued_before_it_and_no_later_ones() {
-        let wb = Arc::new(WriteBehind::new());
+        let wb = Arc::new(WriteBehind::new(Arc::new(LocalSizes::new(std::time::Duration::ZERO))));
         let (m, _) = &*wb.state;
         let first = queue(&mut guard(m), 7);
         let mark = wb.mark();

@@ -280,3 +280,75 @@ fn ls_l_gets_attributes_with_the_listing() {
     writing.close().unwrap();
     m.unmount();
 }
+
+/// What `tar` does to each file it writes (times, owner, mode while open;
+/// `chmod` by path after the close) asks only the metadata service: the
+/// mount knows the sizes of the files it writes. The sizes it answers
+/// stay right, also after another handle of the mount grew the file.
+#[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
+fn attribute_changes_while_writing_ask_no_data_server() {
+    use std::os::fd::AsRawFd;
+    let tc = TestCluster::start("fuse-setattr", 4);
+    let c = tc.client();
+    let m = Mount::new(&tc, "m");
+    let data = || -> u64 { c.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services & 2 != 0).map(|s| s.requests).sum() };
+    let path = m.point.join("f");
+    let f = fs::OpenOptions::new().write(true).create_new(true).open(&path).unwrap();
+    let body = pattern(3, 10_000);
+    std::io::Write::write_all(&mut &f, &body).unwrap();
+    f.sync_all().unwrap();
+    let before = data();
+    let fd = f.as_raw_fd();
+    for i in 0..20u32 {
+        let t = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }, libc::timespec { tv_sec: 1_000_000 + i64::from(i), tv_nsec: 0 }];
+        assert_eq!(unsafe { libc::futimens(fd, t.as_ptr()) }, 0, "futimens");
+        assert_eq!(unsafe { libc::fchown(fd, 0, 0) }, 0, "fchown");
+        assert_eq!(unsafe { libc::fchmod(fd, if i % 2 == 0 { 0o600 } else { 0o644 }) }, 0, "fchmod");
+        assert_eq!(f.metadata().unwrap().len(), 10_000, "the size after attribute changes");
+    }
+    let used = data() - before - 4;
+    assert_eq!(used, 0, "60 attribute changes of a file being written asked the data servers {used} times");
+    // Another handle of the mount grows the file: the first one's
+    // attribute changes answer the new size.
+    let g = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&g, b"tail", 1 << 20).unwrap();
+    assert_eq!(unsafe { libc::fchmod(fd, 0o640) }, 0);
+    assert_eq!(f.metadata().unwrap().len(), (1 << 20) + 4, "the size answered to a change through the first handle");
+    drop(g);
+    drop(f);
+    // After the close, a change by path (tar's directories, cp -p) knows
+    // the size too; every byte is there. (The release, which measures the
+    // size as the last writer, comes after close(2): waited for first.)
+    let mut settled = data();
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = data();
+        // Only the status asked itself (a request to each data server).
+        let quiet = now == settled + 4;
+        settled = now;
+        if quiet {
+            break;
+        }
+    }
+    // Requests to the metadata and the data servers (a status asks each
+    // server once: counted in the next one).
+    let counts = || -> (u64, u64) {
+        let stats: Vec<_> = c.status().into_iter().filter_map(|s| s.stats.ok()).collect();
+        let of = |bit: u8| stats.iter().filter(|s| s.services & bit != 0).map(|s| s.requests).sum();
+        (of(1), of(2))
+    };
+    let (meta_before, before) = counts();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
+    let (meta_after, after) = counts();
+    let (meta_used, used) = (meta_after - meta_before - 1, after - before - 4);
+    assert_eq!(used, 0, "a chmod right after the close asked the data servers {used} times");
+    assert_eq!(meta_used, 1, "a chmod right after the close: the change alone (the size was measured at the close)");
+    assert_eq!(fs::metadata(&path).unwrap().len(), (1 << 20) + 4);
+    let (attr, size) = c.stat("/f").unwrap();
+    assert_eq!((attr.mode & 0o777, size), (0o444, (1 << 20) + 4));
+    let back = fs::read(&path).unwrap();
+    assert_eq!(&back[..10_000], &body[..]);
+    assert_eq!(&back[(1 << 20)..], b"tail");
+    m.unmount();
+}

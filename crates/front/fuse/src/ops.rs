@@ -520,9 +520,8 @@ impl Filesystem for WeftFs {
             }
             self.touch_if_written(&h);
             let id = h.file.attr().id.0;
-            if h.writer {
-                self.sizes.closed(id);
-            }
+            let writer = h.writer;
+            let ask = self.sizes.ask();
             // The write open ends at the metadata service, with the size if
             // it wrote (stat then answers without the data servers). A
             // handle another request still borrows (a setattr asking the
@@ -541,13 +540,21 @@ impl Filesystem for WeftFs {
                     Err(_) => break None,
                 }
             };
-            match owned {
-                Some(h) => {
-                    if let Err(e) = h.file.close() {
+            let measured = match owned {
+                Some(h) => match h.file.close_measured() {
+                    Ok(size) => size,
+                    Err(e) => {
                         tracing::warn!(target: "weft::fuse", ino = id, error = %e, "closing a write handle at the metadata service failed");
+                        None
                     }
+                },
+                None => {
+                    tracing::debug!(target: "weft::fuse", ino = id, "handle released while in use; not reported closed");
+                    None
                 }
-                None => tracing::debug!(target: "weft::fuse", ino = id, "handle released while in use; not reported closed"),
+            };
+            if writer {
+                self.sizes.closed(id, ask, measured);
             }
             self.closed(id);
         }

@@ -525,20 +525,10 @@ impl Client {
         }
     }
 
-    /// Removes a file: its name first (so no one opens it again), then its objects.
+    /// Removes a name; with a file's last name, the metadata service
+    /// deletes its objects once the removal is durable.
     pub fn unlink(&self, path: &str) -> Result<()> {
-        self.unlink_name(path)?.map_or(Ok(()), Deletion::run)
-    }
-
-    /// Removes a file's name, and returns the deletion of its objects to
-    /// run (later, elsewhere) if that was its last name. Objects whose
-    /// deletion never runs stay on the data servers, as after a client
-    /// that died between the two steps.
-    pub fn unlink_name(&self, path: &str) -> Result<Option<Deletion>> {
-        match self.meta(MetaReq::Unlink { path: path.into() })? {
-            Response::Granted { attr, cap } => Ok(Some(Deletion { client: self.clone(), attr, cap })),
-            _ => Ok(None),
-        }
+        self.meta(MetaReq::Unlink { path: path.into() }).map(|_| ())
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {
@@ -554,32 +544,26 @@ impl Client {
         // again for a while before it reaches the caller.
         let give_up = std::time::Instant::now() + RENAME_RETRY;
         let mut pause = std::time::Duration::from_millis(1);
-        let renamed = loop {
+        // A file replaced: the metadata service deletes its objects.
+        loop {
             match self.meta(MetaReq::Rename { from: from.into(), to: to.into() }) {
                 Err(Error::Busy { .. }) if std::time::Instant::now() + pause < give_up => {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(std::time::Duration::from_millis(100));
                 }
-                r => break r?,
+                r => {
+                    r?;
+                    break;
+                }
             }
-        };
+        }
         // A directory renamed: the ids cached under both names are stale
         // (the shards would send requests on; this saves the round trips).
         self.inner.shards.forget_tree(from);
         self.inner.shards.forget_tree(to);
-        match renamed {
-            Response::Renamed { replaced: Some((old, cap)) } => self.delete_objects(&old, cap),
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
-    pub(crate) fn delete_objects(&self, attr: &FileAttr, cap: Capability) -> Result<()> {
-        let Some(layout) = &attr.layout else { return Ok(()) };
-        let body = Request::data(cap, weft_wire::DataReq::Delete { file: attr.id }).encode();
-        let mut calls = layout.servers.iter().map(|&s| Ok(Call::new(self.addr_of(s)?, body.clone()))).collect::<Result<Vec<_>>>()?;
-        self.run(&mut calls);
-        calls.into_iter().try_for_each(|c| Client::response(c).map(|_| ()))
-    }
 
     /// This client's session with the lock server that keeps `file`'s
     /// locks (`ClusterFile::lock_servers`), started on first use.
@@ -645,22 +629,3 @@ fn shard_count_differs(addr: SocketAddr, ours: u32, theirs: u32) -> Error {
     Error::Protocol { addr, what: format!("the cluster file names {ours} metadata shard(s) but the servers have {theirs}: use the cluster file they were started with") }
 }
 
-/// The deletion of a removed file's objects on the data servers (see
-/// [`Client::unlink_name`]); it carries the capability that allows it.
-pub struct Deletion {
-    client: Client,
-    attr: FileAttr,
-    cap: Capability,
-}
-
-impl Deletion {
-    /// The removed file's id.
-    pub fn file(&self) -> FileId {
-        self.attr.id
-    }
-
-    /// Deletes the objects, on every data server of the file's layout.
-    pub fn run(self) -> Result<()> {
-        self.client.delete_objects(&self.attr, self.cap)
-    }
-}

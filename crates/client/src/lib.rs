@@ -25,7 +25,7 @@ mod shard_route;
 
 pub use atomic::{LockGranularity, LockGuard};
 pub use comm::Communicator;
-pub use client::{Client, ClientOptions, CreateOptions, Deletion, ServerStatus};
+pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
 pub use weft_lock::Extent;
 pub use error::{Error, Result};
 pub use file::File;

@@ -33,7 +33,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// grant (`Locked`, response 19 `Leased`), lock op 5 `Start`, fenced
 /// writes (data op 9). 17: requests, latency and quota refusals by kind,
 /// queue depth and shared-memory connections in server stats.
-pub const PROTOCOL_VERSION: u8 = 17;
+/// 18: removals carry no capability (the metadata service deletes a
+/// removed file's objects itself): `Unlink` is answered `Ok`, `Rename`
+/// `Renamed` with none.
+pub const PROTOCOL_VERSION: u8 = 18;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

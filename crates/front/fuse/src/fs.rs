@@ -98,11 +98,6 @@ pub struct WeftFs {
     /// Requests waiting in `wait_hidden_closed` (each holds a thread the
     /// releases they wait for need).
     pub(crate) release_waiters: AtomicUsize,
-    /// Deletions of removed files' objects queued on `deleters`.
-    pub(crate) deletions: Arc<AtomicUsize>,
-    /// Runs those deletions (a pool of their own: a large `rm -rf` does
-    /// not hold up other files' queued writes).
-    pub(crate) deleters: crate::pool::Pool,
     /// fcntl record locks, through the lock service.
     pub(crate) locks: Arc<PosixLocks>,
     /// F_SETLKW requests waiting on threads of their own.
@@ -138,8 +133,6 @@ impl WeftFs {
             closes: std::sync::Condvar::new(),
             removing: Mutex::new(Vec::new()),
             release_waiters: AtomicUsize::new(0),
-            deletions: Arc::new(AtomicUsize::new(0)),
-            deleters: crate::pool::Pool::new("weft-rm", 2),
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),

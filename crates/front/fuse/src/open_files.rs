@@ -10,17 +10,6 @@ use crate::handle::{lock, Handle};
 use fuser::{Errno, INodeNo};
 use std::sync::atomic::Ordering;
 
-/// Deletions of removed files' objects queued at most (see
-/// [`WeftFs::delete_later`]).
-const MAX_DELETIONS: usize = 4096;
-
-fn delete_now(d: weft_client::Deletion) {
-    let id = d.file().0;
-    if let Err(e) = d.run() {
-        tracing::warn!(target: "weft::fuse", ino = id, error = %e, "could not delete a removed file's objects; they stay on the data servers");
-    }
-}
-
 /// The byte whose exclusive lock serializes appends to a file, Weft-wide:
 /// the last one a lock may cover, which no data access reaches.
 const APPEND_TOKEN: u64 = (1 << 63) - 1;
@@ -67,45 +56,12 @@ impl WeftFs {
             }
             _ => {
                 drop(open);
-                let deletion = c.unlink_name(path).map_err(|e| errno::of(&e))?;
+                // The metadata service deletes the objects of a last name.
+                c.unlink(path).map_err(|e| errno::of(&e))?;
                 self.forget_path(path);
-                if let Some(d) = deletion {
-                    self.delete_later(d);
-                }
             }
         }
         Ok(())
-    }
-
-    /// Deletes a removed file's objects on the pool, so unlink answers once
-    /// the name is gone (one round trip, not two); at most
-    /// [`MAX_DELETIONS`] wait so, past that the caller deletes them.
-    /// Unmounting waits for those pending (`destroy`).
-    pub(crate) fn delete_later(&self, d: weft_client::Deletion) {
-        if self.deletions.fetch_add(1, Ordering::AcqRel) >= MAX_DELETIONS {
-            self.deletions.fetch_sub(1, Ordering::AcqRel);
-            return delete_now(d);
-        }
-        let pending = self.deletions.clone();
-        let job: crate::pool::Job = Box::new(move || {
-            delete_now(d);
-            pending.fetch_sub(1, Ordering::AcqRel);
-        });
-        if let Err(job) = self.deleters.run(job) {
-            job();
-        }
-    }
-
-    /// Waits (at most `budget`) for the deletions `delete_later` queued.
-    pub(crate) fn wait_deletions(&self, budget: std::time::Duration) {
-        let deadline = std::time::Instant::now() + budget;
-        while self.deletions.load(Ordering::Acquire) > 0 && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let left = self.deletions.load(Ordering::Acquire);
-        if left > 0 {
-            tracing::warn!(target: "weft::fuse", left, "unmounting with removed files' objects still to delete; they stay on the data servers");
-        }
     }
 
     /// Waits (at most `budget`) until no file this mount set aside in
@@ -228,10 +184,8 @@ impl WeftFs {
         };
         self.locks.release_inode(ino);
         if let Some((h, by)) = hidden {
-            match by.unlink_name(&h) {
-                Ok(Some(d)) => self.delete_later(d),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open"),
+            if let Err(e) = by.unlink(&h) {
+                tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
             }
             lock(&self.known).lost(ino);
             let open = lock(&self.open_inodes);

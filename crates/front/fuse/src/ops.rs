@@ -265,12 +265,6 @@ impl Filesystem for WeftFs {
         Ok(())
     }
 
-    /// Unmounting: the objects of files removed here are deleted before
-    /// the process ends (they would stay on the data servers).
-    fn destroy(&mut self) {
-        self.wait_deletions(Duration::from_secs(5));
-    }
-
     fn getlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, _pid: u32, reply: fuser::ReplyLock) {
         let r = (|| -> Result<Option<crate::locks::Conflict>, Errno> {
             let h = self.handle(fh)?;

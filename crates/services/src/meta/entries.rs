@@ -23,7 +23,8 @@ pub(super) fn forget_inode(tx: &WriteTransaction, attr: &FileAttr) -> Result<()>
     if attr.kind == FileKind::Symlink {
         tx.open_table(LINKS)?.remove(attr.id.0)?;
     }
-    Ok(())
+    // Its objects, deleted by the service once this is durable.
+    super::reaper::orphan(tx, attr)
 }
 
 /// One name of inode `attr` is going: its link count drops, and at the

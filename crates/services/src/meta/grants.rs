@@ -29,6 +29,11 @@ fn unix_now() -> u64 {
 impl Grants {
     /// Signs with `key`; capabilities live ten minutes unless
     /// [`Grants::set_lifetime`] says otherwise.
+    /// The key capabilities are signed with.
+    pub(super) fn key(&self) -> &CapKey {
+        &self.key
+    }
+
     pub(super) fn new(key: CapKey) -> Self {
         Grants { key, lifetime_s: 600 }
     }
@@ -57,11 +62,10 @@ impl Grants {
                 let cap = self.issue(attr.id, read | if *write { rights::WRITE } else { 0 } | rights::SIZE);
                 Response::Granted { attr, cap }
             }
-            (MetaReq::Unlink { .. }, Response::Attr(attr)) if is_file(&attr) => Response::Granted { cap: self.issue(attr.id, rights::DELETE), attr },
-            (MetaReq::Rename { .. }, Response::Renamed { replaced: Some((attr, _)) }) => {
-                let cap = self.issue(attr.id, rights::DELETE);
-                Response::Renamed { replaced: Some((attr, cap)) }
-            }
+            // A removed file's objects are the service's to delete (see
+            // `reaper`): no answer carries the right.
+            (MetaReq::Unlink { .. }, Response::Attr(_)) => Response::Ok,
+            (MetaReq::Rename { .. }, Response::Renamed { .. }) => Response::Renamed { replaced: None },
             (MetaReq::StatSize { .. } | MetaReq::StatId { .. }, Response::Stat { attr, size: None, .. }) if is_file(&attr) => {
                 let cap = Some(self.issue(attr.id, rights::SIZE));
                 Response::Stat { attr, size: None, cap }

@@ -26,6 +26,7 @@ mod name_moves;
 mod migrate;
 mod group_commit;
 mod path;
+mod reaper;
 mod reads;
 mod sharded;
 mod shards;
@@ -36,6 +37,7 @@ mod sync_window;
 mod tables;
 
 pub use path::components;
+pub use reaper::ReapPlace;
 pub use shards::ShardPlace;
 pub use store::RESERVE_BYTES;
 pub use tables::{MetaError, ROOT};
@@ -78,6 +80,8 @@ pub struct MetaService {
     /// Set inside a batch when a change went into the directory log (that
     /// commit is made durable before any shard is told of it).
     logged: AtomicBool,
+    /// Wakes the thread deleting removed files' objects (see [`reaper`]).
+    reap: Arc<reaper::Wake>,
     /// Held through a directory's rename (shard 0 makes them one at a
     /// time, see [`dir_moves`]).
     dir_renames: std::sync::Mutex<()>,
@@ -140,9 +144,10 @@ fn skip_to_ceiling(db: &Database) -> Result<u64> {
 }
 
 /// Whether answering this mutation must wait for its commit to be durable
-/// even within a window: its answer lets a client delete data objects.
-fn must_be_durable(op: &MetaReq, r: &Result<Response>) -> bool {
-    matches!((op, r), (MetaReq::Sync | MetaReq::Replica { .. }, _) | (MetaReq::Unlink { .. }, Ok(Response::Attr(_))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some(_) })))
+/// even within a window. (Removals need not: their objects are deleted
+/// by the service itself once they are, see [`reaper`].)
+fn must_be_durable(op: &MetaReq, _r: &Result<Response>) -> bool {
+    matches!(op, MetaReq::Sync | MetaReq::Replica { .. })
 }
 
 
@@ -184,6 +189,7 @@ impl MetaService {
             grants: grants::Grants::new(caps),
             shards,
             logged: AtomicBool::new(false),
+            reap: Default::default(),
             dir_renames: Default::default(),
         };
         if let Some(w) = svc.window {
@@ -193,6 +199,12 @@ impl MetaService {
             svc.start_sharded()?;
         }
         Ok(svc)
+    }
+
+    /// Starts deleting removed files' objects (see [`reaper`]): a server
+    /// does; a service without it keeps their records.
+    pub fn start_reaper(&self, place: ReapPlace) -> Result<()> {
+        reaper::start(&self.store, &self.commits, &self.pending, self.window.is_some(), self.grants.key().clone(), place, self.reap.clone()).map_err(|e| err(ErrorCode::Io, format!("cannot start deleting removed files' objects: {e}")))
     }
 
     /// Reopens the database after a storage error (see [`store`]). Commits
@@ -434,7 +446,10 @@ impl MetaService {
         for (k, ((_, op), r)) in batch.iter().zip(&results).enumerate() {
             match (op, r) {
                 (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id, created.contains(&k)),
-                (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some((a, _)) })) => self.sizes.forget(a.id),
+                (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some((a, _)) })) => {
+                    self.sizes.forget(a.id);
+                    self.reap.notify();
+                }
                 _ => {}
             }
         }

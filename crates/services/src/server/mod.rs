@@ -109,6 +109,7 @@ impl Server {
         let has = |s| me.services.contains(&s);
         let dir = me.dir.display().to_string();
         let secret = cluster.server_secret().map_err(|e| ServeError::Open { service: "auth", dir: dir.clone(), reason: e.to_string() })?;
+        let servers_auth = weft_net::ClientAuth::Secret(cluster.secret());
         let gate = match cluster.auth {
             weft_net::cluster::AuthMode::Secret => gate::Gate::new(secret),
             weft_net::cluster::AuthMode::Munge => {
@@ -120,6 +121,10 @@ impl Server {
             .then(|| {
                 let mut m = MetaService::open(&me.dir, cluster.data_servers(), cluster.default_stripe_size, gate.cap_key().clone(), Some(std::time::Duration::from_millis(cluster.meta_sync_window_ms)), shard_place(cluster, id, config.peer_endpoint.clone()))?;
                 m.set_cap_lifetime(config.cap_lifetime);
+                // Removed files' objects are deleted by this service, as
+                // a server (proving the servers' secret).
+                let servers = cluster.data_servers().into_iter().filter_map(|d| cluster.server(d).map(|s| (d, s.addr))).collect();
+                m.start_reaper(crate::meta::ReapPlace { servers, auth: servers_auth.clone(), endpoint: config.peer_endpoint.clone() })?;
                 Ok::<_, crate::meta::MetaError>(m)
             })
             .transpose()

@@ -197,3 +197,38 @@ pub fn try_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(Strin
 pub fn value(page: &str, series: &str) -> Option<f64> {
     page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
+
+/// Data objects on every data server, once `done` holds of their count or
+/// after 10 s (the count then): the metadata service deletes a removed
+/// file's objects shortly after the removal, not before its answer.
+pub fn objects_when(c: &weft_client::Client, done: impl Fn(u64) -> bool) -> u64 {
+    let count = || -> u64 { c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).filter_map(|s| s.stats.ok()).map(|s| s.objects).sum() };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let n = count();
+        if done(n) || std::time::Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Returns once the data servers received nothing for 100 ms but the
+/// status requests asking (at most 10 s): the metadata service's deletions
+/// of removed files' objects are done.
+pub fn data_servers_quiet(c: &weft_client::Client) {
+    let count = || -> (u64, u64) {
+        let data: Vec<u64> = c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).filter_map(|s| s.stats.ok()).map(|s| s.requests).collect();
+        (data.iter().sum(), data.len() as u64)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let (mut last, _) = count();
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (now, servers) = count();
+        if now == last + servers {
+            return;
+        }
+        last = now;
+    }
+}

@@ -1,0 +1,238 @@
+//! Deleting removed files' objects: the metadata service's own job.
+//!
+//! A file's last name removed (unlink, or a rename over it) leaves its
+//! objects on the data servers. The transaction that removes it also
+//! records it in `orphans` (file id -> the data servers of its layout), and
+//! a thread of the metadata service deletes the objects and then the
+//! record. So:
+//! * no answer carries the right to delete data: an unlink is answered
+//!   like a create, within the sync window, and a client that dies, or
+//!   whose answer was lost, leaves nothing behind;
+//! * objects are deleted only once their file's removal is durable (the
+//!   thread makes it so first): a crash can bring back a name removed
+//!   within the window, never a name whose data is gone;
+//! * a data server that is down keeps its records until it answers (a
+//!   deletion is idempotent: deleting an object twice is fine), and a
+//!   restart picks the records up again.
+
+use super::group_commit::GroupCommit;
+use super::store::Store;
+use super::sync_window::{durable_empty_commit, Pending};
+use super::tables::Result;
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
+use std::time::Duration;
+use weft_net::{Call, ClientAuth, Endpoint, EndpointConfig};
+use weft_wire::{rights, CapKey, DataReq, FileAttr, FileId, FileKind, Request, Response, ServerId};
+
+/// Removed files whose objects are still to be deleted: file id -> the
+/// ids of its layout's data servers (u32 little-endian each).
+pub(super) const ORPHANS: TableDefinition<u64, &[u8]> = TableDefinition::new("orphans");
+
+/// Orphans taken per round (one durable commit, one batch of deletions).
+const ROUND: usize = 256;
+
+/// Deletions in flight at once.
+const WINDOW: usize = 64;
+
+/// How long one round's deletions may take before the unanswered ones
+/// wait for the next round.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often the thread looks without being woken (to retry servers that
+/// were down, and to notice the service has gone).
+const POLL: Duration = Duration::from_millis(500);
+
+/// Records, in the transaction removing it, that file `attr`'s objects are
+/// to be deleted (a regular file with a layout; others have none).
+pub(super) fn orphan(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
+    if attr.kind != FileKind::File {
+        return Ok(());
+    }
+    let Some(layout) = &attr.layout else { return Ok(()) };
+    let servers: Vec<u8> = layout.servers.iter().flat_map(|s| s.0.to_le_bytes()).collect();
+    tx.open_table(ORPHANS)?.insert(attr.id.0, servers.as_slice())?;
+    Ok(())
+}
+
+/// The data servers of a record (a damaged one names none: it is dropped).
+fn servers_of(record: &[u8]) -> Vec<ServerId> {
+    if !record.len().is_multiple_of(4) {
+        return Vec::new();
+    }
+    record.chunks_exact(4).map(|b| ServerId(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))).collect()
+}
+
+/// Where the deletions go, and as whom.
+pub struct ReapPlace {
+    /// Every data server of the cluster, by id.
+    pub servers: HashMap<ServerId, SocketAddr>,
+    /// The servers' own credentials.
+    pub auth: ClientAuth,
+    pub endpoint: EndpointConfig,
+}
+
+/// Wakes the thread when a commit recorded orphans.
+#[derive(Default)]
+pub struct Wake {
+    due: Mutex<bool>,
+    cond: Condvar,
+}
+
+impl Wake {
+    pub fn notify(&self) {
+        *self.due.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.cond.notify_all();
+    }
+
+    fn wait(&self, timeout: Duration) {
+        let due = self.due.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut due, _) = self.cond.wait_timeout_while(due, timeout, |d| !*d).unwrap_or_else(PoisonError::into_inner);
+        *due = false;
+    }
+}
+
+/// Starts the thread; it ends once the service is gone.
+pub fn start<R: Send + Sync + 'static, T: Send + 'static>(store: &Arc<Store>, commits: &Arc<GroupCommit<R, T>>, pending: &Arc<Pending>, window: bool, key: CapKey, place: ReapPlace, wake: Arc<Wake>) -> std::io::Result<()> {
+    let endpoint = Endpoint::new(place.auth.clone(), EndpointConfig { op_timeout: DELETE_TIMEOUT, ..place.endpoint.clone() })?;
+    let reaper = Reaper { store: Arc::downgrade(store), commits: Arc::downgrade(commits), pending: pending.clone(), window, key, servers: place.servers, endpoint };
+    std::thread::Builder::new().name("weft-meta-reap".into()).spawn(move || reaper.run(&wake)).map(|_| ())
+}
+
+struct Reaper<R, T> {
+    store: Weak<Store>,
+    commits: Weak<GroupCommit<R, T>>,
+    pending: Arc<Pending>,
+    /// Commits may be answered before they are durable.
+    window: bool,
+    key: CapKey,
+    servers: HashMap<ServerId, SocketAddr>,
+    endpoint: Endpoint,
+}
+
+impl<R, T> Reaper<R, T> {
+    fn run(&self, wake: &Wake) {
+        loop {
+            let (Some(store), Some(commits)) = (self.store.upgrade(), self.commits.upgrade()) else { return };
+            let more = match self.round(&store, &commits) {
+                Ok(more) => more,
+                Err(e) => {
+                    tracing::warn!(target: "weft::meta", error = %e, "could not delete removed files' objects this round; trying again");
+                    false
+                }
+            };
+            drop((store, commits));
+            if !more {
+                wake.wait(POLL);
+            }
+        }
+    }
+
+    /// One round: true if it deleted a full round (more may be waiting).
+    fn round(&self, store: &Store, commits: &GroupCommit<R, T>) -> Result<bool> {
+        let orphans: Vec<(u64, Vec<ServerId>)> = {
+            let db = store.db()?;
+            let tx = db.begin_read()?;
+            let table = match tx.open_table(ORPHANS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+                Err(e) => return Err(e.into()),
+            };
+            table.iter()?.take(ROUND).map(|r| r.map(|(k, v)| (k.value(), servers_of(v.value())))).collect::<std::result::Result<_, _>>()?
+        };
+        if orphans.is_empty() {
+            return Ok(false);
+        }
+        // Their removals durable first (they may be inside the window).
+        if self.window {
+            commits.exclusive(|| -> Result<()> {
+                if self.pending.is_pending() {
+                    durable_empty_commit(store)?;
+                    self.pending.note_durable();
+                }
+                Ok(())
+            })?;
+        }
+        let done = self.delete(&orphans);
+        if !done.is_empty() {
+            commits.exclusive(|| -> Result<()> {
+                let db = store.db()?;
+                let mut tx = db.begin_write()?;
+                if self.window {
+                    tx.set_durability(redb::Durability::None);
+                }
+                {
+                    let mut table = tx.open_table(ORPHANS)?;
+                    for id in &done {
+                        table.remove(id)?;
+                    }
+                }
+                tx.commit()?;
+                if self.window {
+                    // Made durable with the window's next flush; lost, a
+                    // record only makes its deletion run again.
+                    self.pending.note_nondurable();
+                }
+                Ok(())
+            })?;
+        }
+        Ok(done.len() == ROUND)
+    }
+
+    /// Deletes the orphans' objects; returns the files done everywhere.
+    fn delete(&self, orphans: &[(u64, Vec<ServerId>)]) -> Vec<u64> {
+        let mut calls = Vec::new();
+        let mut owner = Vec::new();
+        for (k, (id, servers)) in orphans.iter().enumerate() {
+            let cap = self.key.issue(FileId(*id), rights::DELETE, u64::MAX);
+            let body = Request::data(cap, DataReq::Delete { file: FileId(*id) }).encode();
+            for s in servers {
+                match self.servers.get(s) {
+                    Some(&addr) => {
+                        calls.push(Call::new(addr, body.clone()));
+                        owner.push(k);
+                    }
+                    // A server no longer in the cluster file: nothing to
+                    // delete there.
+                    None => tracing::warn!(target: "weft::meta", file = id, server = s.0, "a removed file's data server is not in the cluster file; its object there is left"),
+                }
+            }
+        }
+        self.endpoint.run_within(&mut calls, WINDOW, DELETE_TIMEOUT);
+        let mut failed = vec![false; orphans.len()];
+        for (call, k) in calls.into_iter().zip(owner) {
+            let ok = match call.result {
+                Some(Ok(reply)) => match Response::decode(&reply.body) {
+                    Ok(Response::Ok) => true,
+                    answer => {
+                        tracing::debug!(target: "weft::meta", file = orphans[k].0, server = %call.peer, ?answer, "a removed file's objects were not deleted; trying again later");
+                        false
+                    }
+                },
+                Some(Err(e)) => {
+                    tracing::debug!(target: "weft::meta", file = orphans[k].0, server = %call.peer, error = %e, "a removed file's data server did not answer; trying again later");
+                    false
+                }
+                None => false,
+            };
+            failed[k] |= !ok;
+        }
+        orphans.iter().zip(failed).filter(|(_, f)| !f).map(|((id, _), _)| *id).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_name_their_servers_and_damaged_ones_none() {
+        let ids = [ServerId(1), ServerId(7), ServerId(u32::MAX)];
+        let record: Vec<u8> = ids.iter().flat_map(|s| s.0.to_le_bytes()).collect();
+        assert_eq!(servers_of(&record), ids);
+        assert!(servers_of(&record[..5]).is_empty());
+        assert!(servers_of(&[]).is_empty());
+    }
+}

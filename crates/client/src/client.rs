@@ -604,11 +604,14 @@ impl Client {
         Ok(LockGuard::new(session, id, lock))
     }
 
-    /// Asks every server of the cluster for its counters, all at once.
+    /// Asks every server of the cluster for its counters, all at once; one
+    /// that is down, or does not answer within 5 s, is reported so.
     pub fn status(&self) -> Vec<ServerStatus> {
         let body = Request::Status.encode();
         let mut calls: Vec<Call<'_>> = self.inner.cluster.servers.iter().map(|s| Call::new(s.addr, body.clone())).collect();
-        self.run(&mut calls);
+        // A server that is down is reported as such, at once: not waited
+        // for through the recovery window (`df` on a mount, `weft status`).
+        self.inner.endpoint.run_within(&mut calls, usize::MAX, STATUS_TIMEOUT.min(self.inner.endpoint.config().op_timeout));
         calls
             .into_iter()
             .zip(&self.inner.cluster.servers)
@@ -623,6 +626,9 @@ impl Client {
             .collect()
     }
 }
+
+/// How long a status waits for a server's answer.
+const STATUS_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A server's route names another shard count than the cluster file's.
 fn shard_count_differs(addr: SocketAddr, ours: u32, theirs: u32) -> Error {

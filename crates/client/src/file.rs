@@ -552,29 +552,22 @@ impl File {
     /// counting a writer: stat then always asks the data servers (correct,
     /// slower).
     pub fn close(self) -> Result<()> {
-        self.close_measured().map(|_| ())
-    }
-
-    /// [`File::close`], with the size it measured, if it was the file's
-    /// last writer anywhere (the size then stands until the next open for
-    /// writing).
-    pub fn close_measured(self) -> Result<Option<u64>> {
         use weft_wire::{MetaReq, Response};
         if !self.writer {
-            return Ok(None);
+            return Ok(());
         }
         let file = self.attr.id;
         let wrote = self.wrote.load(std::sync::atomic::Ordering::Relaxed);
         let r = match self.client.meta(MetaReq::Close { file, wrote }) {
             // The last writer is gone: every write is done, so the size
             // measured now is the file's.
-            Ok(Response::Measure { epoch }) => self.size().and_then(|size| self.client.meta(MetaReq::SetSize { file, epoch, size }).map(|_| Some(size))),
-            other => other.map(|_| None),
+            Ok(Response::Measure { epoch }) => self.size().and_then(|size| self.client.meta(MetaReq::SetSize { file, epoch, size })).map(|_| ()),
+            other => other.map(|_| ()),
         };
         match r {
             // Removed meanwhile, or no longer ours to write: the data is
             // unaffected; the file's stats just keep asking the data servers.
-            Err(Error::NotFound(_) | Error::Permission(_)) => Ok(None),
+            Err(Error::NotFound(_) | Error::Permission(_)) => Ok(()),
             other => other,
         }
     }

@@ -283,7 +283,8 @@ fn ls_l_gets_attributes_with_the_listing() {
 
 /// What `tar` does to each file it writes (times, owner, mode while open;
 /// `chmod` by path after the close) asks only the metadata service: the
-/// mount knows the sizes of the files it writes. The sizes it answers
+/// mount knows the sizes of the files it writes, the service those of
+/// files closed. The sizes it answers
 /// stay right, also after another handle of the mount grew the file.
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
@@ -343,7 +344,9 @@ fn attribute_changes_while_writing_ask_no_data_server() {
     let (meta_after, after) = counts();
     let (meta_used, used) = (meta_after - meta_before - 1, after - before - 4);
     assert_eq!(used, 0, "a chmod right after the close asked the data servers {used} times");
-    assert_eq!(meta_used, 1, "a chmod right after the close: the change alone (the size was measured at the close)");
+    // The change, and a stat (the metadata service knows the size since
+    // the last writer's close; the mount keeps none of its own then).
+    assert!(meta_used <= 2, "a chmod right after the close cost {meta_used} metadata requests");
     assert_eq!(fs::metadata(&path).unwrap().len(), (1 << 20) + 4);
     let (attr, size) = c.stat("/f").unwrap();
     assert_eq!((attr.mode & 0o777, size), (0o444, (1 << 20) + 4));

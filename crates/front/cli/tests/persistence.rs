@@ -108,31 +108,37 @@ fn objects_are_deleted_only_after_their_removal_is_durable() {
     }
 }
 
-/// A data server down when a file is removed gets its objects deleted
+/// A data server down when files are removed gets their objects deleted
 /// once it is back, also across a restart of the metadata service
-/// meanwhile: nothing is left behind.
+/// meanwhile, and it holds up neither the other servers' deletions nor
+/// files past the first round's (256): nothing is left behind.
 #[test]
 fn objects_on_a_data_server_that_was_down_are_deleted_when_it_is_back() {
     let mut tc = TestCluster::start("reap-down", 2);
     let c = tc.client();
-    let f = c.create("/f", CreateOptions { stripe_size: 65536, ..CreateOptions::default() }).unwrap();
-    f.write_at(0, &pattern(8, 300_000)).unwrap();
-    f.close().unwrap();
-    assert_eq!(common::objects_when(&c, |n| n == 2), 2);
+    let files = 300;
+    for i in 0..files {
+        let f = c.create(&format!("/f{i}"), CreateOptions { stripe_size: 65536, ..CreateOptions::default() }).unwrap();
+        f.write_at(0, &pattern(i, 65_537)).unwrap();
+        f.close().unwrap();
+    }
+    assert_eq!(common::objects_when(&c, |n| n == 2 * files), 2 * files);
     tc.lc.kill(2);
-    c.unlink("/f").unwrap();
+    for i in 0..files {
+        c.unlink(&format!("/f{i}")).unwrap();
+    }
     // A status reports the dead server at once (not after the client's
     // window for riding through restarts), though this client had reached it.
     let asked = std::time::Instant::now();
     let down = c.status().into_iter().filter(|s| s.stats.is_err()).count();
     assert!(down == 1 && asked.elapsed() < std::time::Duration::from_secs(10), "{down} servers reported down after {:?}", asked.elapsed());
-    assert_eq!(common::objects_when(&c, |n| n == 0), 0, "the object on the server that is up was not deleted");
+    assert_eq!(common::objects_when(&c, |n| n == 0), 0, "the objects on the server that is up were not all deleted");
     // Recorded durably: a restart of the metadata service keeps it.
     c.sync_meta().unwrap();
     tc.lc.kill(0);
     tc.lc.restart(0).unwrap();
     tc.lc.restart(2).unwrap();
     let c = tc.client();
-    assert_eq!(common::objects_when(&c, |n| n == 0), 0, "the object on the server that was down stayed");
+    assert_eq!(common::objects_when(&c, |n| n == 0), 0, "objects on the server that was down stayed");
     assert!(c.readdir("/").unwrap().is_empty());
 }

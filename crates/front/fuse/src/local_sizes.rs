@@ -36,23 +36,9 @@ struct Files {
     by_ino: HashMap<u64, Entry>,
     /// Changes made here so far, every file together.
     changes: u64,
-    /// Entries past which closed files are swept next.
-    sweep_above: usize,
 }
 
-/// Closed files kept before the expired ones are swept out.
-const SWEEP_ABOVE: usize = 4096;
-
 impl Files {
-    /// Drops the closed files whose size is no longer trusted, once there
-    /// are many (memory stays within the files closed within the trust).
-    fn prune(&mut self, trust: Duration) {
-        if self.by_ino.len() > self.sweep_above.max(SWEEP_ABOVE) {
-            self.by_ino.retain(|_, e| e.writers > 0 || e.size.is_some_and(|(_, at)| at.elapsed() < trust));
-            self.sweep_above = 2 * self.by_ino.len();
-        }
-    }
-
     fn change(&mut self, ino: u64) -> Option<&mut Entry> {
         self.changes += 1;
         let now = self.changes;
@@ -77,34 +63,27 @@ impl LocalSizes {
     /// made a new file (0).
     pub(crate) fn opened(&self, ino: u64, made: Option<u64>) {
         let mut files = lock(&self.files);
-        let now = files.changes;
-        files.by_ino.entry(ino).or_insert(Entry { writers: 0, size: None, changed: now }).writers += 1;
-        if let Some(size) = made
-            && let Some(e) = files.change(ino)
+        let e = files.by_ino.entry(ino).or_insert(Entry { writers: 0, size: None, changed: 0 });
+        e.writers += 1;
+        let first = e.writers == 1;
+        // A first writer here starts from what the servers say (another
+        // mount may have written since a size kept from a close here), and
+        // an answer asked before this open is not taken.
+        if let Some(e) = files.change(ino)
+            && (first || made.is_some())
         {
-            e.size = Some((size, Instant::now()));
+            e.size = made.map(|size| (size, Instant::now()));
         }
     }
 
-    /// A write handle of `ino` was released; `measured` is the size its
-    /// close measured as the file's last writer anywhere, asked at `ask`:
-    /// kept for the trust (a `utimensat` or `chmod` by path right after
-    /// the close, as `tar` and `cp -p` do, then asks no data server).
-    pub(crate) fn closed(&self, ino: u64, ask: Ask, measured: Option<u64>) {
+    /// A write handle of `ino` was released: at the last, the size is the
+    /// metadata service's again (learned at that close).
+    pub(crate) fn closed(&self, ino: u64) {
         let mut files = lock(&self.files);
         let Some(e) = files.by_ino.get_mut(&ino) else { return };
         e.writers = e.writers.saturating_sub(1);
-        if e.writers > 0 {
-            return;
-        }
-        match measured {
-            Some(size) if e.changed <= ask.0 => {
-                e.size = Some((size, Instant::now()));
-                files.prune(self.trust);
-            }
-            _ => {
-                files.by_ino.remove(&ino);
-            }
+        if e.writers == 0 {
+            files.by_ino.remove(&ino);
         }
     }
 
@@ -174,10 +153,10 @@ mod tests {
         s.wrote(7, 40);
         assert_eq!(s.get(7), Some(100), "a write inside the file does not shrink it");
         s.opened(7, None);
-        s.closed(7, s.ask(), Some(1));
+        s.closed(7);
         assert_eq!(s.get(7), Some(100), "another writer is still open");
-        s.closed(7, s.ask(), None);
-        assert_eq!(s.get(7), None, "not measured at the last close: the servers say");
+        s.closed(7);
+        assert_eq!(s.get(7), None, "no writer here: the metadata service says");
         s.wrote(7, 500);
         assert_eq!(s.get(7), None, "a file not open for writing here is not tracked");
     }
@@ -215,7 +194,7 @@ mod tests {
         let ask = s.ask();
         s.opened(4, None);
         s.wrote(4, 100);
-        s.closed(4, s.ask(), None);
+        s.closed(4);
         s.opened(4, None);
         s.truncated(4, ask, 0);
         assert_eq!(s.get(4), None);
@@ -225,27 +204,22 @@ mod tests {
     }
 
     #[test]
-    fn the_size_measured_at_the_last_close_is_kept_for_the_trust() {
+    fn a_new_writer_asks_again_and_an_answer_from_before_its_open_is_dropped() {
         let s = LocalSizes::new(HOUR);
         s.opened(5, Some(0));
         s.wrote(5, 10);
-        let ask = s.ask();
-        s.closed(5, ask, Some(12));
-        assert_eq!(s.get(5), Some(12), "measured by the last writer anywhere");
+        s.closed(5);
         s.opened(5, None);
+        assert_eq!(s.get(5), None, "a new open asks again (close-to-open: another mount may have written since)");
+        let ask = s.ask();
+        s.learned(5, ask, 15);
         s.wrote(5, 20);
         assert_eq!(s.get(5), Some(20), "a new writer grows it");
+        s.closed(5);
         let ask = s.ask();
-        s.truncated(5, s.ask(), 3);
-        s.closed(5, ask, Some(20));
-        assert_eq!(s.get(5), None, "a truncate during the close's measure: asked again");
-        // Many closed files: the expired ones are swept.
-        let s = LocalSizes::new(Duration::ZERO);
-        for ino in 0..3 * SWEEP_ABOVE as u64 {
-            s.opened(ino, Some(0));
-            s.closed(ino, s.ask(), Some(1));
-        }
-        assert!(lock(&s.files).by_ino.len() <= SWEEP_ABOVE + 1, "closed files past their trust are dropped");
+        s.opened(5, None);
+        s.learned(5, ask, 99);
+        assert_eq!(s.get(5), None, "asked before the open");
     }
 
     #[test]

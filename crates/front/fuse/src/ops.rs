@@ -102,7 +102,11 @@ impl Filesystem for WeftFs {
                 self.writes.wait(ino.0);
                 match fh.map(|fh| self.handle(fh)) {
                     Some(Ok(h)) => {
-                        h.file.truncate(s).map_err(e)?;
+                        if let Err(err) = h.file.truncate(s) {
+                            // Perhaps done on some data servers.
+                            self.sizes.unknown(ino.0);
+                            return Err(e(err));
+                        }
                         h.wrote.store(true, Ordering::Relaxed);
                     }
                     _ => {
@@ -113,7 +117,10 @@ impl Filesystem for WeftFs {
                             let _ = f.close();
                             return Err(Errno::ESTALE);
                         }
-                        f.truncate(s).and_then(|()| f.close()).map_err(e)?;
+                        if let Err(err) = f.truncate(s).and_then(|()| f.close()) {
+                            self.sizes.unknown(ino.0);
+                            return Err(e(err));
+                        }
                     }
                 }
                 self.sizes.truncated(ino.0, ask, s);
@@ -369,11 +376,13 @@ impl Filesystem for WeftFs {
                 return Err(Errno::ESTALE);
             }
             let truncated = write && flags.0 & libc::O_TRUNC != 0;
-            let ask = self.sizes.ask();
             if truncated {
                 // After the writes queued before it (another handle's).
                 self.writes.wait(ino.0);
-                file.truncate(0).map_err(|e| errno::of(&e))?;
+                let r = file.truncate(0);
+                // Other handles' known size is not it any more.
+                self.sizes.unknown(ino.0);
+                r.map_err(|e| errno::of(&e))?;
                 // Seen at once, as the truncate's (not at the close).
                 self.change(&opener, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
             }
@@ -381,9 +390,6 @@ impl Filesystem for WeftFs {
             h.wrote.store(truncated, Ordering::Relaxed);
             if write {
                 self.sizes.opened(ino.0, None);
-                if truncated {
-                    self.sizes.truncated(ino.0, ask, 0);
-                }
             }
             Ok(self.keep_reserved(h))
         })();
@@ -403,7 +409,9 @@ impl Filesystem for WeftFs {
             let opener = self.caller(req);
             let file = opener.create(&path, opts).map_err(|e| errno::of(&e))?;
             if flags & libc::O_TRUNC != 0 {
-                file.truncate(0).map_err(|e| errno::of(&e))?;
+                let r = file.truncate(0);
+                self.sizes.unknown(file.attr().id.0);
+                r.map_err(|e| errno::of(&e))?;
             }
             // A file made here by O_EXCL, or just truncated, is empty: no
             // need to ask every data server.
@@ -462,9 +470,13 @@ impl Filesystem for WeftFs {
                 // In order after what is queued, and answered when done.
                 self.writes.settle(&h)?;
                 if h.append {
-                    // Its offset is the end found under the append lock.
+                    // Its offset is the end found under the append lock:
+                    // unknown here before it (a size asked meanwhile is
+                    // dropped) and after it (one asked during it too).
                     self.sizes.unknown(ino);
-                    return self.append(&h, data);
+                    let r = self.append(&h, data);
+                    self.sizes.unknown(ino);
+                    return r;
                 }
                 let n = h.file.write_at(offset, data).map_err(|e| errno::of(&e))?;
                 self.sizes.wrote(ino, offset + n as u64);
@@ -515,7 +527,6 @@ impl Filesystem for WeftFs {
             self.touch_if_written(&h);
             let id = h.file.attr().id.0;
             let writer = h.writer;
-            let ask = self.sizes.ask();
             // The write open ends at the metadata service, with the size if
             // it wrote (stat then answers without the data servers). A
             // handle another request still borrows (a setattr asking the
@@ -534,21 +545,16 @@ impl Filesystem for WeftFs {
                     Err(_) => break None,
                 }
             };
-            let measured = match owned {
-                Some(h) => match h.file.close_measured() {
-                    Ok(size) => size,
-                    Err(e) => {
+            match owned {
+                Some(h) => {
+                    if let Err(e) = h.file.close() {
                         tracing::warn!(target: "weft::fuse", ino = id, error = %e, "closing a write handle at the metadata service failed");
-                        None
                     }
-                },
-                None => {
-                    tracing::debug!(target: "weft::fuse", ino = id, "handle released while in use; not reported closed");
-                    None
                 }
-            };
+                None => tracing::debug!(target: "weft::fuse", ino = id, "handle released while in use; not reported closed"),
+            }
             if writer {
-                self.sizes.closed(id, ask, measured);
+                self.sizes.closed(id);
             }
             self.closed(id);
         }

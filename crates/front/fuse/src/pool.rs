@@ -1,6 +1,5 @@
 //! A few threads running queued jobs in order of arrival: the mount's
-//! write-behind sends and its deletions of removed files' objects, each
-//! on a pool of its own so neither waits behind the other.
+//! write-behind sends.
 
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, PoisonError};

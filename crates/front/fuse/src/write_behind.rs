@@ -152,12 +152,14 @@ impl WriteBehind {
                 sizes.unknown(ino);
             }
         });
+        // Answered: the file is this long now, for this mount's stats
+        // (before the job runs: its failure then makes the size unknown).
+        self.sizes.wrote(ino, end);
         // A job that cannot be sent is dropped here, and its `Done` with it.
         if self.jobs.run(job).is_err() {
+            self.sizes.unknown(ino);
             return Err(Errno::EIO);
         }
-        // Answered: the file is this long now, for this mount's stats.
-        self.sizes.wrote(ino, end);
         Ok(len)
     }
 

@@ -73,7 +73,7 @@ pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bo
 
 /// Renames `from` to `to`, replacing what `to` names (a file, or an empty
 /// directory for a directory); returns a replaced file whose last name
-/// that was (its objects are the client's to delete).
+/// that was (its objects are deleted by the service once this is durable).
 /// `owner`: whether this shard keeps a name (else the route, as an error).
 pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owner: impl Fn(FileId, &str) -> Result<()>) -> Result<Option<FileAttr>> {
     let (from_parent, from_name) = split_parent(from)?;
@@ -158,7 +158,7 @@ pub(super) fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred
 /// The target shard's half of a rename across shards: file `attr` (not a
 /// directory; a symbolic link with its `target`) takes the name `to` here,
 /// replacing what rename(2) would; returns a replaced file whose last name
-/// that was (its objects are the client's to delete).
+/// that was (its objects are deleted by the service once this is durable).
 /// `owns` says whether this shard keeps an entry (the source routed the
 /// rename on its own snapshot).
 pub(super) fn adopt(tx: &WriteTransaction, cred: Cred, to: &str, attr: &FileAttr, target: Option<&str>, owns: impl Fn(FileId, &str) -> bool) -> Result<Option<FileAttr>> {

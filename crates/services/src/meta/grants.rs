@@ -1,12 +1,13 @@
 //! Capabilities the metadata service issues (see `weft_wire::msg::cap`):
-//! with every open, create and removal of a file, with a stat whose size
-//! the data servers must be asked for, and on renewal.
+//! with every open and create of a file, with a stat whose size the data
+//! servers must be asked for, and on renewal.
 //!
 //! Rights follow POSIX's open: read if the caller may read the file (or
 //! opened it read-only, which checked that), write if it opened for
-//! writing, size always; delete only for a file just removed from the
-//! namespace, and such a capability never expires (the file's id is never
-//! used again). The rest expire after `WEFT_CAP_LIFETIME_S` (600 s);
+//! writing, size always. Delete is never given out: the service deletes
+//! removed files' objects itself (`reaper`, with capabilities it signs
+//! for itself that never expire: the file's id is never used again).
+//! The rest expire after `WEFT_CAP_LIFETIME_S` (600 s);
 //! clients renew them in exchange for the old one, never from a file id
 //! alone (an id says nothing of the path's search permissions).
 
@@ -27,13 +28,13 @@ fn unix_now() -> u64 {
 }
 
 impl Grants {
-    /// Signs with `key`; capabilities live ten minutes unless
-    /// [`Grants::set_lifetime`] says otherwise.
     /// The key capabilities are signed with.
     pub(super) fn key(&self) -> &CapKey {
         &self.key
     }
 
+    /// Signs with `key`; capabilities live ten minutes unless
+    /// [`Grants::set_lifetime`] says otherwise.
     pub(super) fn new(key: CapKey) -> Self {
         Grants { key, lifetime_s: 600 }
     }

@@ -223,7 +223,7 @@ impl MetaService {
 /// its directory as `cred`, which must still be directory `parent` (the
 /// one the file's shard keeps its copy of the name in). With `replace` (a
 /// rename's), a file `to` names is replaced as rename(2) does; returned if
-/// that was its last name (its objects are the client's to delete). The
+/// that was its last name (its objects are deleted by the service once this is durable). The
 /// outer error is the database's; the inner one the refusal.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, parent: FileId, cred: Cred, to: &str, attr: &FileAttr, replace: bool) -> Result<std::result::Result<Option<FileAttr>, MetaError>> {

@@ -8,6 +8,7 @@
 //! | `dirents`  | `(u64 dir, name)`| `u64` child id                |
 //! | `counters` | `"next_id"`, `"next_rr"`, `"id_ceiling"`, `"replica_seq"` | `u64` |
 //! | `links`    | `u64` file id    | a symbolic link's target      |
+//! | `orphans`  | `u64` file id    | removed file's data servers, its objects still to delete (see [`reaper`]) |
 //!
 //! and, on a cluster of several metadata shards, the directory log and
 //! the records of renames across shards (see [`shards`]).
@@ -477,8 +478,8 @@ impl MetaService {
             MetaReq::Symlink { path, target } => self
                 .insert_new(tx, cred, path, NewEntry { kind: FileKind::Symlink, mode: 0o777, exclusive: true, hint: LayoutHint::default(), target: Some(target) })
                 .map(Response::Attr),
-            // The file's attributes (and with them, for a file, a
-            // capability to delete its objects) only with its last name.
+            // The file's attributes only with its last name (the service
+            // deletes its objects, `reaper`; the answer is then `Ok`).
             MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| if r.last { Response::Attr(r.attr) } else { Response::Ok }),
             MetaReq::Rmdir { path } => entries::remove(tx, cred, path, true).map(|_| Response::Ok),
             MetaReq::Link { from, to } => entries::link(tx, cred, from, to, |dir, name| self.check_owner(dir, name)).map(|(a, _)| Response::Attr(a)),
@@ -490,8 +491,8 @@ impl MetaService {
                     .map(Response::Attr),
                 _ => Err(err(ErrorCode::BadRequest, "mknod makes FIFOs and sockets only")),
             },
-            // The capability to delete the replaced file's objects is added
-            // once the rename is durable (`grants`).
+            // A replaced file's objects are the service's to delete
+            // (`reaper`); the client is told of none (`grants`).
             MetaReq::Rename { from, to } => dir_moves::not_a_directory(tx, &self.shards, from)
                 .and_then(|()| entries::rename(tx, cred, from, to, |dir, name| self.check_owner(dir, name)))
                 .map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),

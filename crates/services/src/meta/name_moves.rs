@@ -9,7 +9,7 @@
 //!   file's shard checks rename(2)'s rules on the old name, keeps a copy of
 //!   the new one and logs a `Name` with `replace`; the name's shard makes
 //!   the stub, replacing what the name held as rename(2) does (a file,
-//!   whose objects go to the client to delete if that was its last name;
+//!   whose objects the service deletes if that was its last name;
 //!   another shard's file's name or a directory refuse). Once it answers,
 //!   the file's shard removes the old name (and tells its shard if it was
 //!   a copy), or, on a refusal, the copy of the new one. Until then the

@@ -19,11 +19,11 @@ use super::group_commit::GroupCommit;
 use super::store::Store;
 use super::sync_window::{durable_empty_commit, Pending};
 use super::tables::Result;
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use redb::{TableDefinition, WriteTransaction};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weft_net::{Call, ClientAuth, Endpoint, EndpointConfig};
 use weft_wire::{rights, CapKey, DataReq, FileAttr, FileId, FileKind, Request, Response, ServerId};
 
@@ -39,11 +39,16 @@ const WINDOW: usize = 64;
 
 /// How long one round's deletions may take before the unanswered ones
 /// wait for the next round.
-const DELETE_TIMEOUT: Duration = Duration::from_secs(10);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How often the thread looks without being woken (to retry servers that
 /// were down, and to notice the service has gone).
 const POLL: Duration = Duration::from_millis(500);
+
+/// A data server that failed a deletion is skipped this long at first,
+/// doubling up to [`MAX_BACKOFF`] while it keeps failing.
+const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Records, in the transaction removing it, that file `attr`'s objects are
 /// to be deleted (a regular file with a layout; others have none).
@@ -112,98 +117,169 @@ struct Reaper<R, T> {
     endpoint: Endpoint,
 }
 
+/// Where the rounds stand: the next record to take, and the servers that
+/// failed lately (skipped until their time, so one that stays down holds
+/// up neither the others nor the records after its own).
+#[derive(Default)]
+struct Progress {
+    next: u64,
+    backoff: HashMap<ServerId, (Instant, Duration)>,
+}
+
+/// What a round did with one record.
+enum Outcome {
+    /// Deleted on every server: the record goes.
+    Done,
+    /// Deleted on some: the record names the others from now on.
+    Left(Vec<ServerId>),
+    Untouched,
+}
+
 impl<R, T> Reaper<R, T> {
     fn run(&self, wake: &Wake) {
+        let mut progress = Progress::default();
         loop {
-            let (Some(store), Some(commits)) = (self.store.upgrade(), self.commits.upgrade()) else { return };
-            let more = match self.round(&store, &commits) {
-                Ok(more) => more,
+            let more = match self.round(&mut progress) {
+                Ok(Some(more)) => more,
+                // The service is gone.
+                Ok(None) => return,
                 Err(e) => {
                     tracing::warn!(target: "weft::meta", error = %e, "could not delete removed files' objects this round; trying again");
                     false
                 }
             };
-            drop((store, commits));
             if !more {
                 wake.wait(POLL);
             }
         }
     }
 
-    /// One round: true if it deleted a full round (more may be waiting).
-    fn round(&self, store: &Store, commits: &GroupCommit<R, T>) -> Result<bool> {
-        let orphans: Vec<(u64, Vec<ServerId>)> = {
+    /// Runs `f` in the group commit's turn (every commit runs in it), with
+    /// the store; `None` once the service is gone. A storage failure
+    /// reopens the database as the flusher does (redb refuses everything
+    /// after a failed commit until reopened).
+    fn in_turn<X>(&self, f: impl FnOnce(&Store) -> Result<X>) -> Result<Option<X>> {
+        let (Some(store), Some(commits)) = (self.store.upgrade(), self.commits.upgrade()) else { return Ok(None) };
+        commits.exclusive(|| match f(&store) {
+            Err(e) if e.storage => {
+                tracing::error!(target: "weft::meta", error = %e, "deleting removed files' objects hit a storage error: reopening the database");
+                if self.pending.is_pending() {
+                    self.pending.note_lost();
+                }
+                store.recover(false);
+                self.pending.note_durable();
+                Err(e)
+            }
+            r => r.map(Some),
+        })
+    }
+
+    /// One round: `Some(true)` if it took a full round (more may wait).
+    fn round(&self, progress: &mut Progress) -> Result<Option<bool>> {
+        // In the turn: first every removal so far made durable (they may
+        // be inside the window), then the records read, so each one read
+        // is of a durable removal (a reopen after a failed commit drops
+        // the undurable ones with their records, before this turn).
+        let Some(orphans) = self.in_turn(|store| {
+            if self.window && self.pending.is_pending() {
+                durable_empty_commit(store)?;
+                self.pending.note_durable();
+            }
             let db = store.db()?;
             let tx = db.begin_read()?;
             let table = match tx.open_table(ORPHANS) {
                 Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
                 Err(e) => return Err(e.into()),
             };
-            table.iter()?.take(ROUND).map(|r| r.map(|(k, v)| (k.value(), servers_of(v.value())))).collect::<std::result::Result<_, _>>()?
+            let mut taken: Vec<(u64, Vec<ServerId>)> = table.range(progress.next..)?.take(ROUND).map(|r| r.map(|(k, v)| (k.value(), servers_of(v.value())))).collect::<std::result::Result<_, _>>()?;
+            if taken.len() < ROUND && progress.next > 0 {
+                // Round the table: from its start again.
+                let more: Vec<(u64, Vec<ServerId>)> = table.range(..progress.next)?.take(ROUND - taken.len()).map(|r| r.map(|(k, v)| (k.value(), servers_of(v.value())))).collect::<std::result::Result<_, _>>()?;
+                taken.extend(more);
+            }
+            Ok(taken)
+        })?
+        else {
+            return Ok(None);
+        };
+        let full = orphans.len() == ROUND;
+        progress.next = match orphans.last() {
+            Some((id, _)) if full => id.saturating_add(1),
+            _ => 0,
         };
         if orphans.is_empty() {
-            return Ok(false);
+            return Ok(Some(false));
         }
-        // Their removals durable first (they may be inside the window).
-        if self.window {
-            commits.exclusive(|| -> Result<()> {
-                if self.pending.is_pending() {
-                    durable_empty_commit(store)?;
-                    self.pending.note_durable();
-                }
-                Ok(())
-            })?;
+        let outcomes = self.delete(&orphans, &mut progress.backoff);
+        if outcomes.iter().all(|o| matches!(o, Outcome::Untouched)) {
+            return Ok(Some(false));
         }
-        let done = self.delete(&orphans);
-        if !done.is_empty() {
-            commits.exclusive(|| -> Result<()> {
-                let db = store.db()?;
-                let mut tx = db.begin_write()?;
-                if self.window {
-                    tx.set_durability(redb::Durability::None);
-                }
-                {
-                    let mut table = tx.open_table(ORPHANS)?;
-                    for id in &done {
-                        table.remove(id)?;
+        let written = self.in_turn(|store| {
+            // On a nearly full disk every commit is durable (sync_window).
+            let durable = !self.window || store.space_low();
+            let db = store.db()?;
+            let mut tx = db.begin_write()?;
+            if !durable {
+                tx.set_durability(redb::Durability::None);
+            }
+            {
+                let mut table = tx.open_table(ORPHANS)?;
+                for ((id, _), outcome) in orphans.iter().zip(&outcomes) {
+                    match outcome {
+                        Outcome::Done => {
+                            table.remove(id)?;
+                        }
+                        Outcome::Left(servers) => {
+                            let record: Vec<u8> = servers.iter().flat_map(|s| s.0.to_le_bytes()).collect();
+                            table.insert(id, record.as_slice())?;
+                        }
+                        Outcome::Untouched => {}
                     }
                 }
-                tx.commit()?;
-                if self.window {
-                    // Made durable with the window's next flush; lost, a
-                    // record only makes its deletion run again.
-                    self.pending.note_nondurable();
-                }
-                Ok(())
-            })?;
-        }
-        Ok(done.len() == ROUND)
+            }
+            tx.commit()?;
+            if durable {
+                self.pending.note_durable();
+            } else {
+                // Made durable with the window's next flush; lost, a
+                // record only makes its deletions run again.
+                self.pending.note_nondurable();
+            }
+            Ok(())
+        })?;
+        Ok(written.map(|()| full))
     }
 
-    /// Deletes the orphans' objects; returns the files done everywhere.
-    fn delete(&self, orphans: &[(u64, Vec<ServerId>)]) -> Vec<u64> {
-        let mut calls = Vec::new();
-        let mut owner = Vec::new();
+    /// Deletes the orphans' objects on every server not in its backoff.
+    fn delete(&self, orphans: &[(u64, Vec<ServerId>)], backoff: &mut HashMap<ServerId, (Instant, Duration)>) -> Vec<Outcome> {
+        let now = Instant::now();
+        let resting: std::collections::HashSet<ServerId> = backoff.iter().filter(|(_, (until, _))| now < *until).map(|(s, _)| *s).collect();
+        let mut sent: Vec<Call<'_>> = Vec::new();
+        let mut which = Vec::new();
+        let mut deleted = vec![Vec::new(); orphans.len()];
         for (k, (id, servers)) in orphans.iter().enumerate() {
             let cap = self.key.issue(FileId(*id), rights::DELETE, u64::MAX);
             let body = Request::data(cap, DataReq::Delete { file: FileId(*id) }).encode();
-            for s in servers {
+            for s in servers.iter().filter(|s| !resting.contains(s)) {
                 match self.servers.get(s) {
                     Some(&addr) => {
-                        calls.push(Call::new(addr, body.clone()));
-                        owner.push(k);
+                        sent.push(Call::new(addr, body.clone()));
+                        which.push((k, *s));
                     }
                     // A server no longer in the cluster file: nothing to
-                    // delete there.
-                    None => tracing::warn!(target: "weft::meta", file = id, server = s.0, "a removed file's data server is not in the cluster file; its object there is left"),
+                    // delete there (counted as done).
+                    None => {
+                        tracing::warn!(target: "weft::meta", file = id, server = s.0, "a removed file's data server is not in the cluster file; its object there is left");
+                        deleted[k].push(*s);
+                    }
                 }
             }
         }
-        self.endpoint.run_within(&mut calls, WINDOW, DELETE_TIMEOUT);
-        let mut failed = vec![false; orphans.len()];
-        for (call, k) in calls.into_iter().zip(owner) {
-            let ok = match call.result {
+        self.endpoint.run_within(&mut sent, WINDOW, DELETE_TIMEOUT);
+        let mut failed_servers = std::collections::HashSet::new();
+        for (call, (k, s)) in sent.into_iter().zip(which) {
+            let ok = match &call.result {
                 Some(Ok(reply)) => match Response::decode(&reply.body) {
                     Ok(Response::Ok) => true,
                     answer => {
@@ -217,9 +293,35 @@ impl<R, T> Reaper<R, T> {
                 }
                 None => false,
             };
-            failed[k] |= !ok;
+            if ok {
+                deleted[k].push(s);
+            } else {
+                failed_servers.insert(s);
+            }
         }
-        orphans.iter().zip(failed).filter(|(_, f)| !f).map(|((id, _), _)| *id).collect()
+        let now = Instant::now();
+        for s in self.servers.keys() {
+            if failed_servers.contains(s) {
+                let wait = backoff.get(s).map_or(FIRST_BACKOFF, |&(_, w)| (w * 2).min(MAX_BACKOFF));
+                backoff.insert(*s, (now + wait, wait));
+            } else if !resting.contains(s) {
+                backoff.remove(s);
+            }
+        }
+        orphans
+            .iter()
+            .zip(deleted)
+            .map(|((_, servers), done)| {
+                let left: Vec<ServerId> = servers.iter().filter(|s| !done.contains(s)).copied().collect();
+                if left.is_empty() {
+                    Outcome::Done
+                } else if left.len() == servers.len() {
+                    Outcome::Untouched
+                } else {
+                    Outcome::Left(left)
+                }
+            })
+            .collect()
     }
 }
 

@@ -467,7 +467,8 @@ impl Shards {
                 ReplicaOp::Mark { dir } if tx.open_table(MARKED)?.get(dir.0)?.is_none() => refused(ErrorCode::NotEmpty, "refused before"),
                 ReplicaOp::PrepareMove(m) if !dir_moves::holds(tx, m.dir, coord, seq)? => refused(ErrorCode::Busy, "this directory rename was refused before, or is over"),
                 ReplicaOp::Adopt { shard, .. } if *shard == self.place.index => match tx.open_table(ADOPTED)?.get((coord, seq))?.map(|v| v.value()) {
-                    // The replaced file's capability went with the first answer.
+                    // Settled before: answered as the first time (a replaced
+                    // file's objects are the service's to delete).
                     Some(1) => Response::Renamed { replaced: None },
                     _ => refused(ErrorCode::Busy, "this rename was refused before"),
                 },

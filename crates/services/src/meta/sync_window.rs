@@ -8,10 +8,10 @@
 //! power cut loses at most the changes of the last window, never one an
 //! fsync covered and never half of one.
 //!
-//! Mutations whose answers let a client destroy data (the last name of a
-//! file removed, or a rename replacing one: their answers carry the
-//! capability to delete the objects) stay durable before their answer,
-//! so a crash can never bring back a name whose data is gone.
+//! Removals are answered within the window too: a removed file's objects
+//! are deleted by the service itself, and only once the removal is
+//! durable (see `reaper`), so a crash can never bring back a name whose
+//! data is gone.
 //!
 //! Every commit, the flusher's included, runs under the group commit's
 //! turn, so "pending" always describes the database's real state.

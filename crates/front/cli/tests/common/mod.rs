@@ -213,9 +213,9 @@ pub fn objects_when(c: &weft_client::Client, done: impl Fn(u64) -> bool) -> u64 
     }
 }
 
-/// Returns once the data servers received nothing for 100 ms but the
-/// status requests asking (at most 10 s): the metadata service's deletions
-/// of removed files' objects are done.
+/// Returns once the data servers received nothing for 600 ms (longer than
+/// the metadata service's deletion rounds' poll) but the status requests
+/// asking (at most 10 s): its deletions of removed files' objects are done.
 pub fn data_servers_quiet(c: &weft_client::Client) {
     let count = || -> (u64, u64) {
         let data: Vec<u64> = c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).filter_map(|s| s.stats.ok()).map(|s| s.requests).collect();
@@ -223,10 +223,12 @@ pub fn data_servers_quiet(c: &weft_client::Client) {
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let (mut last, _) = count();
+    let mut quiet = 0;
     while std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(100));
         let (now, servers) = count();
-        if now == last + servers {
+        quiet = if now == last + servers { quiet + 1 } else { 0 };
+        if quiet == 6 {
             return;
         }
         last = now;

@@ -150,15 +150,15 @@ impl Client {
         Ok(Client { inner: Arc::new(Inner { cluster, endpoint: Arc::new(endpoint), options, lock, shards, recovery: Default::default() }) })
     }
 
-    /// This client acting as `cred` for namespace requests (a FUSE mount
-    /// creating files for the user who asked): same connections and lock
-    /// session. Only a trusted process should assert another identity;
-    /// see docs/security.md.
     /// The identity this client acts as.
     pub fn cred(&self) -> Cred {
         self.inner.options.cred
     }
 
+    /// This client acting as `cred` for namespace requests (a FUSE mount
+    /// creating files for the user who asked): same connections and lock
+    /// session. Only a trusted process should assert another identity;
+    /// see docs/security.md.
     pub fn with_cred(&self, cred: Cred) -> Client {
         let i = &self.inner;
         let options = ClientOptions { cred, ..i.options.clone() };
@@ -407,6 +407,13 @@ impl Client {
     /// another client may have moved meanwhile); its attributes after.
     pub fn change(&self, file: FileId, change: AttrChange) -> Result<FileAttr> {
         self.meta_attr(MetaReq::Change { file, change })
+    }
+
+    /// [`Client::change`]s of file `file` (a regular file) in one request
+    /// and one transaction, in order: all made or none. At most
+    /// [`weft_wire::MAX_CHANGES`].
+    pub fn change_together(&self, file: FileId, changes: &[AttrChange]) -> Result<FileAttr> {
+        self.meta_attr(MetaReq::Changes { file, changes: changes.to_vec() })
     }
 
     /// Changes the owner and group of `path` (root only).

@@ -168,6 +168,23 @@ fn exercise(root: &Path) -> Vec<String> {
     seen.push(format!("overwrite by uid 1001: errors {}", as_user(root, "printf abc 1<> suid2")));
     let m = fs::metadata(p("suid2")).unwrap();
     seen.push(format!("after: mode {:o}, bytes {:?}", m.mode() & 0o7777, fs::read_to_string(p("suid2")).unwrap()));
+    // A truncate by another user who may write (ftruncate, and O_TRUNC)
+    // drops them too; a chown drops setuid (and setgid with group
+    // execute) even to the owner the file has, also by root.
+    for (name, how) in [("suid3", "truncate -s 2 suid3"), ("suid4", ": > suid4")] {
+        fs::write(p(name), b"0123456789").unwrap();
+        fs::set_permissions(p(name), fs::Permissions::from_mode(0o6777)).unwrap();
+        seen.push(format!("{how} by uid 1001: errors {}", as_user(root, how)));
+        let m = fs::metadata(p(name)).unwrap();
+        seen.push(format!("after: mode {:o}, size {}", m.mode() & 0o7777, m.len()));
+    }
+    for mode in [0o6755, 0o6745] {
+        fs::write(p("suid5"), b"x").unwrap();
+        fs::set_permissions(p("suid5"), fs::Permissions::from_mode(mode)).unwrap();
+        let (uid, gid) = (fs::metadata(p("suid5")).unwrap().uid(), fs::metadata(p("suid5")).unwrap().gid());
+        std::os::unix::fs::chown(p("suid5"), Some(uid), Some(gid)).unwrap();
+        seen.push(format!("chown {mode:o} to its own owner by root: mode {:o}", fs::metadata(p("suid5")).unwrap().mode() & 0o7777));
+    }
     seen.extend(links_and_special_files(root));
     seen
 }
@@ -347,6 +364,8 @@ fn changes_through_a_descriptor_follow_the_file_not_its_old_name() {
     std::os::unix::fs::fchown(&f, Some(1234), Some(5678)).unwrap();
     f.set_len(3).unwrap();
     f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(LONG_AGO)).unwrap();
+    // (A time set on a file being written goes with its close or fsync.)
+    f.sync_all().unwrap();
     let (moved, moved_size) = c.stat("/b").unwrap();
     assert_eq!((moved.mode & 0o7777, moved.uid, moved.gid, moved.mtime_ns, moved_size), (0o600, 1234, 5678, LONG_AGO as i64 * 1_000_000_000, 3), "the file open here changed");
     let after = c.stat("/a").unwrap();

@@ -10,6 +10,17 @@ use weft_wire::{AttrChange, Cred, ErrorCode, FileAttr, FileId, FileKind};
 /// Applies `change` to the entry at `path`, or with id `file`, as `cred`;
 /// returns its attributes after.
 pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, change: AttrChange) -> Result<FileAttr> {
+    change_all(tx, cred, target, &[change])
+}
+
+/// Applies `changes` in order to the entry at `path`, or with id `file`,
+/// as `cred`: every one checked before anything is written (all or none);
+/// returns its attributes after. Several at once only of a regular file
+/// (a directory's changes go to the other shards one by one).
+pub(super) fn change_all(tx: &WriteTransaction, cred: Cred, target: Target<'_>, changes: &[AttrChange]) -> Result<FileAttr> {
+    if changes.is_empty() || changes.len() > weft_wire::MAX_CHANGES {
+        return Err(err(ErrorCode::BadRequest, format!("{} attribute changes in one request (1 to {})", changes.len(), weft_wire::MAX_CHANGES)));
+    }
     let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
     let (mut a, name) = match target {
         Target::Path(path) => {
@@ -30,10 +41,15 @@ pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, chan
         }
     };
     super::shards::check_not_moving(tx, a.id, &name)?;
-    match change {
-        AttrChange::Mode(mode) => chmod(cred, &mut a, mode, &name)?,
-        AttrChange::Owner { uid, gid } => chown(cred, &mut a, uid, gid, &name)?,
-        AttrChange::Mtime(t) => set_times(cred, &mut a, t, &name)?,
+    if changes.len() > 1 && a.kind != FileKind::File {
+        return Err(err(ErrorCode::BadRequest, format!("{name} is not a regular file: change its attributes one at a time")));
+    }
+    for change in changes {
+        match *change {
+            AttrChange::Mode(mode) => chmod(cred, &mut a, mode, &name)?,
+            AttrChange::Owner { uid, gid } => chown(cred, &mut a, uid, gid, &name)?,
+            AttrChange::Mtime(t) => set_times(cred, &mut a, t, &name)?,
+        }
     }
     a.ctime_ns = now_ns();
     t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
@@ -48,8 +64,11 @@ pub(super) enum Target<'a> {
 }
 
 /// Only root gives a file away (`_POSIX_CHOWN_RESTRICTED`); its owner may
-/// change its group to one of the owner's own groups, or leave it. Changing the owner
-/// or group clears a file's setuid and setgid bits, as POSIX asks.
+/// change its group to one of the owner's own groups, or leave it. Any
+/// chown of a regular file clears its setuid bit, and its setgid bit when
+/// that marks a set-group-id program (group execute) or the caller is
+/// neither root nor in the file's group: Linux's rule (even to the owner
+/// it has, even by root).
 fn chown(cred: Cred, a: &mut FileAttr, uid: u32, gid: u32, name: &str) -> Result<()> {
     let uid = if uid == weft_wire::KEEP_ID { a.uid } else { uid };
     let gid = if gid == weft_wire::KEEP_ID { a.gid } else { gid };
@@ -59,8 +78,11 @@ fn chown(cred: Cred, a: &mut FileAttr, uid: u32, gid: u32, name: &str) -> Result
     if cred.uid != 0 && (cred.uid != a.uid || uid != a.uid || !(cred.in_group(gid) || gid == a.gid)) {
         return Err(err(ErrorCode::Permission, format!("uid {} may not change the owner or group of {name}: only root, or its owner to a group of its own", cred.uid)));
     }
-    if a.kind == FileKind::File && (a.uid != uid || a.gid != gid) {
-        a.mode &= !0o6000;
+    if a.kind == FileKind::File {
+        a.mode &= !0o4000;
+        if a.mode & 0o2000 != 0 && (a.mode & 0o010 != 0 || (cred.uid != 0 && !cred.in_group(a.gid))) {
+            a.mode &= !0o2000;
+        }
     }
     a.uid = uid;
     a.gid = gid;

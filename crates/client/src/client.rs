@@ -409,13 +409,6 @@ impl Client {
         self.meta_attr(MetaReq::Change { file, change })
     }
 
-    /// [`Client::change`]s of file `file` (a regular file) in one request
-    /// and one transaction, in order: all made or none. At most
-    /// [`weft_wire::MAX_CHANGES`].
-    pub fn change_together(&self, file: FileId, changes: &[AttrChange]) -> Result<FileAttr> {
-        self.meta_attr(MetaReq::Changes { file, changes: changes.to_vec() })
-    }
-
     /// Changes the owner and group of `path` (root only).
     pub fn chown(&self, path: &str, uid: u32, gid: u32) -> Result<FileAttr> {
         self.meta_attr(MetaReq::Chown { path: path.into(), uid, gid })

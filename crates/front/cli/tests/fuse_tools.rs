@@ -10,7 +10,7 @@ mod common;
 use common::mount::Mount;
 use common::{pattern, TestCluster};
 use std::fs;
-use std::os::unix::fs::{symlink, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, UNIX_EPOCH};
@@ -353,55 +353,5 @@ fn attribute_changes_while_writing_ask_no_data_server() {
     let back = fs::read(&path).unwrap();
     assert_eq!(&back[..10_000], &body[..]);
     assert_eq!(&back[(1 << 20)..], b"tail");
-    m.unmount();
-}
-
-/// Attribute changes of a file this mount is writing that take no right
-/// away (an explicit time, a wider mode, the owner it has) are shown by
-/// the mount at once and sent with the close (another client sees them
-/// then); one that narrows the mode goes at once, after those kept; a
-/// write after an explicit time leaves the close's "now".
-#[test]
-#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
-fn attribute_changes_of_a_file_being_written_wait_for_its_close() {
-    use std::os::fd::AsRawFd;
-    let tc = TestCluster::start("fuse-deferred", 2);
-    let api = tc.client();
-    let m = Mount::new(&tc, "m");
-    let path = m.point.join("f");
-    let mode_of = |a: &weft_client::FileAttr| a.mode & 0o7777;
-    let f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).unwrap();
-    std::io::Write::write_all(&mut &f, b"contents").unwrap();
-    let fd = f.as_raw_fd();
-    let at = |secs: i64| [libc::timespec { tv_sec: secs, tv_nsec: 0 }, libc::timespec { tv_sec: secs, tv_nsec: 0 }];
-    assert_eq!(unsafe { libc::futimens(fd, at(1_000_000).as_ptr()) }, 0);
-    assert_eq!(unsafe { libc::fchown(fd, 0, 0) }, 0);
-    assert_eq!(unsafe { libc::fchmod(fd, 0o644) }, 0);
-    // This mount shows them at once, by the descriptor and by the name.
-    for md in [f.metadata().unwrap(), fs::metadata(&path).unwrap()] {
-        assert_eq!((md.mode() & 0o7777, md.mtime(), md.len()), (0o644, 1_000_000, 8));
-    }
-    // Another client does not see them yet.
-    let (a, _) = api.stat("/f").unwrap();
-    assert_eq!(mode_of(&a), 0o600, "a kept change reached the metadata service before the close");
-    // Narrowing goes at once, after the kept ones.
-    assert_eq!(unsafe { libc::fchmod(fd, 0o640) }, 0);
-    let (a, _) = api.stat("/f").unwrap();
-    assert_eq!((mode_of(&a), a.mtime_ns / 1_000_000_000), (0o640, 1_000_000), "a narrowing chmod waited, or went before the time kept");
-    // Kept again, then the close sends them.
-    assert_eq!(unsafe { libc::futimens(fd, at(2_000_000).as_ptr()) }, 0);
-    assert_eq!(unsafe { libc::fchmod(fd, 0o644) }, 0);
-    assert_eq!(mode_of(&api.stat("/f").unwrap().0), 0o640);
-    drop(f);
-    let (a, size) = api.stat("/f").unwrap();
-    assert_eq!((mode_of(&a), a.mtime_ns / 1_000_000_000, size), (0o644, 2_000_000, 8), "the close did not send the kept changes");
-    // A write after an explicit time: the close's "now" stands.
-    let g = fs::OpenOptions::new().write(true).open(&path).unwrap();
-    assert_eq!(unsafe { libc::futimens(g.as_raw_fd(), at(3_000_000).as_ptr()) }, 0);
-    std::io::Write::write_all(&mut &g, b"more").unwrap();
-    drop(g);
-    let now = std::time::SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-    let (a, _) = api.stat("/f").unwrap();
-    assert!((a.mtime_ns / 1_000_000_000 - now).abs() < 60, "a write after the time set: mtime {} is not now", a.mtime_ns / 1_000_000_000);
     m.unmount();
 }

@@ -467,3 +467,29 @@ fn stat_after_a_metadata_restart_does_not_trust_earlier_files() {
     assert_eq!(stat_cost(&c2, "/new", 2), (0, 0));
     drop(early);
 }
+
+/// A chown of a regular file clears setuid, and setgid when the file is
+/// group-executable or the caller is neither root nor in its group, also
+/// to the owner it has (Linux's rule, as a local file system applies it).
+#[test]
+fn chown_clears_setuid_and_setgid_as_linux_does() {
+    let tc = TestCluster::start("chown-suid", 1);
+    let root = tc.client();
+    let mode_after = |mode: u32, by: &weft_client::Client, gid: u32| {
+        root.chmod("/f", mode).unwrap();
+        by.chown("/f", weft_wire::KEEP_ID, gid).unwrap();
+        root.stat("/f").unwrap().0.mode & 0o7777
+    };
+    root.create("/f", excl()).unwrap().close().unwrap();
+    root.chown("/f", 1000, 100).unwrap();
+    assert_eq!(mode_after(0o6755, &root, 100), 0o755, "root, group-executable: both go");
+    assert_eq!(mode_after(0o6745, &root, 100), 0o2745, "root, not group-executable: setgid stays");
+    let owner_in_group = root.with_cred(weft_wire::Cred::new(1000, 100));
+    assert_eq!(mode_after(0o6745, &owner_in_group, 100), 0o2745, "the owner, in the group: setgid stays");
+    let owner_elsewhere = root.with_cred(weft_wire::Cred::new(1000, 200));
+    assert_eq!(mode_after(0o6745, &owner_elsewhere, 100), 0o745, "the owner, not in the group: setgid goes");
+    // Not a regular file: a directory keeps its setgid.
+    root.mkdir("/d", 0o2755).unwrap();
+    root.chown("/d", 1000, 100).unwrap();
+    assert_eq!(root.stat("/d").unwrap().0.mode & 0o7777, 0o2755);
+}

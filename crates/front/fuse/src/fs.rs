@@ -106,9 +106,6 @@ pub struct WeftFs {
     pub(crate) writes: WriteBehind,
     /// Sizes of the files this mount writes (see `local_sizes`).
     pub(crate) sizes: Arc<LocalSizes>,
-    /// Attribute changes of files it writes, sent at their close (see
-    /// `deferred_attrs`).
-    pub(crate) deferred: crate::deferred_attrs::DeferredAttrs,
     /// Clients acting as the users who create files here (by identity).
     pub(crate) callers: Mutex<HashMap<weft_client::Cred, Client>>,
     /// Supplementary groups read from /proc, by pid, with their uid, gid
@@ -143,7 +140,6 @@ impl WeftFs {
             groups_of_pid: Mutex::new(HashMap::new()),
             writes: WriteBehind::new(sizes.clone()),
             sizes,
-            deferred: Default::default(),
             next_fh: AtomicU64::new(1),
         }
     }
@@ -208,8 +204,7 @@ impl WeftFs {
             local.set(local.get() || size.is_some());
             size
         };
-        let (mut a, size) = self.settled(|| c.stat_knowing(path, &known), &local)?;
-        self.deferred.overlay(&mut a);
+        let (a, size) = self.settled(|| c.stat_knowing(path, &known), &local)?;
         if let Some(ino) = ino
             && a.id.0 == ino
             && a.kind == weft_client::FileKind::File
@@ -308,36 +303,10 @@ impl WeftFs {
         // renamed or replaced it): ask for the inode itself, as the mount
         // (the kernel checked the path when it looked the inode up).
         match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0)), &std::cell::Cell::new(false)) {
-            Ok((mut a, size)) => {
-                self.deferred.overlay(&mut a);
-                Ok(self.kernel_attr(&a, size))
-            }
+            Ok((a, size)) => Ok(self.kernel_attr(&a, size)),
             Err(e) if e == Errno::ENOENT || e == Errno::EACCES => Err(Errno::ESTALE),
             Err(e) => Err(e),
         }
-    }
-
-    /// Sends the attribute changes kept for `ino` (see `deferred_attrs`).
-    /// A file removed meanwhile has nothing left to change.
-    pub(crate) fn send_deferred(&self, ino: u64) -> Result<(), Errno> {
-        let Some((by, changes)) = self.deferred.take(ino) else { return Ok(()) };
-        match by.change_together(weft_client::FileId(ino), &changes) {
-            Ok(_) | Err(weft_client::Error::NotFound(_)) => Ok(()),
-            Err(e) => {
-                tracing::warn!(target: "weft::fuse", ino, error = %e, "attribute changes kept for the close were refused");
-                Err(errno::of(&e))
-            }
-        }
-    }
-
-    /// Keeps `changes` of `ino` by `c` for its close, if this mount is
-    /// writing it and knows its attributes within the attribute timeout;
-    /// the attributes they make, or `None` (send them now).
-    pub(crate) fn defer(&self, c: &weft_client::Client, ino: u64, changes: &[weft_client::AttrChange]) -> Option<weft_client::FileAttr> {
-        let base = lock(&self.handles).values().find(|h| h.writer && h.file.attr().id.0 == ino && h.opened.elapsed() < self.opts.attr_timeout).map(|h| h.file.attr().clone());
-        let base = base?;
-        let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-        self.deferred.keep(&base, c, changes, now_ns)
     }
 
     /// Forgets the inodes at `path` and below (removed or replaced).

@@ -16,8 +16,6 @@ pub(crate) struct Handle {
     pub(crate) sync: bool,
     /// Opened for writing (counted in the mount's local sizes).
     pub(crate) writer: bool,
-    /// When its attributes (`file.attr()`) were the service's.
-    pub(crate) opened: std::time::Instant,
     /// Written through: its last close sets the file's mtime (data
     /// servers do not tell the metadata service of writes).
     pub(crate) wrote: std::sync::atomic::AtomicBool,
@@ -36,7 +34,7 @@ impl Handle {
     pub(crate) fn new(file: File, flags: i32, opener: weft_client::Client) -> Self {
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
         let writer = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        Handle { file, append: flags & libc::O_APPEND != 0, sync, writer, opened: std::time::Instant::now(), wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
+        Handle { file, append: flags & libc::O_APPEND != 0, sync, writer, wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
     }
 
     /// Records a queued write's failure for this handle's next write,

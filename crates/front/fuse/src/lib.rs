@@ -8,7 +8,6 @@
 //! path (the metadata service is path-based) and its open handles.
 
 mod attrs;
-mod deferred_attrs;
 mod errno;
 mod fs;
 mod handle;

@@ -136,22 +136,18 @@ impl WeftFs {
         if h.file.attr().mode & 0o6000 == 0 || h.privileges_dropped.load(Ordering::Relaxed) {
             return;
         }
-        match self.kill_privileges(c, INodeNo(h.file.attr().id.0)) {
+        let r = (|| -> Result<(), weft_client::Error> {
+            let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0)) else { return Ok(()) };
+            let (a, _) = c.stat(&path)?;
+            if a.id == h.file.attr().id && a.mode & 0o6000 != 0 {
+                self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(a.mode & !0o6000))?;
+            }
+            Ok(())
+        })();
+        match r {
             Ok(()) => h.privileges_dropped.store(true, Ordering::Relaxed),
             Err(e) => tracing::warn!(target: "weft::fuse", ino = h.file.attr().id.0, error = %e, "could not drop the setuid/setgid bits of a file written"),
         }
-    }
-
-    /// Clears the setuid and setgid bits of file `ino`, if it has them
-    /// now, as `c` (a writer without the privilege to keep them: the
-    /// mount is asked to, `FUSE_HANDLE_KILLPRIV_V2`).
-    pub(crate) fn kill_privileges(&self, c: &weft_client::Client, ino: INodeNo) -> Result<(), weft_client::Error> {
-        let Ok(path) = self.path_of(ino) else { return Ok(()) };
-        let (a, _) = c.stat(&path)?;
-        if a.id.0 == ino.0 && a.kind == weft_client::FileKind::File && a.mode & 0o6000 != 0 {
-            self.change(c, ino, weft_client::AttrChange::Mode(a.mode & !0o6000))?;
-        }
-        Ok(())
     }
 
     /// Sets the mtime of a file written through `h` since its last close

@@ -84,35 +84,6 @@ impl Filesystem for WeftFs {
             let e = |e: weft_client::Error| if matches!(e, weft_client::Error::NotFound(_)) { Errno::ESTALE } else { errno::of(&e) };
             // Changing mode or owner without the right is EPERM (chmod(2)).
             let owner_err = |err: weft_client::Error| if matches!(err, weft_client::Error::Permission(_)) { Errno::EPERM } else { e(err) };
-            // Changes of a file this mount is writing that take nobody's
-            // rights away wait for its close (`deferred_attrs`).
-            if size.is_none() {
-                let mut wanted = Vec::new();
-                if let Some(m) = mode {
-                    wanted.push(AttrChange::Mode(m & 0o7777));
-                }
-                if uid.is_some() || gid.is_some() {
-                    wanted.push(AttrChange::Owner { uid: uid.unwrap_or(weft_client::KEEP_ID), gid: gid.unwrap_or(weft_client::KEEP_ID) });
-                }
-                match mtime {
-                    Some(TimeOrNow::SpecificTime(t)) => wanted.push(AttrChange::Mtime(nanos(t))),
-                    Some(TimeOrNow::Now) => wanted.push(AttrChange::Mtime(weft_client::TIME_NOW)),
-                    None => {}
-                }
-                if !wanted.is_empty()
-                    && let Some(a) = self.defer(&c, ino.0, &wanted)
-                {
-                    if matches!(mtime, Some(TimeOrNow::SpecificTime(_))) {
-                        // As below: earlier writes no longer touch it.
-                        for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
-                            h.wrote.store(false, Ordering::Relaxed);
-                        }
-                    }
-                    return Ok(self.kernel_attr(&a, self.size_now(&c, ino)?));
-                }
-            }
-            // Sent now: after those kept before (in order).
-            self.send_deferred(ino.0)?;
             // The attributes the last change answered with: the reply, with
             // no stat of its own (each is a round trip, and tar makes three
             // such changes per file).
@@ -153,13 +124,6 @@ impl Filesystem for WeftFs {
                     }
                 }
                 self.sizes.truncated(ino.0, ask, s);
-                // A truncate by a user without the privilege to keep them
-                // drops setuid and setgid (the kernel leaves that to the
-                // mount: `FUSE_HANDLE_KILLPRIV_V2`; root stands for
-                // CAP_FSETID).
-                if req.uid() != 0 {
-                    self.kill_privileges(&c, ino).map_err(e)?;
-                }
                 // A truncate moves the times at once (not at the close).
                 if mtime.is_none() {
                     last = Some(self.change(&c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
@@ -296,13 +260,6 @@ impl Filesystem for WeftFs {
         // readdir (`ls -l`, `find`, `du`).
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO) {
             tracing::info!(target: "weft::fuse", ?missing, "the kernel lists directories without attributes");
-        }
-        // The mount drops setuid and setgid itself (a chown: the metadata
-        // service; a truncate or a write by another user: `setattr`,
-        // `write`), so the kernel does not ask for a file's attributes
-        // before each chown to do it (a round trip a file in `tar`).
-        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2) {
-            tracing::info!(target: "weft::fuse", ?missing, "the kernel drops setuid and setgid itself");
         }
         // Append handles bypass the page cache (see `fopen_flags`); they
         // may still be mapped where the kernel allows it.
@@ -509,7 +466,6 @@ impl Filesystem for WeftFs {
             }
             h.wrote.store(true, Ordering::Relaxed);
             let ino = h.file.attr().id.0;
-            self.deferred.wrote(ino);
             if h.append || h.sync {
                 // In order after what is queued, and answered when done.
                 self.writes.settle(&h)?;
@@ -546,16 +502,13 @@ impl Filesystem for WeftFs {
                 Ok(())
             }
         };
-        // The attribute changes kept for the close (before the time a
-        // write since moves to "now").
-        let changed = self.send_deferred(ino.0);
         // Any close of the file by a process drops its record locks on it
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
         if let Ok(h) = h {
             self.touch_if_written(&h);
         }
-        match written.and(changed) {
+        match written {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -563,11 +516,6 @@ impl Filesystem for WeftFs {
 
     fn release(&self, _req: &Request, ino: INodeNo, fh: FileHandle, _flags: OpenFlags, lock_owner: Option<LockOwner>, _flush: bool, reply: ReplyEmpty) {
         self.writes.wait(ino.0);
-        // Kept changes go with the first close; a release without a flush
-        // (a mapping's last reference) sends what is left.
-        if let Err(e) = self.send_deferred(ino.0) {
-            tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "attribute changes kept for a file's close were lost at its release");
-        }
         if let Some(o) = lock_owner {
             self.locks.release_owner(ino.0, o.0);
         }
@@ -616,7 +564,6 @@ impl Filesystem for WeftFs {
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.handle(fh).and_then(|h| {
             self.writes.settle(&h)?;
-            self.send_deferred(h.file.attr().id.0)?;
             h.file.fsync().map_err(|e| errno::of(&e))
         }) {
             Ok(()) => reply.ok(),

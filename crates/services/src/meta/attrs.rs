@@ -10,17 +10,6 @@ use weft_wire::{AttrChange, Cred, ErrorCode, FileAttr, FileId, FileKind};
 /// Applies `change` to the entry at `path`, or with id `file`, as `cred`;
 /// returns its attributes after.
 pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, change: AttrChange) -> Result<FileAttr> {
-    change_all(tx, cred, target, &[change])
-}
-
-/// Applies `changes` in order to the entry at `path`, or with id `file`,
-/// as `cred`: every one checked before anything is written (all or none);
-/// returns its attributes after. Several at once only of a regular file
-/// (a directory's changes go to the other shards one by one).
-pub(super) fn change_all(tx: &WriteTransaction, cred: Cred, target: Target<'_>, changes: &[AttrChange]) -> Result<FileAttr> {
-    if changes.is_empty() || changes.len() > weft_wire::MAX_CHANGES {
-        return Err(err(ErrorCode::BadRequest, format!("{} attribute changes in one request (1 to {})", changes.len(), weft_wire::MAX_CHANGES)));
-    }
     let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
     let (mut a, name) = match target {
         Target::Path(path) => {
@@ -41,15 +30,10 @@ pub(super) fn change_all(tx: &WriteTransaction, cred: Cred, target: Target<'_>, 
         }
     };
     super::shards::check_not_moving(tx, a.id, &name)?;
-    if changes.len() > 1 && a.kind != FileKind::File {
-        return Err(err(ErrorCode::BadRequest, format!("{name} is not a regular file: change its attributes one at a time")));
-    }
-    for change in changes {
-        match *change {
-            AttrChange::Mode(mode) => chmod(cred, &mut a, mode, &name)?,
-            AttrChange::Owner { uid, gid } => chown(cred, &mut a, uid, gid, &name)?,
-            AttrChange::Mtime(t) => set_times(cred, &mut a, t, &name)?,
-        }
+    match change {
+        AttrChange::Mode(mode) => chmod(cred, &mut a, mode, &name)?,
+        AttrChange::Owner { uid, gid } => chown(cred, &mut a, uid, gid, &name)?,
+        AttrChange::Mtime(t) => set_times(cred, &mut a, t, &name)?,
     }
     a.ctime_ns = now_ns();
     t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;

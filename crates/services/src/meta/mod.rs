@@ -500,7 +500,6 @@ impl MetaService {
             MetaReq::SetTimes { path, mtime_ns } => self.change(tx, cred, Target::Path(path), AttrChange::Mtime(*mtime_ns)),
             MetaReq::Chown { path, uid, gid } => self.change(tx, cred, Target::Path(path), AttrChange::Owner { uid: *uid, gid: *gid }),
             MetaReq::Change { file, change } => self.change(tx, cred, Target::Id(*file), *change),
-            MetaReq::Changes { file, changes } => attrs::change_all(tx, cred, Target::Id(*file), changes).map(Response::Attr),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
     }

@@ -198,10 +198,6 @@ pub enum MetaReq {
     /// the rules of `Chmod`, `Chown` and `SetTimes`. Answered with `Attr`;
     /// `NotFound` if the file is gone.
     Change { file: FileId, change: AttrChange },
-    /// Several `Change`s of file `file` (a regular file) in one
-    /// transaction, in order: all made or none (the first refusal is the
-    /// answer). At most [`MAX_CHANGES`]. Answered with `Attr`, after.
-    Changes { file: FileId, changes: Vec<AttrChange> },
     /// `StatSize` of file `file` by its id: root only (a mount, which
     /// stands behind the kernel's own path checks, asking for an inode
     /// another client renamed); answered with `Stat`.
@@ -224,9 +220,6 @@ pub enum MetaReq {
     Replica { coord: u32, seq: u64, op: Box<super::replica::ReplicaOp>, mac: [u8; 32] },
 }
 
-/// Changes one [`MetaReq::Changes`] carries at most (one of each kind).
-pub const MAX_CHANGES: usize = 3;
-
 /// What [`MetaReq::Change`] changes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttrChange {
@@ -235,25 +228,6 @@ pub enum AttrChange {
     Owner { uid: u32, gid: u32 },
     /// [`TIME_NOW`] for the service's clock.
     Mtime(i64),
-}
-
-impl AttrChange {
-    fn encode(&self, e: &mut Encoder) {
-        match self {
-            AttrChange::Mode(m) => e.u8(1).u32(*m),
-            AttrChange::Owner { uid, gid } => e.u8(2).u32(*uid).u32(*gid),
-            AttrChange::Mtime(t) => e.u8(3).i64(*t),
-        };
-    }
-
-    fn decode(d: &mut Decoder<'_>) -> Result<Self, DecodeError> {
-        Ok(match d.u8()? {
-            1 => AttrChange::Mode(d.u32()?),
-            2 => AttrChange::Owner { uid: d.u32()?, gid: d.u32()? },
-            3 => AttrChange::Mtime(d.i64()?),
-            t => return Err(DecodeError::BadTag { what: "attribute change", tag: t.into() }),
-        })
-    }
 }
 
 /// `Chown`'s "leave this one as it is" (chown(2)'s -1).
@@ -414,13 +388,11 @@ impl MetaReq {
             }
             MetaReq::Change { file, change } => {
                 e.u8(19).u64(file.0);
-                change.encode(e);
-            }
-            MetaReq::Changes { file, changes } => {
-                e.u8(26).u64(file.0).u8(changes.len().min(u8::MAX as usize) as u8);
-                for c in changes {
-                    c.encode(e);
-                }
+                match change {
+                    AttrChange::Mode(m) => e.u8(1).u32(*m),
+                    AttrChange::Owner { uid, gid } => e.u8(2).u32(*uid).u32(*gid),
+                    AttrChange::Mtime(t) => e.u8(3).i64(*t),
+                };
             }
         }
     }
@@ -470,15 +442,15 @@ impl MetaReq {
             16 => MetaReq::Close { file: FileId(d.u64()?), wrote: d.bool()? },
             17 => MetaReq::SetSize { file: FileId(d.u64()?), epoch: d.u64()?, size: d.u64()? },
             18 => MetaReq::Renew { old: super::cap::Capability::decode(d)?, path: path(d)? },
-            19 => MetaReq::Change { file: FileId(d.u64()?), change: AttrChange::decode(d)? },
-            26 => {
+            19 => {
                 let file = FileId(d.u64()?);
-                let n = d.u8()?;
-                if n == 0 || usize::from(n) > MAX_CHANGES {
-                    return Err(DecodeError::BadTag { what: "number of attribute changes", tag: n.into() });
-                }
-                let changes = (0..n).map(|_| AttrChange::decode(d)).collect::<Result<Vec<_>, _>>()?;
-                MetaReq::Changes { file, changes }
+                let change = match d.u8()? {
+                    1 => AttrChange::Mode(d.u32()?),
+                    2 => AttrChange::Owner { uid: d.u32()?, gid: d.u32()? },
+                    3 => AttrChange::Mtime(d.i64()?),
+                    t => return Err(DecodeError::BadTag { what: "attribute change", tag: t.into() }),
+                };
+                MetaReq::Change { file, change }
             }
             20 => MetaReq::StatId { file: FileId(d.u64()?) },
             21 => {
@@ -544,7 +516,7 @@ impl MetaReq {
     /// The file a request names by its id.
     pub fn file(&self) -> Option<FileId> {
         match self {
-            MetaReq::Close { file, .. } | MetaReq::SetSize { file, .. } | MetaReq::StatId { file } | MetaReq::Change { file, .. } | MetaReq::Changes { file, .. } => Some(*file),
+            MetaReq::Close { file, .. } | MetaReq::SetSize { file, .. } | MetaReq::StatId { file } | MetaReq::Change { file, .. } => Some(*file),
             MetaReq::Renew { old, .. } => Some(old.file),
             _ => None,
         }

@@ -113,7 +113,6 @@ impl Request {
                     | MetaReq::Chown { .. }
                     | MetaReq::SetTimes { .. }
                     | MetaReq::Change { .. }
-                    | MetaReq::Changes { .. }
                     | MetaReq::SetSize { .. }
                     | MetaReq::Renew { .. }
                     | MetaReq::Sync
@@ -441,10 +440,6 @@ mod tests {
             (any::<u64>(), 0u8..3, any::<u32>(), any::<i64>()).prop_map(|(f, k, v, t)| MetaReq::Change {
                 file: FileId(f),
                 change: [AttrChange::Mode(v), AttrChange::Owner { uid: v, gid: v / 3 }, AttrChange::Mtime(t)][k as usize],
-            }),
-            (any::<u64>(), proptest::collection::vec((0u8..3, any::<u32>(), any::<i64>()), 1..=meta::MAX_CHANGES)).prop_map(|(f, cs)| MetaReq::Changes {
-                file: FileId(f),
-                changes: cs.into_iter().map(|(k, v, t)| [AttrChange::Mode(v), AttrChange::Owner { uid: v, gid: v / 3 }, AttrChange::Mtime(t)][k as usize]).collect(),
             }),
         ]
     }

@@ -176,27 +176,32 @@ impl<R, T> Reaper<R, T> {
 
     /// One round: `Some(true)` if it took a full round (more may wait).
     fn round(&self, progress: &mut Progress) -> Result<Option<bool>> {
-        // In the turn: first every removal so far made durable (they may
-        // be inside the window), then the records read, so each one read
-        // is of a durable removal (a reopen after a failed commit drops
-        // the undurable ones with their records, before this turn).
+        // In the turn: the records read, then, if there are any, every
+        // removal so far made durable (they may be inside the window), so
+        // each one read is of a durable removal before any deletion (a
+        // reopen after a failed commit drops the undurable ones with their
+        // records, before this turn). No record, no extra flush.
         let Some(orphans) = self.in_turn(|store| {
-            if self.window && self.pending.is_pending() {
+            let taken = {
+                let db = store.db()?;
+                let tx = db.begin_read()?;
+                let table = match tx.open_table(ORPHANS) {
+                    Ok(t) => t,
+                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                    Err(e) => return Err(e.into()),
+                };
+                let read = |r: std::result::Result<(redb::AccessGuard<'_, u64>, redb::AccessGuard<'_, &[u8]>), redb::StorageError>| r.map(|(k, v)| (k.value(), servers_of(v.value())));
+                let mut taken: Vec<(u64, Vec<ServerId>)> = table.range(progress.next..)?.take(ROUND).map(read).collect::<std::result::Result<_, _>>()?;
+                if taken.len() < ROUND && progress.next > 0 {
+                    // Round the table: from its start again.
+                    let more: Vec<(u64, Vec<ServerId>)> = table.range(..progress.next)?.take(ROUND - taken.len()).map(read).collect::<std::result::Result<_, _>>()?;
+                    taken.extend(more);
+                }
+                taken
+            };
+            if !taken.is_empty() && self.window && self.pending.is_pending() {
                 durable_empty_commit(store)?;
                 self.pending.note_durable();
-            }
-            let db = store.db()?;
-            let tx = db.begin_read()?;
-            let table = match tx.open_table(ORPHANS) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            let mut taken: Vec<(u64, Vec<ServerId>)> = table.range(progress.next..)?.take(ROUND).map(|r| r.map(|(k, v)| (k.value(), servers_of(v.value())))).collect::<std::result::Result<_, _>>()?;
-            if taken.len() < ROUND && progress.next > 0 {
-                // Round the table: from its start again.
-                let more: Vec<(u64, Vec<ServerId>)> = table.range(..progress.next)?.take(ROUND - taken.len()).map(|r| r.map(|(k, v)| (k.value(), servers_of(v.value())))).collect::<std::result::Result<_, _>>()?;
-                taken.extend(more);
             }
             Ok(taken)
         })?

@@ -147,7 +147,7 @@ fn skip_to_ceiling(db: &Database) -> Result<u64> {
 /// Whether answering this mutation must wait for its commit to be durable
 /// even within a window. (Removals need not: their objects are deleted
 /// by the service itself once they are, see [`reaper`].)
-fn must_be_durable(op: &MetaReq, _r: &Result<Response>) -> bool {
+fn must_be_durable(op: &MetaReq) -> bool {
     matches!(op, MetaReq::Sync | MetaReq::Replica { .. })
 }
 
@@ -426,7 +426,7 @@ impl MetaService {
             results.push(r);
         }
         let overdue = self.window.is_some_and(|w| self.pending.older_than(w));
-        let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || self.logged.load(Ordering::Relaxed) || batch.iter().zip(&results).any(|((_, op), r)| must_be_durable(op, r));
+        let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || self.logged.load(Ordering::Relaxed) || batch.iter().any(|(_, op)| must_be_durable(op));
         if !durable {
             tx.set_durability(redb::Durability::None);
         }

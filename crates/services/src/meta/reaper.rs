@@ -57,9 +57,13 @@ pub(super) fn orphan(tx: &WriteTransaction, attr: &FileAttr) -> Result<()> {
         return Ok(());
     }
     let Some(layout) = &attr.layout else { return Ok(()) };
-    let servers: Vec<u8> = layout.servers.iter().flat_map(|s| s.0.to_le_bytes()).collect();
-    tx.open_table(ORPHANS)?.insert(attr.id.0, servers.as_slice())?;
+    tx.open_table(ORPHANS)?.insert(attr.id.0, record_of(&layout.servers).as_slice())?;
     Ok(())
+}
+
+/// A record naming `servers`.
+fn record_of(servers: &[ServerId]) -> Vec<u8> {
+    servers.iter().flat_map(|s| s.0.to_le_bytes()).collect()
 }
 
 /// The data servers of a record (a damaged one names none: it is dropped).
@@ -236,8 +240,7 @@ impl<R, T> Reaper<R, T> {
                             table.remove(id)?;
                         }
                         Outcome::Left(servers) => {
-                            let record: Vec<u8> = servers.iter().flat_map(|s| s.0.to_le_bytes()).collect();
-                            table.insert(id, record.as_slice())?;
+                            table.insert(id, record_of(servers).as_slice())?;
                         }
                         Outcome::Untouched => {}
                     }
@@ -337,7 +340,7 @@ mod tests {
     #[test]
     fn records_name_their_servers_and_damaged_ones_none() {
         let ids = [ServerId(1), ServerId(7), ServerId(u32::MAX)];
-        let record: Vec<u8> = ids.iter().flat_map(|s| s.0.to_le_bytes()).collect();
+        let record = record_of(&ids);
         assert_eq!(servers_of(&record), ids);
         assert!(servers_of(&record[..5]).is_empty());
         assert!(servers_of(&[]).is_empty());

@@ -124,7 +124,7 @@ impl Server {
                 // Removed files' objects are deleted by this service, as
                 // a server (proving the servers' secret).
                 let servers = cluster.data_servers().into_iter().filter_map(|d| cluster.server(d).map(|s| (d, s.addr))).collect();
-                m.start_reaper(crate::meta::ReapPlace { servers, auth: servers_auth.clone(), endpoint: config.peer_endpoint.clone() })?;
+                m.start_reaper(crate::meta::ReapPlace { servers, auth: servers_auth, endpoint: config.peer_endpoint.clone() })?;
                 Ok::<_, crate::meta::MetaError>(m)
             })
             .transpose()

@@ -198,11 +198,16 @@ pub fn value(page: &str, series: &str) -> Option<f64> {
     page.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// The counters of every data server that answers.
+pub fn data_stats(c: &weft_client::Client) -> Vec<weft_wire::ServerStats> {
+    c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).filter_map(|s| s.stats.ok()).collect()
+}
+
 /// Data objects on every data server, once `done` holds of their count or
 /// after 10 s (the count then): the metadata service deletes a removed
 /// file's objects shortly after the removal, not before its answer.
 pub fn objects_when(c: &weft_client::Client, done: impl Fn(u64) -> bool) -> u64 {
-    let count = || -> u64 { c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).filter_map(|s| s.stats.ok()).map(|s| s.objects).sum() };
+    let count = || -> u64 { data_stats(c).iter().map(|s| s.objects).sum() };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let n = count();
@@ -218,8 +223,8 @@ pub fn objects_when(c: &weft_client::Client, done: impl Fn(u64) -> bool) -> u64 
 /// asking (at most 10 s): its deletions of removed files' objects are done.
 pub fn data_servers_quiet(c: &weft_client::Client) {
     let count = || -> (u64, u64) {
-        let data: Vec<u64> = c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Data)).filter_map(|s| s.stats.ok()).map(|s| s.requests).collect();
-        (data.iter().sum(), data.len() as u64)
+        let data = data_stats(c);
+        (data.iter().map(|s| s.requests).sum(), data.len() as u64)
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let (mut last, _) = count();

@@ -160,6 +160,59 @@ fn every_kind_of_access_matches_the_mpi_librarys_own_mpiio_mpich() {
     same_as_local_mpiio(&MPICH, "semantics.c", MPICH.ranks);
 }
 
+/// Nonblocking independent accesses run in the background (`nonblocking.c`):
+/// completed through Wait, Test, Waitall, Waitany, Testsome, Testall,
+/// Request_get_status and Request_free, beside MPI's own requests.
+#[test]
+fn nonblocking_accesses_match_the_mpi_librarys_openmpi() {
+    same_as_local_mpiio(&OPENMPI, "nonblocking.c", OPENMPI.ranks);
+}
+
+#[test]
+fn nonblocking_accesses_match_the_mpi_librarys_mpich() {
+    same_as_local_mpiio(&MPICH, "nonblocking.c", MPICH.ranks);
+}
+
+/// A nonblocking write returns while the bytes it writes are locked by
+/// another client (`background.c`, atomic mode): it runs in the
+/// background. Done inside the call, as before, it would never return.
+fn nonblocking_write_returns_before_it_can_run(mpi: &Mpi) {
+    let tc = TestCluster::start(&format!("mpiio-background-{}", mpi.name), 2);
+    let exe = compile(&tc, mpi, "background.c");
+    let c = tc.client();
+    let f = c.create("/held.dat", Default::default()).unwrap();
+    let guard = c.lock(&f, true, &[weft_client::Extent::range(0, 1 << 20).unwrap()]).unwrap();
+    let marker = tc.scratch("posted");
+    let mut run = mpirun_command(&tc, mpi, 1, &exe, &["weft:/held.dat", marker.to_str().unwrap()], &[]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while !marker.exists() && run.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let posted = marker.exists();
+    if !posted {
+        let _ = run.kill();
+    }
+    assert!(posted, "MPI_File_iwrite_at did not return while its bytes were locked: it runs inside the call\n{}", String::from_utf8_lossy(&run.wait_with_output().unwrap().stderr));
+    // Still waiting for the lock: nothing written yet.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(c.stat("/held.dat").unwrap().1, 0, "the write ran although its bytes were locked");
+    drop(guard);
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(ok(&out, "background run"), "written 65536, wrong values 0\n");
+    let want: Vec<u8> = (0..65536u32).map(|i| (i % 251 + 1) as u8).collect();
+    assert!(weft_bytes(&tc, "/held.dat") == want, "the file's bytes are not the nonblocking write's");
+}
+
+#[test]
+fn nonblocking_write_returns_before_it_can_run_openmpi() {
+    nonblocking_write_returns_before_it_can_run(&OPENMPI);
+}
+
+#[test]
+fn nonblocking_write_returns_before_it_can_run_mpich() {
+    nonblocking_write_returns_before_it_can_run(&MPICH);
+}
+
 #[test]
 fn collective_buffering_with_many_rounds_matches_the_mpi_librarys_openmpi() {
     same_as_local_mpiio(&OPENMPI, "collective.c", 6);

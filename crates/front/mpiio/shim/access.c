@@ -1,17 +1,15 @@
 /* Reads and writes: explicit offsets, individual and shared file pointers;
- * blocking, nonblocking (generalized requests, completed when the I/O is:
- * the access runs inside the call, as ROMIO does for most drivers), split
- * collective, and MPI-4's large-count (_c) forms where the MPI has them.
- * Collective forms (_all, split, ordered) tell the core so: it runs them
- * through two-phase I/O (crates/client/src/collective). */
+ * blocking, nonblocking, split collective, and MPI-4's large-count (_c)
+ * forms where the MPI has them. A nonblocking independent access is posted
+ * to the core, which moves its bytes in the background while the program
+ * computes; its request is completed by requests.c. The nonblocking
+ * collective forms run inside the call (their steps talk MPI, which a
+ * background thread may not below MPI_THREAD_MULTIPLE) and return a
+ * request that is already complete. Collective forms (_all, split,
+ * ordered) tell the core so: it runs them through two-phase I/O
+ * (crates/client/src/collective). */
 #include "shim.h"
 #include <stdlib.h>
-
-static void set_status(MPI_Status *st, MPI_Offset bytes) {
-    if (st == MPI_STATUS_IGNORE) return;
-    PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)bytes);
-    PMPI_Status_set_cancelled(st, 0);
-}
 
 /* One access; returns MPI_SUCCESS or the (handled) error code. */
 static int run(struct wfile *f, int write, int pos, int coll, MPI_Offset offset, const void *buf, MPI_Count count,
@@ -32,38 +30,17 @@ static int run(struct wfile *f, int write, int pos, int coll, MPI_Offset offset,
     return MPI_SUCCESS;
 }
 
-struct done {
-    MPI_Offset bytes;
-};
-
-static int done_query(void *extra, MPI_Status *st) {
-    set_status(st, ((struct done *)extra)->bytes);
-    st->MPI_SOURCE = MPI_UNDEFINED;
-    st->MPI_TAG = MPI_UNDEFINED;
-    st->MPI_ERROR = MPI_SUCCESS;
-    return MPI_SUCCESS;
-}
-static int done_free(void *extra) {
-    free(extra);
-    return MPI_SUCCESS;
-}
-static int done_cancel(void *extra, int complete) {
-    (void)extra;
-    (void)complete;
-    return MPI_SUCCESS;
-}
-
-/* A request that is already complete, carrying the access's byte count. */
-static int completed_request(struct wfile *f, MPI_Offset bytes, MPI_Request *req) {
-    struct done *d = malloc(sizeof *d);
-    if (!d) return weft_fail_msg(f, WEFTIO_E_INTERN, "weft: out of memory");
-    d->bytes = bytes;
-    int rc = PMPI_Grequest_start(done_query, done_free, done_cancel, d, req);
-    if (rc != MPI_SUCCESS) {
-        free(d);
-        return rc;
-    }
-    return PMPI_Grequest_complete(*req);
+/* Posts a nonblocking independent access; *req completes when it is done. */
+static int post(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count,
+                MPI_Datatype dt, MPI_Request *req) {
+    void *t;
+    int owned, rc = weft_type(dt, &t, &owned);
+    if (rc) return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad datatype") : weft_fail(f, rc);
+    const void *ticket = NULL;
+    rc = weftio_post((uintptr_t)f, write, pos, offset, (void *)buf, count, t, &ticket);
+    if (owned) weftio_type_free(t);
+    if (rc) return weft_fail(f, rc);
+    return weft_post_request(f, ticket, req);
 }
 
 static int split_begin(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count,
@@ -84,7 +61,7 @@ static int split_end(struct wfile *f, MPI_Status *st) {
     if (!f->split_active)
         return weft_fail_msg(f, WEFTIO_E_OTHER, "weft: split collective end without its begin");
     f->split_active = 0;
-    set_status(st, f->split_bytes);
+    weft_set_status(st, f->split_bytes);
     return MPI_SUCCESS;
 }
 
@@ -99,7 +76,7 @@ static int split_end(struct wfile *f, MPI_Status *st) {
         if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt, st);                                \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, WEFTIO_AT, COLL, offset, buf, count, dt, &n);                                 \
-        if (rc == MPI_SUCCESS) set_status(st, n);                                                  \
+        if (rc == MPI_SUCCESS) weft_set_status(st, n);                                                  \
         return rc;                                                                                 \
     }                                                                                              \
     WEFT_ALIAS(name)
@@ -111,7 +88,7 @@ static int split_end(struct wfile *f, MPI_Status *st) {
         if (!f) WEFT_FORWARD(name, fh, buf, count, dt, st);                                        \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, POS, COLL, 0, buf, count, dt, &n);                                            \
-        if (rc == MPI_SUCCESS) set_status(st, n);                                                  \
+        if (rc == MPI_SUCCESS) weft_set_status(st, n);                                                  \
         return rc;                                                                                 \
     }                                                                                              \
     WEFT_ALIAS(name)
@@ -121,9 +98,10 @@ static int split_end(struct wfile *f, MPI_Status *st) {
     int name(MPI_File fh, MPI_Offset offset, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) { \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt, req);                               \
+        if (!COLL) return post(f, W, WEFTIO_AT, offset, buf, count, dt, req);                      \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, WEFTIO_AT, COLL, offset, buf, count, dt, &n);                                 \
-        return rc == MPI_SUCCESS ? completed_request(f, n, req) : rc;                              \
+        return rc == MPI_SUCCESS ? weft_completed_request(n, req) : rc;                              \
     }                                                                                              \
     WEFT_ALIAS(name)
 
@@ -132,9 +110,10 @@ static int split_end(struct wfile *f, MPI_Status *st) {
     int name(MPI_File fh, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) {               \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, buf, count, dt, req);                                       \
+        if (!COLL) return post(f, W, POS, 0, buf, count, dt, req);                                 \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, POS, COLL, 0, buf, count, dt, &n);                                            \
-        return rc == MPI_SUCCESS ? completed_request(f, n, req) : rc;                              \
+        return rc == MPI_SUCCESS ? weft_completed_request(n, req) : rc;                              \
     }                                                                                              \
     WEFT_ALIAS(name)
 

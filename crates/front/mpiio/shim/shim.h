@@ -36,6 +36,15 @@ MPI_Errhandler weft_errhandler_retain(MPI_Errhandler eh);
 /* Drops a reference taken by weft_errhandler_retain or a get. */
 void weft_errhandler_release(MPI_Errhandler *eh);
 
+/* Nonblocking accesses (requests.c): a generalized request in *req for
+ * the posted access behind ticket, completed when the program waits for
+ * or tests it after the access is done. */
+int weft_post_request(struct wfile *f, const void *ticket, MPI_Request *req);
+/* A status saying `bytes` bytes were moved (nothing if st is IGNORE). */
+void weft_set_status(MPI_Status *st, MPI_Offset bytes);
+/* A request already complete, for an access of `bytes` that ran in the call. */
+int weft_completed_request(MPI_Offset bytes, MPI_Request *req);
+
 /* Datatypes (types.c): the core's handle for an MPI datatype; *owned
  * says whether the caller must weftio_type_free it. */
 int weft_type(MPI_Datatype t, void **out, int *owned);

@@ -47,6 +47,14 @@ void weftio_type_free(void *t);
 int weftio_set_view(uintptr_t key, int64_t disp, const void *etype, const void *filetype);
 int weftio_access(uintptr_t key, int write, int pos, int coll, int64_t offset, void *buf, int64_t count,
                   const void *memtype, int64_t *bytes);
+/* Nonblocking independent accesses, run by the file's worker thread. */
+int weftio_post(uintptr_t key, int write, int pos, int64_t offset, void *buf, int64_t count, const void *memtype,
+                const void **ticket);
+int weftio_ticket_wait(const void *t, int64_t timeout_us);
+int weftio_ticket_result(const void *t, int64_t *bytes);
+void weftio_ticket_free(const void *t);
+uint64_t weftio_finished(void);
+void weftio_wait_finished(uint64_t seen, uint64_t timeout_us);
 int weftio_seek(uintptr_t key, int64_t offset, int whence, int shared);
 int weftio_position(uintptr_t key, int shared, int64_t *out);
 int weftio_byte_offset(uintptr_t key, int64_t offset, int64_t *out);

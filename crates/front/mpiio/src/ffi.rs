@@ -5,12 +5,15 @@
 
 use crate::comm::CComm;
 use crate::errors::{Class, Fail, Result};
-use crate::file::{Buf, OpenFile, Position};
-use crate::memory::{self, memory_span};
+use crate::access::{perform, Placed};
+use crate::file::{OpenFile, Position};
+use crate::posted::{self, Ticket};
 use crate::registry;
 use crate::types;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::Arc;
+use std::time::Duration;
 use weft_client::Datatype;
 
 thread_local! {
@@ -99,6 +102,7 @@ pub unsafe extern "C" fn weftio_open(comm: *const CComm, path: *const c_char, am
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_close(key: usize) -> c_int {
     guard(|| {
+        posted::drain(key);
         let f = registry::remove(key).ok_or_else(|| Fail::new(Class::BadFile, "weft: not an open Weft file"))?;
         let mut g = registry::lock(&f);
         g.close()
@@ -174,6 +178,18 @@ pub unsafe extern "C" fn weftio_set_view(key: usize, disp: i64, etype: *const c_
     })
 }
 
+/// The position kind the shim passes: 0 explicit `offset`, 1 individual
+/// pointer, 2 shared, 3 ordered.
+fn position(kind: c_int, offset: i64) -> Result<Position> {
+    Ok(match kind {
+        0 => Position::At(offset),
+        1 => Position::Individual,
+        2 => Position::Shared,
+        3 => Position::Ordered,
+        p => return Err(Fail::new(Class::Arg, format!("weft: position kind {p}"))),
+    })
+}
+
 /// One read (`write` 0) or write of `count` copies of `memtype` at `buf`.
 /// `pos`: 0 explicit `offset`, 1 individual pointer, 2 shared, 3 ordered;
 /// `coll` 1 for the collective (`_all`) forms.
@@ -187,87 +203,97 @@ pub unsafe extern "C" fn weftio_set_view(key: usize, disp: i64, etype: *const c_
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, coll: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, bytes: *mut i64) -> c_int {
     guard(|| {
-        let pos = match pos {
-            0 => Position::At(offset),
-            1 => Position::Individual,
-            2 => Position::Shared,
-            3 => Position::Ordered,
-            p => return Err(Fail::new(Class::Arg, format!("weft: position kind {p}"))),
-        };
+        let pos = position(pos, offset)?;
         let f = file(key)?;
-        // Where the access's memory lies: (first byte's address, bytes
-        // spanned, the memory type shifted to start there).
-        let prepared = (|| -> Result<(usize, usize, Datatype)> {
-            if count < 0 {
-                return Err(Fail::new(Class::Count, format!("weft: negative count {count}")));
-            }
-            // SAFETY: a live handle or NULL per the contract.
-            let memtype = unsafe { datatype(memtype)? };
-            let (lb, span, shifted) = memory_span(memtype, count)?;
-            let span = usize::try_from(span).ok().filter(|&s| s <= isize::MAX as usize).ok_or_else(|| Fail::new(Class::Count, "weft: access larger than memory"))?;
-            if span > 0 && buf.is_null() && lb == 0 {
-                return Err(Fail::new(Class::Arg, "weft: NULL buffer"));
-            }
-            let at = (buf as usize)
-                .checked_add_signed(lb as isize)
-                .filter(|a| a.checked_add(span).is_some())
-                .ok_or_else(|| Fail::new(Class::Arg, "weft: the datatype places data outside the address space"))?;
-            Ok((at, span, shifted))
-        })();
-        let layout = prepared.as_ref().ok().map(|(_, span, shifted)| memory::layout(shifted, *span));
+        // SAFETY: a live handle or NULL per the contract.
+        let placed = unsafe { datatype(memtype) }.and_then(|t| Placed::new(buf.cast(), count, t));
         let mut g = registry::lock(&f);
-        let (w, c) = (write != 0, coll != 0);
-        let moved = match &prepared {
-            Err(e) => g.access(pos, c, w, Err(e.clone()))?,
-            Ok((_, 0, shifted)) => {
-                let b = if w { Buf::Write(&[]) } else { Buf::Read(&mut []) };
-                g.access(pos, c, w, Ok((b, shifted)))?
-            }
-            // Pieces with memory between them that is not the access's:
-            // moved through a buffer of the data alone (`memory`). A
-            // problem here still lets the rank take part in a collective.
-            Ok((at, _, shifted)) if layout != Some(memory::Layout::Whole) => {
-                let overlaps = layout == Some(memory::Layout::Gaps { overlaps: true });
-                let dense = i64::try_from(shifted.size())
-                    .map_err(|_| Fail::new(Class::Count, "weft: access larger than memory"))
-                    .and_then(|n| Datatype::contiguous(n, &Datatype::byte()).map_err(|e| Fail::new(Class::Count, format!("weft: {e}"))));
-                if w {
-                    // SAFETY: the caller's memory of the access, readable
-                    // (contract): every piece of the type placed at `at`.
-                    let data = dense.and_then(|t| unsafe { memory::gather(*at, shifted) }.map(|d| (d, t)));
-                    g.access(pos, c, w, data.as_ref().map(|(d, t)| (Buf::Write(d), t)).map_err(Clone::clone))?
-                } else {
-                    let mut data = match overlaps {
-                        true => Err(Fail::new(Class::Type, "weft: bad memory datatype: the pieces of a read's memory type overlap")),
-                        false => dense.and_then(|t| memory::buffer(shifted.size()).map(|d| (d, t))),
-                    };
-                    let moved = g.access(pos, c, w, data.as_mut().map(|(d, t)| (Buf::Read(d), &*t)).map_err(|e| e.clone()))?;
-                    if let Ok((d, _)) = &data {
-                        // SAFETY: as above, and writable for a read (contract).
-                        unsafe { memory::scatter(*at, shifted, &d[..(moved as usize).min(d.len())]) };
-                    }
-                    moved
-                }
-            }
-            Ok((at, span, shifted)) if w => {
-                // SAFETY: the caller's memory of the access, readable
-                // (contract); `at` is its first byte, `span` its extent,
-                // every byte of it the access's (no gaps).
-                let b = unsafe { std::slice::from_raw_parts(*at as *const u8, *span) };
-                g.access(pos, c, w, Ok((Buf::Write(b), shifted)))?
-            }
-            Ok((at, span, shifted)) => {
-                // SAFETY: as above, and writable for a read (contract).
-                let b = unsafe { std::slice::from_raw_parts_mut(*at as *mut u8, *span) };
-                g.access(pos, c, w, Ok((Buf::Read(b), shifted)))?
-            }
-        };
+        // SAFETY: the caller's memory for the call (contract).
+        let moved = unsafe { perform(&mut g, pos, coll != 0, write != 0, &placed)? };
         // SAFETY: writable or NULL per the contract.
         if let Some(out) = unsafe { bytes.as_mut() } {
             *out = moved as i64;
         }
         Ok(())
     })
+}
+
+/// Posts a nonblocking independent read or write (arguments as
+/// [`weftio_access`], without `coll`; not ordered): its arguments are
+/// checked and its place claimed now, its bytes moved by the file's worker
+/// ([`posted`]). `*ticket` gets a handle for [`weftio_ticket_wait`],
+/// [`weftio_ticket_result`] and, once, [`weftio_ticket_free`].
+///
+/// # Safety
+/// As [`weftio_access`], with the memory the access's until the ticket is
+/// done (MPI's rule for a nonblocking call's buffer); `ticket` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_post(key: usize, write: c_int, pos: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, ticket: *mut *const c_void) -> c_int {
+    guard(|| {
+        let f = file(key)?;
+        // SAFETY: a live handle or NULL per the contract.
+        let placed = Placed::new(buf.cast(), count, unsafe { datatype(memtype)? })?;
+        let pos = registry::lock(&f).claim(position(pos, offset)?, write != 0, placed.memtype())?;
+        // SAFETY: the memory is the access's until the ticket is done (contract).
+        let t = unsafe { posted::post(key, f, pos, write != 0, placed)? };
+        put(ticket, Arc::into_raw(t).cast())
+    })
+}
+
+/// # Safety
+/// `t` came from [`weftio_post`] and is not yet freed.
+unsafe fn ticket<'a>(t: *const c_void) -> &'a Ticket {
+    // SAFETY: a live Arc<Ticket> from into_raw (contract).
+    unsafe { &*t.cast::<Ticket>() }
+}
+
+/// Waits for a posted access, at most `timeout_us` microseconds (0: just
+/// looks; negative: as long as it takes). 1 if it is done.
+///
+/// # Safety
+/// As [`ticket`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_ticket_wait(t: *const c_void, timeout_us: i64) -> c_int {
+    let timeout = u64::try_from(timeout_us).ok().map(Duration::from_micros);
+    // SAFETY: per the contract.
+    c_int::from(unsafe { ticket(t) }.wait(timeout))
+}
+
+/// A done access's result: 0 with the bytes moved in `*bytes`, or the
+/// error's class with its message in this thread's [`weftio_last_error`].
+///
+/// # Safety
+/// As [`ticket`]; `bytes` is writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_ticket_result(t: *const c_void, bytes: *mut i64) -> c_int {
+    guard(|| {
+        // SAFETY: per the contract.
+        let r = unsafe { ticket(t) }.result().ok_or_else(|| Fail::new(Class::Intern, "weft: the access is still running"))?;
+        put(bytes, r? as i64)
+    })
+}
+
+/// # Safety
+/// `t` came from [`weftio_post`]; freed once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn weftio_ticket_free(t: *const c_void) {
+    if !t.is_null() {
+        // SAFETY: an Arc<Ticket> from into_raw, released once (contract).
+        drop(unsafe { Arc::from_raw(t.cast::<Ticket>()) });
+    }
+}
+
+/// How many posted accesses have finished so far (see [`weftio_wait_finished`]).
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_finished() -> u64 {
+    posted::finished()
+}
+
+/// Sleeps until more than `seen` posted accesses have finished, at most
+/// `timeout_us` microseconds.
+#[unsafe(no_mangle)]
+pub extern "C" fn weftio_wait_finished(seen: u64, timeout_us: u64) {
+    posted::wait_finished(seen, Duration::from_micros(timeout_us));
 }
 
 /// Writes `v` through `out` if it is not NULL.

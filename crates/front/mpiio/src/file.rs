@@ -310,17 +310,7 @@ impl OpenFile {
     pub fn access(&mut self, pos: Position, collective: bool, write: bool, access: Result<(Buf<'_>, &Datatype)>) -> Result<u64> {
         let esize = self.etype_size();
         // Everything this rank can check on its own, first.
-        let local = access.and_then(|(buf, memtype)| {
-            self.check_dir(write)?;
-            if write {
-                self.view.check_writable().map_err(|e| Fail::new(Class::Arg, format!("weft: {e}")))?;
-            }
-            let bytes = memtype.size();
-            if !bytes.is_multiple_of(esize) {
-                return Err(Fail::new(Class::Arg, format!("weft: access of {bytes} bytes is not a whole number of {esize}-byte etypes")));
-            }
-            Ok((buf, memtype, bytes / esize))
-        });
+        let local = access.and_then(|(buf, memtype)| Ok((buf, memtype, self.etypes_of(write, memtype)?)));
         let start: Result<u64> = match pos {
             Position::Ordered => {
                 // Every rank takes part, whatever its own access; a rank
@@ -364,6 +354,42 @@ impl OpenFile {
             self.pos += moved / esize;
         }
         Ok(moved)
+    }
+
+    /// The etypes an access of `memtype` moves, after the checks that need
+    /// no other rank: the access mode allows it, a write's view has no
+    /// overlapping pieces, and it is a whole number of etypes.
+    fn etypes_of(&self, write: bool, memtype: &Datatype) -> Result<u64> {
+        let esize = self.etype_size();
+        self.check_dir(write)?;
+        if write {
+            self.view.check_writable().map_err(|e| Fail::new(Class::Arg, format!("weft: {e}")))?;
+        }
+        let bytes = memtype.size();
+        if !bytes.is_multiple_of(esize) {
+            return Err(Fail::new(Class::Arg, format!("weft: access of {bytes} bytes is not a whole number of {esize}-byte etypes")));
+        }
+        Ok(bytes / esize)
+    }
+
+    /// Claims a nonblocking independent access's place at its posting, as
+    /// MPI orders: the individual file pointer moves on at once by the
+    /// etypes requested (the access then runs at the offset it had), so
+    /// later calls see it moved whenever the access completes. Explicit
+    /// offsets and the shared pointer (advanced by the access itself, in
+    /// the order posted) are kept. Errors found here are the call's own.
+    pub fn claim(&mut self, pos: Position, write: bool, memtype: &Datatype) -> Result<Position> {
+        let etypes = self.etypes_of(write, memtype)?;
+        match pos {
+            Position::Individual => {
+                let at = i64::try_from(self.pos).map_err(|_| Fail::new(Class::Arg, "weft: file pointer past the largest offset"))?;
+                self.pos = self.pos.checked_add(etypes).ok_or_else(|| Fail::new(Class::Arg, "weft: file pointer overflows"))?;
+                Ok(Position::At(at))
+            }
+            Position::At(o) if o < 0 => Err(Fail::new(Class::Arg, format!("weft: negative offset {o}"))),
+            Position::Ordered => Err(Fail::new(Class::Arg, "weft: an ordered access has no nonblocking form")),
+            p => Ok(p),
+        }
     }
 
     /// A collective read or write through two-phase I/O; a rank with an

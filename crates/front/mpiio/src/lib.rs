@@ -18,6 +18,7 @@
 //! pointers handed over by the shim; each use says why it holds.
 #![allow(unsafe_code)]
 
+mod access;
 pub mod comm;
 pub mod errors;
 mod ffi;
@@ -25,6 +26,7 @@ pub mod file;
 pub mod hints;
 pub mod memory;
 pub mod posix;
+mod posted;
 pub mod registry;
 pub mod types;
 

@@ -1,9 +1,11 @@
 /* What the test and benchmark programs share: this rank and the number of
- * ranks, and `check`, which ends the job on an MPI error, naming the call. */
+ * ranks; `check`, which ends the job on an MPI error, naming the call;
+ * and `report`. */
 #ifndef WEFT_TEST_CHECK_H
 #define WEFT_TEST_CHECK_H
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int rank, nprocs;
 
@@ -16,4 +18,19 @@ static void check(int rc, const char *what) {
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }
+
+/* Prints one line per rank, in rank order, from rank 0 (the programs
+ * compared against the MPI library's own MPI-IO print this way). */
+__attribute__((unused)) static void report(const char *fmt, long long a, long long b) {
+    long long mine[2] = {a, b}, *all = malloc(sizeof mine * nprocs);
+    MPI_Gather(mine, 2, MPI_LONG_LONG, all, 2, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        for (int r = 0; r < nprocs; r++) {
+            printf("rank %d: ", r);
+            printf(fmt, all[2 * r], all[2 * r + 1]);
+            printf("\n");
+        }
+    free(all);
+}
+
 #endif

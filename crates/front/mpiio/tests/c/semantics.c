@@ -5,12 +5,9 @@
  * split collectives, views of vector/subarray/darray/indexed/struct types
  * with non-contiguous memory types, zero-count ranks, and error classes.
  * Usage: semantics PATH (PATH may start with weft:) */
-#include <mpi.h>
-#include <stdio.h>
+#include "check.h"
 #include <stdlib.h>
 #include <string.h>
-
-static int rank, nprocs;
 
 #define CHECK(call)                                                                  \
     do {                                                                             \
@@ -23,19 +20,6 @@ static int rank, nprocs;
             MPI_Abort(MPI_COMM_WORLD, 1);                                            \
         }                                                                            \
     } while (0)
-
-/* Prints one line per rank, in rank order, from rank 0. */
-static void report(const char *fmt, long long a, long long b) {
-    long long mine[2] = {a, b}, *all = malloc(sizeof mine * nprocs);
-    MPI_Gather(mine, 2, MPI_LONG_LONG, all, 2, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    if (rank == 0)
-        for (int r = 0; r < nprocs; r++) {
-            printf("rank %d: ", r);
-            printf(fmt, all[2 * r], all[2 * r + 1]);
-            printf("\n");
-        }
-    free(all);
-}
 
 static unsigned long long sum(const void *p, size_t n) {
     const unsigned char *b = p;

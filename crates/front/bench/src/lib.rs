@@ -118,6 +118,11 @@ impl Drop for BenchCluster {
 }
 
 /// Median of a non-empty sample.
+/// The data servers' CPU seconds so far (thread CPU clocks, all kinds).
+pub fn data_server_cpu_s(client: &weft_client::Client) -> f64 {
+    client.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services & 2 != 0).map(|s| (s.cpu_ns.iter().sum::<u64>() + s.cpu_loop_ns) as f64 / 1e9).sum()
+}
+
 pub fn median(mut v: Vec<f64>) -> f64 {
     assert!(!v.is_empty(), "median of no samples");
     v.sort_by(f64::total_cmp);

@@ -62,6 +62,12 @@ impl MpiJob {
 
     /// [`MpiJob::run`] with extra `mpiexec` arguments (`--mca io romio321`).
     pub fn run_with(&self, procs: usize, cluster_file: &Path, weft: bool, mpiexec_args: &[&str], args: &[String]) -> Result<f64> {
+        let text = self.output(procs, cluster_file, weft, mpiexec_args, args)?;
+        Ok(number(&text, "elapsed_ns")? / 1e9)
+    }
+
+    /// Runs the program like [`MpiJob::run_with`]; returns what it printed.
+    pub fn output(&self, procs: usize, cluster_file: &Path, weft: bool, mpiexec_args: &[&str], args: &[String]) -> Result<String> {
         let mut c = Command::new(format!("mpiexec.{}", self.mpi));
         c.args(mpiexec_args);
         c.args(["-n", &procs.to_string()]);
@@ -82,7 +88,14 @@ impl MpiJob {
         if !out.status.success() {
             bail!("MPI job failed ({}): {}{}", out.status, text, String::from_utf8_lossy(&out.stderr));
         }
-        let ns: f64 = text.lines().find_map(|l| l.strip_prefix("elapsed_ns ")).and_then(|v| v.trim().parse().ok()).ok_or_else(|| anyhow!("MPI job printed no time: {text}"))?;
-        Ok(ns / 1e9)
+        Ok(text.into_owned())
     }
+}
+
+/// The number on the line `name N` of a program's output.
+pub fn number(text: &str, name: &str) -> Result<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| anyhow!("MPI job printed no {name}: {text}"))
 }

@@ -4,8 +4,13 @@
 //! library and through the Rust API, in the same run, alternating which
 //! goes first. Reads follow their writes, so both read from the servers'
 //! page cache: warm against warm.
+//!
+//! With `--overlap` ([`overlap`]): how much of a nonblocking access hides
+//! behind computation. Each rank posts all its transfers, computes for as
+//! long as the I/O alone takes, then waits; 1.0 means the I/O was free,
+//! 2.0 that nothing overlapped.
 
-use crate::mpi::MpiJob;
+use crate::mpi::{number, MpiJob};
 use crate::workers::run_workers;
 use crate::{median, BenchCluster};
 use anyhow::{bail, Result};
@@ -32,13 +37,19 @@ pub struct Row {
     pub ratio: f64,
 }
 
-pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+/// Checks the parameters; builds the MPI program and connects.
+fn prepare(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<(MpiJob, weft_client::Client)> {
     if p.transfer == 0 || p.size == 0 || p.repeats == 0 || p.procs.is_empty() || p.procs.contains(&0) {
         bail!("size, transfer, repeats and every process count must be at least 1");
     }
     let job = MpiJob::prepare(&p.mpi, weft_bin, &bc.scratch.join("mpi"))?;
     let client = crate::connect(&bc.cluster_file)?;
     let _ = client.mkdir("/bench", 0o777);
+    Ok((job, client))
+}
+
+pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    let (job, client) = prepare(weft_bin, bc, p)?;
     let mut rows = Vec::new();
     for &procs in &p.procs {
         // [write, read] samples of each front end.
@@ -77,6 +88,69 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         for (k, op) in ["write", "read"].into_iter().enumerate() {
             let (m, r) = (median(std::mem::take(&mut mpiio[k])), median(std::mem::take(&mut rust[k])));
             rows.push(Row { mpi: p.mpi.clone(), procs, op, mpiio_mb_s: m, rust_mb_s: r, ratio: m / r });
+        }
+    }
+    Ok(rows)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OverlapRow {
+    pub mpi: String,
+    pub procs: usize,
+    pub op: &'static str,
+    /// The I/O alone (posted, then waited for at once), seconds.
+    pub io_s: f64,
+    /// The computation alone, seconds.
+    pub compute_s: f64,
+    /// Posted, then the computation, then the wait, seconds.
+    pub both_s: f64,
+    /// `both_s` over the longer of the two (median of each round's).
+    pub ratio: f64,
+    /// The least `ratio` the CPUs allow: the CPU seconds of the I/O alone
+    /// (the ranks' processes and the data servers) and of the compute,
+    /// spread over every CPU this process may use, over the longer of the
+    /// two. Where servers share the CPUs with the ranks (one machine) it
+    /// bounds the overlap; on a cluster the servers' part is elsewhere.
+    pub cpu_floor: f64,
+}
+
+/// Each process writes (then reads) its own file with one nonblocking call
+/// per transfer through Weft's MPI-IO, alone and behind a computation of
+/// the same length (`iorate ow|or`); writes fsync'd if `fsync`.
+pub fn overlap(weft_bin: &Path, bc: &BenchCluster, p: &Params, fsync: bool, progress: &dyn Fn(&str)) -> Result<Vec<OverlapRow>> {
+    let (job, client) = prepare(weft_bin, bc, p)?;
+    let mut rows = Vec::new();
+    for &procs in &p.procs {
+        // Per op (write, read): [io, compute, both, ratio, floor] samples.
+        let mut samples = [[(); 5].map(|_| Vec::new()), [(); 5].map(|_| Vec::new())];
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        for rep in 0..p.repeats {
+            progress(&format!("overlap P={procs} round {}/{}", rep + 1, p.repeats));
+            let prefix = format!("/bench/overlap-{}-", std::process::id());
+            for (k, op) in ["ow", "or"].into_iter().enumerate() {
+                let args = [op.to_string(), format!("weft:{prefix}"), p.size.to_string(), p.transfer.to_string(), u8::from(fsync).to_string()];
+                let servers_before = crate::data_server_cpu_s(&client);
+                let text = job.output(procs, &bc.cluster_file, true, &[], &args)?;
+                if number(&text, "wrong_bytes")? != 0.0 {
+                    bail!("the overlapped {op} pass left wrong bytes: {text}");
+                }
+                // The servers served three passes: I/O alone twice, and behind the compute.
+                let servers = (crate::data_server_cpu_s(&client) - servers_before) / 3.0;
+                let [io, compute, both, io_cpu, compute_cpu] = ["io_ns", "compute_ns", "both_ns", "io_cpu_ns", "compute_cpu_ns"].map(|n| number(&text, n).map(|v| v / 1e9));
+                let (io, compute, both) = (io?, compute?, both?);
+                let longer = io.max(compute);
+                let floor = ((io_cpu? + servers + compute_cpu?) / cpus / longer).max(1.0);
+                for (v, s) in [io, compute, both, both / longer, floor].into_iter().zip(&mut samples[k]) {
+                    s.push(v);
+                }
+            }
+            for r in 0..procs {
+                client.unlink(&format!("{prefix}{r}"))?;
+            }
+        }
+        for (k, op) in ["write", "read"].into_iter().enumerate() {
+            let [io, compute, both, ratio, cpu_floor] = std::mem::take(&mut samples[k]).map(median);
+            rows.push(OverlapRow { mpi: p.mpi.clone(), procs, op, io_s: io, compute_s: compute, both_s: both, ratio, cpu_floor });
         }
     }
     Ok(rows)

@@ -157,3 +157,19 @@ fn net_measures_each_transport_beside_raw_tcp() {
         assert!(v.is_finite() && v > 0.0 && r["ratio"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
+
+/// `weft bench mpiio-cost --overlap` (issue 27): nonblocking transfers of
+/// Weft's MPI-IO behind a computation, under a real `mpiexec`; the read
+/// pass checks every byte it gets (a wrong byte fails the bench).
+#[test]
+fn nonblocking_overlap_runs_under_mpi_and_its_reads_check_out() {
+    let (rows, _) = bench_rows("overlap", &["mpiio-cost", "--overlap", "--procs", "1", "--size", "4m", "--transfer", "256k", "--repeats", "1", "--servers", "2"]);
+    let ops: Vec<&str> = rows.iter().map(|r| r["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["write", "read"]);
+    for r in &rows {
+        for k in ["io_s", "compute_s", "both_s", "ratio", "cpu_floor"] {
+            let x = r[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{r}");
+        }
+    }
+}

@@ -53,7 +53,7 @@ impl Placed {
 /// # Safety
 /// The memory `placed` describes is the caller's for the whole call:
 /// readable, and for a read writable, with nothing else touching it.
-pub unsafe fn perform(f: &mut OpenFile, pos: Position, collective: bool, write: bool, placed: &Result<Placed>) -> Result<u64> {
+pub unsafe fn perform(f: &OpenFile, pos: Position, collective: bool, write: bool, placed: &Result<Placed>) -> Result<u64> {
     let (c, w) = (collective, write);
     match placed {
         Err(e) => f.access(pos, c, w, Err(e.clone())),

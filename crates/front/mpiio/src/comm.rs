@@ -28,6 +28,12 @@ pub struct CComm {
 // lets any thread call collectives on it (the program's thread level is
 // the program's contract with MPI, as with any MPI call).
 unsafe impl Send for CComm {}
+// SAFETY: shared between threads only inside an open file
+// (`registry::Shared`): the nonblocking worker reads a file under its read
+// lock to make independent accesses, which never call these callbacks;
+// every collective step runs under the file's write lock, so one thread at
+// a time calls them.
+unsafe impl Sync for CComm {}
 
 fn check(what: &str, rc: c_int) -> Result<()> {
     if rc == 0 { Ok(()) } else { Err(Error::Comm(format!("{what} failed with MPI error {rc}"))) }

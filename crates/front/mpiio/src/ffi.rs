@@ -207,9 +207,9 @@ pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, col
         let f = file(key)?;
         // SAFETY: a live handle or NULL per the contract.
         let placed = unsafe { datatype(memtype) }.and_then(|t| Placed::new(buf.cast(), count, t));
-        let mut g = registry::lock(&f);
+        let g = registry::lock(&f);
         // SAFETY: the caller's memory for the call (contract).
-        let moved = unsafe { perform(&mut g, pos, coll != 0, write != 0, &placed)? };
+        let moved = unsafe { perform(&g, pos, coll != 0, write != 0, &placed)? };
         // SAFETY: writable or NULL per the contract.
         if let Some(out) = unsafe { bytes.as_mut() } {
             *out = moved as i64;
@@ -233,7 +233,7 @@ pub unsafe extern "C" fn weftio_post(key: usize, write: c_int, pos: c_int, offse
         let f = file(key)?;
         // SAFETY: a live handle or NULL per the contract.
         let placed = Placed::new(buf.cast(), count, unsafe { datatype(memtype)? })?;
-        let pos = registry::lock(&f).claim(position(pos, offset)?, write != 0, placed.memtype())?;
+        let pos = registry::read(&f).claim(position(pos, offset)?, write != 0, placed.memtype())?;
         // SAFETY: the memory is the access's until the ticket is done (contract).
         let t = unsafe { posted::post(key, f, pos, write != 0, placed)? };
         put(ticket, Arc::into_raw(t).cast())

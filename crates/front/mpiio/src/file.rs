@@ -6,6 +6,7 @@
 use crate::comm::CComm;
 use crate::errors::{Class, Fail, Result};
 use crate::hints::Hints;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use weft_client::comm::{allgather_u64, broadcast_vec};
 use weft_client::{collective, Client, Communicator, CreateOptions, Datatype, File, FileAttr, PointerOp, View};
@@ -157,8 +158,9 @@ pub struct OpenFile {
     pub comm: CComm,
     pub amode: u32,
     view: View,
-    /// Individual file pointer, in etypes of the view.
-    pos: u64,
+    /// Individual file pointer, in etypes of the view (atomic: moved by
+    /// nonblocking accesses posted under the file's read lock).
+    pos: AtomicU64,
     /// Names this open's shared file pointer in the metadata service.
     token: u64,
     pub hints: Hints,
@@ -214,7 +216,7 @@ impl OpenFile {
         let hosts = allgather_u64(&comm, host_id())?;
         let mut h = Hints::new(hosts);
         h.apply(&mut file, &hints);
-        Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start, token, hints: h, registration })
+        Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start.into(), token, hints: h, registration })
     }
 
     /// Rank 0's part of open: create or open, and start the shared pointer.
@@ -271,7 +273,7 @@ impl OpenFile {
         let reset = if self.comm.rank() == 0 { self.shared(PointerOp::Set(0)).map(|_| ()) } else { Ok(()) };
         agree(&self.comm, reset)?;
         self.view = view?;
-        self.pos = 0;
+        *self.pos.get_mut() = 0;
         Ok(())
     }
 
@@ -307,7 +309,7 @@ impl OpenFile {
     /// individual pointer they go through [`weft_client::collective`] (in
     /// atomic mode under one lock for the whole collective), and a rank
     /// whose own arguments were refused still takes part, moving nothing.
-    pub fn access(&mut self, pos: Position, collective: bool, write: bool, access: Result<(Buf<'_>, &Datatype)>) -> Result<u64> {
+    pub fn access(&self, pos: Position, collective: bool, write: bool, access: Result<(Buf<'_>, &Datatype)>) -> Result<u64> {
         let esize = self.etype_size();
         // Everything this rank can check on its own, first.
         let local = access.and_then(|(buf, memtype)| Ok((buf, memtype, self.etypes_of(write, memtype)?)));
@@ -329,7 +331,7 @@ impl OpenFile {
                 Ok(base.checked_add(all[..self.comm.rank()].iter().sum::<u64>()).ok_or_else(|| Fail::new(Class::Arg, "weft: shared file pointer overflows"))?)
             }
             Position::At(o) => u64::try_from(o).map_err(|_| Fail::new(Class::Arg, format!("weft: negative offset {o}"))),
-            Position::Individual => Ok(self.pos),
+            Position::Individual => Ok(self.pos.load(Relaxed)),
             Position::Shared => match &local {
                 Err(e) => return Err(e.clone()),
                 Ok((_, _, 0)) => return Ok(0),
@@ -351,7 +353,7 @@ impl OpenFile {
             }
         };
         if pos == Position::Individual {
-            self.pos += moved / esize;
+            self.pos.fetch_add(moved / esize, Relaxed);
         }
         Ok(moved)
     }
@@ -378,12 +380,12 @@ impl OpenFile {
     /// later calls see it moved whenever the access completes. Explicit
     /// offsets and the shared pointer (advanced by the access itself, in
     /// the order posted) are kept. Errors found here are the call's own.
-    pub fn claim(&mut self, pos: Position, write: bool, memtype: &Datatype) -> Result<Position> {
+    pub fn claim(&self, pos: Position, write: bool, memtype: &Datatype) -> Result<Position> {
         let etypes = self.etypes_of(write, memtype)?;
         match pos {
             Position::Individual => {
-                let at = i64::try_from(self.pos).map_err(|_| Fail::new(Class::Arg, "weft: file pointer past the largest offset"))?;
-                self.pos = self.pos.checked_add(etypes).ok_or_else(|| Fail::new(Class::Arg, "weft: file pointer overflows"))?;
+                let at = self.pos.fetch_update(Relaxed, Relaxed, |p| p.checked_add(etypes)).map_err(|_| Fail::new(Class::Arg, "weft: file pointer overflows"))?;
+                let at = i64::try_from(at).map_err(|_| Fail::new(Class::Arg, "weft: file pointer past the largest offset"))?;
                 Ok(Position::At(at))
             }
             Position::At(o) if o < 0 => Err(Fail::new(Class::Arg, format!("weft: negative offset {o}"))),
@@ -421,7 +423,8 @@ impl OpenFile {
     /// set, 1 current, 2 end. The shared form is collective.
     pub fn seek(&mut self, offset: i64, whence: i32, shared: bool) -> Result<()> {
         if !shared {
-            self.pos = self.seek_target(offset, whence, self.pos)?;
+            let to = self.seek_target(offset, whence, self.pos.load(Relaxed))?;
+            *self.pos.get_mut() = to;
             return Ok(());
         }
         // Collective, all ranks giving the same offset and whence: once every
@@ -451,7 +454,7 @@ impl OpenFile {
 
     /// The individual (or shared) file pointer, in etypes.
     pub fn position(&self, shared: bool) -> Result<u64> {
-        if shared { self.shared(PointerOp::FetchAdd(0)) } else { Ok(self.pos) }
+        if shared { self.shared(PointerOp::FetchAdd(0)) } else { Ok(self.pos.load(Relaxed)) }
     }
 
     /// MPI_File_get_byte_offset: the file byte an etype offset of the view lands on.

@@ -97,10 +97,11 @@ pub unsafe fn post(key: usize, file: registry::Shared, pos: Position, write: boo
         .spawn(move || {
             for job in queue {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let mut f = registry::lock(&job.file);
+                    // Shared: the program posts more while this one runs.
+                    let f = registry::read(&job.file);
                     // SAFETY: the memory stays the access's until the
                     // ticket is done (post's contract, carried by Job).
-                    unsafe { perform(&mut f, job.pos, false, job.write, &Ok(job.placed.clone())) }
+                    unsafe { perform(&f, job.pos, false, job.write, &Ok(job.placed.clone())) }
                 }));
                 job.ticket.finish(r.unwrap_or_else(|_| Err(Fail::new(Class::Intern, "weft: internal error (a panic in a nonblocking access)"))));
             }

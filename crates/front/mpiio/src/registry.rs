@@ -5,13 +5,13 @@
 
 use crate::file::OpenFile;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// First Fortran handle of a Weft file: far above the small indices both
 /// MPIs hand out for their own files.
 pub const FORTRAN_BASE: i32 = 0x4000_0000;
 
-pub type Shared = Arc<Mutex<OpenFile>>;
+pub type Shared = Arc<RwLock<OpenFile>>;
 
 #[derive(Default)]
 struct Table {
@@ -38,7 +38,7 @@ pub fn insert(key: usize, file: OpenFile) -> i32 {
             f = FORTRAN_BASE + t.next_fortran;
         }
         t.next_fortran = (t.next_fortran + 1) % span;
-        t.files.insert(key, (Arc::new(Mutex::new(file)), f));
+        t.files.insert(key, (Arc::new(RwLock::new(file)), f));
         t.fortran.insert(f, key);
         f
     })
@@ -67,7 +67,15 @@ pub fn key_of_fortran(f: i32) -> Option<usize> {
     g.as_ref()?.fortran.get(&f).copied()
 }
 
-/// Locks a file's state; a panic in an earlier call does not lock it out.
-pub fn lock(f: &Shared) -> MutexGuard<'_, OpenFile> {
-    f.lock().unwrap_or_else(PoisonError::into_inner)
+/// Locks a file's state for a call of the program; a panic in an earlier
+/// call does not lock it out.
+pub fn lock(f: &Shared) -> RwLockWriteGuard<'_, OpenFile> {
+    f.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Shares a file's state with other readers: for posting a nonblocking
+/// independent access and for running it in the file's worker, which may
+/// overlap (and call no collective step: see `comm::CComm`'s Sync).
+pub fn read(f: &Shared) -> RwLockReadGuard<'_, OpenFile> {
+    f.read().unwrap_or_else(PoisonError::into_inner)
 }

@@ -277,11 +277,6 @@ fn probes(weft_bin: &Path, scratch: &Path, io_cpus: &[usize], seconds: f64, unit
     Ok((rates.iter().sum::<f64>() / rates.len() as f64, moved, load_s))
 }
 
-/// The data servers' CPU seconds so far (thread CPU clocks, all kinds).
-fn server_cpu_s(client: &weft_client::Client) -> f64 {
-    client.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services & 2 != 0).map(|s| (s.cpu_ns.iter().sum::<u64>() + s.cpu_loop_ns) as f64 / 1e9).sum()
-}
-
 /// Every mode, each on the cluster `cluster(mode)` makes (a temporary one:
 /// its servers are pinned).
 pub fn run(weft_bin: &Path, cluster: &dyn Fn(Mode) -> Result<BenchCluster>, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
@@ -366,11 +361,11 @@ fn run_mode(weft_bin: &Path, bc: &BenchCluster, mode: Mode, cpus: &[usize], p: &
                 }
                 let job = job_for(op);
                 let load = || run_workers(weft_bin, bc, &job, &[]).map(|_| bytes);
-                let cpu0 = server_cpu_s(&client);
+                let cpu0 = crate::data_server_cpu_s(&client);
                 let (io_rate, moved, load_s) = probes(weft_bin, &bc.scratch, &io, p.seconds, per_sync, Some(&load))?;
                 // The servers' CPU over the whole load (its last round may
                 // outlast the probes), per MB it moved.
-                let cpu = server_cpu_s(&client) - cpu0;
+                let cpu = crate::data_server_cpu_s(&client) - cpu0;
                 let mb = moved as f64 / 1e6;
                 samples[bi * cases.len() + ci].push((idle, io_rate, mb / load_s, if mb > 0.0 { cpu / mb } else { 0.0 }));
                 client.unlink(&path)?;

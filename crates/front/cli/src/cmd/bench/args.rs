@@ -110,6 +110,10 @@ pub(super) enum Which {
         /// Data servers of a temporary cluster.
         #[arg(long, default_value_t = 4)]
         servers: usize,
+        /// Instead: nonblocking transfers behind a computation as long as
+        /// the I/O alone (time over the longer of the two; 1.0 is full overlap).
+        #[arg(long)]
+        overlap: bool,
     },
     /// Paper 000 figures 4-5: BTIO nested-strided collective write and read, two-phase vs independent, per heuristic and b.
     Btio {

@@ -423,7 +423,30 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
                 out!("CSV: {}; plots: {plots}", csv.display())?;
             }
         }
-        Which::MpiioCost { common, mpi, procs, size, transfer, repeats, servers } => {
+        Which::MpiioCost { common, mpi, procs, size, transfer, repeats, servers, overlap: true } => {
+            let bc = common.cluster(&exe, cluster, servers)?;
+            let quiet = common.json;
+            let p = mpiio_cost::Params { mpi, procs, size, transfer, repeats };
+            let rows = mpiio_cost::overlap(&exe, &bc, &p, false, &|what| {
+                if !quiet {
+                    eprintln!("bench mpiio-cost: {what}");
+                }
+            })?;
+            let csv = csv_path(&common, "mpiio-overlap");
+            if emit(&common, &csv, &rows, Default::default())? {
+                let table: Vec<Vec<String>> = rows
+                    .iter()
+                    .map(|r| vec![r.procs.to_string(), r.op.to_string(), format!("{:.3}", r.io_s), format!("{:.3}", r.compute_s), format!("{:.3}", r.both_s), format!("{:.2}", r.ratio), format!("{:.2}", r.cpu_floor)])
+                    .collect();
+                print_table(
+                    &format!("Nonblocking MPI-IO ({}) behind computation, file per process, {} each in {} calls posted at once, writes not fsync'd, reads warm, median of {repeats}", p.mpi, super::human_bytes(size), super::human_bytes(transfer)),
+                    &["procs", "op", "I/O s", "compute s", "both s", "both/longer", "CPU floor"],
+                    &table,
+                );
+                out!("CSV: {}", csv.display())?;
+            }
+        }
+        Which::MpiioCost { common, mpi, procs, size, transfer, repeats, servers, overlap: false } => {
             let bc = common.cluster(&exe, cluster, servers)?;
             let quiet = common.json;
             let p = mpiio_cost::Params { mpi, procs, size, transfer, repeats };

@@ -131,6 +131,11 @@ fn same_as_local_mpiio_with(mpi: &Mpi, source: &str, ranks: u32, coll: Option<&s
     let coll_env: Vec<&str> = coll_env.iter().map(String::as_str).collect();
     let run = mpirun(&tc, mpi, ranks, &exe, &["weft:/out.dat"], &coll_env);
     let weft = ok(&run, "weft run");
+    // Checks the reference MPI-IO gets wrong, printed on weft: alone
+    // (`weft-only ...`): each must come out true.
+    let (only, weft): (Vec<&str>, Vec<&str>) = weft.lines().partition(|l| l.starts_with("weft-only "));
+    assert!(only.iter().all(|l| l.ends_with(" T")), "{source} on weft:\n{}", only.join("\n"));
+    let weft = weft.join("\n") + "\n";
     let report = coll_report(&String::from_utf8_lossy(&run.stderr));
     assert!(!reference.trim().is_empty(), "the reference run printed nothing");
     // Programs that check what they read print "wrong values N".

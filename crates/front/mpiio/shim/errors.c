@@ -73,15 +73,18 @@ int MPI_Error_string(int code, char *string, int *len) {
 WEFT_ALIAS(MPI_Error_string)
 
 /* User handlers made by MPI_File_create_errhandler, so that they can be
- * called with a Weft handle (the MPI library cannot be asked to). */
+ * called with a Weft handle (the MPI library cannot be asked to); those
+ * made from Fortran take the file's Fortran handle and the code as
+ * Fortran INTEGERs. */
 struct handler {
     MPI_Errhandler eh;
     MPI_File_errhandler_function *fn;
+    int fortran;
 };
 static struct handler *handlers;
 static int nhandlers, cap;
 
-void weft_note_errhandler(MPI_Errhandler eh, MPI_File_errhandler_function *fn) {
+static void note(MPI_Errhandler eh, MPI_File_errhandler_function *fn, int fortran) {
     pthread_mutex_lock(&lock);
     if (nhandlers == cap) {
         int n = cap ? 2 * cap : 16;
@@ -94,18 +97,23 @@ void weft_note_errhandler(MPI_Errhandler eh, MPI_File_errhandler_function *fn) {
     if (nhandlers < cap) {
         handlers[nhandlers].eh = eh;
         handlers[nhandlers].fn = fn;
+        handlers[nhandlers].fortran = fortran;
         nhandlers++;
     }
     pthread_mutex_unlock(&lock);
 }
 
-static MPI_File_errhandler_function *handler_fn(MPI_Errhandler eh) {
-    MPI_File_errhandler_function *fn = NULL;
+void weft_note_errhandler(MPI_Errhandler eh, MPI_File_errhandler_function *fn) { note(eh, fn, 0); }
+
+/* The latest record of eh (MPICH's Fortran binding makes a handler through
+ * the C call, then the Fortran wrapper below notes it again as Fortran). */
+static struct handler handler_of(MPI_Errhandler eh) {
+    struct handler found = {eh, NULL, 0};
     pthread_mutex_lock(&lock);
-    for (int i = nhandlers - 1; i >= 0 && !fn; i--)
-        if (handlers[i].eh == eh) fn = handlers[i].fn;
+    for (int i = nhandlers - 1; i >= 0 && !found.fn; i--)
+        if (handlers[i].eh == eh) found = handlers[i];
     pthread_mutex_unlock(&lock);
-    return fn;
+    return found;
 }
 
 /* Runs the handler for code on f (or on no file) and returns the code. */
@@ -120,10 +128,15 @@ static int dispatch(struct wfile *f, int code, const char *msg) {
     MPI_Errhandler seen = eh;
     if (!f) weft_errhandler_release(&eh);
     if (seen == MPI_ERRORS_RETURN) return code;
-    MPI_File_errhandler_function *fn = handler_fn(seen);
-    if (fn) {
+    struct handler h = handler_of(seen);
+    if (h.fn && h.fortran) {
+        MPI_Fint fh = f ? weftio_c2f((uintptr_t)f) : PMPI_File_c2f(MPI_FILE_NULL), fcode = code;
+        ((void (*)(MPI_Fint *, MPI_Fint *))(void (*)(void))h.fn)(&fh, &fcode);
+        return code;
+    }
+    if (h.fn) {
         MPI_File fh = f ? (MPI_File)f : MPI_FILE_NULL;
-        fn(&fh, &code);
+        h.fn(&fh, &code);
         return code;
     }
     /* MPI_ERRORS_ARE_FATAL, or a handler we did not see created. */
@@ -161,6 +174,27 @@ int MPI_File_create_errhandler(MPI_File_errhandler_function *fn, MPI_Errhandler 
     return rc;
 }
 WEFT_ALIAS(MPI_File_create_errhandler)
+
+/* MPI_FILE_CREATE_ERRHANDLER from Fortran (mpif.h and `use mpi`, under
+ * each name mangling the MPIs export): made by the MPI library's own
+ * binding, then noted as a Fortran handler. Open MPI's binding makes it
+ * without calling the C function, so it would go unseen otherwise. */
+#define FORTRAN_CREATE_ERRHANDLER(name)                                                \
+    void name(MPI_File_errhandler_function *fn, MPI_Fint *eh, MPI_Fint *ierr);         \
+    void name(MPI_File_errhandler_function *fn, MPI_Fint *eh, MPI_Fint *ierr) {        \
+        static void (*next_)(MPI_File_errhandler_function *, MPI_Fint *, MPI_Fint *);  \
+        if (!next_) next_ = (void (*)(MPI_File_errhandler_function *, MPI_Fint *, MPI_Fint *))weft_next(#name); \
+        next_(fn, eh, ierr);                                                           \
+        if (*ierr == MPI_SUCCESS) note(PMPI_Errhandler_f2c(*eh), fn, 1);               \
+    }
+FORTRAN_CREATE_ERRHANDLER(mpi_file_create_errhandler)
+FORTRAN_CREATE_ERRHANDLER(mpi_file_create_errhandler_)
+FORTRAN_CREATE_ERRHANDLER(mpi_file_create_errhandler__)
+FORTRAN_CREATE_ERRHANDLER(MPI_FILE_CREATE_ERRHANDLER)
+FORTRAN_CREATE_ERRHANDLER(pmpi_file_create_errhandler)
+FORTRAN_CREATE_ERRHANDLER(pmpi_file_create_errhandler_)
+FORTRAN_CREATE_ERRHANDLER(pmpi_file_create_errhandler__)
+FORTRAN_CREATE_ERRHANDLER(PMPI_FILE_CREATE_ERRHANDLER)
 
 /* Error handlers are reference-counted objects of the MPI library: a file
  * holds a reference to its handler (so the user may free theirs right

@@ -104,8 +104,14 @@ pub struct OverlapRow {
     pub compute_s: f64,
     /// Posted, then the computation, then the wait, seconds.
     pub both_s: f64,
-    /// `both_s` over the longer of the two (median of each round's).
+    /// `both_s` over the longer of the two (median of each round's): 1.0
+    /// when the I/O is hidden completely.
     pub ratio: f64,
+    /// What `ratio` is with no overlap at all: the sum over the longer.
+    pub no_overlap: f64,
+    /// The share of the shorter of the two that was hidden: 1.0 all, 0.0
+    /// nothing.
+    pub hidden: f64,
     /// The least `ratio` the CPUs allow: the CPU seconds of the I/O alone
     /// (the ranks' processes and the data servers) and of the compute,
     /// spread over every CPU this process may use, over the longer of the
@@ -121,8 +127,9 @@ pub fn overlap(weft_bin: &Path, bc: &BenchCluster, p: &Params, fsync: bool, prog
     let (job, client) = prepare(weft_bin, bc, p)?;
     let mut rows = Vec::new();
     for &procs in &p.procs {
-        // Per op (write, read): [io, compute, both, ratio, floor] samples.
-        let mut samples = [[(); 5].map(|_| Vec::new()), [(); 5].map(|_| Vec::new())];
+        // Per op (write, read): [io, compute, both, ratio, no overlap,
+        // hidden, floor] samples.
+        let mut samples = [[(); 7].map(|_| Vec::new()), [(); 7].map(|_| Vec::new())];
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         for rep in 0..p.repeats {
             progress(&format!("overlap P={procs} round {}/{}", rep + 1, p.repeats));
@@ -134,13 +141,16 @@ pub fn overlap(weft_bin: &Path, bc: &BenchCluster, p: &Params, fsync: bool, prog
                 if number(&text, "wrong_bytes")? != 0.0 {
                     bail!("the overlapped {op} pass left wrong bytes: {text}");
                 }
-                // The servers served three passes: I/O alone twice, and behind the compute.
-                let servers = (crate::data_server_cpu_s(&client) - servers_before) / 3.0;
+                // The servers served four passes: a warm-up, I/O alone twice,
+                // and behind the compute.
+                let servers = (crate::data_server_cpu_s(&client) - servers_before) / 4.0;
                 let [io, compute, both, io_cpu, compute_cpu] = ["io_ns", "compute_ns", "both_ns", "io_cpu_ns", "compute_cpu_ns"].map(|n| number(&text, n).map(|v| v / 1e9));
                 let (io, compute, both) = (io?, compute?, both?);
                 let longer = io.max(compute);
                 let floor = ((io_cpu? + servers + compute_cpu?) / cpus / longer).max(1.0);
-                for (v, s) in [io, compute, both, both / longer, floor].into_iter().zip(&mut samples[k]) {
+                let shorter = io.min(compute);
+                let hidden = ((io + compute - both) / shorter).clamp(0.0, 1.0);
+                for (v, s) in [io, compute, both, both / longer, (io + compute) / longer, hidden, floor].into_iter().zip(&mut samples[k]) {
                     s.push(v);
                 }
             }
@@ -149,8 +159,8 @@ pub fn overlap(weft_bin: &Path, bc: &BenchCluster, p: &Params, fsync: bool, prog
             }
         }
         for (k, op) in ["write", "read"].into_iter().enumerate() {
-            let [io, compute, both, ratio, cpu_floor] = std::mem::take(&mut samples[k]).map(median);
-            rows.push(OverlapRow { mpi: p.mpi.clone(), procs, op, io_s: io, compute_s: compute, both_s: both, ratio, cpu_floor });
+            let [io, compute, both, ratio, no_overlap, hidden, cpu_floor] = std::mem::take(&mut samples[k]).map(median);
+            rows.push(OverlapRow { mpi: p.mpi.clone(), procs, op, io_s: io, compute_s: compute, both_s: both, ratio, no_overlap, hidden, cpu_floor });
         }
     }
     Ok(rows)

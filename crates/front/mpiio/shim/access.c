@@ -101,7 +101,7 @@ static int split_end(struct wfile *f, MPI_Status *st) {
         if (!COLL) return post(f, W, WEFTIO_AT, offset, buf, count, dt, req);                      \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, WEFTIO_AT, COLL, offset, buf, count, dt, &n);                                 \
-        return rc == MPI_SUCCESS ? weft_completed_request(n, req) : rc;                              \
+        return rc == MPI_SUCCESS ? weft_completed_request(f, n, req) : rc;                              \
     }                                                                                              \
     WEFT_ALIAS(name)
 
@@ -113,7 +113,7 @@ static int split_end(struct wfile *f, MPI_Status *st) {
         if (!COLL) return post(f, W, POS, 0, buf, count, dt, req);                                 \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, POS, COLL, 0, buf, count, dt, &n);                                            \
-        return rc == MPI_SUCCESS ? weft_completed_request(n, req) : rc;                              \
+        return rc == MPI_SUCCESS ? weft_completed_request(f, n, req) : rc;                              \
     }                                                                                              \
     WEFT_ALIAS(name)
 

@@ -254,6 +254,7 @@ int MPI_File_close(MPI_File *fh) {
     if (!f) WEFT_FORWARD(MPI_File_close, fh);
     int rc = weftio_close((uintptr_t)f);
     int code = rc ? weft_fail_msg(NULL, rc, weftio_last_error()) : MPI_SUCCESS;
+    weft_forget_file(f);
     drop_type(&f->etype);
     drop_type(&f->ftype);
     weft_errhandler_release(&f->eh);

@@ -43,7 +43,10 @@ int weft_post_request(struct wfile *f, const void *ticket, MPI_Request *req);
 /* A status saying `bytes` bytes were moved (nothing if st is IGNORE). */
 void weft_set_status(MPI_Status *st, MPI_Offset bytes);
 /* A request already complete, for an access of `bytes` that ran in the call. */
-int weft_completed_request(MPI_Offset bytes, MPI_Request *req);
+int weft_completed_request(struct wfile *f, MPI_Offset bytes, MPI_Request *req);
+/* At f's close: its requests' errors go to the default handler from now
+ * on, and freed requests whose accesses are done are completed. */
+void weft_forget_file(struct wfile *f);
 
 /* Datatypes (types.c): the core's handle for an MPI datatype; *owned
  * says whether the caller must weftio_type_free it. */

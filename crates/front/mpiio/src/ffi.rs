@@ -37,6 +37,16 @@ fn file(key: usize) -> Result<registry::Shared> {
     registry::get(key).ok_or_else(|| Fail::new(Class::BadFile, "weft: not an open Weft file"))
 }
 
+/// The file, after every nonblocking access posted on it has run: for the
+/// calls that change how later accesses run (view, atomicity, hints) or
+/// that must cover every write (sync, size). MPI asks programs to complete
+/// their requests first; one that did not still gets its accesses run as
+/// they were posted.
+fn settled(key: usize) -> Result<registry::Shared> {
+    posted::drain(key);
+    file(key)
+}
+
 /// # Safety
 /// `p` is null or a NUL-terminated string valid for the call.
 unsafe fn text(p: *const c_char, what: &str) -> Result<String> {
@@ -173,7 +183,7 @@ pub unsafe extern "C" fn weftio_set_view(key: usize, disp: i64, etype: *const c_
     guard(|| {
         // SAFETY: live handles or NULL per the contract.
         let types = unsafe { datatype(etype).and_then(|e| Ok((e.clone(), datatype(filetype)?.clone()))) };
-        let f = file(key)?;
+        let f = settled(key)?;
         registry::lock(&f).set_view(disp, types)
     })
 }
@@ -233,9 +243,11 @@ pub unsafe extern "C" fn weftio_post(key: usize, write: c_int, pos: c_int, offse
         let f = file(key)?;
         // SAFETY: a live handle or NULL per the contract.
         let placed = Placed::new(buf.cast(), count, unsafe { datatype(memtype)? })?;
+        // The worker first: once the access's place is claimed, nothing fails.
+        let worker = posted::worker(key)?;
         let pos = registry::read(&f).claim(position(pos, offset)?, write != 0, placed.memtype())?;
         // SAFETY: the memory is the access's until the ticket is done (contract).
-        let t = unsafe { posted::post(key, f, pos, write != 0, placed)? };
+        let t = unsafe { posted::post(&worker, f, pos, write != 0, placed) };
         put(ticket, Arc::into_raw(t).cast())
     })
 }
@@ -319,7 +331,7 @@ pub extern "C" fn weftio_seek(key: usize, offset: i64, whence: c_int, shared: c_
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_position(key: usize, shared: c_int, out: *mut i64) -> c_int {
     guard(|| {
-        let p = registry::lock(&file(key)?).position(shared != 0)?;
+        let p = registry::read(&file(key)?).position(shared != 0)?;
         put(out, p as i64)
     })
 }
@@ -327,7 +339,7 @@ pub extern "C" fn weftio_position(key: usize, shared: c_int, out: *mut i64) -> c
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_byte_offset(key: usize, offset: i64, out: *mut i64) -> c_int {
     guard(|| {
-        let p = registry::lock(&file(key)?).byte_offset(offset)?;
+        let p = registry::read(&file(key)?).byte_offset(offset)?;
         put(out, p as i64)
     })
 }
@@ -335,7 +347,7 @@ pub extern "C" fn weftio_byte_offset(key: usize, offset: i64, out: *mut i64) -> 
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_get_size(key: usize, out: *mut i64) -> c_int {
     guard(|| {
-        let s = registry::lock(&file(key)?).file.size().map_err(Fail::from)?;
+        let s = registry::read(&file(key)?).file.size().map_err(Fail::from)?;
         put(out, s as i64)
     })
 }
@@ -343,23 +355,23 @@ pub extern "C" fn weftio_get_size(key: usize, out: *mut i64) -> c_int {
 /// Collective MPI_File_set_size, or MPI_File_preallocate with `grow_only`.
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_set_size(key: usize, size: i64, grow_only: c_int) -> c_int {
-    guard(|| registry::lock(&file(key)?).set_size(size, grow_only != 0))
+    guard(|| registry::lock(&settled(key)?).set_size(size, grow_only != 0))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_sync(key: usize) -> c_int {
-    guard(|| registry::lock(&file(key)?).sync())
+    guard(|| registry::lock(&settled(key)?).sync())
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_set_atomicity(key: usize, on: c_int) -> c_int {
-    guard(|| registry::lock(&file(key)?).set_atomicity(on != 0))
+    guard(|| registry::lock(&settled(key)?).set_atomicity(on != 0))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_get_atomicity(key: usize, out: *mut c_int) -> c_int {
     guard(|| {
-        let a = registry::lock(&file(key)?).file.atomicity();
+        let a = registry::read(&file(key)?).file.atomicity();
         put(out, c_int::from(a))
     })
 }
@@ -373,7 +385,7 @@ pub unsafe extern "C" fn weftio_set_info(key: usize, keys: *const *const c_char,
     guard(|| {
         // SAFETY: per the contract.
         let p = unsafe { pairs(keys, vals, n)? };
-        let f = file(key)?;
+        let f = settled(key)?;
         let mut g = registry::lock(&f);
         let OpenFile { file, hints, .. } = &mut *g;
         hints.apply(file, &p);
@@ -387,7 +399,7 @@ pub unsafe extern "C" fn weftio_set_info(key: usize, keys: *const *const c_char,
 pub extern "C" fn weftio_get_info(key: usize, out: *mut *mut c_char) -> c_int {
     guard(|| {
         let f = file(key)?;
-        let g = registry::lock(&f);
+        let g = registry::read(&f);
         let text: String = g.hints.in_effect(&g.file).into_iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         let c = CString::new(text.replace('\0', " ")).unwrap_or_default();
         put(out, c.into_raw())

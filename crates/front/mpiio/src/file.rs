@@ -375,18 +375,24 @@ impl OpenFile {
     }
 
     /// Claims a nonblocking independent access's place at its posting, as
-    /// MPI orders: the individual file pointer moves on at once by the
-    /// etypes requested (the access then runs at the offset it had), so
-    /// later calls see it moved whenever the access completes. Explicit
-    /// offsets and the shared pointer (advanced by the access itself, in
-    /// the order posted) are kept. Errors found here are the call's own.
+    /// MPI orders (the call that initiates the access moves the pointer):
+    /// the individual or the shared file pointer moves on at once by the
+    /// etypes requested, and the access runs at the offset it had, so later
+    /// calls see it moved whenever the access completes. Errors found here
+    /// are the call's own.
     pub fn claim(&self, pos: Position, write: bool, memtype: &Datatype) -> Result<Position> {
         let etypes = self.etypes_of(write, memtype)?;
         match pos {
             Position::Individual => {
-                let at = self.pos.fetch_update(Relaxed, Relaxed, |p| p.checked_add(etypes)).map_err(|_| Fail::new(Class::Arg, "weft: file pointer overflows"))?;
-                let at = i64::try_from(at).map_err(|_| Fail::new(Class::Arg, "weft: file pointer past the largest offset"))?;
-                Ok(Position::At(at))
+                let fits = |p: u64| p.checked_add(etypes).filter(|&end| i64::try_from(end).is_ok());
+                let at = self.pos.fetch_update(Relaxed, Relaxed, fits).map_err(|_| Fail::new(Class::Arg, "weft: file pointer past the largest offset"))?;
+                Ok(Position::At(at as i64))
+            }
+            // Nothing to move: the access moves nothing either.
+            Position::Shared if etypes == 0 => Ok(Position::At(0)),
+            Position::Shared => {
+                let at = self.shared(PointerOp::FetchAdd(etypes))?;
+                Ok(Position::At(i64::try_from(at).map_err(|_| Fail::new(Class::Arg, "weft: shared file pointer past the largest offset"))?))
             }
             Position::At(o) if o < 0 => Err(Fail::new(Class::Arg, format!("weft: negative offset {o}"))),
             Position::Ordered => Err(Fail::new(Class::Arg, "weft: an ordered access has no nonblocking form")),

@@ -54,7 +54,7 @@ impl Ticket {
     }
 }
 
-struct Job {
+pub struct Job {
     file: registry::Shared,
     pos: Position,
     write: bool,
@@ -73,23 +73,13 @@ static WORKERS: Mutex<Option<HashMap<usize, Worker>>> = Mutex::new(None);
 /// How many posted accesses have finished, ever; and its change.
 static FINISHED: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
 
-/// Posts an access of the file under `key` at `pos` (already claimed:
-/// [`crate::file::OpenFile::claim`]); it runs in the file's worker.
-///
-/// # Safety
-/// The memory `placed` describes stays the access's (readable, and for a
-/// read writable, untouched by anyone else) until the ticket is done.
-pub unsafe fn post(key: usize, file: registry::Shared, pos: Position, write: bool, placed: Placed) -> Result<Arc<Ticket>> {
-    let ticket = Arc::new(Ticket::default());
-    let job = Job { file, pos, write, placed, ticket: ticket.clone() };
+/// Where the file under `key` posts its accesses: its worker, started now
+/// if it has none.
+pub fn worker(key: usize) -> Result<Sender<Job>> {
     let mut g = WORKERS.lock().unwrap_or_else(PoisonError::into_inner);
     let workers = g.get_or_insert_with(HashMap::new);
     if let Some(w) = workers.get(&key) {
-        if let Err(back) = w.jobs.send(job) {
-            // Its thread is gone (only a panic outside a job could do it).
-            back.0.ticket.finish(Err(Fail::new(Class::Intern, "weft: the file's nonblocking worker stopped")));
-        }
-        return Ok(ticket);
+        return Ok(w.jobs.clone());
     }
     let (jobs, queue) = channel::<Job>();
     let thread = std::thread::Builder::new()
@@ -107,9 +97,24 @@ pub unsafe fn post(key: usize, file: registry::Shared, pos: Position, write: boo
             }
         })
         .map_err(|e| Fail::new(Class::Intern, format!("weft: cannot start a thread for nonblocking I/O: {e}")))?;
-    let _ = jobs.send(job);
-    workers.insert(key, Worker { jobs, thread });
-    Ok(ticket)
+    workers.insert(key, Worker { jobs: jobs.clone(), thread });
+    Ok(jobs)
+}
+
+/// Posts an access of `file` at `pos` (already claimed:
+/// [`crate::file::OpenFile::claim`]) to its `worker`.
+///
+/// # Safety
+/// The memory `placed` describes stays the access's (readable, and for a
+/// read writable, untouched by anyone else) until the ticket is done.
+pub unsafe fn post(worker: &Sender<Job>, file: registry::Shared, pos: Position, write: bool, placed: Placed) -> Arc<Ticket> {
+    let ticket = Arc::new(Ticket::default());
+    let job = Job { file, pos, write, placed, ticket: ticket.clone() };
+    if let Err(back) = worker.send(job) {
+        // Its thread is gone (only a panic outside a job could do it).
+        back.0.ticket.finish(Err(Fail::new(Class::Intern, "weft: the file's nonblocking worker stopped")));
+    }
+    ticket
 }
 
 /// Runs every access still posted on the file under `key` and ends its

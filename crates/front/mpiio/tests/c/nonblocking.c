@@ -26,6 +26,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &nprocs);
     if (argc != 2) MPI_Abort(MPI_COMM_WORLD, 2);
     int peer = (rank + 1) % nprocs, from = (rank + nprocs - 1) % nprocs;
+    int weft = strncmp(argv[1], "weft:", 5) == 0;
     MPI_File fh;
     check(MPI_File_open(MPI_COMM_WORLD, argv[1], MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh), "open");
 
@@ -71,7 +72,7 @@ int main(int argc, char **argv) {
     flag = 0;
 #ifdef MPICH_VERSION
     /* MPICH's own MPI-IO (4.0) fails an assertion in Testall on its requests. */
-    if (strncmp(argv[1], "weft:", 5) != 0) flag = MPI_Waitall(2, pair, sts) == MPI_SUCCESS;
+    if (!weft) flag = MPI_Waitall(2, pair, sts) == MPI_SUCCESS;
 #endif
     while (!flag) check(MPI_Testall(2, pair, &flag, sts), "testall");
     report("testall: bytes %lld, both freed %lld", count_of(&sts[0]) + count_of(&sts[1]), pair[0] == MPI_REQUEST_NULL && pair[1] == MPI_REQUEST_NULL);
@@ -86,15 +87,20 @@ int main(int argc, char **argv) {
     check(MPI_File_iwrite(fh, out + 100, 150, MPI_BYTE, &two[1]), "iwrite");
     MPI_File_get_position(fh, &after_two);
     report("individual pointer after posting: %lld then %lld", after_one - region - rank * 300, after_two - region - rank * 300);
-    int idx, seen[2] = {0, 0};
+    /* With a message from the previous rank among them (MPI's own). */
+    MPI_Request three[3] = {two[0], two[1], MPI_REQUEST_NULL};
+    int idx, seen[3] = {0, 0, 0}, got2 = -1, token2 = rank + 7;
+    MPI_Irecv(&got2, 1, MPI_INT, from, 8, MPI_COMM_WORLD, &three[2]);
+    MPI_Send(&token2, 1, MPI_INT, peer, 8, MPI_COMM_WORLD);
     long long any_bytes = 0;
-    for (int k = 0; k < 2; k++) {
-        check(MPI_Waitany(2, two, &idx, &st), "waitany");
+    for (int k = 0; k < 3; k++) {
+        check(MPI_Waitany(3, three, &idx, &st), "waitany");
         seen[idx]++;
-        any_bytes += count_of(&st);
+        if (idx < 2) any_bytes += count_of(&st);
     }
-    check(MPI_Waitany(2, two, &idx, &st), "waitany on nothing");
-    report("waitany: each once %lld, bytes %lld", seen[0] == 1 && seen[1] == 1, any_bytes);
+    check(MPI_Waitany(3, three, &idx, &st), "waitany on nothing");
+    report("waitany: each once %lld, bytes %lld", seen[0] == 1 && seen[1] == 1 && seen[2] == 1, any_bytes);
+    report("waitany: message %lld, %lld", got2, 0);
     report("waitany on finished requests gives MPI_UNDEFINED: %lld, %lld", idx == MPI_UNDEFINED, 0);
 
     /* 4. Shared pointer records, posted together; each lands once. */
@@ -143,7 +149,7 @@ int main(int argc, char **argv) {
 #ifdef MPICH_VERSION
     /* MPICH's own MPI-IO (4.0) drops the write of a freed request: its
      * reference run waits instead, to give the bytes Weft must match. */
-    if (strncmp(argv[1], "weft:", 5) != 0) check(MPI_Wait(&gone, MPI_STATUS_IGNORE), "wait");
+    if (!weft) check(MPI_Wait(&gone, MPI_STATUS_IGNORE), "wait");
     else
 #endif
         check(MPI_Request_free(&gone), "request_free");
@@ -155,19 +161,24 @@ int main(int argc, char **argv) {
     /* 6. Reads of the previous rank's chunks, completed by Waitsome,
      * checked against the pattern. */
     unsigned char *back = calloc((size_t)PER_RANK, CHUNK);
-    int indices_all[PER_RANK];
-    MPI_Status sts_some[PER_RANK];
     for (int k = 0; k < PER_RANK; k++) {
         MPI_Offset at = ((MPI_Offset)k * nprocs + from) * CHUNK;
         check(MPI_File_iread_at(fh, at, back + (size_t)k * CHUNK, CHUNK, MPI_BYTE, &reqs[k]), "iread_at");
     }
-    int left = PER_RANK;
+    /* With a message from the previous rank among them (MPI's own). */
+    int got3 = -1, token3 = rank + 9;
+    MPI_Irecv(&got3, 1, MPI_INT, from, 9, MPI_COMM_WORLD, &reqs[PER_RANK]);
+    MPI_Send(&token3, 1, MPI_INT, peer, 9, MPI_COMM_WORLD);
+    int left = PER_RANK + 1, all_idx[PER_RANK + 1];
+    MPI_Status all_sts[PER_RANK + 1];
     while (left > 0) {
-        check(MPI_Waitsome(PER_RANK, reqs, &outcount, indices_all, sts_some), "waitsome");
+        check(MPI_Waitsome(PER_RANK + 1, reqs, &outcount, all_idx, all_sts), "waitsome");
         if (outcount == MPI_UNDEFINED) break;
-        for (int k = 0; k < outcount; k++) sts[indices_all[k]] = sts_some[k];
+        for (int k = 0; k < outcount; k++)
+            if (all_idx[k] < PER_RANK) sts[all_idx[k]] = all_sts[k];
         left -= outcount;
     }
+    report("waitsome: message %lld, left %lld", got3, left);
     long long wrong = 0;
     bytes = 0;
     for (int k = 0; k < PER_RANK; k++) bytes += count_of(&sts[k]);
@@ -185,12 +196,29 @@ int main(int argc, char **argv) {
     check(MPI_Wait(&one, flag ? MPI_STATUS_IGNORE : &st), "wait");
     /* ROMIO reports the bytes asked for; Weft the bytes read (10). */
     report("read past the end: bytes 10 or 100 %lld, %lld", count_of(&st) == 10 || count_of(&st) == 100, 0);
+    if (weft) weft_only("read past the end gives the bytes read", count_of(&st) == 10);
     int ints_back[32];
     check(MPI_File_iread_at(fh, base + from * 128, ints_back, 32, MPI_INT, &one), "iread_at ints");
     check(MPI_Wait(&one, &st), "wait");
     wrong = 0;
     for (int i = 0; i < 32; i++) wrong += ints_back[i] != from * 100 + 2 * i;
     report("strided ints read back: %lld, wrong values %lld", 32, wrong);
+
+    /* 8. On weft: alone (the reference fails such an access in the call):
+     * an access that fails in the background, waited for with a good one,
+     * gives MPI_ERR_IN_STATUS with the error in its own status only. */
+    if (weft) {
+        MPI_Request pair2[2];
+        MPI_Status sts2[2];
+        check(MPI_File_iwrite_at(fh, 0, out, 16, MPI_BYTE, &pair2[0]), "iwrite_at");
+        int rc = MPI_File_iwrite_at(fh, (MPI_Offset)0x7ffffffffffffff0LL, out, 100, MPI_BYTE, &pair2[1]);
+        if (rc == MPI_SUCCESS) rc = MPI_Waitall(2, pair2, sts2);
+        int cls = -1;
+        if (rc == MPI_ERR_IN_STATUS) MPI_Error_class(sts2[1].MPI_ERROR, &cls);
+        weft_only("failing access in a waitall gives MPI_ERR_IN_STATUS", rc == MPI_ERR_IN_STATUS);
+        weft_only("and the good access's status says success", rc == MPI_ERR_IN_STATUS && sts2[0].MPI_ERROR == MPI_SUCCESS);
+        weft_only("and the failing one's an error", cls > 0 && cls != MPI_SUCCESS);
+    }
 
     /* The freed request's bytes, after close (MPICH's own MPI-IO may hold
      * them until then). */

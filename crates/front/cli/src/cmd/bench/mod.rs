@@ -436,11 +436,11 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             if emit(&common, &csv, &rows, Default::default())? {
                 let table: Vec<Vec<String>> = rows
                     .iter()
-                    .map(|r| vec![r.procs.to_string(), r.op.to_string(), format!("{:.3}", r.io_s), format!("{:.3}", r.compute_s), format!("{:.3}", r.both_s), format!("{:.2}", r.ratio), format!("{:.2}", r.cpu_floor)])
+                    .map(|r| vec![r.procs.to_string(), r.op.to_string(), format!("{:.3}", r.io_s), format!("{:.3}", r.compute_s), format!("{:.3}", r.both_s), format!("{:.2}", r.ratio), format!("{:.2}", r.no_overlap), format!("{:.0}%", r.hidden * 100.0), format!("{:.2}", r.cpu_floor)])
                     .collect();
                 print_table(
                     &format!("Nonblocking MPI-IO ({}) behind computation, file per process, {} each in {} calls posted at once, writes not fsync'd, reads warm, median of {repeats}", p.mpi, super::human_bytes(size), super::human_bytes(transfer)),
-                    &["procs", "op", "I/O s", "compute s", "both s", "both/longer", "CPU floor"],
+                    &["procs", "op", "I/O s", "compute s", "both s", "both/longer", "no overlap", "hidden", "CPU floor"],
                     &table,
                 );
                 out!("CSV: {}", csv.display())?;

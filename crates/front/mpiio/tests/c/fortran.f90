@@ -24,7 +24,7 @@ program weft_fortran
   use seen_by_handler
   implicit none
   external :: on_error
-  integer :: eh
+  integer :: eh, request
   integer :: ierr, rank, nprocs, fh, i
   integer :: status(MPI_STATUS_SIZE)
   integer(kind=MPI_OFFSET_KIND) :: offset, fsize
@@ -49,6 +49,15 @@ program weft_fortran
   call MPI_Get_count(status, MPI_INTEGER, count, ierr)
   call MPI_File_get_size(fh, fsize, ierr)
   print '(A,I0,A,I0,A,I0,A,I0,A,I0)', 'rank ', rank, ' count ', count, ' first ', back(1), ' last ', back(100), ' size ', fsize
+  ! A nonblocking write and read, completed by Fortran's MPI_WAIT.
+  offset = nprocs * 400 + rank * 40
+  call MPI_File_iwrite_at(fh, offset, buf, 10, MPI_INTEGER, request, ierr)
+  call MPI_Wait(request, status, ierr)
+  call MPI_Get_count(status, MPI_INTEGER, count, ierr)
+  call MPI_File_iread_at(fh, offset, back, 10, MPI_INTEGER, request, ierr)
+  call MPI_Wait(request, status, ierr)
+  print '(A,I0,A,I0,A,L1,A,L1)', 'rank ', rank, ' nonblocking count ', count, ' read back ', all(back(1:10) == buf(1:10)), &
+    ' request null ', request == MPI_REQUEST_NULL
   call MPI_File_create_errhandler(on_error, eh, ierr)
   call MPI_File_set_errhandler(fh, eh, ierr)
   call MPI_Errhandler_free(eh, ierr)

@@ -212,6 +212,7 @@ impl Client {
     /// (see [`crate::shard_route`]); a shard's `Route` answer sends it on.
     pub(crate) fn meta(&self, op: MetaReq) -> Result<Response> {
         let router = &self.inner.shards;
+        let op = self.inner.recovery.tags.tag(op);
         if router.count() == 1 {
             // One shard: nothing to route or learn (no copy of the request).
             let mut calls = [Call::new(router.addrs[0], Request::Meta { cred: self.inner.options.cred, op }.encode())];
@@ -242,7 +243,7 @@ impl Client {
                     shard = next;
                 }
                 r => {
-                    if let (MetaReq::Mkdir { path, .. } | MetaReq::StatSize { path } | MetaReq::Stat { path }, Response::Attr(a) | Response::Stat { attr: a, .. }) = (&op, &r)
+                    if let (MetaReq::Mkdir { path, .. } | MetaReq::StatSize { path } | MetaReq::Stat { path }, Response::Attr(a) | Response::Stat { attr: a, .. }) = (op.untagged(), &r)
                         && a.kind == FileKind::Dir
                     {
                         router.learn_dir(path, a.id);

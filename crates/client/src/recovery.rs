@@ -8,14 +8,19 @@
 //!
 //! A server that did not come back within the window is given up on: later
 //! calls to it fail at once, until one of them is answered.
+//!
+//! Namespace changes (create, mkdir, unlink, rename, ...) are sent tagged
+//! ([`Tags`], `MetaReq::Once`): the metadata service keeps each one's
+//! answer with the change, so a resend is answered, not applied twice, and
+//! they are resent like idempotent requests.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_net::{Call, Endpoint, NetError};
-use weft_wire::{Request, Response};
+use weft_wire::{MetaReq, Request, Response};
 
 /// The default window (`WEFT_RECOVERY_MS`): a server restarted within it
 /// is not noticed by applications.
@@ -32,6 +37,30 @@ pub(crate) struct Recovery {
     gone: Mutex<HashSet<SocketAddr>>,
     /// Whether `gone` has entries: the success path looks only then.
     any_gone: AtomicBool,
+    pub(crate) tags: Tags,
+}
+
+/// This client's tags for namespace changes: a random number drawn at its
+/// start, and a count.
+pub(crate) struct Tags {
+    client: u64,
+    next: AtomicU64,
+}
+
+impl Default for Tags {
+    fn default() -> Self {
+        Tags { client: rand::random(), next: AtomicU64::new(1) }
+    }
+}
+
+impl Tags {
+    /// `op` tagged if it is a namespace change, else as it is.
+    pub(crate) fn tag(&self, op: MetaReq) -> MetaReq {
+        if !op.answered_once() {
+            return op;
+        }
+        MetaReq::Once { client: self.client, seq: self.next.fetch_add(1, Ordering::Relaxed), op: Box::new(op) }
+    }
 }
 
 /// The server is stopping and said it did not apply the call.

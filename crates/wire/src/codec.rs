@@ -89,6 +89,10 @@ impl<'a> Decoder<'a> {
     pub fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
+    /// The next byte, left to be read (a tag that decides how to go on).
+    pub fn peek_u8(&self) -> Result<u8, DecodeError> {
+        self.buf.get(self.pos).copied().ok_or(DecodeError::Truncated { need: 1, have: 0 })
+    }
     pub fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(u16::from_le_bytes(self.array()?))
     }
@@ -136,6 +140,12 @@ impl<'a> Decoder<'a> {
             return Err(DecodeError::Truncated { need: n * min_elem, have });
         }
         Ok(n)
+    }
+    /// Every byte left (a record's last field, unprefixed).
+    pub fn rest(&mut self) -> &'a [u8] {
+        let r = &self.buf[self.pos..];
+        self.pos = self.buf.len();
+        r
     }
     /// Errors unless every byte was used.
     pub fn finish(self) -> Result<(), DecodeError> {

@@ -232,3 +232,74 @@ fn a_sigterm_restart_is_not_seen_even_by_changes_that_are_not_idempotent() {
     }
     assert_eq!(names.len(), 2 * n, "nothing more than the changes made: {names:?}");
 }
+
+/// Issue 25, item 5: a namespace change sent again under its tag
+/// (`MetaReq::Once`, as clients send them) is answered with the answer it
+/// had, not applied a second time, even after the metadata server was
+/// killed and restarted; only the same identity sending the same request
+/// gets that answer.
+#[test]
+fn a_resent_change_is_answered_not_applied_twice() {
+    use weft_net::{Endpoint, EndpointConfig};
+    use weft_wire::{Cred, ErrorCode, MetaReq, Response};
+    let mut tc = TestCluster::start("once", 1);
+    let cf = tc.cluster();
+    let addr = cf.meta_server().addr;
+    let me = Cred::new(0, 0);
+    let tagged = |seq: u64, op: MetaReq| MetaReq::Once { client: 42, seq, op: Box::new(op) };
+    let create = MetaReq::Create { path: "/a".into(), mode: 0o644, exclusive: true, hint: Default::default() };
+    let rename = MetaReq::Rename { from: "/a".into(), to: "/b".into() };
+    let id_of = |r: Response| match r {
+        Response::Granted { attr, .. } => attr.id,
+        other => panic!("not a created file: {other:?}"),
+    };
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let call = |ep: &Endpoint, cred: Cred, op: MetaReq| common::meta_call(ep, addr, cred, op);
+    let first = id_of(call(&ep, me, tagged(1, create.clone())));
+    assert_eq!(id_of(call(&ep, me, tagged(1, create.clone()))), first, "a resent exclusive create was not answered as the first");
+    assert!(matches!(call(&ep, me, tagged(2, create.clone())), Response::Error { code: ErrorCode::Exists, .. }), "a new create of the name must fail");
+    assert!(matches!(call(&ep, me, tagged(3, rename.clone())), Response::Renamed { .. }));
+    assert!(matches!(call(&ep, me, tagged(3, rename.clone())), Response::Renamed { .. }), "a resent rename was applied again");
+    // Someone else's tag, or the tag with another request: refused, and
+    // nothing is done.
+    let other = Cred::new(1001, 1001);
+    assert!(matches!(call(&ep, other, tagged(3, rename.clone())), Response::Error { code: ErrorCode::BadRequest, .. }), "another identity got the kept answer");
+    let onward = MetaReq::Rename { from: "/b".into(), to: "/c".into() };
+    assert!(matches!(call(&ep, me, tagged(3, onward)), Response::Error { code: ErrorCode::BadRequest, .. }), "a reused tag applied another request");
+    assert!(tc.client().stat("/b").is_ok() && tc.client().stat("/c").is_err());
+    // Kept with the change: still answered after a crash and restart.
+    assert!(matches!(call(&ep, me, MetaReq::Sync), Response::Ok));
+    tc.lc.kill(0);
+    tc.lc.restart(0).unwrap();
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    assert_eq!(id_of(call(&ep, me, tagged(1, create))), first, "the kept answer did not survive the restart");
+    assert!(matches!(call(&ep, me, tagged(3, rename)), Response::Renamed { .. }), "a rename resent after the restart was applied again");
+    assert!(tc.client().stat("/a").is_err() && tc.client().stat("/b").is_ok(), "the resends changed the namespace");
+}
+
+/// Issue 25, item 5: a change the metadata server received but never
+/// answered (stopped, then killed) is sent again once it is back, and made
+/// once: the application sees no error. Before tags, such a change failed
+/// at once (it could have been applied).
+#[test]
+fn a_change_in_flight_when_the_metadata_server_dies_is_made_once() {
+    let mut tc = TestCluster::start("once-kill", 1);
+    let c = tc.client_with(Duration::from_secs(20), Duration::from_secs(30));
+    c.mkdir("/d", 0o755).unwrap();
+    tc.lc.pause(0, true);
+    let maker = {
+        let c = c.clone();
+        std::thread::spawn(move || -> Result<(), String> {
+            c.create("/d/x", CreateOptions { exclusive: true, ..CreateOptions::default() }).map_err(|e| format!("create: {e}"))?.close().map_err(|e| format!("close: {e}"))?;
+            c.rename("/d/x", "/d/y").map_err(|e| format!("rename: {e}"))
+        })
+    };
+    // The create sits unread in the stopped server's socket.
+    std::thread::sleep(Duration::from_millis(500));
+    tc.lc.kill(0);
+    std::thread::sleep(Duration::from_millis(300));
+    tc.lc.restart(0).unwrap();
+    maker.join().unwrap().unwrap_or_else(|e| panic!("the application saw the metadata server's crash: {e}"));
+    let names: Vec<String> = c.readdir("/d").unwrap().into_iter().map(|e| e.name).collect();
+    assert_eq!(names, ["y"]);
+}

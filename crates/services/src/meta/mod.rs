@@ -29,6 +29,7 @@ mod group_commit;
 mod path;
 mod reaper;
 mod reads;
+mod replies;
 mod sharded;
 mod shards;
 mod shared_pointers;
@@ -152,6 +153,16 @@ fn must_be_durable(op: &MetaReq) -> bool {
 }
 
 
+/// What applying one mutation did besides answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Applied,
+    /// A create that made a new file.
+    Created,
+    /// A tagged change answered from the answer kept when it was made.
+    Replayed,
+}
+
 /// What a create or mkdir asks for.
 struct NewEntry<'a> {
     kind: FileKind,
@@ -267,7 +278,9 @@ impl MetaService {
     pub fn handle(&self, cred: Cred, op: MetaReq) -> Response {
         // First: on a sharded cluster even requests served from memory
         // (a close, a renewal, a shared pointer) may be another shard's.
-        if let Some(answer) = self.sharded_request(cred, &op) {
+        // Routed and split across shards by the request itself; a tag is
+        // honoured where the change is this shard's alone (below).
+        if let Some(answer) = self.sharded_request(cred, op.untagged()) {
             return answer;
         }
         // In memory, no database: the pointer table answers on its own.
@@ -303,7 +316,7 @@ impl MetaService {
             return renewed.unwrap_or_else(|e| Response::error(e.code, e.message));
         }
         // The requests whose answer carries a capability.
-        let granting = matches!(op, MetaReq::Create { .. } | MetaReq::Open { .. } | MetaReq::Unlink { .. } | MetaReq::Rename { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. }).then(|| op.clone());
+        let granting = matches!(op.untagged(), MetaReq::Create { .. } | MetaReq::Open { .. } | MetaReq::Unlink { .. } | MetaReq::Rename { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. }).then(|| op.untagged().clone());
         let r = match op {
             MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Open { .. } | MetaReq::Readdir { .. } | MetaReq::Readlink { .. } => {
                 let r = self.store.db().map_err(MetaError::from).and_then(|db| self.dispatch(&db, cred, &op));
@@ -315,7 +328,7 @@ impl MetaService {
             MetaReq::ReaddirShard { .. } => self.store.db().map_err(MetaError::from).and_then(|db| self.dispatch(&db, cred, &op)),
             _ => {
                 let r = self.submit(cred, op.clone());
-                self.after_commit(&op, r)
+                self.after_commit(op.untagged(), r)
             }
         };
         match (r, granting) {
@@ -358,7 +371,7 @@ impl MetaService {
         match self.try_batch(batch) {
             Ok(r) => self.report_loss(batch, r),
             Err(e) if e.storage => {
-                let frees = batch.iter().any(|(_, op)| matches!(op, MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }));
+                let frees = batch.iter().any(|(_, op)| matches!(op.untagged(), MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }));
                 self.reopen(frees && e.code == ErrorCode::NoSpace);
                 self.try_batch(batch).map(|r| self.report_loss(batch, r)).unwrap_or_else(|e| {
                     // Reads must keep working: redb refuses everything
@@ -400,22 +413,30 @@ impl MetaService {
         self.ceiling_moved.store(false, Ordering::Relaxed);
         self.logged.store(false, Ordering::Relaxed);
         let mut results = Vec::with_capacity(batch.len());
-        let mut created = Vec::new();
+        let (mut created, mut replayed) = (Vec::new(), Vec::new());
         tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
+        // Opened once for the batch: each table a change touches costs the
+        // commit pages of its own.
+        let mut kept = match batch.iter().any(|(_, op)| matches!(op, MetaReq::Once { .. })) {
+            true => Some(replies::Replies::open(&tx)?),
+            false => None,
+        };
         for (cred, op) in batch {
             // Every mutation checks everything before it writes, so one that
             // fails leaves nothing for the others to see (at most an id
             // counter moved on: ids are never reused anyway).
             let before = tables::CHANGED_DIRS.with(|c| c.borrow().len());
-            let r = self.apply(&tx, *cred, op);
+            let r = self.apply(&tx, *cred, op, kept.as_mut());
             // A pushed directory change moved its parent's times on every
             // shard already; a file taken from another shard (Adopt) or a
             // name made or dropped for one (Name, Unname) did not.
             if matches!(op, MetaReq::Replica { op, .. } if !matches!(**op, weft_wire::ReplicaOp::Adopt { .. } | weft_wire::ReplicaOp::Name { .. } | weft_wire::ReplicaOp::Unname { .. })) {
                 tables::CHANGED_DIRS.with(|c| c.borrow_mut().truncate(before));
             }
-            if let (MetaReq::Create { .. }, Ok((_, true))) = (op, &r) {
-                created.push(results.len());
+            match &r {
+                Ok((_, Outcome::Created)) => created.push(results.len()),
+                Ok((_, Outcome::Replayed)) => replayed.push(results.len()),
+                _ => {}
             }
             let r = r.map(|(rsp, _)| rsp);
             if let Err(e) = &r
@@ -425,6 +446,7 @@ impl MetaService {
             }
             results.push(r);
         }
+        drop(kept);
         let overdue = self.window.is_some_and(|w| self.pending.older_than(w));
         let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || self.logged.load(Ordering::Relaxed) || batch.iter().any(|(_, op)| must_be_durable(op));
         if !durable {
@@ -445,7 +467,11 @@ impl MetaService {
         }
         // Committed now: what the size table learns from it.
         for (k, ((_, op), r)) in batch.iter().zip(&results).enumerate() {
-            match (op, r) {
+            // A kept answer replayed: its change was learnt from when made.
+            if replayed.contains(&k) {
+                continue;
+            }
+            match (op.untagged(), r) {
                 (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id, created.contains(&k)),
                 (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some((a, _)) })) => {
                     self.sizes.forget(a.id);
@@ -457,13 +483,24 @@ impl MetaService {
         Ok(results)
     }
 
-    /// One mutation, and whether it made a new file (a create).
-    fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<(Response, bool)> {
+    /// One mutation, and what it did besides answering. A tagged one
+    /// (`Once`) is answered from the answer kept under its tag if there is
+    /// one, else applied and its answer kept, in the same transaction.
+    fn apply(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq, kept: Option<&mut replies::Replies<'_>>) -> Result<(Response, Outcome)> {
+        if let MetaReq::Once { client, seq, op } = op {
+            let kept = kept.ok_or_else(|| err(ErrorCode::Internal, "a tagged change without its batch's kept answers"))?;
+            if let Some(answer) = kept.kept(*client, *seq, cred, op)? {
+                return Ok((answer, Outcome::Replayed));
+            }
+            let (answer, outcome) = self.apply(tx, cred, op, None)?;
+            kept.keep(*client, *seq, cred, op, &answer)?;
+            return Ok((answer, outcome));
+        }
         if let MetaReq::Create { path, mode, exclusive, hint } = op {
             let (a, new) = self.insert_new_file(tx, cred, path, NewEntry { kind: FileKind::File, mode: *mode, exclusive: *exclusive, hint: *hint, target: None })?;
-            return Ok((Response::Attr(a), new));
+            return Ok((Response::Attr(a), if new { Outcome::Created } else { Outcome::Applied }));
         }
-        self.apply_other(tx, cred, op).map(|r| (r, false))
+        self.apply_other(tx, cred, op).map(|r| (r, Outcome::Applied))
     }
 
     fn apply_other(&self, tx: &WriteTransaction, cred: Cred, op: &MetaReq) -> Result<Response> {

@@ -218,6 +218,13 @@ pub enum MetaReq {
     /// A directory change pushed by metadata shard `coord` (its `seq`-th);
     /// only servers may send it (`mac`, see [`super::replica`]).
     Replica { coord: u32, seq: u64, op: Box<super::replica::ReplicaOp>, mac: [u8; 32] },
+    /// A namespace change ([`MetaReq::answered_once`]) tagged so that
+    /// sending it again is answered, not applied again: `client` is a
+    /// random number the client drew, `seq` its count of such requests.
+    /// The service keeps the answer under the tag, in the change's own
+    /// transaction, for the same identity and request only. Answered as
+    /// `op` is.
+    Once { client: u64, seq: u64, op: Box<MetaReq> },
 }
 
 /// What [`MetaReq::Change`] changes.
@@ -386,6 +393,10 @@ impl MetaReq {
                 op.encode(e);
                 e.raw(mac);
             }
+            MetaReq::Once { client, seq, op } => {
+                e.u8(26).u64(*client).u64(*seq);
+                op.encode(e);
+            }
             MetaReq::Change { file, change } => {
                 e.u8(19).u64(file.0);
                 match change {
@@ -473,6 +484,18 @@ impl MetaReq {
                 MetaReq::ReaddirShard { path, after, max, shards }
             }
             25 => MetaReq::Replica { coord: d.u32()?, seq: d.u64()?, op: Box::new(super::replica::ReplicaOp::decode(d)?), mac: d.fixed()? },
+            26 => {
+                let (client, seq) = (d.u64()?, d.u64()?);
+                // One level: a tagged request is a change, never another tag.
+                if d.peek_u8()? == 26 {
+                    return Err(DecodeError::Invalid("a tagged request inside another"));
+                }
+                let op = MetaReq::decode(d)?;
+                if !op.answered_once() {
+                    return Err(DecodeError::Invalid("only namespace changes are tagged to be answered once"));
+                }
+                MetaReq::Once { client, seq, op: Box::new(op) }
+            }
             t => return Err(DecodeError::BadTag { what: "meta op", tag: t.into() }),
         })
     }
@@ -489,11 +512,30 @@ fn readdir_page(d: &mut Decoder<'_>) -> Result<(String, String, u32), DecodeErro
 }
 
 impl MetaReq {
+    /// The namespace changes a client tags ([`MetaReq::Once`]) so that a
+    /// resend after its connection broke (a server restart) is answered
+    /// once: each would fail or do something else when applied twice.
+    pub fn answered_once(&self) -> bool {
+        matches!(
+            self,
+            MetaReq::Create { .. } | MetaReq::Mkdir { .. } | MetaReq::Symlink { .. } | MetaReq::Mknod { .. } | MetaReq::Link { .. } | MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }
+        )
+    }
+
+    /// The request itself, without its [`MetaReq::Once`] tag.
+    pub fn untagged(&self) -> &MetaReq {
+        match self {
+            MetaReq::Once { op, .. } => op,
+            op => op,
+        }
+    }
+
     /// The path a request names (a rename's or link's source; a listing's
     /// directory is not an entry of its own): where a sharded cluster
     /// keeps it.
     pub fn path(&self) -> Option<&str> {
         match self {
+            MetaReq::Once { op, .. } => op.path(),
             MetaReq::Rename { from: p, .. }
             | MetaReq::Link { from: p, .. }
             | MetaReq::Create { path: p, .. }

@@ -93,9 +93,11 @@ impl Request {
     /// before the call returns, so a change another client made meanwhile
     /// was concurrent with it, and either order is one POSIX allows. A
     /// client riding through a server's restart resends only these (and
-    /// requests that were never sent). Not: creates, write opens and
-    /// closes (they count the file's writers), directory and name changes,
-    /// deletions, shared pointers, collectives, locks.
+    /// requests that were never sent). Namespace changes are, when tagged
+    /// (`MetaReq::Once`): the service answers a resend from the answer it
+    /// kept. Not: untagged creates, directory and name changes and
+    /// deletions, write opens and closes (they count the file's writers),
+    /// shared pointers, collectives, locks.
     pub fn is_idempotent(&self) -> bool {
         match self {
             Request::Ping | Request::Status | Request::Sink | Request::Source { .. } => true,
@@ -116,6 +118,7 @@ impl Request {
                     | MetaReq::SetSize { .. }
                     | MetaReq::Renew { .. }
                     | MetaReq::Sync
+                    | MetaReq::Once { .. }
             ),
             Request::Lock(_) => false,
         }
@@ -406,7 +409,15 @@ mod tests {
         proptest::collection::vec((0u64..1 << 50, 0u64..=u64::from(MAX_PAYLOAD_LEN) / 20).prop_map(|(offset, len)| Piece { offset, len }), 0..20)
     }
 
+    /// Plain requests, and the changes among them tagged (`Once`).
     fn meta_req() -> impl Strategy<Value = MetaReq> {
+        prop_oneof![
+            4 => untagged_meta_req(),
+            1 => (any::<u64>(), any::<u64>(), untagged_meta_req().prop_filter("a change", MetaReq::answered_once)).prop_map(|(client, seq, op)| MetaReq::Once { client, seq, op: Box::new(op) }),
+        ]
+    }
+
+    fn untagged_meta_req() -> impl Strategy<Value = MetaReq> {
         prop_oneof![
             (name(), any::<u32>(), any::<bool>(), 0..=crate::limits::MAX_STRIPE_SIZE, 0..=crate::limits::MAX_STRIPE_COUNT as u32).prop_map(|(path, mode, exclusive, s, c)| {
                 MetaReq::Create { path, mode, exclusive, hint: LayoutHint { stripe_size: s, stripe_count: c } }
@@ -615,6 +626,26 @@ mod tests {
                 prop_assert_eq!(Response::decode(&m.encode()).unwrap(), m);
             }
         }
+    }
+
+    #[test]
+    fn tags_only_wrap_namespace_changes_and_never_nest() {
+        let cred = Cred::with_groups(1, 1, &[]);
+        let tagged = |op: MetaReq| Request::Meta { cred, op: MetaReq::Once { client: 7, seq: 9, op: Box::new(op) } }.encode();
+        let create = MetaReq::Create { path: "/a".into(), mode: 0o600, exclusive: true, hint: LayoutHint::default() };
+        assert!(Request::decode(&tagged(create.clone())).is_ok());
+        assert!(matches!(Request::decode(&tagged(MetaReq::Stat { path: "/a".into() })), Err(DecodeError::Invalid(_))));
+        assert!(matches!(Request::decode(&tagged(MetaReq::Once { client: 1, seq: 2, op: Box::new(create) })), Err(DecodeError::Invalid(_))));
+        // Deeply nested tags are refused at the second, not by recursing
+        // through them all (which would overflow the stack).
+        let mut body = Request::Meta { cred, op: MetaReq::Sync }.encode();
+        let at = body.len() - 1;
+        body.truncate(at);
+        for _ in 0..200_000 {
+            body.extend_from_slice(&[26]);
+            body.extend_from_slice(&[0; 16]);
+        }
+        assert!(Request::decode(&body).is_err());
     }
 
     #[test]

@@ -1,0 +1,160 @@
+//! Answers kept for tagged namespace changes (`MetaReq::Once`), so that a
+//! client resending one after its connection broke (this server restarted,
+//! say) gets the answer it missed instead of the change applied again: a
+//! resent create would say "exists", a resent rename "not found".
+//!
+//! The answer is written in the change's own transaction, so it is durable
+//! exactly when the change is: after a crash a resend finds either both or
+//! neither (and then the change is made now, once). It is kept under the
+//! client's tag (its random number and its count) with the identity and
+//! the request it answered: only the same identity sending the same
+//! request gets it (a tag reused for anything else is refused, so nobody
+//! learns another's answer or a capability for another's file).
+//!
+//! Answers are kept [`KEEP_SECONDS`] (a resend comes within the client's
+//! recovery window, a minute by default) and at most [`KEPT`] of them: a
+//! sweep every [`SWEEP_EVERY`] answers drops the expired ones, and the
+//! oldest beyond the cap (a client flooding the service with tagged
+//! changes shortens everyone's keeping; see docs/security.md). One table,
+//! one lookup and one insert per change.
+
+use super::tables::{err, Result};
+use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, WriteTransaction};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use weft_wire::{Cred, Decoder, Encoder, ErrorCode, MetaReq, Response};
+
+/// (client, seq) -> second kept u32 | uid u32 | request's hash [16] | answer.
+const REPLIES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("replies");
+
+/// How long an answer is kept at least (unless [`KEPT`] is reached).
+pub(super) const KEEP_SECONDS: u32 = 600;
+/// Answers kept, at most (about 200 bytes each).
+pub(super) const KEPT: u64 = 65_536;
+/// Answers kept between two sweeps.
+pub(super) const SWEEP_EVERY: u64 = 4096;
+
+/// Answers kept since the last sweep (by any service of this process).
+static SINCE_SWEEP: AtomicU64 = AtomicU64::new(0);
+
+/// The kept answers, open in one transaction.
+pub(super) struct Replies<'t>(Table<'t, (u64, u64), &'static [u8]>);
+
+/// What names a request: the first 16 bytes of its encoding's BLAKE3.
+fn request_hash(op: &MetaReq) -> [u8; 16] {
+    let mut e = Encoder::new();
+    op.encode(&mut e);
+    let mut h = [0u8; 16];
+    h.copy_from_slice(&blake3::hash(&e.finish()).as_bytes()[..16]);
+    h
+}
+
+fn second_now() -> u32 {
+    u32::try_from(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())).unwrap_or(u32::MAX)
+}
+
+/// (second kept, uid, request's hash, answer) of a stored value.
+fn parse(v: &[u8]) -> Option<(u32, u32, [u8; 16], Response)> {
+    let mut d = Decoder::new(v);
+    Some((d.u32().ok()?, d.u32().ok()?, d.fixed().ok()?, Response::decode(d.rest()).ok()?))
+}
+
+impl<'t> Replies<'t> {
+    pub(super) fn open(tx: &'t WriteTransaction) -> Result<Self> {
+        Ok(Replies(tx.open_table(REPLIES)?))
+    }
+
+    /// The answer kept for tag (client, seq), if any, when `cred` sends
+    /// `op` under it; an error if the tag answered another identity or
+    /// request.
+    pub(super) fn kept(&self, client: u64, seq: u64, cred: Cred, op: &MetaReq) -> Result<Option<Response>> {
+        let Some(v) = self.0.get((client, seq))? else { return Ok(None) };
+        let (_, uid, request, answer) = parse(v.value()).ok_or_else(|| err(ErrorCode::Internal, "a kept answer does not decode"))?;
+        if uid != cred.uid || request != request_hash(op) {
+            return Err(err(ErrorCode::BadRequest, "this request tag was used for another request: tags are never reused"));
+        }
+        Ok(Some(answer))
+    }
+
+    /// Keeps `answer` to `cred`'s `op` under tag (client, seq), and sweeps
+    /// every [`SWEEP_EVERY`] answers.
+    pub(super) fn keep(&mut self, client: u64, seq: u64, cred: Cred, op: &MetaReq, answer: &Response) -> Result<()> {
+        let mut e = Encoder::new();
+        e.u32(second_now()).u32(cred.uid).raw(&request_hash(op));
+        let mut v = e.finish();
+        v.extend_from_slice(&answer.encode());
+        self.0.insert((client, seq), v.as_slice())?;
+        if SINCE_SWEEP.fetch_add(1, Ordering::Relaxed) + 1 >= SWEEP_EVERY {
+            SINCE_SWEEP.store(0, Ordering::Relaxed);
+            self.sweep()?;
+        }
+        Ok(())
+    }
+
+    /// Drops the answers kept longer than [`KEEP_SECONDS`], then the
+    /// oldest until at most [`KEPT`] are left (those of the same second
+    /// as the last one dropped go too). Returns how many are left.
+    pub(super) fn sweep(&mut self) -> Result<u64> {
+        let cutoff = second_now().saturating_sub(KEEP_SECONDS);
+        let mut seconds = Vec::new();
+        for item in self.0.iter()? {
+            let (_, v) = item?;
+            seconds.push(parse(v.value()).map_or(0, |p| p.0));
+        }
+        seconds.sort_unstable();
+        let over = seconds.len().saturating_sub(KEPT as usize);
+        let mut drop_before = cutoff;
+        if over > 0 {
+            drop_before = drop_before.max(seconds[over - 1].saturating_add(1));
+        }
+        self.0.retain(|_, v| parse(v).is_some_and(|p| p.0 >= drop_before))?;
+        Ok(self.0.len()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_wire::LayoutHint;
+
+    /// Stores an answer kept at `second` (as `keep` would have then).
+    fn stored(r: &mut Replies<'_>, client: u64, seq: u64, second: u32, op: &MetaReq) {
+        let mut e = Encoder::new();
+        e.u32(second).u32(0).raw(&request_hash(op));
+        let mut v = e.finish();
+        v.extend_from_slice(&Response::Ok.encode());
+        r.0.insert((client, seq), v.as_slice()).unwrap();
+    }
+
+    #[test]
+    fn a_sweep_drops_expired_answers_then_the_oldest_past_the_cap() {
+        let path = std::env::temp_dir().join(format!("weft-replies-{}.redb", rand::random::<u64>()));
+        let db = redb::Database::create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        let mut r = Replies::open(&tx).unwrap();
+        let op = MetaReq::Create { path: "/f".into(), mode: 0o644, exclusive: true, hint: LayoutHint::default() };
+        let now = second_now();
+        // Expired, kept well within the time, and the newest.
+        for seq in 0..10 {
+            stored(&mut r, 1, seq, now - KEEP_SECONDS - 5, &op);
+            stored(&mut r, 2, seq, now - 100, &op);
+        }
+        assert_eq!(r.sweep().unwrap(), 10);
+        assert!(r.kept(1, 3, Cred::new(0, 0), &op).unwrap().is_none(), "an expired answer was kept");
+        assert_eq!(r.kept(2, 3, Cred::new(0, 0), &op).unwrap(), Some(Response::Ok));
+        // Past the cap: the oldest go first, the newest stay.
+        for seq in 0..KEPT + 500 {
+            stored(&mut r, 3, seq, now - 50 + (seq * 40 / KEPT) as u32, &op);
+        }
+        let left = r.sweep().unwrap();
+        assert!(left <= KEPT && left > KEPT - 2000, "{left} kept");
+        assert!(r.kept(2, 3, Cred::new(0, 0), &op).unwrap().is_none(), "the oldest stayed");
+        assert!(r.kept(3, KEPT + 499, Cred::new(0, 0), &op).unwrap().is_some(), "the newest went");
+        // Only the same identity and request get an answer.
+        assert!(r.kept(3, KEPT + 499, Cred::new(1001, 1001), &op).is_err());
+        assert!(r.kept(3, KEPT + 499, Cred::new(0, 0), &MetaReq::Unlink { path: "/f".into() }).is_err());
+        drop(r);
+        drop(tx);
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,11 +1,11 @@
 /* Reads and writes: explicit offsets, individual and shared file pointers;
  * blocking, nonblocking, split collective, and MPI-4's large-count (_c)
- * forms where the MPI has them. A nonblocking independent access is posted
- * to the core, which moves its bytes in the background while the program
- * computes; its request is completed by requests.c. The nonblocking
- * collective forms run inside the call (their steps talk MPI, which a
- * background thread may not below MPI_THREAD_MULTIPLE) and return a
- * request that is already complete. Collective forms (_all, split,
+ * forms where the MPI has them. A nonblocking access is posted to the core,
+ * which moves its bytes in the background while the program computes; its
+ * request is completed by requests.c. The nonblocking collective forms are
+ * posted so only when the program has MPI_THREAD_MULTIPLE (their steps
+ * talk MPI, which a background thread may not below it); otherwise they
+ * run inside the call and return a request already complete. Collective forms (_all, split,
  * ordered) tell the core so: it runs them through two-phase I/O
  * (crates/client/src/collective). */
 #include "shim.h"
@@ -30,14 +30,29 @@ static int run(struct wfile *f, int write, int pos, int coll, MPI_Offset offset,
     return MPI_SUCCESS;
 }
 
-/* Posts a nonblocking independent access; *req completes when it is done. */
-static int post(struct wfile *f, int write, int pos, MPI_Offset offset, const void *buf, MPI_Count count,
+/* Whether the program has MPI_THREAD_MULTIPLE (asked once). */
+static int thread_multiple(void) {
+    static int level = -1;
+    if (level < 0) {
+        int provided = MPI_THREAD_SINGLE;
+        PMPI_Query_thread(&provided);
+        level = provided == MPI_THREAD_MULTIPLE;
+    }
+    return level;
+}
+
+/* Posts a nonblocking access; *req completes when it is done. A collective
+ * one whose own arguments are refused still takes part (with nothing). */
+static int post(struct wfile *f, int write, int pos, int coll, MPI_Offset offset, const void *buf, MPI_Count count,
                 MPI_Datatype dt, MPI_Request *req) {
     void *t;
     int owned, rc = weft_type(dt, &t, &owned);
-    if (rc) return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad datatype") : weft_fail(f, rc);
     const void *ticket = NULL;
-    rc = weftio_post((uintptr_t)f, write, pos, offset, (void *)buf, count, t, &ticket);
+    if (rc) {
+        if (coll) weftio_post((uintptr_t)f, write, pos, coll, 0, NULL, 0, NULL, &ticket);
+        return rc < 0 ? weft_fail_msg(f, WEFTIO_E_TYPE, "weft: bad datatype") : weft_fail(f, rc);
+    }
+    rc = weftio_post((uintptr_t)f, write, pos, coll, offset, (void *)buf, count, t, &ticket);
     if (owned) weftio_type_free(t);
     if (rc) return weft_fail(f, rc);
     return weft_post_request(f, ticket, req);
@@ -98,7 +113,7 @@ static int split_end(struct wfile *f, MPI_Status *st) {
     int name(MPI_File fh, MPI_Offset offset, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) { \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, offset, buf, count, dt, req);                               \
-        if (!COLL) return post(f, W, WEFTIO_AT, offset, buf, count, dt, req);                      \
+        if (!COLL || thread_multiple()) return post(f, W, WEFTIO_AT, COLL, offset, buf, count, dt, req); \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, WEFTIO_AT, COLL, offset, buf, count, dt, &n);                                 \
         return rc == MPI_SUCCESS ? weft_completed_request(f, n, req) : rc;                              \
@@ -110,7 +125,7 @@ static int split_end(struct wfile *f, MPI_Status *st) {
     int name(MPI_File fh, BUF(W) buf, CT count, MPI_Datatype dt, MPI_Request *req) {               \
         struct wfile *f = weft_file(fh);                                                           \
         if (!f) WEFT_FORWARD(name, fh, buf, count, dt, req);                                       \
-        if (!COLL) return post(f, W, POS, 0, buf, count, dt, req);                                 \
+        if (!COLL || thread_multiple()) return post(f, W, POS, COLL, 0, buf, count, dt, req);     \
         MPI_Offset n;                                                                              \
         int rc = run(f, W, POS, COLL, 0, buf, count, dt, &n);                                            \
         return rc == MPI_SUCCESS ? weft_completed_request(f, n, req) : rc;                              \

@@ -48,7 +48,7 @@ int weftio_set_view(uintptr_t key, int64_t disp, const void *etype, const void *
 int weftio_access(uintptr_t key, int write, int pos, int coll, int64_t offset, void *buf, int64_t count,
                   const void *memtype, int64_t *bytes);
 /* Nonblocking independent accesses, run by the file's worker thread. */
-int weftio_post(uintptr_t key, int write, int pos, int64_t offset, void *buf, int64_t count, const void *memtype,
+int weftio_post(uintptr_t key, int write, int pos, int coll, int64_t offset, void *buf, int64_t count, const void *memtype,
                 const void **ticket);
 int weftio_ticket_wait(const void *t, int64_t timeout_us);
 int weftio_ticket_result(const void *t, int64_t *bytes);

@@ -29,10 +29,12 @@ pub struct CComm {
 // the program's contract with MPI, as with any MPI call).
 unsafe impl Send for CComm {}
 // SAFETY: shared between threads only inside an open file
-// (`registry::Shared`): the nonblocking worker reads a file under its read
-// lock to make independent accesses, which never call these callbacks;
-// every collective step runs under the file's write lock, so one thread at
-// a time calls them.
+// (`registry::Shared`), and called by one thread at a time: by the file's
+// nonblocking worker for the collectives posted to it (one job at a time,
+// and only when the program has MPI_THREAD_MULTIPLE), or by a call of the
+// program holding the file's write lock, which first lets the worker run
+// everything posted (`ffi::settled`: every call that may take collective
+// steps does). Posting and independent accesses never call them.
 unsafe impl Sync for CComm {}
 
 fn check(what: &str, rc: c_int) -> Result<()> {

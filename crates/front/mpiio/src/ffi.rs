@@ -47,6 +47,15 @@ fn settled(key: usize) -> Result<registry::Shared> {
     file(key)
 }
 
+/// The file, for a call that takes collective steps: after the
+/// collectives posted on it (every rank's come in the same order).
+fn in_turn(key: usize) -> Result<registry::Shared> {
+    if posted::collectives_pending(key) {
+        posted::drain(key);
+    }
+    file(key)
+}
+
 /// # Safety
 /// `p` is null or a NUL-terminated string valid for the call.
 unsafe fn text(p: *const c_char, what: &str) -> Result<String> {
@@ -214,7 +223,8 @@ fn position(kind: c_int, offset: i64) -> Result<Position> {
 pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, coll: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, bytes: *mut i64) -> c_int {
     guard(|| {
         let pos = position(pos, offset)?;
-        let f = file(key)?;
+        // Collective steps come after those of the collectives posted before.
+        let f = if coll != 0 || pos == Position::Ordered { in_turn(key)? } else { file(key)? };
         // SAFETY: a live handle or NULL per the contract.
         let placed = unsafe { datatype(memtype) }.and_then(|t| Placed::new(buf.cast(), count, t));
         let g = registry::lock(&f);
@@ -228,27 +238,41 @@ pub unsafe extern "C" fn weftio_access(key: usize, write: c_int, pos: c_int, col
     })
 }
 
-/// Posts a nonblocking independent read or write (arguments as
-/// [`weftio_access`], without `coll`; not ordered): its arguments are
-/// checked and its place claimed now, its bytes moved by the file's worker
-/// ([`posted`]). `*ticket` gets a handle for [`weftio_ticket_wait`],
-/// [`weftio_ticket_result`] and, once, [`weftio_ticket_free`].
+/// Posts a nonblocking read or write (arguments as [`weftio_access`]; not
+/// ordered): its arguments are checked and its place claimed now, its
+/// bytes moved by the file's worker ([`posted`]). `*ticket` gets a handle
+/// for [`weftio_ticket_wait`], [`weftio_ticket_result`] and, once,
+/// [`weftio_ticket_free`]. A collective one (`coll`, posted only when the
+/// program has `MPI_THREAD_MULTIPLE`) whose own arguments are refused is
+/// still posted, to take part with nothing, and the error returned.
 ///
 /// # Safety
 /// As [`weftio_access`], with the memory the access's until the ticket is
 /// done (MPI's rule for a nonblocking call's buffer); `ticket` is writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn weftio_post(key: usize, write: c_int, pos: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, ticket: *mut *const c_void) -> c_int {
+pub unsafe extern "C" fn weftio_post(key: usize, write: c_int, pos: c_int, coll: c_int, offset: i64, buf: *mut c_void, count: i64, memtype: *const c_void, ticket: *mut *const c_void) -> c_int {
     guard(|| {
+        let (w, c) = (write != 0, coll != 0);
         let f = file(key)?;
-        // SAFETY: a live handle or NULL per the contract.
-        let placed = Placed::new(buf.cast(), count, unsafe { datatype(memtype)? })?;
         // The worker first: once the access's place is claimed, nothing fails.
         let worker = posted::worker(key)?;
-        let pos = registry::read(&f).claim(position(pos, offset)?, write != 0, placed.memtype())?;
-        // SAFETY: the memory is the access's until the ticket is done (contract).
-        let t = unsafe { posted::post(&worker, f, pos, write != 0, placed) };
-        put(ticket, Arc::into_raw(t).cast())
+        // SAFETY: a live handle or NULL per the contract.
+        let placed = unsafe { datatype(memtype) }.and_then(|t| Placed::new(buf.cast(), count, t));
+        let claimed = placed.and_then(|p| Ok((registry::read(&f).claim(position(pos, offset)?, w, p.memtype())?, p)));
+        match claimed {
+            Ok((pos, placed)) => {
+                // SAFETY: the memory is the access's until the ticket is done (contract).
+                let t = unsafe { posted::post(&worker, f, pos, w, c, Ok(placed)) };
+                put(ticket, Arc::into_raw(t).cast())
+            }
+            Err(e) => {
+                if c {
+                    // SAFETY: no memory: the rank takes part with nothing.
+                    drop(unsafe { posted::post(&worker, f, Position::At(0), w, true, Err(e.clone())) });
+                }
+                Err(e)
+            }
+        }
     })
 }
 
@@ -324,7 +348,7 @@ fn put<T>(out: *mut T, v: T) -> Result<()> {
 /// MPI_File_seek (`shared` 0) or MPI_File_seek_shared; whence 0 set, 1 cur, 2 end.
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_seek(key: usize, offset: i64, whence: c_int, shared: c_int) -> c_int {
-    guard(|| registry::lock(&file(key)?).seek(offset, whence, shared != 0))
+    guard(|| registry::lock(&if shared != 0 { in_turn(key)? } else { file(key)? }).seek(offset, whence, shared != 0))
 }
 
 /// The individual (or shared) file pointer, in etypes.

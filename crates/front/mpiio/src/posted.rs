@@ -1,13 +1,16 @@
-//! Nonblocking independent accesses (`MPI_File_iwrite_at`, `iread`,
-//! `iwrite_shared`, ...) run while the program computes: each file gets
-//! one worker thread, started at its first such access, that runs them in
-//! the order posted (so a rank's own accesses keep their order, as its
-//! blocking ones do) and ends at the file's close.
+//! Nonblocking accesses (`MPI_File_iwrite_at`, `iread`, `iwrite_shared`,
+//! and, when the program has `MPI_THREAD_MULTIPLE`, the collective
+//! `iwrite_at_all`, `iread_all`, ...) run while the program computes: each
+//! file gets one worker thread, started at its first such access, that
+//! runs them in the order posted (so a rank's own accesses keep their
+//! order, and every rank's collectives on the file come in the same order,
+//! as MPI asks of the program) and ends at the file's close, or before any
+//! call that must come after them (`ffi::settled`).
 //!
-//! The worker never calls MPI: only the shim completes the MPI request,
-//! in a thread of the program (in MPI_Wait, MPI_Test and their kin), since
-//! a program that initialised MPI below `MPI_THREAD_MULTIPLE` may not have
-//! MPI called from another thread. The worker marks a [`Ticket`] done and
+//! For independent accesses the worker never calls MPI (a collective's
+//! steps do, which is why those are posted only under
+//! `MPI_THREAD_MULTIPLE`); only the shim completes the MPI request, in a
+//! thread of the program (in MPI_Wait, MPI_Test and their kin). The worker marks a [`Ticket`] done and
 //! counts the completion ([`wait_finished`] lets a wait for any of several
 //! requests sleep until one is).
 
@@ -17,6 +20,7 @@ use crate::file::Position;
 use crate::registry;
 use std::collections::HashMap;
 use std::sync::mpsc::{channel, Sender};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -58,13 +62,17 @@ pub struct Job {
     file: registry::Shared,
     pos: Position,
     write: bool,
-    placed: Placed,
+    collective: bool,
+    /// An error: a collective this rank takes part in with nothing.
+    placed: Result<Placed>,
     ticket: Arc<Ticket>,
 }
 
 struct Worker {
     jobs: Sender<Job>,
     thread: JoinHandle<()>,
+    /// Collectives posted and not yet done.
+    collectives: Arc<AtomicUsize>,
 }
 
 /// The workers, by file key.
@@ -75,12 +83,14 @@ static FINISHED: (Mutex<u64>, Condvar) = (Mutex::new(0), Condvar::new());
 
 /// Where the file under `key` posts its accesses: its worker, started now
 /// if it has none.
-pub fn worker(key: usize) -> Result<Sender<Job>> {
+pub fn worker(key: usize) -> Result<Poster> {
     let mut g = WORKERS.lock().unwrap_or_else(PoisonError::into_inner);
     let workers = g.get_or_insert_with(HashMap::new);
     if let Some(w) = workers.get(&key) {
-        return Ok(w.jobs.clone());
+        return Ok(Poster { jobs: w.jobs.clone(), collectives: w.collectives.clone() });
     }
+    let collectives = Arc::new(AtomicUsize::new(0));
+    let running = collectives.clone();
     let (jobs, queue) = channel::<Job>();
     let thread = std::thread::Builder::new()
         .name("weft-mpiio-nb".into())
@@ -91,26 +101,47 @@ pub fn worker(key: usize) -> Result<Sender<Job>> {
                     let f = registry::read(&job.file);
                     // SAFETY: the memory stays the access's until the
                     // ticket is done (post's contract, carried by Job).
-                    unsafe { perform(&f, job.pos, false, job.write, &Ok(job.placed.clone())) }
+                    unsafe { perform(&f, job.pos, job.collective, job.write, &job.placed) }
                 }));
+                if job.collective {
+                    running.fetch_sub(1, Ordering::AcqRel);
+                }
                 job.ticket.finish(r.unwrap_or_else(|_| Err(Fail::new(Class::Intern, "weft: internal error (a panic in a nonblocking access)"))));
             }
         })
         .map_err(|e| Fail::new(Class::Intern, format!("weft: cannot start a thread for nonblocking I/O: {e}")))?;
-    workers.insert(key, Worker { jobs: jobs.clone(), thread });
-    Ok(jobs)
+    workers.insert(key, Worker { jobs: jobs.clone(), thread, collectives: collectives.clone() });
+    Ok(Poster { jobs, collectives })
+}
+
+/// A file's worker, to post to.
+pub struct Poster {
+    jobs: Sender<Job>,
+    collectives: Arc<AtomicUsize>,
+}
+
+/// Whether collectives posted on the file under `key` are still to run
+/// (then a call taking collective steps of its own waits for them).
+pub fn collectives_pending(key: usize) -> bool {
+    let g = WORKERS.lock().unwrap_or_else(PoisonError::into_inner);
+    g.as_ref().and_then(|m| m.get(&key)).is_some_and(|w| w.collectives.load(Ordering::Acquire) > 0)
 }
 
 /// Posts an access of `file` at `pos` (already claimed:
-/// [`crate::file::OpenFile::claim`]) to its `worker`.
+/// [`crate::file::OpenFile::claim`]) to its `worker`; `collective` for the
+/// `_all` forms, whose `placed` may be an error (the rank takes part with
+/// nothing).
 ///
 /// # Safety
 /// The memory `placed` describes stays the access's (readable, and for a
 /// read writable, untouched by anyone else) until the ticket is done.
-pub unsafe fn post(worker: &Sender<Job>, file: registry::Shared, pos: Position, write: bool, placed: Placed) -> Arc<Ticket> {
+pub unsafe fn post(worker: &Poster, file: registry::Shared, pos: Position, write: bool, collective: bool, placed: Result<Placed>) -> Arc<Ticket> {
     let ticket = Arc::new(Ticket::default());
-    let job = Job { file, pos, write, placed, ticket: ticket.clone() };
-    if let Err(back) = worker.send(job) {
+    let job = Job { file, pos, write, collective, placed, ticket: ticket.clone() };
+    if collective {
+        worker.collectives.fetch_add(1, Ordering::AcqRel);
+    }
+    if let Err(back) = worker.jobs.send(job) {
         // Its thread is gone (only a panic outside a job could do it).
         back.0.ticket.finish(Err(Fail::new(Class::Intern, "weft: the file's nonblocking worker stopped")));
     }
@@ -122,7 +153,7 @@ pub unsafe fn post(worker: &Sender<Job>, file: registry::Shared, pos: Position, 
 /// program that did not still gets its data written).
 pub fn drain(key: usize) {
     let w = WORKERS.lock().unwrap_or_else(PoisonError::into_inner).as_mut().and_then(|m| m.remove(&key));
-    if let Some(Worker { jobs, thread }) = w {
+    if let Some(Worker { jobs, thread, .. }) = w {
         drop(jobs);
         let _ = thread.join();
     }

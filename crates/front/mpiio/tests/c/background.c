@@ -7,16 +7,26 @@
  * reads the bytes back. Behind the held write it posts two more, by the
  * individual and the shared file pointer, and reports where each pointer
  * stands before any of them could run: MPI moves them at the call.
- * Usage: background PATH MARKER */
+ * With `all`, under MPI_THREAD_MULTIPLE, the held write is the collective
+ * MPI_File_iwrite_at_all (on one rank) and the shared pointer is left out
+ * (its seek is collective: it waits for the posted collective).
+ * Usage: background PATH MARKER [all] */
 #include "check.h"
 #include <stdlib.h>
+#include <string.h>
 
 #define LEN 65536
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    int all = argc == 4 && strcmp(argv[3], "all") == 0, provided = MPI_THREAD_SINGLE;
+    if (all) MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (argc != 3) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (argc != 3 && !all) MPI_Abort(MPI_COMM_WORLD, 2);
+    if (all && provided != MPI_THREAD_MULTIPLE) {
+        printf("no MPI_THREAD_MULTIPLE\n");
+        MPI_Abort(MPI_COMM_WORLD, 4);
+    }
     unsigned char *buf = malloc(3 * LEN), *back = malloc(3 * LEN);
     for (int i = 0; i < 3 * LEN; i++) buf[i] = (unsigned char)(i % 251 + 1);
     MPI_File fh;
@@ -24,14 +34,19 @@ int main(int argc, char **argv) {
     check(MPI_File_set_atomicity(fh, 1), "set_atomicity");
     MPI_Request req[3];
     MPI_Status st[3];
-    check(MPI_File_iwrite_at(fh, 0, buf, LEN, MPI_BYTE, &req[0]), "iwrite_at");
+    if (all) check(MPI_File_iwrite_at_all(fh, 0, buf, LEN, MPI_BYTE, &req[0]), "iwrite_at_all");
+    else check(MPI_File_iwrite_at(fh, 0, buf, LEN, MPI_BYTE, &req[0]), "iwrite_at");
     check(MPI_File_seek(fh, LEN, MPI_SEEK_SET), "seek");
     check(MPI_File_iwrite(fh, buf + LEN, LEN, MPI_BYTE, &req[1]), "iwrite");
-    check(MPI_File_seek_shared(fh, 2 * LEN, MPI_SEEK_SET), "seek_shared");
-    check(MPI_File_iwrite_shared(fh, buf + 2 * LEN, LEN, MPI_BYTE, &req[2]), "iwrite_shared");
-    MPI_Offset individual, shared;
+    MPI_Offset individual, shared = 3 * LEN;
+    if (all) {
+        check(MPI_File_iwrite_at(fh, 2 * LEN, buf + 2 * LEN, LEN, MPI_BYTE, &req[2]), "iwrite_at");
+    } else {
+        check(MPI_File_seek_shared(fh, 2 * LEN, MPI_SEEK_SET), "seek_shared");
+        check(MPI_File_iwrite_shared(fh, buf + 2 * LEN, LEN, MPI_BYTE, &req[2]), "iwrite_shared");
+        check(MPI_File_get_position_shared(fh, &shared), "get_position_shared");
+    }
     check(MPI_File_get_position(fh, &individual), "get_position");
-    check(MPI_File_get_position_shared(fh, &shared), "get_position_shared");
     FILE *m = fopen(argv[2], "w");
     if (!m || fclose(m) != 0) MPI_Abort(MPI_COMM_WORLD, 3);
     check(MPI_Waitall(3, req, st), "waitall");

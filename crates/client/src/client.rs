@@ -212,7 +212,7 @@ impl Client {
     /// (see [`crate::shard_route`]); a shard's `Route` answer sends it on.
     pub(crate) fn meta(&self, op: MetaReq) -> Result<Response> {
         let router = &self.inner.shards;
-        let op = self.inner.recovery.tags.tag(op);
+        let op = self.inner.recovery.tags.tag(op, router.count());
         if router.count() == 1 {
             // One shard: nothing to route or learn (no copy of the request).
             let mut calls = [Call::new(router.addrs[0], Request::Meta { cred: self.inner.options.cred, op }.encode())];

@@ -54,9 +54,13 @@ impl Default for Tags {
 }
 
 impl Tags {
-    /// `op` tagged if it is a namespace change, else as it is.
-    pub(crate) fn tag(&self, op: MetaReq) -> MetaReq {
-        if !op.answered_once() {
+    /// `op` tagged if it is a namespace change, else as it is. On a
+    /// cluster of several metadata shards, the changes that may span shards
+    /// (rmdir, rename, link, unlink: the service makes them in steps that
+    /// keep no answer) go untagged, so they fail rather than apply twice.
+    pub(crate) fn tag(&self, op: MetaReq, shards: u32) -> MetaReq {
+        let spanning = matches!(op, MetaReq::Rmdir { .. } | MetaReq::Rename { .. } | MetaReq::Link { .. } | MetaReq::Unlink { .. });
+        if !op.answered_once() || (shards > 1 && spanning) {
             return op;
         }
         MetaReq::Once { client: self.client, seq: self.next.fetch_add(1, Ordering::Relaxed), op: Box::new(op) }

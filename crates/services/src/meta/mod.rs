@@ -490,6 +490,10 @@ impl MetaService {
         if let MetaReq::Once { client, seq, op } = op {
             let kept = kept.ok_or_else(|| err(ErrorCode::Internal, "a tagged change without its batch's kept answers"))?;
             if let Some(answer) = kept.kept(*client, *seq, cred, op)? {
+                let answer = match (&**op, answer) {
+                    (MetaReq::Create { path, .. }, Response::Attr(a)) => Response::Attr(self.replayed_create(cred, path, &a)?),
+                    (_, answer) => answer,
+                };
                 return Ok((answer, Outcome::Replayed));
             }
             let (answer, outcome) = self.apply(tx, cred, op, None)?;
@@ -539,6 +543,21 @@ impl MetaService {
             MetaReq::Change { file, change } => self.change(tx, cred, Target::Id(*file), *change),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
+    }
+
+    /// A create answered again from its kept answer `made`: the file as it
+    /// is now, if `path` still names it and `cred` may still write it (its
+    /// owner always may, as with a renewal), since the answer carries a
+    /// capability made from these attributes.
+    fn replayed_create(&self, cred: Cred, path: &str, made: &FileAttr) -> Result<FileAttr> {
+        let now = stat(&*self.store.db()?, cred, path, self.routing())?;
+        if now.id != made.id {
+            return Err(err(ErrorCode::NotFound, format!("{path} names another file than the one this create made")));
+        }
+        if now.uid != cred.uid && !tables::may(cred, &now, W) {
+            return Err(err(ErrorCode::Permission, format!("{path}: no longer writable by uid {}", cred.uid)));
+        }
+        Ok(now)
     }
 
     /// Whether this shard keeps entry `name` of `dir`, else the route (as

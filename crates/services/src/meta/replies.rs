@@ -6,10 +6,12 @@
 //! The answer is written in the change's own transaction, so it is durable
 //! exactly when the change is: after a crash a resend finds either both or
 //! neither (and then the change is made now, once). It is kept under the
-//! client's tag (its random number and its count) with the identity and
-//! the request it answered: only the same identity sending the same
-//! request gets it (a tag reused for anything else is refused, so nobody
-//! learns another's answer or a capability for another's file).
+//! caller's uid and the client's tag (its random number and its count),
+//! with the request it answered: only the same identity sending the same
+//! request gets it (a tag reused for anything else is refused), and
+//! another user's tags never meet it. A create's answer is checked again
+//! when replayed (`MetaService::replayed_create`): the capability the
+//! answer then carries follows the file as it is now, not as it was.
 //!
 //! Answers are kept [`KEEP_SECONDS`] (a resend comes within the client's
 //! recovery window, a minute by default) and at most [`KEPT`] of them: a
@@ -24,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 use weft_wire::{Cred, Decoder, Encoder, ErrorCode, MetaReq, Response};
 
-/// (client, seq) -> second kept u32 | uid u32 | request's hash [16] | answer.
-const REPLIES: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("replies");
+/// (uid, client, seq) -> second kept u32 | uid u32 | request's hash [16] | answer.
+const REPLIES: TableDefinition<(u64, u64, u64), &[u8]> = TableDefinition::new("replies");
 
 /// How long an answer is kept at least (unless [`KEPT`] is reached).
 pub(super) const KEEP_SECONDS: u32 = 600;
@@ -38,7 +40,7 @@ pub(super) const SWEEP_EVERY: u64 = 4096;
 static SINCE_SWEEP: AtomicU64 = AtomicU64::new(0);
 
 /// The kept answers, open in one transaction.
-pub(super) struct Replies<'t>(Table<'t, (u64, u64), &'static [u8]>);
+pub(super) struct Replies<'t>(Table<'t, (u64, u64, u64), &'static [u8]>);
 
 /// What names a request: the first 16 bytes of its encoding's BLAKE3.
 fn request_hash(op: &MetaReq) -> [u8; 16] {
@@ -59,6 +61,11 @@ fn parse(v: &[u8]) -> Option<(u32, u32, [u8; 16], Response)> {
     Some((d.u32().ok()?, d.u32().ok()?, d.fixed().ok()?, Response::decode(d.rest()).ok()?))
 }
 
+/// The second a stored value was kept (its first field alone).
+fn kept_at(v: &[u8]) -> u32 {
+    v.get(..4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 impl<'t> Replies<'t> {
     pub(super) fn open(tx: &'t WriteTransaction) -> Result<Self> {
         Ok(Replies(tx.open_table(REPLIES)?))
@@ -68,8 +75,12 @@ impl<'t> Replies<'t> {
     /// `op` under it; an error if the tag answered another identity or
     /// request.
     pub(super) fn kept(&self, client: u64, seq: u64, cred: Cred, op: &MetaReq) -> Result<Option<Response>> {
-        let Some(v) = self.0.get((client, seq))? else { return Ok(None) };
-        let (_, uid, request, answer) = parse(v.value()).ok_or_else(|| err(ErrorCode::Internal, "a kept answer does not decode"))?;
+        let Some(v) = self.0.get((u64::from(cred.uid), client, seq))? else { return Ok(None) };
+        let (at, uid, request, answer) = parse(v.value()).ok_or_else(|| err(ErrorCode::Internal, "a kept answer does not decode"))?;
+        // Past its time even if no sweep came since.
+        if at < second_now().saturating_sub(KEEP_SECONDS) {
+            return Ok(None);
+        }
         if uid != cred.uid || request != request_hash(op) {
             return Err(err(ErrorCode::BadRequest, "this request tag was used for another request: tags are never reused"));
         }
@@ -83,7 +94,7 @@ impl<'t> Replies<'t> {
         e.u32(second_now()).u32(cred.uid).raw(&request_hash(op));
         let mut v = e.finish();
         v.extend_from_slice(&answer.encode());
-        self.0.insert((client, seq), v.as_slice())?;
+        self.0.insert((u64::from(cred.uid), client, seq), v.as_slice())?;
         if SINCE_SWEEP.fetch_add(1, Ordering::Relaxed) + 1 >= SWEEP_EVERY {
             SINCE_SWEEP.store(0, Ordering::Relaxed);
             self.sweep()?;
@@ -99,7 +110,7 @@ impl<'t> Replies<'t> {
         let mut seconds = Vec::new();
         for item in self.0.iter()? {
             let (_, v) = item?;
-            seconds.push(parse(v.value()).map_or(0, |p| p.0));
+            seconds.push(kept_at(v.value()));
         }
         seconds.sort_unstable();
         let over = seconds.len().saturating_sub(KEPT as usize);
@@ -107,7 +118,7 @@ impl<'t> Replies<'t> {
         if over > 0 {
             drop_before = drop_before.max(seconds[over - 1].saturating_add(1));
         }
-        self.0.retain(|_, v| parse(v).is_some_and(|p| p.0 >= drop_before))?;
+        self.0.retain(|_, v| kept_at(v) >= drop_before)?;
         Ok(self.0.len()?)
     }
 }
@@ -123,7 +134,7 @@ mod tests {
         e.u32(second).u32(0).raw(&request_hash(op));
         let mut v = e.finish();
         v.extend_from_slice(&Response::Ok.encode());
-        r.0.insert((client, seq), v.as_slice()).unwrap();
+        r.0.insert((0, client, seq), v.as_slice()).unwrap();
     }
 
     #[test]
@@ -151,7 +162,7 @@ mod tests {
         assert!(r.kept(2, 3, Cred::new(0, 0), &op).unwrap().is_none(), "the oldest stayed");
         assert!(r.kept(3, KEPT + 499, Cred::new(0, 0), &op).unwrap().is_some(), "the newest went");
         // Only the same identity and request get an answer.
-        assert!(r.kept(3, KEPT + 499, Cred::new(1001, 1001), &op).is_err());
+        assert!(r.kept(3, KEPT + 499, Cred::new(1001, 1001), &op).unwrap().is_none(), "another uid's tags met this one's");
         assert!(r.kept(3, KEPT + 499, Cred::new(0, 0), &MetaReq::Unlink { path: "/f".into() }).is_err());
         drop(r);
         drop(tx);

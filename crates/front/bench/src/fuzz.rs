@@ -160,7 +160,7 @@ impl Gen {
     fn request(&mut self) -> Request {
         let groups: Vec<u32> = (0..self.rng.gen_range(0..=weft_wire::MAX_GROUPS)).map(|_| self.rng.gen_range(0..3000)).collect();
         let cred = Cred::with_groups(if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(1..3000) }, self.rng.gen_range(0..3000), &groups);
-        match self.rng.gen_range(0..14) {
+        let req = match self.rng.gen_range(0..14) {
             0 => Request::Ping,
             1 => Request::Status,
             2 => Request::Source { len: if self.rng.gen_bool(0.05) { self.rng.gen_range(0..=MAX_PAYLOAD_LEN) } else { self.rng.gen_range(0..4096) } },
@@ -209,6 +209,14 @@ impl Gen {
                 1 => LockReq::Renew { session: self.rng.gen_range(0..50) },
                 _ => LockReq::End { session: self.rng.gen_range(0..50) },
             }),
+        };
+        // Changes tagged to be answered once, from a few clients and counts,
+        // so that tags meet: resends, reuses with other requests, other uids.
+        match req {
+            Request::Meta { cred, op } if op.answered_once() && self.rng.gen_bool(0.3) => {
+                Request::Meta { cred, op: MetaReq::Once { client: self.rng.gen_range(0..4), seq: self.rng.gen_range(0..20), op: Box::new(op) } }
+            }
+            r => r,
         }
     }
 

@@ -272,10 +272,16 @@ fn a_resent_change_is_answered_not_applied_twice() {
     let keep = MetaReq::Create { path: "/k".into(), mode: 0o644, exclusive: true, hint: Default::default() };
     let k = id_of(call(&ep, me, tagged(20, keep.clone())));
     assert!(matches!(call(&ep, me, MetaReq::Sync), Response::Ok));
+    // Answers of commits not durable wait in memory for the next durable
+    // one: here the window's flusher's, 10 ms on.
+    let later = MetaReq::Create { path: "/k2".into(), mode: 0o644, exclusive: true, hint: Default::default() };
+    let k2 = id_of(call(&ep, me, tagged(21, later.clone())));
+    std::thread::sleep(Duration::from_millis(500));
     tc.lc.kill(0);
     tc.lc.restart(0).unwrap();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
     assert_eq!(id_of(call(&ep, me, tagged(20, keep))), k, "the kept answer did not survive the restart");
+    assert_eq!(id_of(call(&ep, me, tagged(21, later))), k2, "an answer the window's flusher made durable did not survive the restart");
     // A kept create is checked again: /a no longer names the file it made.
     assert!(matches!(call(&ep, me, tagged(1, create)), Response::Error { code: ErrorCode::NotFound, .. }));
     assert!(matches!(call(&ep, me, tagged(3, rename)), Response::Renamed { .. }), "a rename resent after the restart was applied again");

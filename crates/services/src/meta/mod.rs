@@ -236,7 +236,7 @@ impl MetaService {
     pub fn flush_then(&self, then: impl FnOnce(bool)) {
         self.commits.exclusive(|| {
             let ok = self.window.is_none()
-                || match sync_window::durable_empty_commit(&self.store) {
+                || match sync_window::durable_empty_commit(&self.store, &self.pending) {
                     Ok(()) => {
                         self.pending.note_durable();
                         true
@@ -347,6 +347,7 @@ impl MetaService {
             let tx = db.begin_write()?;
             tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
             let r = change(&tx)?;
+            self.pending.replies.flush(&tx)?;
             tx.commit()?;
             self.pending.note_durable();
             self.shards.touched(tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut())));
@@ -405,7 +406,7 @@ impl MetaService {
         // are durable before their answers (see [`sync_window`]).
         let low = self.window.is_some() && self.store.space_low();
         if low && self.pending.is_pending() {
-            sync_window::durable_empty_commit(&self.store)?;
+            sync_window::durable_empty_commit(&self.store, &self.pending)?;
             self.pending.note_durable();
         }
         let db = self.store.db()?;
@@ -418,7 +419,7 @@ impl MetaService {
         // Opened once for the batch: each table a change touches costs the
         // commit pages of its own.
         let mut kept = match batch.iter().any(|(_, op)| matches!(op, MetaReq::Once { .. })) {
-            true => Some(replies::Replies::open(&tx)?),
+            true => Some(replies::Replies::open(&tx, &self.pending.replies)?),
             false => None,
         };
         for (cred, op) in batch {
@@ -446,13 +447,18 @@ impl MetaService {
             }
             results.push(r);
         }
-        drop(kept);
         let overdue = self.window.is_some_and(|w| self.pending.older_than(w));
         let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || self.logged.load(Ordering::Relaxed) || batch.iter().any(|(_, op)| must_be_durable(op));
-        if !durable {
+        // The batch's kept answers: in this commit if it is durable (with
+        // all that wait), else in memory once it is made.
+        let answers = kept.map(|k| k.done(durable)).transpose()?.unwrap_or_default();
+        if durable {
+            self.pending.replies.flush(&tx)?;
+        } else {
             tx.set_durability(redb::Durability::None);
         }
         tx.commit()?;
+        self.pending.replies.add(answers);
         let changed = tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut()));
         self.shards.touched(changed);
         if durable {
@@ -497,7 +503,7 @@ impl MetaService {
                 return Ok((answer, Outcome::Replayed));
             }
             let (answer, outcome) = self.apply(tx, cred, op, None)?;
-            kept.keep(*client, *seq, cred, op, &answer)?;
+            kept.keep(*client, *seq, cred, op, &answer);
             return Ok((answer, outcome));
         }
         if let MetaReq::Create { path, mode, exclusive, hint } = op {

@@ -204,7 +204,7 @@ impl<R, T> Reaper<R, T> {
                 taken
             };
             if !taken.is_empty() && self.window && self.pending.is_pending() {
-                durable_empty_commit(store)?;
+                durable_empty_commit(store, &self.pending)?;
                 self.pending.note_durable();
             }
             Ok(taken)

@@ -34,6 +34,9 @@ pub struct Pending {
     wake: Condvar,
     /// Answered changes were lost (a reopen) and no Sync has reported it.
     lost: std::sync::atomic::AtomicBool,
+    /// Answers of tagged changes whose commits are not durable yet: every
+    /// durable commit writes them ([`durable_empty_commit`] does).
+    pub replies: super::replies::Unflushed,
 }
 
 impl Pending {
@@ -60,6 +63,7 @@ impl Pending {
     /// Answered changes were lost.
     pub fn note_lost(&self) {
         self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.replies.discard();
     }
 
     /// Whether a loss is unreported; the caller reports it.
@@ -103,7 +107,7 @@ fn flusher<R, T>(store: Weak<Store>, commits: Weak<GroupCommit<R, T>>, pending: 
             if !pending.is_pending() {
                 return;
             }
-            match durable_empty_commit(&store) {
+            match durable_empty_commit(&store, &pending) {
                 Ok(()) => pending.note_durable(),
                 Err(e) => {
                     let e = e.message;
@@ -123,12 +127,13 @@ fn flusher<R, T>(store: Weak<Store>, commits: Weak<GroupCommit<R, T>>, pending: 
 /// commit to disk (redb persists the whole current state). On a nearly
 /// full disk the space reserve goes first: a failed commit would leave
 /// redb needing a reopen, which drops the changes already answered.
-pub fn durable_empty_commit(store: &Store) -> Result<(), MetaError> {
+pub fn durable_empty_commit(store: &Store, pending: &Pending) -> Result<(), MetaError> {
     if store.space_low() {
         store.release_reserve();
     }
     let db = store.db()?;
     let tx = db.begin_write()?;
+    pending.replies.flush(&tx)?;
     tx.commit()?;
     Ok(())
 }

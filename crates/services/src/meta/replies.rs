@@ -3,9 +3,10 @@
 //! say) gets the answer it missed instead of the change applied again: a
 //! resent create would say "exists", a resent rename "not found".
 //!
-//! The answer is written in the change's own transaction, so it is durable
-//! exactly when the change is: after a crash a resend finds either both or
-//! neither (and then the change is made now, once). It is kept under the
+//! The answer is durable exactly when the change is (in the change's own
+//! commit if that is durable, else with the next durable commit, see
+//! below): after a crash a resend finds either both or neither (and then
+//! the change is made now, once). It is kept under the
 //! caller's uid and the client's tag (its random number and its count),
 //! with the request it answered: only the same identity sending the same
 //! request gets it (a tag reused for anything else is refused), and

@@ -221,9 +221,8 @@ pub enum MetaReq {
     /// A namespace change ([`MetaReq::answered_once`]) tagged so that
     /// sending it again is answered, not applied again: `client` is a
     /// random number the client drew, `seq` its count of such requests.
-    /// The service keeps the answer under the tag, in the change's own
-    /// transaction, for the same identity and request only. Answered as
-    /// `op` is.
+    /// The service keeps the answer under the tag, durable when the change
+    /// is, for the same identity and request only. Answered as `op` is.
     Once { client: u64, seq: u64, op: Box<MetaReq> },
 }
 

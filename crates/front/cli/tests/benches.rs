@@ -1,6 +1,8 @@
 //! Benchmarks that check something while they measure, run at a tiny
 //! size (the numbers are not looked at: timing is not a test).
 
+mod common;
+
 use std::process::Command;
 
 /// Runs `weft bench ARGS --json` in a directory of its own; its rows, and
@@ -163,6 +165,8 @@ fn net_measures_each_transport_beside_raw_tcp() {
 /// pass checks every byte it gets (a wrong byte fails the bench).
 #[test]
 fn nonblocking_overlap_runs_under_mpi_and_its_reads_check_out() {
+    // The bench runs the MPI-IO library built beside the binary.
+    common::mpi::library(&common::mpi::OPENMPI);
     let (rows, _) = bench_rows("overlap", &["mpiio-cost", "--overlap", "--procs", "1", "--size", "4m", "--transfer", "256k", "--repeats", "1", "--servers", "2"]);
     let ops: Vec<&str> = rows.iter().map(|r| r["op"].as_str().unwrap()).collect();
     assert_eq!(ops, ["write", "read"]);

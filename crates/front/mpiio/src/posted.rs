@@ -10,9 +10,10 @@
 //! For independent accesses the worker never calls MPI (a collective's
 //! steps do, which is why those are posted only under
 //! `MPI_THREAD_MULTIPLE`); only the shim completes the MPI request, in a
-//! thread of the program (in MPI_Wait, MPI_Test and their kin). The worker marks a [`Ticket`] done and
-//! counts the completion ([`wait_finished`] lets a wait for any of several
-//! requests sleep until one is).
+//! thread of the program (in MPI_Wait, MPI_Test and their kin). The
+//! worker marks a [`Ticket`] done and counts the completion
+//! ([`wait_finished`] lets a wait for any of several requests sleep until
+//! one is).
 
 use crate::access::{perform, Placed};
 use crate::errors::{Class, Fail, Result};

@@ -78,6 +78,13 @@ impl Unflushed {
         Ok(())
     }
 
+    /// The answers of a commit just made, not durable.
+    pub(super) fn add(&self, answers: Vec<(Key, Vec<u8>)>) {
+        if !answers.is_empty() {
+            self.0.lock().unwrap_or_else(PoisonError::into_inner).extend(answers);
+        }
+    }
+
     /// Drops the waiting answers: their commits were lost (a reopen).
     pub fn discard(&self) {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).clear();
@@ -164,15 +171,6 @@ impl<'t> Replies<'t> {
             self.table.insert(*key, v.as_slice())?;
         }
         Ok(Vec::new())
-    }
-}
-
-impl Unflushed {
-    /// The answers of a commit just made, not durable.
-    pub(super) fn add(&self, answers: Vec<(Key, Vec<u8>)>) {
-        if !answers.is_empty() {
-            self.0.lock().unwrap_or_else(PoisonError::into_inner).extend(answers);
-        }
     }
 }
 

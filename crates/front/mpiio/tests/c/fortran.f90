@@ -49,6 +49,8 @@ program weft_fortran
   call MPI_Get_count(status, MPI_INTEGER, count, ierr)
   call MPI_File_get_size(fh, fsize, ierr)
   print '(A,I0,A,I0,A,I0,A,I0,A,I0)', 'rank ', rank, ' count ', count, ' first ', back(1), ' last ', back(100), ' size ', fsize
+  ! Every rank has its size before any rank writes past it.
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
   ! A nonblocking write and read, completed by Fortran's MPI_WAIT.
   offset = nprocs * 400 + rank * 40
   call MPI_File_iwrite_at(fh, offset, buf, 10, MPI_INTEGER, request, ierr)

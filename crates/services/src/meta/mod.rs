@@ -39,6 +39,7 @@ mod sync_window;
 mod tables;
 
 pub use path::components;
+pub use reads::answers_on_the_loop;
 pub use reaper::ReapPlace;
 pub use shards::ShardPlace;
 pub use store::RESERVE_BYTES;
@@ -216,7 +217,7 @@ impl MetaService {
     /// Starts deleting removed files' objects (see [`reaper`]): a server
     /// does; a service without it keeps their records.
     pub fn start_reaper(&self, place: ReapPlace) -> Result<()> {
-        reaper::start(&self.store, &self.commits, &self.pending, self.window.is_some(), self.grants.key().clone(), place, self.reap.clone()).map_err(|e| err(ErrorCode::Io, format!("cannot start deleting removed files' objects: {e}")))
+        reaper::start(&self.store, &self.commits, &self.pending, self.window, self.grants.key().clone(), place, self.reap.clone()).map_err(|e| err(ErrorCode::Io, format!("cannot start deleting removed files' objects: {e}")))
     }
 
     /// Reopens the database after a storage error (see [`store`]). Commits

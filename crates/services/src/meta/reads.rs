@@ -5,7 +5,15 @@ use super::path::components;
 use super::{links_across, shards};
 use super::tables::{check, encode_attr, err, read_tables, routed, Result, LINKS, R, W};
 use redb::Database;
-use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileKind, Response};
+use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileKind, MetaReq, Response};
+
+/// Whether a server's event loop may answer `op` itself rather than hand
+/// it to a worker: a read transaction or memory alone, bounded work, never
+/// the commit turn nor a disk write. (Not listings: a page may be as large
+/// as a body. Not tagged requests: those are changes.)
+pub fn answers_on_the_loop(op: &MetaReq) -> bool {
+    matches!(op, MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Readlink { .. } | MetaReq::Open { write: false, .. } | MetaReq::Close { .. } | MetaReq::SetSize { .. } | MetaReq::SharedPointer { .. })
+}
 
 /// The entry at `path`; on a sharded cluster, a route (as an error) if
 /// another shard keeps it, found on the way (one walk, one transaction).

@@ -9,7 +9,8 @@
 //!   like a create, within the sync window, and a client that dies, or
 //!   whose answer was lost, leaves nothing behind;
 //! * objects are deleted only once their file's removal is durable (the
-//!   thread makes it so first): a crash can bring back a name removed
+//!   thread waits for the window's flush, or makes one if it is late): a
+//!   crash can bring back a name removed
 //!   within the window, never a name whose data is gone;
 //! * a data server that is down keeps its records until it answers (a
 //!   deletion is idempotent: deleting an object twice is fine), and a
@@ -40,6 +41,10 @@ const WINDOW: usize = 64;
 /// How long one round's deletions may take before the unanswered ones
 /// wait for the next round.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest the thread waits for the window's own flush before it makes
+/// one (a long window would hold deletions, and the space, for as long).
+const FLUSH_WAIT: Duration = Duration::from_millis(100);
 
 /// How often the thread looks without being woken (to retry servers that
 /// were down, and to notice the service has gone).
@@ -104,7 +109,7 @@ impl Wake {
 }
 
 /// Starts the thread; it ends once the service is gone.
-pub fn start<R: Send + Sync + 'static, T: Send + 'static>(store: &Arc<Store>, commits: &Arc<GroupCommit<R, T>>, pending: &Arc<Pending>, window: bool, key: CapKey, place: ReapPlace, wake: Arc<Wake>) -> std::io::Result<()> {
+pub fn start<R: Send + Sync + 'static, T: Send + 'static>(store: &Arc<Store>, commits: &Arc<GroupCommit<R, T>>, pending: &Arc<Pending>, window: Option<Duration>, key: CapKey, place: ReapPlace, wake: Arc<Wake>) -> std::io::Result<()> {
     let endpoint = Endpoint::new(place.auth.clone(), EndpointConfig { op_timeout: DELETE_TIMEOUT, ..place.endpoint.clone() })?;
     let reaper = Reaper { store: Arc::downgrade(store), commits: Arc::downgrade(commits), pending: pending.clone(), window, key, servers: place.servers, endpoint };
     std::thread::Builder::new().name("weft-meta-reap".into()).spawn(move || reaper.run(&wake)).map(|_| ())
@@ -114,8 +119,8 @@ struct Reaper<R, T> {
     store: Weak<Store>,
     commits: Weak<GroupCommit<R, T>>,
     pending: Arc<Pending>,
-    /// Commits may be answered before they are durable.
-    window: bool,
+    /// Commits may be answered before they are durable, within this.
+    window: Option<Duration>,
     key: CapKey,
     servers: HashMap<ServerId, SocketAddr>,
     endpoint: Endpoint,
@@ -180,18 +185,20 @@ impl<R, T> Reaper<R, T> {
 
     /// One round: `Some(true)` if it took a full round (more may wait).
     fn round(&self, progress: &mut Progress) -> Result<Option<bool>> {
-        // In the turn: the records read, then, if there are any, every
-        // removal so far made durable (they may be inside the window), so
-        // each one read is of a durable removal before any deletion (a
-        // reopen after a failed commit drops the undurable ones with their
-        // records, before this turn). No record, no extra flush.
-        let Some(orphans) = self.in_turn(|store| {
+        // In the turn: the records read, with where durability stood. A
+        // record may be of a removal inside the window: before any
+        // deletion, a durable commit must follow with no loss between (a
+        // reopen after a failed commit drops undurable removals with their
+        // records). The window's own flush is waited for, so a stream of
+        // removals costs no flush of its own; only one that does not come
+        // in time (twice the window, at most FLUSH_WAIT) is made here.
+        let Some((orphans, mark)) = self.in_turn(|store| {
             let taken = {
                 let db = store.db()?;
                 let tx = db.begin_read()?;
                 let table = match tx.open_table(ORPHANS) {
                     Ok(t) => t,
-                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), None)),
                     Err(e) => return Err(e.into()),
                 };
                 let read = |r: std::result::Result<(redb::AccessGuard<'_, u64>, redb::AccessGuard<'_, &[u8]>), redb::StorageError>| r.map(|(k, v)| (k.value(), servers_of(v.value())));
@@ -203,15 +210,36 @@ impl<R, T> Reaper<R, T> {
                 }
                 taken
             };
-            if !taken.is_empty() && self.window && self.pending.is_pending() {
-                durable_empty_commit(store, &self.pending)?;
-                self.pending.note_durable();
-            }
-            Ok(taken)
+            let undurable = !taken.is_empty() && self.window.is_some() && self.pending.is_pending();
+            Ok((taken, undurable.then(|| self.pending.mark())))
         })?
         else {
             return Ok(None);
         };
+        if let (Some(mark), Some(window)) = (mark, self.window) {
+            match self.pending.wait_durable_since(mark, window.saturating_mul(2).min(FLUSH_WAIT)) {
+                Some(true) => {}
+                // Lost: the records read may be gone. Read them again.
+                Some(false) => return Ok(Some(true)),
+                None => {
+                    let flushed = self.in_turn(|store| {
+                        if self.pending.wait_durable_since(mark, Duration::ZERO) == Some(false) {
+                            return Ok(false);
+                        }
+                        if self.pending.is_pending() {
+                            durable_empty_commit(store, &self.pending)?;
+                            self.pending.note_durable();
+                        }
+                        Ok(true)
+                    })?;
+                    match flushed {
+                        None => return Ok(None),
+                        Some(false) => return Ok(Some(true)),
+                        Some(true) => {}
+                    }
+                }
+            }
+        }
         let full = orphans.len() == ROUND;
         progress.next = match orphans.last() {
             Some((id, _)) if full => id.saturating_add(1),
@@ -226,7 +254,7 @@ impl<R, T> Reaper<R, T> {
         }
         let written = self.in_turn(|store| {
             // On a nearly full disk every commit is durable (sync_window).
-            let durable = !self.window || store.space_low();
+            let durable = self.window.is_none() || store.space_low();
             let db = store.db()?;
             let mut tx = db.begin_write()?;
             if !durable {

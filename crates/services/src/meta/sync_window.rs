@@ -24,6 +24,7 @@
 use super::group_commit::GroupCommit;
 use super::store::Store;
 use super::tables::MetaError;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,10 @@ use std::time::{Duration, Instant};
 pub struct Pending {
     since: Mutex<Option<Instant>>,
     wake: Condvar,
+    /// Durable commits and losses so far (see [`Mark`]), and their signal.
+    durable_commits: AtomicU64,
+    losses: AtomicU64,
+    flushed: Condvar,
     /// Answered changes were lost (a reopen) and no Sync has reported it.
     lost: std::sync::atomic::AtomicBool,
     /// Answers of tagged changes whose commits are not durable yet: every
@@ -49,9 +54,35 @@ impl Pending {
         }
     }
 
-    /// After a durable commit: it carried every earlier one to disk.
+    /// After a durable commit: it carried every earlier one to disk. (Also
+    /// after a reopen, which [`Pending::note_lost`] reports first.)
     pub fn note_durable(&self) {
-        *self.since.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        let mut since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        *since = None;
+        self.durable_commits.fetch_add(1, Ordering::Release);
+        self.flushed.notify_all();
+    }
+
+    /// Where durability stands now: commits made before it are on disk
+    /// once a durable commit follows it with no loss between.
+    pub fn mark(&self) -> Mark {
+        let _since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        Mark { durable_commits: self.durable_commits.load(Ordering::Acquire), losses: self.losses.load(Ordering::Acquire) }
+    }
+
+    /// Waits, at most `timeout`, for a durable commit after `mark`:
+    /// `Some(true)` when one came and nothing was lost since (everything
+    /// committed before the mark is durable), `Some(false)` when commits
+    /// were lost since (a reopen: what was read before may be gone),
+    /// `None` when neither happened in time.
+    pub fn wait_durable_since(&self, mark: Mark, timeout: Duration) -> Option<bool> {
+        let since = self.since.lock().unwrap_or_else(PoisonError::into_inner);
+        let moved = |_: &mut Option<Instant>| self.durable_commits.load(Ordering::Acquire) == mark.durable_commits && self.losses.load(Ordering::Acquire) == mark.losses;
+        let (_since, waited) = self.flushed.wait_timeout_while(since, timeout, moved).unwrap_or_else(PoisonError::into_inner);
+        if self.losses.load(Ordering::Acquire) != mark.losses {
+            return Some(false);
+        }
+        (!waited.timed_out() || self.durable_commits.load(Ordering::Acquire) != mark.durable_commits).then_some(true)
     }
 
     /// Whether the oldest commit not yet durable is older than `window`
@@ -62,19 +93,27 @@ impl Pending {
 
     /// Answered changes were lost.
     pub fn note_lost(&self) {
-        self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.losses.fetch_add(1, Ordering::Release);
+        self.lost.store(true, Ordering::Relaxed);
         self.replies.discard();
     }
 
     /// Whether a loss is unreported; the caller reports it.
     pub fn take_lost(&self) -> bool {
-        self.lost.swap(false, std::sync::atomic::Ordering::Relaxed)
+        self.lost.swap(false, Ordering::Relaxed)
     }
 
     /// Whether a commit is waiting to be made durable.
     pub fn is_pending(&self) -> bool {
         self.since.lock().unwrap_or_else(PoisonError::into_inner).is_some()
     }
+}
+
+/// A point in the history of durable commits and losses ([`Pending::mark`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    durable_commits: u64,
+    losses: u64,
 }
 
 /// Starts the flusher: a thread that ends once the service is gone.
@@ -136,4 +175,40 @@ pub fn durable_empty_commit(store: &Store, pending: &Pending) -> Result<(), Meta
     pending.replies.flush(&tx)?;
     tx.commit()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_is_passed_by_a_later_durable_commit_and_spoilt_by_a_loss() {
+        let p = Arc::new(Pending::default());
+        p.note_nondurable();
+        let mark = p.mark();
+        assert_eq!(p.wait_durable_since(mark, Duration::ZERO), None, "nothing durable since the mark");
+        assert_eq!(p.wait_durable_since(mark, Duration::from_millis(20)), None, "still nothing after a wait");
+        // A flush on another thread ends the wait.
+        let flusher = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(30));
+                p.note_durable();
+            })
+        };
+        assert_eq!(p.wait_durable_since(mark, Duration::from_secs(10)), Some(true));
+        flusher.join().unwrap();
+        assert_eq!(p.wait_durable_since(mark, Duration::ZERO), Some(true), "passed for good");
+        // A loss (a reopen, which also notes a durable state) spoils a mark
+        // taken before it: what was read then may be gone.
+        p.note_nondurable();
+        let mark = p.mark();
+        p.note_lost();
+        p.note_durable();
+        assert_eq!(p.wait_durable_since(mark, Duration::from_secs(10)), Some(false));
+        // A mark after the loss is passed by the next flush.
+        let mark = p.mark();
+        p.note_durable();
+        assert_eq!(p.wait_durable_since(mark, Duration::ZERO), Some(true));
+    }
 }

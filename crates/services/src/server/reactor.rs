@@ -775,10 +775,15 @@ fn admit_user(quota: &mut ConnQuota, slot: &mut Slot, server: &Server, now: Inst
     }
 }
 
-/// Requests served on the loop's thread: no disk, no waiting, bounded work
-/// (a worker hand-off costs two thread wake-ups, a third of a round trip).
+/// Requests served on the loop's thread: no disk writes, no waiting for
+/// a turn, bounded work (a worker hand-off costs two thread wake-ups: it
+/// halved the rate of stats).
 fn runs_inline(req: &Request) -> bool {
-    matches!(req, Request::Ping | Request::Sink | Request::Source { .. })
+    match req {
+        Request::Ping | Request::Sink | Request::Source { .. } => true,
+        Request::Meta { op, .. } => crate::meta::answers_on_the_loop(op),
+        _ => false,
+    }
 }
 
 /// Bytes of response payload a request produces (drawn before it runs).

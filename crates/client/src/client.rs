@@ -289,7 +289,10 @@ impl Client {
     pub fn create(&self, path: &str, opts: CreateOptions) -> Result<File> {
         let hint = LayoutHint { stripe_size: opts.stripe_size, stripe_count: opts.stripe_count };
         let (attr, cap) = self.meta_granted(MetaReq::Create { path: path.into(), mode: opts.mode, exclusive: opts.exclusive, hint })?;
-        File::new(self.clone(), path, attr, cap, true).map(File::registered)
+        let file = File::new(self.clone(), path, attr, cap, true).map(File::registered)?;
+        // An exclusive create made the file: empty, and this handle sees
+        // every change it makes.
+        Ok(if opts.exclusive { file.made_empty() } else { file })
     }
 
     /// Opens an existing file, checking read (and if `write`, write) permission.

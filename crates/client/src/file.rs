@@ -19,6 +19,9 @@ use weft_sched::{edge_colouring, order, Strategy};
 
 /// An open Weft file. Reads and writes are positioned (`pread`/`pwrite`
 /// style); the handle has no file pointer and no cache.
+/// [`File`]'s `exact_size` when the handle does not know the size.
+const UNKNOWN_SIZE: u64 = u64::MAX;
+
 pub struct File {
     client: Client,
     path: String,
@@ -39,6 +42,13 @@ pub struct File {
     writer: bool,
     /// Bytes written or truncated through this handle.
     wrote: std::sync::atomic::AtomicBool,
+    /// The file's size, when this handle knows it exactly: it made the file
+    /// (an exclusive create) and every change since went through it and
+    /// succeeded (writes only; a truncate, a failed write or a collective
+    /// forgets it: [`UNKNOWN_SIZE`]). Its close reports it instead of asking
+    /// the data servers when the metadata service says it was the file's
+    /// sole writer.
+    exact_size: std::sync::atomic::AtomicU64,
     /// The capability every data request carries, and when to renew it.
     cap: Mutex<Granted>,
     /// The file's name now, when it was renamed since the open (a mount
@@ -103,6 +113,7 @@ impl File {
             granularity,
             writer: false,
             wrote: std::sync::atomic::AtomicBool::new(false),
+            exact_size: std::sync::atomic::AtomicU64::new(UNKNOWN_SIZE),
             cap: Mutex::new(Granted::new(cap)),
             renamed: Mutex::new(None),
         })
@@ -139,6 +150,12 @@ impl File {
     /// Marks a write open the metadata service counted (see `writer`).
     pub(crate) fn registered(mut self) -> Self {
         self.writer = self.writable;
+        self
+    }
+
+    /// A handle whose exclusive create made the file: empty, and known so.
+    pub(crate) fn made_empty(self) -> Self {
+        self.exact_size.store(0, std::sync::atomic::Ordering::Relaxed);
         self
     }
 
@@ -451,12 +468,30 @@ impl File {
         let order = self.order(&plan, sched)?;
         let guard = if lock { self.lock_access(segments, true)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
-        self.note_write();
+        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
+        let written = self.send_segments(&chunks, buf, sched, guard.as_ref());
+        // The size stays known only through writes that all landed.
+        let end = segments.iter().filter(|s| s.len > 0).try_fold(0u64, |end, s| s.file.checked_add(s.len).map(|e| end.max(e)));
+        match (&written, end) {
+            (Ok(()), Some(end)) => {
+                let _ = self.exact_size.fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |now| (now != UNKNOWN_SIZE).then(|| now.max(end)));
+            }
+            _ => self.forget_size(),
+        }
+        written?;
+        if let Some(g) = guard {
+            g.release_soon()?;
+        }
+        Ok(segments.iter().map(|s| s.len as usize).sum())
+    }
+
+    /// Sends a write's chunks, under atomic mode's lock `guard` if any.
+    fn send_segments(&self, chunks: &[&Chunk], buf: &[u8], sched: &Schedule, guard: Option<&crate::atomic::LockGuard>) -> Result<()> {
         let cap = self.capability()?;
-        match &guard {
+        match guard {
             None => {
                 let bodies = chunks.iter().map(|c| Request::data(cap, DataReq::Write { file: self.attr.id, pieces: c.pieces.clone() }).encode()).collect();
-                self.send_chunks(&chunks, bodies, buf, sched.window)?;
+                self.send_chunks(chunks, bodies, buf, sched.window)?;
             }
             // Under atomic mode's lock the writes carry its lease: a data
             // server refuses them once it ran out (this client may have been
@@ -474,15 +509,19 @@ impl File {
                 }
             }
         }
-        if let Some(g) = guard {
-            g.release_soon()?;
-        }
-        Ok(segments.iter().map(|s| s.len as usize).sum())
+        Ok(())
     }
 
-    /// Remembers that this handle changed the file (its close reports the size).
+    /// Remembers that this handle changed the file (its close reports the
+    /// size) in a way it cannot follow (others' bytes, a truncate): the
+    /// size must be measured.
     pub(crate) fn note_write(&self) {
         self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.forget_size();
+    }
+
+    fn forget_size(&self) {
+        self.exact_size.store(UNKNOWN_SIZE, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
@@ -561,7 +600,13 @@ impl File {
         let r = match self.client.meta(MetaReq::Close { file, wrote }) {
             // The last writer is gone: every write is done, so the size
             // measured now is the file's.
-            Ok(Response::Measure { epoch }) => self.size().and_then(|size| self.client.meta(MetaReq::SetSize { file, epoch, size })).map(|_| ()),
+            // Alone since the file last had no writer, and knowing every
+            // change: the size is this handle's own.
+            Ok(Response::Measure { epoch, sole }) => {
+                let exact = self.exact_size.load(std::sync::atomic::Ordering::Relaxed);
+                let size = if sole && exact != UNKNOWN_SIZE { Ok(exact) } else { self.size() };
+                size.and_then(|size| self.client.meta(MetaReq::SetSize { file, epoch, size })).map(|_| ())
+            }
             other => other.map(|_| ()),
         };
         match r {

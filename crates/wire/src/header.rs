@@ -36,8 +36,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// 18: removals carry no capability (the metadata service deletes a
 /// removed file's objects itself): `Unlink` is answered `Ok`, `Rename`
 /// `Renamed` with none. 19: namespace changes tagged to be answered once
-/// (meta op 26 `Once`).
-pub const PROTOCOL_VERSION: u8 = 19;
+/// (meta op 26 `Once`). 20: `Measure` says whether the closing handle
+/// was the file's sole writer.
+pub const PROTOCOL_VERSION: u8 = 20;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -443,6 +443,40 @@ fn stat_knows_sizes_without_the_data_servers_once_writers_close() {
     assert_eq!(stat_cost(&c, "/empty", 4), (0, 3));
 }
 
+/// A handle that made its file (an exclusive create) and was its only
+/// writer reports the size it knows at close, asking no data server; a
+/// closer that was not alone, or that truncated, measures.
+#[test]
+fn a_sole_writer_that_made_its_file_closes_without_asking_the_data_servers() {
+    let tc = TestCluster::start("close-sole", 4);
+    let c = tc.client();
+    let excl = CreateOptions { exclusive: true, stripe_size: 65536, ..Default::default() };
+    let close_cost = |f: weft_client::File| {
+        let before = data_requests(&c);
+        f.close().unwrap();
+        data_requests(&c) - before - 4
+    };
+    let f = c.create("/alone", excl).unwrap();
+    f.write_at(100_000, &[1u8; 50_000]).unwrap();
+    f.write_at(0, &[2u8; 10]).unwrap();
+    assert_eq!(close_cost(f), 0, "the sole writer knew the size");
+    assert_eq!(stat_cost(&c, "/alone", 4), (0, 150_000));
+    // Another writer overlapped: the creator's close, the last, measures.
+    let f = c.create("/shared", excl).unwrap();
+    f.write_at(0, &[1u8; 100]).unwrap();
+    let other = tc.client().open("/shared", true).unwrap();
+    other.write_at(0, &[3u8; 300_000]).unwrap();
+    other.close().unwrap();
+    assert_eq!(close_cost(f), 4, "not alone: asked every data server");
+    assert_eq!(stat_cost(&c, "/shared", 4), (0, 300_000), "the other writer's bytes count");
+    // A truncate through the handle: measured.
+    let f = c.create("/cut", excl).unwrap();
+    f.write_at(0, &[1u8; 1000]).unwrap();
+    f.truncate(7).unwrap();
+    assert_eq!(close_cost(f), 4);
+    assert_eq!(stat_cost(&c, "/cut", 4), (0, 7));
+}
+
 /// After a restart the metadata service cannot know writers that opened a
 /// file before it: a writer open across the restart keeps writing while
 /// another opens and closes, and stat still shows the first one's bytes.

@@ -1,6 +1,7 @@
 //! The data service: each file's stripe object on this server is one local
-//! file, `objects/<file id as 16 hex digits>`, created lazily on first write
-//! (a local create costs 0.3-1 ms here, so creates are not done up front).
+//! file, `objects/<file id as 16 hex digits>`, made on first write (a local
+//! create costs 0.3-1 ms here, so objects are not made for every file up
+//! front): from a spare made ahead of need when one is ready ([`spares`]).
 //!
 //! Reads past an object's end return zeros; the response carries the object's
 //! size so the client can tell a hole from the end of the file.
@@ -8,6 +9,7 @@
 mod block_cache;
 pub mod coll_plan;
 mod sieve;
+mod spares;
 mod tombstones;
 
 pub use sieve::sieve_extent;
@@ -15,7 +17,7 @@ pub use sieve::sieve_extent;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -53,6 +55,9 @@ pub struct DataService {
     cache: Option<block_cache::BlockCache>,
     /// When the cache's dirty blocks were last all written back.
     flushed: Mutex<std::time::Instant>,
+    /// Empty objects made ahead of need (`None`: their directory could not
+    /// be made; objects are then created as they come).
+    spares: Option<Arc<spares::Spares>>,
 }
 
 impl DataService {
@@ -72,7 +77,10 @@ impl DataService {
         if let Some(c) = &cache {
             tracing::info!(target: "weft::server", block = c.block(), "data service in traditional caching mode");
         }
-        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind, deleted, cache, flushed: Mutex::new(std::time::Instant::now()) })
+        let spares = spares::Spares::start(&dir.join("spare"))
+            .inspect_err(|e| tracing::warn!(target: "weft::server", error = %e, "no spare objects: each object is created at its first write"))
+            .ok();
+        Ok(DataService { objects, open: Mutex::new(HashMap::new()), dir_dirty: AtomicBool::new(true), write_behind, deleted, cache, flushed: Mutex::new(std::time::Instant::now()), spares })
     }
 
     /// An object by id for the cache's write-backs.
@@ -120,7 +128,10 @@ impl DataService {
                 return Err(io::Error::new(io::ErrorKind::NotFound, format!("file {} was deleted; its data is gone", file.0)));
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
-                let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+                let f = match self.spares.as_ref().map(|s| s.take_as(&path)).transpose()?.flatten() {
+                    Some(f) => f,
+                    None => OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(&path)?,
+                };
                 self.dir_dirty.store(true, Ordering::Release);
                 f
             }

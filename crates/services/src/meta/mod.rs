@@ -299,7 +299,7 @@ impl MetaService {
             return match op {
                 MetaReq::Close { wrote, .. } => match self.sizes.closed(file, wrote) {
                     sizes::AfterClose::Nothing => Response::Ok,
-                    sizes::AfterClose::Measure { epoch } => Response::Measure { epoch },
+                    sizes::AfterClose::Measure { epoch, sole } => Response::Measure { epoch, sole },
                 },
                 MetaReq::SetSize { epoch, size, .. } => {
                     self.sizes.measured(file, epoch, size);

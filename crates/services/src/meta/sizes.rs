@@ -38,14 +38,17 @@ struct Entry {
     size: Option<u64>,
     /// Some writer wrote since `size` was last measured.
     dirty: bool,
+    /// Write opens since the file last had no writer.
+    busy_opens: u32,
 }
 
 /// What a writer's close asks of its client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterClose {
     Nothing,
-    /// Measure the size and send it with this epoch.
-    Measure { epoch: u64 },
+    /// Measure the size and send it with this epoch; `sole`: the closing
+    /// handle was the only write open since the file last had no writer.
+    Measure { epoch: u64, sole: bool },
 }
 
 pub struct KnownSizes {
@@ -88,9 +91,13 @@ impl KnownSizes {
 
     /// A write open; `created`: of a file this open made (known empty).
     pub fn opened(&self, id: FileId, created: bool) {
-        let new = Entry { writers: 0, epoch: 0, size: created.then_some(0), dirty: false };
+        let new = Entry { writers: 0, epoch: 0, size: created.then_some(0), dirty: false, busy_opens: 0 };
         self.with(|m| {
             if let Some(e) = self.entry(m, id, new) {
+                if e.writers == 0 {
+                    e.busy_opens = 0;
+                }
+                e.busy_opens = e.busy_opens.saturating_add(1);
                 e.writers += 1;
                 e.epoch += 1;
             }
@@ -106,7 +113,7 @@ impl KnownSizes {
                 e.dirty = true;
                 e.size = None;
             }
-            if e.writers == 0 && (e.dirty || e.size.is_none()) { AfterClose::Measure { epoch: e.epoch } } else { AfterClose::Nothing }
+            if e.writers == 0 && (e.dirty || e.size.is_none()) { AfterClose::Measure { epoch: e.epoch, sole: e.busy_opens == 1 } } else { AfterClose::Nothing }
         })
     }
 
@@ -182,17 +189,19 @@ mod tests {
         s.opened(f, false);
         assert_eq!(s.closed(f, true), AfterClose::Nothing, "a writer is still open");
         assert_eq!(s.known(f), None);
-        let AfterClose::Measure { epoch } = s.closed(f, true) else { panic!("the last writer measures") };
+        let AfterClose::Measure { epoch, sole } = s.closed(f, true) else { panic!("the last writer measures") };
+        assert!(!sole, "two writers were open: the last one to close cannot know the size alone");
         assert_eq!(s.known(f), None, "not measured yet");
         s.measured(f, epoch, 1100);
         assert_eq!(s.known(f), Some(1100));
         // A write open between the last close and its measure voids it.
         s.opened(f, false);
-        let AfterClose::Measure { epoch } = s.closed(f, true) else { panic!() };
+        let AfterClose::Measure { epoch, sole } = s.closed(f, true) else { panic!() };
+        assert!(sole, "one write open since the file had no writer");
         s.opened(f, false);
         s.measured(f, epoch, 5);
         assert_eq!(s.known(f), None, "a measure from an older epoch is dropped");
-        assert_eq!(s.closed(f, false), AfterClose::Measure { epoch: epoch + 1 }, "still unknown: the last closer measures");
+        assert_eq!(s.closed(f, false), AfterClose::Measure { epoch: epoch + 1, sole: true }, "still unknown: the last closer measures");
         s.measured(f, epoch + 1, 9);
         assert_eq!(s.known(f), Some(9));
         // Older files and forgotten ones are not vouched for.
@@ -202,5 +211,26 @@ mod tests {
         assert_eq!(s.known(older), None, "a file from before this instance may have writers it never saw");
         s.forget(f);
         assert_eq!(s.known(f), None);
+    }
+
+    #[test]
+    fn a_closer_is_sole_only_if_no_other_write_open_overlapped_its_own() {
+        let s = KnownSizes::new(1, 0, 1);
+        let f = FileId(3);
+        s.opened(f, true);
+        assert_eq!(s.closed(f, true), AfterClose::Measure { epoch: 1, sole: true });
+        // A opens, B opens, A closes, B closes: B's open overlapped A's.
+        s.opened(f, false);
+        s.opened(f, false);
+        assert_eq!(s.closed(f, true), AfterClose::Nothing);
+        assert_eq!(s.closed(f, true), AfterClose::Measure { epoch: 3, sole: false });
+        // A opens, B opens and closes, A closes: B wrote while A was open.
+        s.opened(f, false);
+        s.opened(f, false);
+        assert_eq!(s.closed(f, true), AfterClose::Nothing);
+        assert!(matches!(s.closed(f, false), AfterClose::Measure { sole: false, .. }));
+        // Alone again after the file had no writer.
+        s.opened(f, false);
+        assert!(matches!(s.closed(f, true), AfterClose::Measure { sole: true, .. }));
     }
 }

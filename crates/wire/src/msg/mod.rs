@@ -64,8 +64,11 @@ pub enum Response {
     /// size; else (a file) a capability to ask them.
     Stat { attr: FileAttr, size: Option<u64>, cap: Option<Capability> },
     /// A close left no writer: measure the file's size and send it with
-    /// `SetSize` and this epoch.
-    Measure { epoch: u64 },
+    /// `SetSize` and this epoch. `sole`: the closing handle's write open
+    /// was the only one since the file last had no writer, so a handle
+    /// that knows the size exactly (it made the file and saw every change)
+    /// may send that instead of asking the data servers.
+    Measure { epoch: u64, sole: bool },
     /// A file opened, created or removed, and the capability its data
     /// requests carry.
     Granted { attr: FileAttr, cap: Capability },
@@ -264,8 +267,8 @@ impl Response {
             Response::Link { target } => {
                 e.u8(12).str(target);
             }
-            Response::Measure { epoch } => {
-                e.u8(14).u64(*epoch);
+            Response::Measure { epoch, sole } => {
+                e.u8(14).u64(*epoch).bool(*sole);
             }
             Response::Stat { attr, size, cap } => {
                 e.u8(13);
@@ -351,7 +354,7 @@ impl Response {
                 let cap = if d.bool()? { Some(Capability::decode(&mut d)?) } else { None };
                 Response::Stat { attr, size, cap }
             }
-            14 => Response::Measure { epoch: d.u64()? },
+            14 => Response::Measure { epoch: d.u64()?, sole: d.bool()? },
             15 => Response::Granted { attr: FileAttr::decode(&mut d)?, cap: Capability::decode(&mut d)? },
             16 => Response::Cap(Capability::decode(&mut d)?),
             17 => {
@@ -518,7 +521,7 @@ mod tests {
             any::<u64>().prop_map(|value| Response::Pointer { value }),
             "[ -~]{1,40}".prop_map(|target| Response::Link { target }),
             (attr(), proptest::option::of(any::<u64>()), proptest::option::of(cap())).prop_map(|(attr, size, cap)| Response::Stat { attr, size, cap }),
-            any::<u64>().prop_map(|epoch| Response::Measure { epoch }),
+            (any::<u64>(), any::<bool>()).prop_map(|(epoch, sole)| Response::Measure { epoch, sole }),
             (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
                 services,
                 requests: n,

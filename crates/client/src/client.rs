@@ -592,20 +592,54 @@ impl Client {
     /// Locks `extents` of `file` (exclusive or shared), waiting until granted
     /// (at most the options' `lock_wait`, default 60 s, then `Busy`).
     pub fn lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent]) -> Result<LockGuard> {
-        let id = file.attr().id;
-        let session = self.lock_session(id)?;
-        let lock = session.acquire(id, file.capability()?, exclusive, extents)?;
-        Ok(LockGuard::new(session, id, lock))
+        self.acquire_lock(file, exclusive, extents, None)
     }
 
     /// Locks like [`Client::lock`], but waits at most `wait` (zero: takes
     /// the lock only if it is free now); `Error::Busy` when not granted.
     pub fn lock_within(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent], wait: std::time::Duration) -> Result<LockGuard> {
-        let id = file.attr().id;
         let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
-        let session = self.lock_session(id)?;
-        let lock = session.acquire_within(id, file.capability()?, exclusive, extents, wait_ms)?;
-        Ok(LockGuard::new(session, id, lock))
+        self.acquire_lock(file, exclusive, extents, Some(wait_ms))
+    }
+
+    /// Acquires in this client's session, or, when the lock service lost
+    /// the session (it restarted, or the connection broke with the acquire
+    /// unanswered) or could not be reached to start one, in a new session,
+    /// asked again until the recovery window passes (once at least). Safe:
+    /// this acquire holds nothing yet, and a restarted lock service grants
+    /// nothing for one lease after its start, by when every old holder's
+    /// writes are refused (fencing).
+    fn acquire_lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent], wait_ms: Option<u32>) -> Result<LockGuard> {
+        let id = file.attr().id;
+        let began = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_millis(10);
+        let mut first = true;
+        loop {
+            // The error, and whether a new session may ask again: the old
+            // one lapsed, or none could be started.
+            let attempt = match self.lock_session(id) {
+                Ok(session) => {
+                    let lock = file.capability().and_then(|cap| match wait_ms {
+                        Some(ms) => session.acquire_within(id, cap, exclusive, extents, ms),
+                        None => session.acquire(id, cap, exclusive, extents),
+                    });
+                    match lock {
+                        Ok(lock) => return Ok(LockGuard::new(session, id, lock)),
+                        Err(e) => (e, session.is_lapsed()),
+                    }
+                }
+                Err(e @ Error::Net(_)) => (e, true),
+                Err(e) => (e, false),
+            };
+            match attempt {
+                (_, true) if first || began.elapsed() + pause < self.inner.options.recovery => {
+                    first = false;
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_secs(1));
+                }
+                (e, _) => return Err(e),
+            }
+        }
     }
 
     /// Asks every server of the cluster for its counters, all at once; one

@@ -613,6 +613,14 @@ impl File {
             // Removed meanwhile, or no longer ours to write: the data is
             // unaffected; the file's stats just keep asking the data servers.
             Err(Error::NotFound(_) | Error::Permission(_)) => Ok(()),
+            // The metadata server went away with the close unanswered (it
+            // is not sent again: a second one could leave another writer
+            // uncounted). Nothing is lost: the data is on the data servers,
+            // and a writer left counted only makes stats ask them.
+            Err(e @ Error::Net(_)) => {
+                tracing::warn!(target: "weft::client", file = file.0, error = %e, "a write close went unanswered; the file's stats ask the data servers until its next close");
+                Ok(())
+            }
             other => other,
         }
     }

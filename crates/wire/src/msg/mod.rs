@@ -98,8 +98,10 @@ impl Request {
     /// client riding through a server's restart resends only these (and
     /// requests that were never sent). Namespace changes are, when tagged
     /// (`MetaReq::Once`): the service answers a resend from the answer it
-    /// kept. Not: untagged creates, directory and name changes and
-    /// deletions, write opens and closes (they count the file's writers),
+    /// kept. A write open is: applied twice it leaves one writer more
+    /// counted, so stat asks the data servers (correct, slower), never a
+    /// wrong size. Not: untagged creates, directory and name changes and
+    /// deletions, closes (a second one would leave a writer uncounted),
     /// shared pointers, collectives, locks.
     pub fn is_idempotent(&self) -> bool {
         match self {
@@ -110,7 +112,7 @@ impl Request {
                 MetaReq::Stat { .. }
                     | MetaReq::StatSize { .. }
                     | MetaReq::StatId { .. }
-                    | MetaReq::Open { write: false, .. }
+                    | MetaReq::Open { .. }
                     | MetaReq::Readdir { .. }
                     | MetaReq::ReaddirShard { .. }
                     | MetaReq::Readlink { .. }

@@ -51,6 +51,9 @@ struct Counters {
     /// CPU nanoseconds by [`CpuKind`], and the event loop thread's total.
     cpu_ns: [AtomicU64; CPU_KINDS],
     cpu_loop_ns: AtomicU64,
+    /// The event loop's CPU spent on requests it served itself (metadata
+    /// reads), counted under their kind instead of the loop's.
+    cpu_loop_lent_ns: AtomicU64,
     requests: AtomicU64,
     bad_requests: AtomicU64,
     bytes_written: AtomicU64,
@@ -217,7 +220,17 @@ impl Server {
 
     /// Records the event loop thread's CPU time so far (it calls this itself).
     pub(crate) fn note_loop_cpu(&self) {
-        self.counters.cpu_loop_ns.store(thread_cpu_ns(), Ordering::Relaxed);
+        let lent = self.counters.cpu_loop_lent_ns.load(Ordering::Relaxed);
+        self.counters.cpu_loop_ns.store(thread_cpu_ns().saturating_sub(lent), Ordering::Relaxed);
+    }
+
+    /// Counts a request the event loop served itself (not a ping) as a
+    /// worker's would be: its kind, bytes and latency, and its CPU time
+    /// (`cpu_ns`, taken from the loop's own).
+    pub(crate) fn count_inline(&self, req_kind: CpuKind, bytes_in: u64, bytes_out: u64, arrived: std::time::Instant, cpu_ns: u64) {
+        self.requests.served(req_kind, bytes_in, bytes_out, arrived.elapsed());
+        self.count_cpu(req_kind, cpu_ns);
+        self.counters.cpu_loop_lent_ns.fetch_add(cpu_ns, Ordering::Relaxed);
     }
 
     /// Serves one decoded request. `payload` is the request's bulk data;

@@ -532,18 +532,24 @@ impl Reactor {
     /// Serves a request on the loop's thread (see [`runs_inline`]); a panic
     /// is contained as on a worker.
     fn run_inline(&self, job: Job) -> (MsgId, Response, Payload) {
-        let Job { id, req, payload, out_charge, user, .. } = job;
+        let Job { id, req, payload, out_charge, user, arrived, .. } = job;
+        // Requests a worker would serve are counted as a worker counts them.
+        let counted = matches!(req, Request::Meta { .. }).then(|| (super::cpu_kind(&req), payload.bytes.len() as u64, super::thread_cpu_ns()));
         let mut out = weft_net::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         // Inline requests never answer later.
         let later = || -> crate::lock::Answer { Box::new(|_| {}) };
         let server = &self.server;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user))) {
+        let answer = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user))) {
             Ok(Some(rsp)) => (id, rsp, Payload { bytes: out, charge: out_charge }),
             Ok(None) | Err(_) => {
                 server.count_panic();
                 (id, Response::error(ErrorCode::Internal, "the server failed while serving this request"), Payload::default())
             }
+        };
+        if let Some((kind, bytes_in, cpu_before)) = counted {
+            server.count_inline(kind, bytes_in, answer.2.bytes.len() as u64, arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
         }
+        answer
     }
 
     /// Hands a request to the pool (or to its object's read queue).

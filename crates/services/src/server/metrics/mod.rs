@@ -58,7 +58,7 @@ pub fn page(server: &Server) -> String {
     e.sample("weft_server_info", &[("server", &id), ("services", &services.join(",")), ("protocol", &weft_wire::PROTOCOL_VERSION.to_string())], 1.0);
 
     let kinds: Vec<(CpuKind, requests::KindSnapshot)> = CpuKind::ALL.iter().map(|&k| (k, server.requests.snapshot(k))).collect();
-    e.family("weft_requests_total", MetricType::Counter, "Requests answered by the worker pool, by kind (pings and other requests served on the event loop are not counted).");
+    e.family("weft_requests_total", MetricType::Counter, "Requests answered, by kind (pings, sinks and sources, answered on the event loop, are not counted; metadata reads answered there are).");
     for (k, s) in &kinds {
         e.sample("weft_requests_total", &[("server", &id), ("kind", k.name())], s.requests as f64);
     }

@@ -158,6 +158,8 @@ pub(crate) struct LockSession {
     /// Releases handed to the keeper thread; dropping it stops the thread.
     releases: Mutex<Option<Sender<(FileId, u64)>>>,
     keeper: Option<std::thread::JoinHandle<()>>,
+    /// Locks of this session its guards still hold.
+    held: std::sync::atomic::AtomicUsize,
 }
 
 fn random_session() -> u64 {
@@ -215,6 +217,14 @@ impl LockSession {
                                 tracing::warn!(target: "weft::lock", lock, error = %e, "release failed");
                             }
                         }
+                        // Lapsed (an acquire went unanswered, the service
+                        // forgot the session): nothing to renew. Ending it
+                        // frees what the service may still grant it.
+                        Err(RecvTimeoutError::Timeout) if keeper_lease.lapsed.load(Ordering::Acquire) => {
+                            let end = Request::Lock(LockReq::End { session }).encode();
+                            let _ = keeper_ep.call_within(addr, end, keeper_timeout);
+                            return;
+                        }
                         Err(RecvTimeoutError::Timeout) => {
                             let sent = Instant::now();
                             match expect_ok(addr, keeper_ep.call_within(addr, renew.clone(), keeper_timeout)) {
@@ -238,7 +248,7 @@ impl LockSession {
                 }
             })
             .map_err(|e| Error::Io { addr, message: format!("cannot start the lease thread: {e}") })?;
-        Ok(LockSession { addr, session, lease, proof, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) })
+        Ok(LockSession { addr, session, lease, proof, endpoint, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper), held: Default::default() })
     }
 
     /// Sends one request; a successful answer renews the lease (the server
@@ -269,6 +279,11 @@ impl LockSession {
     /// Lost for good: the client starts a new session for later accesses.
     pub(crate) fn is_lapsed(&self) -> bool {
         self.lease.lapsed.load(Ordering::Acquire)
+    }
+
+    /// Whether a guard of this session still holds a lock.
+    pub(crate) fn holds_locks(&self) -> bool {
+        self.held.load(Ordering::Acquire) > 0
     }
 
     /// Blocks until the extents are locked; returns the lock id. Fails with
@@ -337,7 +352,17 @@ pub struct LockGuard {
 
 impl LockGuard {
     pub(crate) fn new(session: Arc<LockSession>, file: FileId, lock: u64) -> Self {
+        session.held.fetch_add(1, Ordering::AcqRel);
         LockGuard { file, lock: Some(lock), session }
+    }
+
+    /// The lock, once: no longer held by this guard.
+    fn take(&mut self) -> Option<u64> {
+        let l = self.lock.take();
+        if l.is_some() {
+            self.session.held.fetch_sub(1, Ordering::AcqRel);
+        }
+        l
     }
 
     /// The lease writes under these locks carry (see [`Lease`]).
@@ -351,7 +376,7 @@ impl LockGuard {
     }
 
     pub fn release(mut self) -> Result<()> {
-        match self.lock.take() {
+        match self.take() {
             Some(l) => self.session.release(self.file, l),
             None => Ok(()),
         }
@@ -359,7 +384,7 @@ impl LockGuard {
 
     /// Releases without waiting for the lock service's answer.
     pub(crate) fn release_soon(mut self) -> Result<()> {
-        match self.lock.take() {
+        match self.take() {
             Some(l) => self.session.release_soon(self.file, l),
             None => Ok(()),
         }
@@ -368,7 +393,7 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        if let Some(l) = self.lock.take() {
+        if let Some(l) = self.take() {
             let _ = self.session.release(self.file, l);
         }
     }

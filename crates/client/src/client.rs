@@ -605,13 +605,16 @@ impl Client {
     /// Acquires in this client's session, or, when the lock service lost
     /// the session (it restarted, or the connection broke with the acquire
     /// unanswered) or could not be reached to start one, in a new session,
-    /// asked again until the recovery window passes (once at least). Safe:
-    /// this acquire holds nothing yet, and a restarted lock service grants
-    /// nothing for one lease after its start, by when every old holder's
-    /// writes are refused (fencing).
+    /// asked again until the recovery window (or the caller's wait, if
+    /// shorter) passes, once at least. Safe: this acquire holds nothing
+    /// yet, and a restarted lock service grants nothing for one lease
+    /// after its start. Not when a guard of the lapsed session still holds
+    /// a lock: its holder may believe it holds bytes others have now, and
+    /// this error is how the client learns it.
     fn acquire_lock(&self, file: &File, exclusive: bool, extents: &[weft_lock::Extent], wait_ms: Option<u32>) -> Result<LockGuard> {
         let id = file.attr().id;
         let began = std::time::Instant::now();
+        let window = wait_ms.map_or(self.inner.options.recovery, |ms| self.inner.options.recovery.min(std::time::Duration::from_millis(ms.into())));
         let mut pause = std::time::Duration::from_millis(10);
         let mut first = true;
         loop {
@@ -625,14 +628,14 @@ impl Client {
                     });
                     match lock {
                         Ok(lock) => return Ok(LockGuard::new(session, id, lock)),
-                        Err(e) => (e, session.is_lapsed()),
+                        Err(e) => (e, session.is_lapsed() && !session.holds_locks()),
                     }
                 }
                 Err(e @ Error::Net(_)) => (e, true),
                 Err(e) => (e, false),
             };
             match attempt {
-                (_, true) if first || began.elapsed() + pause < self.inner.options.recovery => {
+                (_, true) if first || began.elapsed() + pause < window => {
                     first = false;
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(std::time::Duration::from_secs(1));

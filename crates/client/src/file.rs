@@ -617,8 +617,8 @@ impl File {
             // is not sent again: a second one could leave another writer
             // uncounted). Nothing is lost: the data is on the data servers,
             // and a writer left counted only makes stats ask them.
-            Err(e @ Error::Net(_)) => {
-                tracing::warn!(target: "weft::client", file = file.0, error = %e, "a write close went unanswered; the file's stats ask the data servers until its next close");
+            Err(e @ Error::Net(weft_net::NetError::Unreachable { .. } | weft_net::NetError::Closed { .. } | weft_net::NetError::Stopping { .. })) => {
+                tracing::warn!(target: "weft::client", file = file.0, error = %e, "a write close went unanswered; stats of the file ask the data servers from now on (until the metadata service restarts)");
                 Ok(())
             }
             other => other,

@@ -297,10 +297,10 @@ fn crafted_lock_requests_neither_crash_nor_stall_the_lock_service() {
 /// failures were only logged, so a client whose lease lapsed went on
 /// writing in atomic mode over bytes the lock service had given to others.
 /// Now a write under a lapsed lease is refused (`atomic.rs`, fencing), and
-/// an access that begins after the lapse, holding nothing yet, is locked in
-/// a new session (the old one is never used again).
+/// an access that begins after the lapse, when no lock of the old session
+/// is held, is locked in a new session (the old one is never used again).
 #[test]
-fn a_lapsed_lease_is_not_written_under_and_the_next_access_gets_a_new_session() {
+fn after_a_lapsed_lease_the_next_access_gets_a_new_session() {
     let dir = std::env::temp_dir().join(format!("weft-test-attack-lease-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let spec = ClusterSpec { data_servers: 1, lock_ttl_ms: 1_000, ..ClusterSpec::default() };

@@ -398,8 +398,9 @@ fn every_step_rides_through_a_restart_of_each_server_kind() {
             let names: Vec<String> = c.readdir(&dir).unwrap().into_iter().map(|e| e.name).collect();
             let mut got = vec![0u8; want.len() + 10];
             let n = c.open(&format!("{dir}/g"), false).and_then(|f| f.read_at(0, &mut got)).unwrap_or(0);
-            if names != ["g"] || n != want.len() || got[..n] != want[..] {
-                failed.push(format!("{kind} server killed at {step}: names {names:?}, {n} bytes read back, same as the reference: {}", n == want.len() && got[..n] == want[..]));
+            let size = c.stat(&format!("{dir}/g")).map_or(0, |(_, size)| size);
+            if names != ["g"] || n != want.len() || got[..n] != want[..] || size != want.len() as u64 {
+                failed.push(format!("{kind} server killed at {step}: names {names:?}, {n} bytes read back, same as the reference: {}, stat's size {size}", n == want.len() && got[..n] == want[..]));
             }
         }
     }

@@ -40,6 +40,11 @@ pub struct Spares {
     dir: PathBuf,
     ready: Mutex<Ready>,
     wake: Condvar,
+    /// This file system cannot rename without replacing (or across to the
+    /// objects): spares are given up for good.
+    off: std::sync::atomic::AtomicBool,
+    /// Spares the thread tried to make (tests: it never spins).
+    attempts: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -73,7 +78,7 @@ impl Spares {
                 }
             }
         }
-        let spares = Arc::new(Spares { dir: dir.to_path_buf(), ready: Mutex::new(ready), wake: Condvar::new() });
+        let spares = Arc::new(Spares { dir: dir.to_path_buf(), ready: Mutex::new(ready), wake: Condvar::new(), off: Default::default(), attempts: Default::default() });
         let weak = Arc::downgrade(&spares);
         std::thread::Builder::new().name("weft-data-spares".into()).spawn(move || fill(weak))?;
         Ok(spares)
@@ -83,6 +88,9 @@ impl Spares {
     /// when none is (the caller creates it). An object that appeared
     /// meanwhile (another first write) is opened as it is.
     pub fn take_as(&self, path: &Path) -> io::Result<Option<File>> {
+        if self.off.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(None);
+        }
         let n = {
             let mut r = lock(&self.ready);
             let Some(n) = r.names.pop_front() else {
@@ -95,13 +103,24 @@ impl Spares {
             n
         };
         let spare = self.dir.join(n.to_string());
+        use nix::errno::Errno;
         match renameat2(AT_FDCWD, &spare, AT_FDCWD, path, RenameFlags::RENAME_NOREPLACE) {
             Ok(()) => {}
-            Err(nix::errno::Errno::EEXIST) => lock(&self.ready).names.push_front(n),
-            // The spare gone (removed by hand) or the call refused: create
-            // as without spares.
+            Err(Errno::EEXIST) => lock(&self.ready).names.push_front(n),
+            // No rename without replacing here (some file systems), or the
+            // objects on another one: no spares from now on.
+            Err(e @ (Errno::EINVAL | Errno::EXDEV | Errno::ENOSYS | Errno::EPERM | Errno::EOPNOTSUPP)) => {
+                tracing::warn!(target: "weft::data", error = %e, "spare objects cannot be renamed into place here; creating objects as they come");
+                self.off.store(true, std::sync::atomic::Ordering::Relaxed);
+                let _ = std::fs::remove_file(&spare);
+                self.wake.notify_one();
+                return Ok(None);
+            }
+            // This spare is unusable (removed by hand, say): it goes, and
+            // the object is created as without spares.
             Err(e) => {
-                tracing::warn!(target: "weft::data", spare = %spare.display(), error = %e, "cannot use a spare object; creating objects as they come");
+                tracing::warn!(target: "weft::data", spare = %spare.display(), error = %e, "cannot use a spare object");
+                let _ = std::fs::remove_file(&spare);
                 return Ok(None);
             }
         }
@@ -110,6 +129,7 @@ impl Spares {
 
     /// Makes one spare; false when it cannot (the disk full, say).
     fn make_one(&self) -> bool {
+        self.attempts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let n = {
             let mut r = lock(&self.ready);
             let n = r.next;
@@ -131,18 +151,23 @@ impl Spares {
 }
 
 /// The thread: tops the spares up to [`TARGET`] whenever fewer than
-/// [`LOW`] are left; ends once the service is gone.
+/// [`LOW`] are left; ends once the service is gone or spares are off.
+/// After a failure (a full disk, no inodes) it tries again only after
+/// [`LOOK_EVERY`], never in a busy loop.
 fn fill(spares: Weak<Spares>) {
     loop {
         let Some(s) = spares.upgrade() else { return };
-        let wanted = TARGET.saturating_sub(lock(&s.ready).names.len());
-        for _ in 0..wanted {
-            if !s.make_one() {
-                break;
-            }
+        if s.off.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
         }
+        let wanted = TARGET.saturating_sub(lock(&s.ready).names.len());
+        let failed = (0..wanted).any(|_| !s.make_one());
         let r = lock(&s.ready);
-        let _ = s.wake.wait_timeout_while(r, LOOK_EVERY, |r| r.names.len() >= LOW);
+        if failed {
+            drop(s.wake.wait_timeout(r, LOOK_EVERY));
+        } else {
+            drop(s.wake.wait_timeout_while(r, LOOK_EVERY, |r| r.names.len() >= LOW));
+        }
     }
 }
 
@@ -182,6 +207,25 @@ mod tests {
         assert_eq!(std::fs::read(&obj).unwrap(), b"first");
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(&obj).unwrap().permissions().mode() & 0o777, 0o600);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_thread_that_cannot_make_spares_waits_instead_of_spinning() {
+        let d = temp("fail");
+        let dir = d.join("spare");
+        let s = Spares::start(&dir).unwrap();
+        until_ready(&s, TARGET);
+        // Its directory gone: every make fails from now on.
+        std::fs::remove_dir_all(&dir).unwrap();
+        let before = s.attempts.load(std::sync::atomic::Ordering::Relaxed);
+        for k in 0..40 {
+            // Objects' first writes use the spares up and wake the thread.
+            let _ = s.take_as(&d.join(format!("o{k}")));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let tried = s.attempts.load(std::sync::atomic::Ordering::Relaxed) - before;
+        assert!(tried < 200, "the thread retried {tried} times in 300 ms: it spins");
         let _ = std::fs::remove_dir_all(&d);
     }
 

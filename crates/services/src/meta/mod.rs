@@ -39,7 +39,6 @@ mod sync_window;
 mod tables;
 
 pub use path::components;
-pub use reads::answers_on_the_loop;
 pub use reaper::ReapPlace;
 pub use shards::ShardPlace;
 pub use store::RESERVE_BYTES;
@@ -252,6 +251,13 @@ impl MetaService {
     }
 
     /// Is there a file or directory with this id?
+    /// Whether the server's event loop may answer `op` itself (see
+    /// [`reads::answers_on_the_loop`]): a cheap read, and the database
+    /// open and not being reopened (the loop never waits for that).
+    pub fn answers_on_the_loop(&self, op: &MetaReq) -> bool {
+        reads::answers_on_the_loop(op) && self.store.at_hand()
+    }
+
     pub fn file_exists(&self, id: FileId) -> bool {
         let get = || -> Result<bool> { Ok(self.store.db()?.begin_read()?.open_table(INODES)?.get(id.0)?.is_some()) };
         get().unwrap_or(false)

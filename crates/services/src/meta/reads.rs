@@ -7,12 +7,19 @@ use super::tables::{check, encode_attr, err, read_tables, routed, Result, LINKS,
 use redb::Database;
 use weft_wire::{Cred, DirEntry, ErrorCode, FileAttr, FileKind, MetaReq, Response};
 
+/// Most components of a path the event loop walks itself: a deeper one
+/// (up to thousands, within the path limit) goes to a worker, so no client
+/// can make one request hold the loop for long.
+const LOOP_WALK: usize = 64;
+
 /// Whether a server's event loop may answer `op` itself rather than hand
-/// it to a worker: a read transaction or memory alone, bounded work, never
+/// it to a worker: a read transaction or memory alone, a short walk, never
 /// the commit turn nor a disk write. (Not listings: a page may be as large
-/// as a body. Not tagged requests: those are changes.)
-pub fn answers_on_the_loop(op: &MetaReq) -> bool {
-    matches!(op, MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Readlink { .. } | MetaReq::Open { write: false, .. } | MetaReq::Close { .. } | MetaReq::SetSize { .. } | MetaReq::SharedPointer { .. })
+/// as a body. Not tagged requests: those are changes.) The caller also
+/// checks the database is at hand ([`super::MetaService::answers_on_the_loop`]).
+pub(super) fn answers_on_the_loop(op: &MetaReq) -> bool {
+    let cheap = matches!(op, MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Readlink { .. } | MetaReq::Open { write: false, .. } | MetaReq::Close { .. } | MetaReq::SetSize { .. } | MetaReq::SharedPointer { .. });
+    cheap && op.path().is_none_or(|p| p.bytes().filter(|&b| b == b'/').count() <= LOOP_WALK)
 }
 
 /// The entry at `path`; on a sharded cluster, a route (as an error) if

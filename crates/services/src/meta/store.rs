@@ -61,6 +61,12 @@ impl Store {
 
     /// The database, held for one operation; after a failed reopen, one
     /// more try to open it, so service resumes once the cause is gone.
+    /// Whether the database is open and nobody is reopening it now (a
+    /// reader would wait for that).
+    pub fn at_hand(&self) -> bool {
+        self.db.try_read().is_ok_and(|g| g.is_some())
+    }
+
     pub fn db(&self) -> Result<DbGuard<'_>, Unavailable> {
         let guard = self.db.read().unwrap_or_else(PoisonError::into_inner);
         if guard.is_some() {

@@ -517,7 +517,7 @@ impl Reactor {
                     }
                 }
             }
-            if runs_inline(&job.req) {
+            if self.server.answers_on_the_loop(&job.req) {
                 let (id, rsp, payload) = self.run_inline(job);
                 if let Some(Some(slot)) = self.slots.get_mut(k) {
                     slot.conn.respond(id, &rsp, payload, Instant::now());
@@ -529,7 +529,7 @@ impl Reactor {
         }
     }
 
-    /// Serves a request on the loop's thread (see [`runs_inline`]); a panic
+    /// Serves a request on the loop's thread (see `Server::answers_on_the_loop`); a panic
     /// is contained as on a worker.
     fn run_inline(&self, job: Job) -> (MsgId, Response, Payload) {
         let Job { id, req, payload, out_charge, user, arrived, .. } = job;
@@ -781,16 +781,6 @@ fn admit_user(quota: &mut ConnQuota, slot: &mut Slot, server: &Server, now: Inst
     }
 }
 
-/// Requests served on the loop's thread: no disk writes, no waiting for
-/// a turn, bounded work (a worker hand-off costs two thread wake-ups: it
-/// halved the rate of stats).
-fn runs_inline(req: &Request) -> bool {
-    match req {
-        Request::Ping | Request::Sink | Request::Source { .. } => true,
-        Request::Meta { op, .. } => crate::meta::answers_on_the_loop(op),
-        _ => false,
-    }
-}
 
 /// Bytes of response payload a request produces (drawn before it runs).
 fn response_len(req: &Request) -> u64 {

@@ -73,6 +73,13 @@ impl MpiJob {
         c.args(["-n", &procs.to_string()]);
         if self.mpi == "openmpi" {
             c.args(["--oversubscribe", "--bind-to", "none"]);
+            // Its session directory under this job's own scratch: Open MPI 4
+            // removes the shared `/tmp/ompi.<host>.<uid>` when a job ends,
+            // under another job starting at once ("unable to create the
+            // desired directory").
+            if let Some(dir) = self.exe.parent() {
+                c.env("OMPI_MCA_orte_tmpdir_base", dir);
+            }
             if nix::unistd::geteuid().is_root() {
                 c.arg("--allow-run-as-root");
             }

@@ -47,6 +47,12 @@ fn mpirun_command(tc: &TestCluster, mpi: &Mpi, ranks: u32, exe: &Path, args: &[&
     c.args(["120", mpi.exec, "-n", &ranks.to_string()]);
     if mpi.name == "openmpi" {
         c.args(["--oversubscribe", "--allow-run-as-root", "-x"]).arg(format!("LD_PRELOAD={}", lib.display())).args(["-x", "WEFT_CLUSTER"]);
+        // Its session directory in this test's scratch: Open MPI 4 removes
+        // the shared `/tmp/ompi.<host>.<uid>` when a job ends, under a job
+        // of another test starting at once.
+        let base = tc.scratch("ompi");
+        std::fs::create_dir_all(&base).unwrap();
+        c.env("OMPI_MCA_orte_tmpdir_base", base);
     } else {
         c.arg("-genv").arg("LD_PRELOAD").arg(&lib).arg("-genv").arg("WEFT_CLUSTER").arg(&cluster);
     }

@@ -133,6 +133,8 @@ fn objects_on_a_data_server_that_was_down_are_deleted_when_it_is_back() {
     let down = c.status().into_iter().filter(|s| s.stats.is_err()).count();
     assert!(down == 1 && asked.elapsed() < std::time::Duration::from_secs(10), "{down} servers reported down after {:?}", asked.elapsed());
     assert_eq!(common::objects_when(&c, |n| n == 0), 0, "the objects on the server that is up were not all deleted");
+    // Operators see them wait: the metadata server's gauge.
+    assert_eq!(orphans_when(&tc, files as f64), files as f64, "weft_meta_orphans while a data server is down");
     // Recorded durably: a restart of the metadata service keeps it.
     c.sync_meta().unwrap();
     tc.lc.kill(0);
@@ -140,5 +142,21 @@ fn objects_on_a_data_server_that_was_down_are_deleted_when_it_is_back() {
     tc.lc.restart(2).unwrap();
     let c = tc.client();
     assert_eq!(common::objects_when(&c, |n| n == 0), 0, "objects on the server that was down stayed");
+    assert_eq!(orphans_when(&tc, 0.0), 0.0, "weft_meta_orphans once every object is deleted");
     assert!(c.readdir("/").unwrap().is_empty());
+}
+
+/// The metadata server's `weft_meta_orphans` once it is `want`, or after
+/// 10 s (its value then).
+fn orphans_when(tc: &TestCluster, want: f64) -> f64 {
+    let port = tc.cluster().servers[0].metrics.expect("test clusters name a metrics port");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, page) = common::get(port, "/metrics");
+        let got = common::value(&page, "weft_meta_orphans{server=\"0\"}").unwrap_or(-1.0);
+        if got == want || std::time::Instant::now() > deadline {
+            return got;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }

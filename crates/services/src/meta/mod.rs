@@ -258,6 +258,12 @@ impl MetaService {
         reads::answers_on_the_loop(op) && self.store.at_hand()
     }
 
+    /// Removed files whose objects still wait to be deleted (a data server
+    /// that is down keeps them), as of the deleting thread's last round.
+    pub fn orphans_waiting(&self) -> u64 {
+        self.reap.waiting()
+    }
+
     pub fn file_exists(&self, id: FileId) -> bool {
         let get = || -> Result<bool> { Ok(self.store.db()?.begin_read()?.open_table(INODES)?.get(id.0)?.is_some()) };
         get().unwrap_or(false)

@@ -88,14 +88,23 @@ pub struct ReapPlace {
     pub endpoint: EndpointConfig,
 }
 
-/// Wakes the thread when a commit recorded orphans.
+/// Wakes the thread when a commit recorded orphans; tells the service
+/// how many wait.
 #[derive(Default)]
 pub struct Wake {
     due: Mutex<bool>,
     cond: Condvar,
+    /// Records in `orphans` as of the thread's last look (metrics).
+    waiting: std::sync::atomic::AtomicU64,
 }
 
 impl Wake {
+    /// Removed files whose objects still wait to be deleted, as of the
+    /// thread's last round.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn notify(&self) {
         *self.due.lock().unwrap_or_else(PoisonError::into_inner) = true;
         self.cond.notify_all();
@@ -148,7 +157,7 @@ impl<R, T> Reaper<R, T> {
     fn run(&self, wake: &Wake) {
         let mut progress = Progress::default();
         loop {
-            let more = match self.round(&mut progress) {
+            let more = match self.round(&mut progress, wake) {
                 Ok(Some(more)) => more,
                 // The service is gone.
                 Ok(None) => return,
@@ -184,7 +193,7 @@ impl<R, T> Reaper<R, T> {
     }
 
     /// One round: `Some(true)` if it took a full round (more may wait).
-    fn round(&self, progress: &mut Progress) -> Result<Option<bool>> {
+    fn round(&self, progress: &mut Progress, wake: &Wake) -> Result<Option<bool>> {
         // In the turn: the records read, with where durability stood. A
         // record may be of a removal inside the window: before any
         // deletion, a durable commit must follow with no loss between (a
@@ -198,9 +207,13 @@ impl<R, T> Reaper<R, T> {
                 let tx = db.begin_read()?;
                 let table = match tx.open_table(ORPHANS) {
                     Ok(t) => t,
-                    Err(redb::TableError::TableDoesNotExist(_)) => return Ok((Vec::new(), None)),
+                    Err(redb::TableError::TableDoesNotExist(_)) => {
+                        wake.waiting.store(0, std::sync::atomic::Ordering::Relaxed);
+                        return Ok((Vec::new(), None));
+                    }
                     Err(e) => return Err(e.into()),
                 };
+                wake.waiting.store(redb::ReadableTableMetadata::len(&table)?, std::sync::atomic::Ordering::Relaxed);
                 let read = |r: std::result::Result<(redb::AccessGuard<'_, u64>, redb::AccessGuard<'_, &[u8]>), redb::StorageError>| r.map(|(k, v)| (k.value(), servers_of(v.value())));
                 let mut taken: Vec<(u64, Vec<ServerId>)> = table.range(progress.next..)?.take(ROUND).map(read).collect::<std::result::Result<_, _>>()?;
                 if taken.len() < ROUND && progress.next > 0 {
@@ -282,6 +295,8 @@ impl<R, T> Reaper<R, T> {
                 // record only makes its deletions run again.
                 self.pending.note_nondurable();
             }
+            let done = outcomes.iter().filter(|o| matches!(o, Outcome::Done)).count() as u64;
+            let _ = wake.waiting.fetch_update(std::sync::atomic::Ordering::Relaxed, std::sync::atomic::Ordering::Relaxed, |n| Some(n.saturating_sub(done)));
             Ok(())
         })?;
         Ok(written.map(|()| full))

@@ -97,6 +97,9 @@ pub fn page(server: &Server) -> String {
         p.one("weft_locks_granted_total", MetricType::Counter, "Locks granted since start.", st.locks_granted as f64);
         p.one("weft_lock_wait_seconds_total", MetricType::Counter, "Total time granted locks waited (divide by grants for the mean).", st.lock_wait_us as f64 / 1e6);
     }
+    if let Some(m) = &server.meta {
+        p.one("weft_meta_orphans", MetricType::Gauge, "Removed files whose objects still wait to be deleted on their data servers (a data server that is down keeps them; as of the deleting thread's last round).", m.orphans_waiting() as f64);
+    }
     if st.services & 2 != 0 {
         p.split("weft_collective_rounds_total", MetricType::Counter, "Server-directed collective rounds performed, and collectives failed.", "outcome", &[("done", st.coll_rounds as f64), ("failed", st.coll_failed as f64)]);
     }

@@ -20,12 +20,15 @@ mod random;
 pub mod recovery;
 mod error;
 mod file;
+mod options;
 mod schedule;
+mod session;
 mod shard_route;
 
 pub use atomic::{LockGranularity, LockGuard};
 pub use comm::Communicator;
-pub use client::{Client, ClientOptions, CreateOptions, ServerStatus};
+pub use client::{Client, CreateOptions, ServerStatus};
+pub use options::ClientOptions;
 pub use weft_lock::Extent;
 pub use error::{Error, Result};
 pub use file::File;

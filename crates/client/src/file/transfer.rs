@@ -2,8 +2,9 @@
 //! scattered into, the caller's buffer with no staging copy (tiny pieces
 //! excepted), and the answers checked.
 
-use super::{Chunk, File};
-use crate::client::Client;
+use super::plan::{bytes_before, Chunk};
+use super::File;
+use crate::session::Session;
 use crate::{Error, Result};
 use weft_layout::{Segment, ViewError};
 use weft_net::Call;
@@ -38,9 +39,9 @@ impl File {
                 call
             })
             .collect();
-        self.client.run_window(&mut calls, window);
+        self.session.run_window(&mut calls, window);
         for (call, chunk) in calls.into_iter().zip(chunks) {
-            match Client::response(call)? {
+            match Session::response(call)? {
                 (Response::Written { bytes }, _) if bytes == chunk.len => {}
                 (other, _) => {
                     return Err(Error::Protocol { addr: self.servers[chunk.server], what: format!("expected Written {{ bytes: {} }}, got {other:?}", chunk.len) });
@@ -83,11 +84,11 @@ impl File {
                 None => s.into_iter().map(|p| p.expect("every range placed")).collect(),
             };
         }
-        self.client.run_window(&mut calls, window);
+        self.session.run_window(&mut calls, window);
         // The largest end of file any answering object implies.
         let mut known_end = 0;
         for (call, chunk) in calls.into_iter().zip(chunks) {
-            match Client::response(call)? {
+            match Session::response(call)? {
                 (Response::Read { object_size }, n) if n as u64 == chunk.len => {
                     known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
                 }
@@ -125,30 +126,14 @@ impl File {
     /// answers (best-effort notices).
     pub(crate) fn notify_servers(&self, bodies: Vec<(usize, Vec<u8>)>) {
         let mut calls: Vec<Call<'_>> = bodies.into_iter().map(|(s, b)| Call::new(self.servers[s], b)).collect();
-        self.client.run(&mut calls);
+        self.session.run(&mut calls);
     }
 
     /// Sends `op` to every server of the layout at once; returns the responses.
     pub(super) fn broadcast(&self, op: DataReq) -> Result<Vec<Response>> {
         let body = self.body(op)?;
         let mut calls: Vec<Call<'_>> = self.servers.iter().map(|&a| Call::new(a, body.clone())).collect();
-        self.client.run(&mut calls);
-        calls.into_iter().map(|c| Client::response(c).map(|(r, _)| r)).collect()
+        self.session.run(&mut calls);
+        calls.into_iter().map(|c| Session::response(c).map(|(r, _)| r)).collect()
     }
-}
-
-/// Bytes of an access's stream (its segments in order) that lie before
-/// `eof`: a read at the end of the file counts exactly these.
-pub(crate) fn bytes_before(segments: &[Segment], eof: u64) -> u64 {
-    let mut read = 0;
-    for s in segments {
-        if s.file >= eof {
-            break;
-        }
-        read += s.len.min(eof - s.file);
-        if s.file + s.len > eof {
-            break;
-        }
-    }
-    read
 }

@@ -3,11 +3,21 @@
 //! new 1 MiB buffer per message costs 256 page faults; streaming measured a
 //! third of loopback speed that way. Buffers of finished requests come back
 //! here instead, up to a bound, and connections that are idle hold none.
+//! Small buffers (request bodies) are kept per thread, a few: a server's
+//! event loop takes and gives one per request, and the allocator's
+//! zeroed allocation and free cost more than the request's own decoding.
 
 use std::sync::{Mutex, PoisonError};
 
-/// Buffers smaller than this are not worth keeping.
+/// Buffers smaller than this are not worth keeping in the shared pool.
 const MIN_POOLED: usize = 64 * 1024;
+/// Buffers at most this large are kept per thread, at most `SMALL_KEPT`.
+const SMALL_MAX: usize = 4096;
+const SMALL_KEPT: usize = 16;
+
+thread_local! {
+    static SMALL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 /// Most bytes kept idle: 64 MiB, four maximal payloads or 64 of 1 MiB.
 const MAX_POOLED_BYTES: usize = 64 << 20;
 
@@ -21,6 +31,15 @@ static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0 });
 /// A buffer of exactly `len` bytes. Its contents are unspecified (old
 /// bytes of an earlier request): callers overwrite all of it, or clear it.
 pub fn take(len: usize) -> Vec<u8> {
+    if len == 0 {
+        return Vec::new();
+    }
+    if len <= SMALL_MAX
+        && let Some(mut v) = SMALL.with_borrow_mut(Vec::pop)
+    {
+        v.resize(len, 0);
+        return v;
+    }
     if len >= MIN_POOLED {
         let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);
         // The smallest buffer that fits, so large ones stay for large needs.
@@ -40,8 +59,17 @@ pub fn take(len: usize) -> Vec<u8> {
 }
 
 /// Returns a buffer for reuse (or frees it, if the pool is full).
-pub fn give(v: Vec<u8>) {
+pub fn give(mut v: Vec<u8>) {
     if v.capacity() < MIN_POOLED {
+        if (1..=SMALL_MAX).contains(&v.capacity()) {
+            SMALL.with_borrow_mut(|kept| {
+                if kept.len() < SMALL_KEPT {
+                    v.clear();
+                    v.reserve_exact(SMALL_MAX);
+                    kept.push(v);
+                }
+            });
+        }
         return;
     }
     let mut pool = POOL.lock().unwrap_or_else(PoisonError::into_inner);

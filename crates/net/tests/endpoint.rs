@@ -384,3 +384,32 @@ fn a_server_that_closes_with_a_word_fails_the_call_with_it() {
     assert_eq!(ep.stats().connects, 1, "no new connection was tried for the same call");
     h.join().unwrap();
 }
+
+/// A server that answers one call and then, in the same write, sends a
+/// frame the client must refuse (an answer to a message never posted):
+/// the answered call keeps its answer (it does not wait out its deadline),
+/// the other fails at once with the violation, and the connection goes.
+/// (The endpoint reads frame by frame, so the answer is taken before the
+/// bad frame is read; answers decoded in the read that fails are kept too.)
+#[test]
+fn an_answer_read_together_with_a_bad_frame_is_kept() {
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let a = next_request(s, &mut rts);
+        let _b = next_request(s, &mut rts);
+        let mut bytes = Header::new(FrameKind::Response, a.id, a.body.len(), 0).encode().to_vec();
+        bytes.extend_from_slice(&a.body);
+        bytes.extend_from_slice(&Header::new(FrameKind::Response, MsgId(u64::MAX - 1), 2, 0).encode());
+        bytes.extend_from_slice(b"no");
+        s.write_all(&bytes).unwrap();
+    });
+    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(20), ..config() }).unwrap();
+    let mut calls = [Call::new(addr, b"one".to_vec()), Call::new(addr, b"two".to_vec())];
+    let t0 = std::time::Instant::now();
+    ep.run(&mut calls);
+    let [c1, c2] = calls;
+    assert_eq!(c1.result.unwrap().unwrap().body, b"one", "the call answered before the bad frame");
+    assert!(matches!(c2.result.unwrap(), Err(NetError::Violation { .. })));
+    assert!(t0.elapsed() < Duration::from_secs(10), "a call waited out its deadline");
+    h.join().unwrap();
+}

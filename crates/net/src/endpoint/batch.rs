@@ -38,19 +38,19 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    pub(super) fn new(calls: &mut [Call<'_>], window: usize, timeout: Duration) -> Self {
-        let calls = calls
-            .iter_mut()
-            .map(|c| BatchCall {
+    /// A batch of `calls`, made at `now`, kept in `room` (an empty vector
+    /// the engine reuses).
+    pub(super) fn new(calls: &mut [Call<'_>], window: usize, timeout: Duration, now: Instant, mut room: Vec<BatchCall>) -> Self {
+        room.clear();
+        room.extend(calls.iter_mut().map(|c| BatchCall {
                 peer: c.peer,
                 body: std::mem::take(&mut c.body),
                 send: c.send.iter().map(|s| SendView::new(s)).collect(),
                 recv: c.recv.iter_mut().map(|r| RecvView::new(r)).collect(),
                 posted: false,
                 result: None,
-            })
-            .collect();
-        Batch { calls, window: window.max(1), next: 0, in_flight: 0, done: 0, deadline: deadline_after(timeout), timeout, connect: None }
+            }));
+        Batch { calls: room, window: window.max(1), next: 0, in_flight: 0, done: 0, deadline: deadline_after(now, timeout), timeout, connect: None }
     }
 
     pub(super) fn is_done(&self) -> bool {
@@ -84,7 +84,6 @@ impl Batch {
 }
 
 /// `timeout` from now; a timeout too large for the clock is "never".
-fn deadline_after(timeout: Duration) -> Instant {
-    let now = Instant::now();
+fn deadline_after(now: Instant, timeout: Duration) -> Instant {
     now.checked_add(timeout).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
 }

@@ -5,12 +5,12 @@
 //! callers' buffers the batches hold.
 
 use super::batch::{Batch, CallRef};
-use crate::link::client::{ClientConn, ClientRx, Hold};
+use super::slab::Slab;
+use crate::link::client::{ClientConn, ClientRx, Completion, Hold};
 use crate::transport::Transport;
 use crate::NetError;
 use mio::Token;
-use rustc_hash::FxHashMap as HashMap;
-use std::io::{self, IoSliceMut};
+use std::io::{self, IoSlice, IoSliceMut};
 use std::net::SocketAddr;
 
 /// Most iovecs handed to one `writev`/`readv`: Linux's `IOV_MAX`, so a
@@ -28,6 +28,10 @@ pub(super) struct Conn {
     pub(super) readable: bool,
     pub(super) writable: bool,
     scratch: Vec<u8>,
+    /// Kept between passes so that a pass allocates nothing: the calls a
+    /// read answered, and the iovecs of a write (empty between uses).
+    answered: Vec<Completion<CallRef>>,
+    iovecs: Vec<IoSlice<'static>>,
     /// When it was opened, or a call was last posted on it after it was
     /// idle.
     pub(super) last_used: std::time::Instant,
@@ -37,7 +41,7 @@ pub(super) struct Conn {
 
 impl Conn {
     pub(super) fn new(transport: Box<dyn Transport>, token: Token) -> Self {
-        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, scratch: Vec::new(), last_used: std::time::Instant::now(), used: false }
+        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false }
     }
 
     pub(super) fn is_idle(&self) -> bool {
@@ -60,11 +64,14 @@ impl Conn {
     }
 
     /// Writes queued frames until the queue is empty or the transport would block.
-    pub(super) fn advance_write(&mut self, addr: SocketAddr, batches: &HashMap<u64, Batch>) -> Result<(), NetError> {
+    pub(super) fn advance_write(&mut self, addr: SocketAddr, batches: &Slab<Batch>) -> Result<(), NetError> {
         while self.link.has_output() {
-            let parts = |c: CallRef| batches.get(&c.batch).into_iter().flat_map(move |b| b.calls[c.index].send.iter().map(|v| v.bytes()));
-            let slices = self.link.tx_slices(MAX_IOVECS, parts);
-            let n = match self.transport.write_vectored(&slices) {
+            let parts = |c: CallRef| batches.get(c.batch).into_iter().flat_map(move |b| b.calls[c.index].send.iter().map(|v| v.bytes()));
+            let mut slices = relent(std::mem::take(&mut self.iovecs));
+            self.link.tx_slices_into(MAX_IOVECS, parts, &mut slices);
+            let written = self.transport.write_vectored(&slices);
+            self.iovecs = relent(slices);
+            let n = match written {
                 Ok(0) => return Err(closed(addr)),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -81,8 +88,8 @@ impl Conn {
 
     /// Reads frames until the transport would block, completing calls as
     /// their responses arrive (rendezvous data is queued on `Cts`). Returns
-    /// how many calls completed.
-    pub(super) fn advance_read(&mut self, addr: SocketAddr, batches: &mut HashMap<u64, Batch>) -> Result<usize, NetError> {
+    /// how many calls completed, also when the connection then failed.
+    pub(super) fn advance_read(&mut self, addr: SocketAddr, batches: &mut Slab<Batch>) -> (usize, Result<(), NetError>) {
         let mut completed = 0;
         loop {
             let n = match self.link.rx() {
@@ -97,7 +104,7 @@ impl Conn {
                     // Exactly the rest of this frame's payload: the caller's
                     // buffers may be longer, and the bytes after this frame
                     // belong to the next one.
-                    let recv = &mut batches.get_mut(&c.batch).expect("a call being received has its batch").calls[c.index].recv;
+                    let recv = &mut batches.get_mut(c.batch).expect("a call being received has its batch").calls[c.index].recv;
                     let mut skip = *done;
                     let mut want = *total - *done;
                     let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(recv.len().min(MAX_IOVECS));
@@ -121,24 +128,37 @@ impl Conn {
             let n = match n {
                 // End of stream: the server closed (idle timeout, restart).
                 // Calls still owed an answer fail; an idle connection just goes.
-                Ok(0) => return Err(closed(addr)),
+                Ok(0) => return (completed, Err(closed(addr))),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.readable = false;
-                    return Ok(completed);
+                    return (completed, Ok(()));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(io_fail(addr, e)),
+                Err(e) => return (completed, Err(io_fail(addr, e))),
             };
-            let room = |c: CallRef| batches.get(&c.batch).map_or(0, |b| b.calls[c.index].recv.iter().map(|r| r.len()).sum());
-            let answered = self.link.received(n, room).map_err(|what| violation(addr, what))?;
-            for (c, reply) in answered {
-                if let Some(b) = batches.get_mut(&c.batch) {
+            let room = |c: CallRef| batches.get(c.batch).map_or(0, |b| b.calls[c.index].recv.iter().map(|r| r.len()).sum());
+            let read = self.link.received_into(n, room, &mut self.answered);
+            // Calls answered before a bad frame in the same read keep
+            // their answers: the connection is dropped, they are done.
+            for (c, reply) in self.answered.drain(..) {
+                if let Some(b) = batches.get_mut(c.batch) {
                     completed += b.complete(c.index, Ok(reply));
                 }
             }
+            if let Err(what) = read {
+                return (completed, Err(violation(addr, what)));
+            }
         }
     }
+}
+
+/// An empty vector of slices with another lifetime, in the same
+/// allocation (collecting from a vector's own iterator into one of the same
+/// layout reuses it), so a write's iovecs need no allocation per pass.
+fn relent<'b>(mut v: Vec<IoSlice<'_>>) -> Vec<IoSlice<'b>> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("the vector is empty")).collect()
 }
 
 pub(super) fn violation(addr: SocketAddr, what: impl Into<String>) -> NetError {

@@ -2,7 +2,8 @@
 //! thread using it. Every method runs with the endpoint's mutex held; the
 //! socket calls it makes are non-blocking.
 
-use super::batch::{Batch, CallRef};
+use super::batch::{Batch, BatchCall, CallRef};
+use super::slab::Slab;
 use super::conn::Conn;
 use crate::link::client::Hold;
 use crate::transport::Transport;
@@ -25,10 +26,11 @@ pub(super) enum Slot {
 pub(super) struct Engine {
     pub(super) conns: HashMap<SocketAddr, Slot>,
     tokens: HashMap<Token, SocketAddr>,
-    pub(super) batches: HashMap<u64, Batch>,
+    pub(super) batches: Slab<Batch>,
+    /// Call vectors of finished batches, for the next ones.
+    spare_calls: Vec<Vec<BatchCall>>,
     feed_ids: Vec<u64>,
     next_msg: u64,
-    next_batch: u64,
     next_token: usize,
     /// A thread is driving the sockets (polling and advancing them).
     pub(super) driving: bool,
@@ -49,11 +51,9 @@ impl Engine {
         Engine { next_msg: 1, eager_limit, idle_reuse, ..Engine::default() }
     }
 
-    pub(super) fn add_batch(&mut self, calls: &mut [Call<'_>], window: usize, timeout: std::time::Duration) -> u64 {
-        let id = self.next_batch;
-        self.next_batch += 1;
-        self.batches.insert(id, Batch::new(calls, window, timeout));
-        id
+    pub(super) fn add_batch(&mut self, calls: &mut [Call<'_>], window: usize, timeout: std::time::Duration, now: Instant) -> u64 {
+        let room = self.spare_calls.pop().unwrap_or_default();
+        self.batches.insert(Batch::new(calls, window, timeout, now, room))
     }
 
     /// Posts what batch `id`'s window allows, in order, on ready
@@ -62,7 +62,7 @@ impl Engine {
     pub(super) fn feed(&mut self, id: u64) -> usize {
         let mut posted = 0;
         loop {
-            let Some(b) = self.batches.get_mut(&id) else { return posted };
+            let Some(b) = self.batches.get_mut(id) else { return posted };
             if b.next >= b.calls.len() || b.in_flight >= b.window || b.connect.is_some() {
                 return posted;
             }
@@ -119,7 +119,7 @@ impl Engine {
         // The ids' vector is kept, so a pass allocates nothing.
         let mut ids = std::mem::take(&mut self.feed_ids);
         ids.clear();
-        ids.extend(self.batches.keys().copied());
+        ids.extend(self.batches.iter().map(|(id, _)| id));
         let posted = ids.iter().map(|&id| self.feed(id)).sum();
         self.feed_ids = ids;
         (posted, self.batches.values().any(|b| b.connect.is_some()))
@@ -135,7 +135,9 @@ impl Engine {
             let Slot::Ready(c) = slot else { continue };
             let mut step = || -> Result<(), NetError> {
                 if c.readable {
-                    completed += c.advance_read(addr, batches)?;
+                    let (answered, read) = c.advance_read(addr, batches);
+                    completed += answered;
+                    read?;
                 }
                 if c.writable && c.link.has_output() {
                     c.advance_write(addr, batches)?;
@@ -196,7 +198,7 @@ impl Engine {
         self.stats.dropped_connections += 1;
         let mut completed = 0;
         for r in c.link.take_owed() {
-            if let Some(b) = self.batches.get_mut(&r.batch) {
+            if let Some(b) = self.batches.get_mut(r.batch) {
                 completed += b.complete(r.index, Err(sibling(&e)));
             }
         }
@@ -210,7 +212,7 @@ impl Engine {
         if !self.batches.values().any(|b| !b.is_done() && b.deadline <= now) {
             return 0;
         }
-        let due: Vec<u64> = self.batches.iter().filter(|(_, b)| !b.is_done() && b.deadline <= now).map(|(&id, _)| id).collect();
+        let due: Vec<u64> = self.batches.iter().filter(|(_, b)| !b.is_done() && b.deadline <= now).map(|(id, _)| id).collect();
         for &id in &due {
             self.cancel(id);
         }
@@ -220,7 +222,7 @@ impl Engine {
     /// Ends batch `id` now: its unanswered calls fail with `Timeout`, and
     /// no connection keeps anything of it.
     pub(super) fn cancel(&mut self, id: u64) {
-        let Some(b) = self.batches.get_mut(&id) else { return };
+        let Some(b) = self.batches.get_mut(id) else { return };
         let after = b.timeout;
         b.fail_rest(|addr| NetError::Timeout { addr, after });
         self.detach(id);
@@ -254,11 +256,14 @@ impl Engine {
     /// the number of connections that had to be dropped.
     pub(super) fn finish(&mut self, id: u64, calls: &mut [Call<'_>]) -> usize {
         let dropped = self.detach(id);
-        let b = self.batches.remove(&id).expect("the owner's batch is in the engine");
-        for (c, bc) in calls.iter_mut().zip(b.calls) {
+        let mut b = self.batches.remove(id).expect("the owner's batch is in the engine");
+        for (c, bc) in calls.iter_mut().zip(b.calls.drain(..)) {
             c.result = bc.result;
             // The caller may send it again (riding through a restart).
             c.body = bc.body;
+        }
+        if self.spare_calls.len() < SPARE_CALL_VECS && b.calls.capacity() <= SPARE_CALLS {
+            self.spare_calls.push(b.calls);
         }
         dropped
     }
@@ -303,6 +308,11 @@ impl Engine {
         }
     }
 }
+
+/// Call vectors kept for reuse (about one per thread in the endpoint), and
+/// the most calls one may hold (a large batch's goes back to the allocator).
+const SPARE_CALL_VECS: usize = 8;
+const SPARE_CALLS: usize = 64;
 
 /// How long a connection counts as just opened (see [`Engine::feed`]).
 const JUST_OPENED: std::time::Duration = std::time::Duration::from_secs(1);

@@ -33,6 +33,7 @@ mod batch;
 mod conn;
 mod engine;
 mod posted;
+mod slab;
 mod unanswered;
 mod views;
 
@@ -304,8 +305,8 @@ impl Endpoint {
         let now = Instant::now();
         let refused: Vec<(usize, NetError)> = calls.iter().enumerate().filter_map(|(i, c)| limits(c).or_else(|| self.unanswered.refuse(c.peer, now)).map(|e| (i, e))).collect();
         let mut eng = self.lock();
-        let id = eng.add_batch(calls, window, timeout);
-        let b = eng.batches.get_mut(&id).expect("just added");
+        let id = eng.add_batch(calls, window, timeout, now);
+        let b = eng.batches.get_mut(id).expect("just added");
         for (i, e) in refused {
             b.complete(i, Err(e));
         }
@@ -318,7 +319,7 @@ impl Endpoint {
         let mut eng = self.lock();
         loop {
             let posted = eng.feed(id);
-            let b = &eng.batches[&id];
+            let b = &eng.batches[id];
             if let Some(peer) = b.connect {
                 // Past its deadline a batch opens nothing more (a server
                 // that takes handshakes and closes at once would be
@@ -340,17 +341,18 @@ impl Endpoint {
                 self.note_answers(calls, timeout);
                 return;
             }
-            let deadline = b.deadline;
-            let now = Instant::now();
-            if now >= deadline {
-                eng.cancel(id);
-                continue;
-            }
             if !eng.driving {
+                // The driver fails batches past their deadline, this one too.
                 eng.driving = true;
                 drop(eng);
                 self.drive(id);
                 eng = self.lock();
+                continue;
+            }
+            let deadline = b.deadline;
+            let now = Instant::now();
+            if now >= deadline {
+                eng.cancel(id);
                 continue;
             }
             if posted > 0 {
@@ -371,18 +373,18 @@ impl Endpoint {
         let mut eng = self.lock();
         loop {
             let posted = eng.feed(id);
-            if let Some(peer) = eng.batches[&id].connect {
-                if Instant::now() >= eng.batches[&id].deadline {
+            if let Some(peer) = eng.batches[id].connect {
+                if Instant::now() >= eng.batches[id].deadline {
                     eng.cancel(id);
                     return true;
                 }
                 eng = self.open(eng, id, peer);
                 continue;
             }
-            if eng.batches[&id].is_done() {
+            if eng.batches[id].is_done() {
                 return true;
             }
-            if eng.batches[&id].deadline <= Instant::now() {
+            if eng.batches[id].deadline <= Instant::now() {
                 eng.cancel(id);
                 return true;
             }
@@ -395,7 +397,7 @@ impl Endpoint {
             eng.driving = true;
             drop(eng);
             self.drive_pass();
-            return self.lock().batches[&id].is_done();
+            return self.lock().batches[id].is_done();
         }
     }
 
@@ -404,7 +406,6 @@ impl Endpoint {
     /// wait runs out a longer one with the server well, a probe a shorter
     /// one).
     fn note_answers(&self, calls: &[Call<'_>], timeout: Duration) {
-        let now = Instant::now();
         let hold = self.config.op_timeout.min(Duration::from_secs(10));
         for c in calls {
             if matches!(c.result, Some(Ok(_))) {
@@ -413,7 +414,7 @@ impl Endpoint {
         }
         for c in calls {
             if matches!(c.result, Some(Err(NetError::Timeout { .. }))) && timeout == self.config.op_timeout {
-                self.unanswered.timed_out(c.peer, hold, now);
+                self.unanswered.timed_out(c.peer, hold, Instant::now());
             }
         }
     }
@@ -441,7 +442,7 @@ impl Endpoint {
             let timeout = {
                 let mut eng = self.lock();
                 let now = self.advance(&mut eng, events, Some(id));
-                let b = &eng.batches[&id];
+                let b = &eng.batches[id];
                 if b.is_done() || b.connect.is_some() {
                     return;
                 }
@@ -518,7 +519,7 @@ impl Endpoint {
             wake_others |= completed > 0 || wants_connect;
             // Calls completed may let batches post more; stop once nothing
             // moves, or at once when the driver's own batch is done.
-            if (posted == 0 && completed == 0) || until.is_some_and(|id| eng.batches[&id].is_done()) {
+            if (posted == 0 && completed == 0) || until.is_some_and(|id| eng.batches[id].is_done()) {
                 break;
             }
         }
@@ -533,7 +534,7 @@ impl Endpoint {
     /// Opens a connection to `peer` for batch `id`, with the engine
     /// unlocked while it connects and handshakes.
     fn open<'g>(&'g self, mut eng: MutexGuard<'g, Engine>, id: u64, peer: SocketAddr) -> MutexGuard<'g, Engine> {
-        if let Some(b) = eng.batches.get_mut(&id) {
+        if let Some(b) = eng.batches.get_mut(id) {
             b.connect = None;
         }
         if eng.conns.contains_key(&peer) {
@@ -660,7 +661,7 @@ impl Drop for Abandon<'_> {
     fn drop(&mut self) {
         let mut eng = self.ep.lock();
         eng.cancel(self.id);
-        eng.batches.remove(&self.id);
+        eng.batches.remove(self.id);
         if eng.driving {
             let _ = self.ep.waker.wake();
         }

@@ -8,6 +8,7 @@ use crate::NetError;
 // Keys are this process's own ids and its cluster's addresses: a fast hash.
 use rustc_hash::FxHashMap as HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -20,11 +21,19 @@ pub(crate) struct Unanswered {
     /// Per server: when its call ran out its deadline, and for how long
     /// calls to it fail at once.
     peers: Mutex<HashMap<SocketAddr, (Instant, Duration)>>,
+    /// How many servers `peers` holds, read without the lock: almost
+    /// always none, and then a call needs no lock here at all. (A call
+    /// racing a timeout may miss its hold: the hold is a shortcut, not a
+    /// rule.)
+    held: AtomicUsize,
 }
 
 impl Unanswered {
     /// The error a call to `peer` fails with now, if it is held.
     pub(crate) fn refuse(&self, peer: SocketAddr, now: Instant) -> Option<NetError> {
+        if self.held.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         let peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         let &(since, hold) = peers.get(&peer)?;
         (now < since + hold).then(|| NetError::Unanswered { addr: peer, ago: now - since })
@@ -36,18 +45,22 @@ impl Unanswered {
         if peers.len() >= MAX_PEERS && !peers.contains_key(&peer) {
             peers.retain(|_, (since, hold)| now < *since + *hold);
             if peers.len() >= MAX_PEERS {
+                self.held.store(peers.len(), Ordering::Relaxed);
                 return;
             }
         }
         peers.insert(peer, (now, hold));
+        self.held.store(peers.len(), Ordering::Relaxed);
     }
 
     /// `peer` answered.
     pub(crate) fn answered(&self, peer: SocketAddr) {
-        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        if !peers.is_empty() {
-            peers.remove(&peer);
+        if self.held.load(Ordering::Relaxed) == 0 {
+            return;
         }
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        peers.remove(&peer);
+        self.held.store(peers.len(), Ordering::Relaxed);
     }
 }
 

@@ -183,6 +183,14 @@ impl<T: Copy> ClientConn<T> {
         self.out.slices(max, |t: &'a OutTag<T>| parts(t.call))
     }
 
+    /// [`ClientConn::tx_slices`] appended to `v` (a vector the caller reuses).
+    pub fn tx_slices_into<'a, I>(&'a self, max: usize, parts: impl Fn(T) -> I, v: &mut Vec<IoSlice<'a>>)
+    where
+        I: Iterator<Item = &'a [u8]>,
+    {
+        self.out.slices_into(max, |t: &'a OutTag<T>| parts(t.call), v);
+    }
+
     /// `n` bytes of [`ClientConn::tx_slices`] went out.
     pub fn sent(&mut self, n: usize) {
         self.out.sent(n, self.epoch);
@@ -203,9 +211,16 @@ impl<T: Copy> ClientConn<T> {
     /// now answered, or the violation that must drop the connection;
     /// `room(call)` is how many payload bytes a call's buffers take.
     pub fn received(&mut self, n: usize, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
+        let mut done = Vec::new();
+        self.received_into(n, room, &mut done).map(|()| done)
+    }
+
+    /// [`ClientConn::received`], the calls answered appended to `done` (a
+    /// vector the caller reuses).
+    pub fn received_into(&mut self, n: usize, room: impl Fn(T) -> usize, done: &mut Vec<Completion<T>>) -> Result<(), String> {
         match &mut self.rx {
             ClientRx::Header(h) => match h.received(n) {
-                None => return Ok(Vec::new()),
+                None => return Ok(()),
                 Some(Ok(head)) => self.rx = ClientRx::Body { head, body: Filling::new(vec![0; head.body_len as usize]) },
                 Some(Err(e)) => return Err(format!("bad frame header: {e}")),
             },
@@ -214,13 +229,12 @@ impl<T: Copy> ClientConn<T> {
             }
             ClientRx::Payload { done, .. } => *done += n,
         }
-        self.settle(room)
+        self.settle(room, done)
     }
 
     /// Acts on every part now complete (empty bodies and payloads complete
     /// without further bytes).
-    fn settle(&mut self, room: impl Fn(T) -> usize) -> Result<Vec<Completion<T>>, String> {
-        let mut done = Vec::new();
+    fn settle(&mut self, room: impl Fn(T) -> usize, done: &mut Vec<Completion<T>>) -> Result<(), String> {
         loop {
             match std::mem::replace(&mut self.rx, ClientRx::idle()) {
                 ClientRx::Body { head, body } if body.is_full() => self.frame(head, body.buf, &room)?,
@@ -239,7 +253,7 @@ impl<T: Copy> ClientConn<T> {
                 }
                 other => {
                     self.rx = other;
-                    return Ok(done);
+                    return Ok(());
                 }
             }
         }

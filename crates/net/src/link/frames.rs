@@ -94,11 +94,19 @@ impl<P> OutFrame<P> {
     }
 }
 
+/// Frame heads kept for reuse, and the largest kept (a large body's head
+/// goes back to the allocator).
+const SPARE_HEADS: usize = 8;
+const SPARE_HEAD_BYTES: usize = 4096;
+
 /// Frames queued for sending, in order, with an absolute deadline for the
 /// frame at the head (a peer that stops reading is noticed).
 #[derive(Debug)]
 pub struct Outbox<P> {
     frames: VecDeque<OutFrame<P>>,
+    /// Heads of frames sent, kept for the next ones (a frame per request
+    /// would otherwise cost an allocation and a free).
+    spare: Vec<Vec<u8>>,
     /// How long the frame at the head may take to go out.
     deadline: Duration,
     head_by: Option<Instant>,
@@ -113,7 +121,7 @@ impl<P> Default for Outbox<P> {
 
 impl<P> Outbox<P> {
     pub fn new(deadline: Duration) -> Self {
-        Outbox { frames: VecDeque::new(), deadline, head_by: None }
+        Outbox { frames: VecDeque::new(), spare: Vec::new(), deadline, head_by: None }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -143,7 +151,8 @@ impl<P> Outbox<P> {
     /// `(announced, carried)`: the payload length the header names, and
     /// how many payload bytes follow it.
     fn queue(&mut self, kind: FrameKind, id: MsgId, body: &[u8], (announced, carried): (usize, usize), payload: P, now: Instant) {
-        let mut head = Vec::with_capacity(HEADER_LEN + body.len());
+        let mut head = self.spare.pop().unwrap_or_default();
+        head.reserve(HEADER_LEN + body.len());
         head.extend_from_slice(&Header::new(kind, id, body.len(), announced).encode());
         head.extend_from_slice(body);
         if self.frames.is_empty() {
@@ -175,6 +184,16 @@ impl<P> Outbox<P> {
     {
         // Two slices a frame (head, one payload part) is the common case.
         let mut v = Vec::with_capacity(max.min(2 * self.frames.len()));
+        self.slices_into(max, parts, &mut v);
+        v
+    }
+
+    /// [`Outbox::slices`] appended to `v` (a vector the caller reuses).
+    pub fn slices_into<'a, I>(&'a self, max: usize, parts: impl Fn(&'a P) -> I, v: &mut Vec<IoSlice<'a>>)
+    where
+        I: Iterator<Item = &'a [u8]>,
+    {
+        let max = max + v.len();
         for f in &self.frames {
             let mut skip = f.pos;
             let payload = (f.pay_len > 0).then(|| parts(&f.payload)).into_iter().flatten();
@@ -186,11 +205,10 @@ impl<P> Outbox<P> {
                 v.push(IoSlice::new(&part[skip..]));
                 skip = 0;
                 if v.len() == max {
-                    return v;
+                    return;
                 }
             }
         }
-        v
     }
 
     /// `n` bytes of [`Outbox::slices`] went out; returns how many frames
@@ -203,7 +221,14 @@ impl<P> Outbox<P> {
             let left = front.len() - front.pos;
             if n >= left {
                 n -= left;
-                self.frames.pop_front();
+                if let Some(f) = self.frames.pop_front()
+                    && self.spare.len() < SPARE_HEADS
+                    && f.head.capacity() <= SPARE_HEAD_BYTES
+                {
+                    let mut head = f.head;
+                    head.clear();
+                    self.spare.push(head);
+                }
                 done += 1;
                 self.head_by = if self.frames.is_empty() { None } else { now.checked_add(self.deadline) };
             } else {

@@ -247,3 +247,71 @@ pub fn lock_worker(path: &str, rank: u64, ranges: u64, ops: u64) -> Result<()> {
     std::fs::write(Path::new(&dir).join(format!("{rank}.txt")), text)?;
     Ok(())
 }
+
+/// Paper 004's atomic-mode experiment, as `weft bench atomic` runs it.
+pub struct Atomic<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Atomic<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "atomic"
+    }
+
+    fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params)
+    }
+
+    /// MB/s by processes, a series per locking mode, a panel per workload.
+    fn plots(&self, stem: &Path, rows: &[Row]) -> Result<Option<Vec<std::path::PathBuf>>> {
+        let panels: Vec<crate::plot::Panel> = ["block3d", "flash"]
+            .iter()
+            .filter(|w| rows.iter().any(|r| r.workload == **w))
+            .map(|w| crate::plot::Panel {
+                title: format!("{w}: MB/s by locking mode"),
+                x_label: "processes".into(),
+                y_label: "MB/s".into(),
+                series: MODES.iter().map(|m| crate::plot::Series { name: m.to_string(), points: rows.iter().filter(|r| r.workload == *w && r.mode == *m).map(|r| (r.procs as f64, r.mb_s)).collect() }).collect(),
+            })
+            .collect();
+        crate::plot::write(stem, &panels).map(Some)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        let table = rows
+            .iter()
+            .map(|r| vec![r.workload.clone(), r.procs.to_string(), r.mode.clone(), crate::experiment::f1(r.mb_s), format!("{:.0}%", r.ratio_to_none * 100.0), r.locks_per_client.to_string(), r.max_concurrency.to_string()])
+            .collect();
+        crate::experiment::Report::table(format!("Atomic mode (paper 004), median of {}", self.params.repeats), &["workload", "procs", "locking", "MB/s", "of none", "locks/client", "max concurrency"], table).note(PAPER)
+    }
+}
+
+/// The lock service's rate, as `weft bench lock` measures it.
+pub struct LockRate<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub clients: Vec<u64>,
+    pub ranges: Vec<u64>,
+    pub ops: u64,
+}
+
+impl crate::experiment::Experiment for LockRate<'_> {
+    type Row = LockRow;
+
+    fn name(&self) -> &'static str {
+        "lock"
+    }
+
+    fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<LockRow>> {
+        run_lock(self.exe, self.cluster, &self.clients, &self.ranges, self.ops)
+    }
+
+    fn report(&self, rows: &[LockRow]) -> crate::experiment::Report {
+        let table = rows.iter().map(|r| vec![r.ranges.to_string(), r.clients.to_string(), format!("{:.0}", r.pairs_per_s), format!("{:.1}", r.median_us), format!("{:.1}", r.p99_us)]).collect();
+        crate::experiment::Report::table(format!("Lock service: exclusive acquire+release pairs, {} per client", self.ops), &["ranges", "clients", "pairs/s", "median us", "p99 us"], table)
+    }
+}

@@ -151,3 +151,78 @@ pub fn spread(rows: &[Row], implementation: &str, op: &str) -> f64 {
     let (lo, hi) = (t.iter().copied().fold(f64::MAX, f64::min), t.iter().copied().fold(0.0, f64::max));
     if lo > 0.0 && lo < f64::MAX { hi / lo - 1.0 } else { 0.0 }
 }
+
+/// Paper 000's BTIO experiment as `weft bench btio` runs it.
+pub struct Btio<'a> {
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Btio<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "btio"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.cluster, &self.params, progress)
+    }
+
+    /// Seconds by schedule block, a series per implementation and heuristic.
+    fn plots(&self, stem: &std::path::Path, rows: &[Row]) -> Result<Option<Vec<std::path::PathBuf>>> {
+        let blocks = &self.params.blocks;
+        let panels: Vec<crate::plot::Panel> = ["write", "read"]
+            .iter()
+            .map(|op| {
+                let mut keys: Vec<(&str, String)> = Vec::new();
+                for r in rows {
+                    let k = (r.implementation, r.strategy.clone());
+                    if !keys.contains(&k) {
+                        keys.push(k);
+                    }
+                }
+                let series = keys
+                    .into_iter()
+                    .map(|(im, st)| crate::plot::Series {
+                        name: format!("{} {st}", im.trim_start_matches("weft-")),
+                        // Server-directed I/O has no b: a level line across them.
+                        points: rows
+                            .iter()
+                            .filter(|r| r.op == *op && r.implementation == im && r.strategy == st)
+                            .flat_map(|r| if r.block_bytes == 0 { blocks.iter().map(|&b| (b as f64, r.seconds)).collect() } else { vec![(r.block_bytes as f64, r.seconds)] })
+                            .collect(),
+                    })
+                    .collect();
+                crate::plot::Panel { title: format!("BTIO {op}, {} ranks: seconds by schedule block b", self.params.q * self.params.q), x_label: "schedule block b (bytes)".into(), y_label: "seconds".into(), series }
+            })
+            .collect();
+        crate::plot::write(stem, &panels).map(Some)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        use crate::experiment::{f1, human_bytes};
+        let p = &self.params;
+        let table = rows.iter().map(|r| vec![r.op.to_string(), r.implementation.to_string(), r.strategy.clone(), human_bytes(r.block_bytes), format!("{:.3}", r.seconds), f1(r.mb_s)]).collect();
+        let mut report = crate::experiment::Report::table(
+            format!("BTIO (paper 000 figs. 4-5), {} ranks, {} per phase, median of {}; writes fsync'd", p.q * p.q, human_bytes(Pattern::btio(p.q, p.cell_yz).file_size()), p.repeats),
+            &["op", "impl", "strategy", "b", "seconds", "MB/s"],
+            table,
+        );
+        for im in ["weft-two-phase", "weft-independent"] {
+            report = report.note(format!("{im}: spread {:.0}% write, {:.0}% read", spread(rows, im, "write") * 100.0, spread(rows, im, "read") * 100.0));
+        }
+        for op in ["write", "read"] {
+            let best = |im: &str| rows.iter().filter(|r| r.op == op && r.implementation == im).map(|r| r.seconds).fold(f64::MAX, f64::min);
+            let server = best("weft-server");
+            report = report.note(format!(
+                "{op}: server-directed {server:.3} s; best two-phase {:.3} s ({:.2}x), best independent {:.3} s ({:.2}x) (x > 1: server-directed faster)",
+                best("weft-two-phase"),
+                best("weft-two-phase") / server,
+                best("weft-independent"),
+                best("weft-independent") / server
+            ));
+        }
+        report.note(PAPER)
+    }
+}

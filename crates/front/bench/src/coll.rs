@@ -100,3 +100,58 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
     }
     Ok(rows)
 }
+
+/// Collective I/O (coll_perf) as `weft bench coll` runs it.
+pub struct Coll<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Coll<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "coll"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params, progress)
+    }
+
+    /// MB/s by array edge, a series per implementation.
+    fn plots(&self, stem: &Path, rows: &[Row]) -> Result<Option<Vec<std::path::PathBuf>>> {
+        let p = &self.params;
+        let panels: Vec<crate::plot::Panel> = ["write", "read"]
+            .iter()
+            .map(|op| {
+                let mut names: Vec<&str> = Vec::new();
+                for r in rows {
+                    if !names.contains(&r.implementation) {
+                        names.push(r.implementation);
+                    }
+                }
+                let series = names
+                    .into_iter()
+                    .map(|im| crate::plot::Series {
+                        name: im.to_string(),
+                        points: rows.iter().filter(|r| r.op == *op && r.implementation == im).map(|r| (r.workload.trim_start_matches("coll_perf-").parse::<f64>().unwrap_or(0.0), r.mb_s)).collect(),
+                    })
+                    .collect();
+                crate::plot::Panel { title: format!("coll_perf {op} ({} ranks, {})", p.procs, p.mpi), x_label: "array edge N (N^3 ints)".into(), y_label: "MB/s".into(), series }
+            })
+            .collect();
+        crate::plot::write(stem, &panels).map(Some)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        let p = &self.params;
+        let kind = |r: &Row| if r.op != "read" { "fsync'd" } else if r.cold { "cold" } else { "warm" };
+        let table = rows.iter().map(|r| vec![r.workload.clone(), r.procs.to_string(), r.op.to_string(), r.implementation.to_string(), crate::experiment::f1(r.mb_s), kind(r).to_string()]).collect();
+        crate::experiment::Report::table(
+            format!("Collective I/O, 3-D block darray (coll_perf), {} ranks of {}, median of {}", p.procs, p.mpi, p.repeats),
+            &["workload", "procs", "op", "impl", "MB/s", "kind"],
+            table,
+        )
+    }
+}

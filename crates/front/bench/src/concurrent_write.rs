@@ -185,3 +185,35 @@ pub fn worker(t: Target, path: &str, size: u64, transfer: u64, fsync: bool, read
         Ok(())
     })
 }
+
+/// Paper 002's experiment as `weft bench concurrent-write` runs it.
+pub struct ConcurrentWrite<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for ConcurrentWrite<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "concurrent-write"
+    }
+
+    fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        use crate::experiment::{f1, human_bytes};
+        let p = &self.params;
+        let through = p.mpi.as_ref().map_or(String::new(), |m| format!(" through {m}'s MPI-IO"));
+        let table = rows.iter().map(|r| vec![r.procs.to_string(), human_bytes(r.size_bytes), r.fsync.to_string(), f1(r.weft_mb_s), f1(r.local_mb_s), format!("{:.2}", r.ratio)]).collect();
+        crate::experiment::Report::table(
+            format!("Concurrent write, file per process (paper 002){through}, transfers of {}, median of {}", human_bytes(p.transfer), p.repeats),
+            &["procs", "size/proc", "fsync", "weft MB/s", "local MB/s", "weft/local"],
+            table,
+        )
+        .note("(paper 002 saw 416-980 MB/s on NAS and Panasas and ~4 GB/s on Lustre at 32-768 procs)")
+    }
+}

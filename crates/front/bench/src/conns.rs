@@ -158,3 +158,39 @@ pub fn run(weft_bin: &Path, base: Option<&Path>, p: &Params, progress: &dyn Fn(&
     }
     Ok(rows)
 }
+
+/// Connections held by one server, as `weft bench conns` measures them
+/// (on servers of its own, whose memory it reads).
+pub struct Conns<'a> {
+    pub exe: &'a Path,
+    /// Where its servers' directories go (the system temp dir if none).
+    pub base: Option<&'a Path>,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Conns<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "conns"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.base, &self.params, progress)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        use crate::experiment::{f1, human_bytes};
+        let p = &self.params;
+        let table = rows
+            .iter()
+            .map(|r| vec![r.connections.to_string(), f1(r.connect_all_s), human_bytes(r.server_rss_bytes), format!("{:.0}", r.bytes_per_connection), format!("{:.0}", r.busy_requests_per_s), format!("{:.2}", r.rate_vs_smallest)])
+            .collect();
+        crate::experiment::Report::table(
+            format!("Connections held by one server, {} busy clients (ping round trips), median of {} rounds; each count on a fresh server", p.busy, p.rounds),
+            &["connections", "connect s", "server RSS", "bytes/conn", "busy req/s", "vs first"],
+            table,
+        )
+        .note("targets: <= 65536 bytes per connection at 10,000; busy rate at 10,000 within 10% of the first count")
+    }
+}

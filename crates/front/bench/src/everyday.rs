@@ -168,3 +168,39 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         })
         .collect())
 }
+
+/// Everyday work through the mount as `weft bench everyday` runs it.
+pub struct Everyday<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Everyday<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "everyday"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params, progress)
+    }
+
+    fn plots(&self, stem: &Path, rows: &[Row]) -> Result<Option<Vec<PathBuf>>> {
+        let bars: Vec<crate::plot::Bar> = rows.iter().map(|r| crate::plot::Bar { name: r.op.into(), value: r.ratio, goal: r.goal }).collect();
+        crate::plot::write_bars(stem, "Everyday work: time on the mount / time on a local directory", "mount time / local time", &bars, 1.0).map(Some)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        let goal = |g: Option<f64>| g.map_or("-".to_string(), |g| format!("<= {g:.1}"));
+        let table = rows.iter().map(|r| vec![r.op.to_string(), format!("{:.3}", r.mount_s), format!("{:.3}", r.local_s), format!("{:.2}", r.ratio), goal(r.goal)]).collect();
+        let p = &self.params;
+        let tree = p.tree.as_ref().map_or(format!("a generated tree of {} files", p.files), |t| t.display().to_string());
+        crate::experiment::Report::table(
+            format!("Everyday work through the mount: {tree}, median of {} (not synced on either side; reads cold)", p.repeats),
+            &["op", "mount s", "local s", "mount/local", "goal"],
+            table,
+        )
+    }
+}

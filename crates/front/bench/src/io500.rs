@@ -256,3 +256,32 @@ pub fn worker(dir: &Path, phase: &str, rank: usize, procs: usize, easy_bytes: u6
         Ok(())
     })
 }
+
+/// The IO500-like shapes as `weft bench io500` runs them.
+pub struct Io500<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Io500<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "io500"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params, progress)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        let table = rows.iter().map(|r| vec![r.phase.to_string(), r.unit.to_string(), format!("{:.3}", r.mount), format!("{:.3}", r.local), format!("{:.2}", r.ratio)]).collect();
+        crate::experiment::Report::table(
+            format!("IO500-like shapes, {} processes, median of {} (mount vs a local directory of the same disk; ior writes fsync'd, reads cold)", self.params.procs, self.params.repeats),
+            &["phase", "unit", "mount", "local", "mount/local"],
+            table,
+        )
+        .note("(IO500's formula: geometric means of the ior phases (GiB/s) and of the mdtest phases (kIOPS), total = sqrt(bw * md))")
+    }
+}

@@ -105,3 +105,42 @@ pub fn run(exe: &Path, p: &Params, progress: &dyn Fn(&str)) -> Result<Vec<Row>> 
     }
     Ok(rows)
 }
+
+/// `weft job start` and stop as `weft bench job` times them; its directory
+/// is removed afterwards.
+pub struct JobStart<'a> {
+    pub exe: &'a Path,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for JobStart<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "job"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        let rows = run(self.exe, &self.params, progress);
+        let _ = std::fs::remove_dir_all(&self.params.dir);
+        rows
+    }
+
+    fn plots(&self, stem: &Path, rows: &[Row]) -> Result<Option<Vec<PathBuf>>> {
+        let bars: Vec<crate::plot::Bar> = rows.iter().map(|r| crate::plot::Bar { name: format!("{} servers", r.servers), value: r.ready_s, goal: None }).collect();
+        crate::plot::write_bars(stem, "weft job start: seconds until every server answers", "seconds", &bars, 1.0).map(Some)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        let table = rows
+            .iter()
+            .map(|r| vec![r.servers.to_string(), r.placement.to_string(), r.launcher.to_string(), format!("{:.3}", r.ready_s), format!("{:.3}", r.after_last_bind_s), format!("{:.3}", r.stop_s)])
+            .collect();
+        crate::experiment::Report::table(
+            format!("weft job start and stop, median of {}", self.params.repeats),
+            &["servers", "placement", "launcher", "ready s", "after last bind s", "stop s"],
+            table,
+        )
+        .note("(issue 22's targets: ready within 2 s of the last server binding; stop within 5 s)")
+    }
+}

@@ -12,6 +12,7 @@ pub mod coll;
 pub mod concurrent_write;
 pub mod conns;
 pub mod everyday;
+pub mod experiment;
 pub mod fuse;
 pub mod fuzz;
 pub mod io500;

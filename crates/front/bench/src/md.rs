@@ -183,3 +183,82 @@ pub fn worker(target: &str, dir: &str, prefix: &str, files: u64, phase: &str, th
         })
     })
 }
+
+/// The metadata experiment as `weft bench md` runs it: each shard count on
+/// the cluster `cluster` gives for it.
+pub struct MdRates<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a dyn Fn(u32) -> Result<BenchCluster>,
+    pub shard_counts: Vec<u32>,
+    pub params: Params,
+    /// The metadata sync window of the clusters run (ms; 0: each change
+    /// durable when answered).
+    pub sync_window_ms: u64,
+}
+
+impl crate::experiment::Experiment for MdRates<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "md"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        let mut rows = Vec::new();
+        for &k in &self.shard_counts {
+            let bc = (self.cluster)(k)?;
+            rows.extend(run(self.exe, &bc, &self.params, progress)?);
+        }
+        Ok(rows)
+    }
+
+    /// Rate against processes, a series per shard count and shape.
+    fn plots(&self, stem: &Path, rows: &[Row]) -> Result<Option<Vec<std::path::PathBuf>>> {
+        let first_threads = self.params.threads.first().copied().unwrap_or(1);
+        let panels: Vec<crate::plot::Panel> = PHASES
+            .iter()
+            .map(|op| {
+                let mut series: Vec<crate::plot::Series> = Vec::new();
+                for r in rows.iter().filter(|r| r.op == *op && r.threads == first_threads) {
+                    let name = format!("K={} {}", r.meta_shards, r.shape);
+                    match series.iter_mut().find(|s| s.name == name) {
+                        Some(s) => s.points.push((r.procs as f64, r.weft_ops_s)),
+                        None => series.push(crate::plot::Series { name, points: vec![(r.procs as f64, r.weft_ops_s)] }),
+                    }
+                }
+                crate::plot::Panel { title: format!("{op}s per second through the API"), x_label: "processes".into(), y_label: "ops/s".into(), series }
+            })
+            .collect();
+        crate::plot::write(stem, &panels).map(Some)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        use crate::experiment::f1;
+        let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or_else(|| "-".to_string(), f);
+        let table = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.meta_shards.to_string(),
+                    r.shape.to_string(),
+                    r.procs.to_string(),
+                    r.threads.to_string(),
+                    r.op.to_string(),
+                    f1(r.weft_ops_s),
+                    f1(r.local_ops_s),
+                    format!("{:.2}", r.ratio),
+                    opt(r.mount_ops_s, &f1),
+                    opt(r.mount_over_api, &|x| format!("{x:.2}")),
+                ]
+            })
+            .collect();
+        let window = self.sync_window_ms;
+        let durability = if window == 0 { "Weft's creates durable when answered".to_string() } else { format!("Weft's creates durable within {window} ms, as a journal's") };
+        crate::experiment::Report::table(
+            format!("Metadata rates, {} files per process, median of {} ({durability}; local ones not fsync'd)", self.params.files, self.params.repeats),
+            &["K", "shape", "procs", "threads", "op", "api ops/s", "local ops/s", "api/local", "mount ops/s", "mount/api"],
+            table,
+        )
+        .note("(GekkoFS reports ~73k creates/s per node; issue 12 measured 1.6k/s at 1 process, ~4.8k/s at 4)")
+    }
+}

@@ -165,3 +165,68 @@ pub fn overlap(weft_bin: &Path, bc: &BenchCluster, p: &Params, fsync: bool, prog
     }
     Ok(rows)
 }
+
+/// The MPI-IO front end against the Rust API, as `weft bench mpiio-cost`
+/// runs it.
+pub struct MpiioCost<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for MpiioCost<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "mpiio-cost"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params, progress)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        use crate::experiment::{f1, human_bytes};
+        let p = &self.params;
+        let table = rows.iter().map(|r| vec![r.procs.to_string(), r.op.to_string(), f1(r.mpiio_mb_s), f1(r.rust_mb_s), format!("{:.2}", r.ratio)]).collect();
+        crate::experiment::Report::table(
+            format!("MPI-IO front end ({}) vs Rust API, file per process, {} each in {} calls, fsync'd writes, warm reads, median of {}", p.mpi, human_bytes(p.size), human_bytes(p.transfer), p.repeats),
+            &["procs", "op", "MPI-IO MB/s", "Rust API MB/s", "MPI-IO/Rust"],
+            table,
+        )
+    }
+}
+
+/// Nonblocking MPI-IO behind computation, as `weft bench mpiio-cost
+/// --overlap` runs it.
+pub struct MpiioOverlap<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for MpiioOverlap<'_> {
+    type Row = OverlapRow;
+
+    fn name(&self) -> &'static str {
+        "mpiio-overlap"
+    }
+
+    fn run(&mut self, progress: &dyn Fn(&str)) -> Result<Vec<OverlapRow>> {
+        overlap(self.exe, self.cluster, &self.params, false, progress)
+    }
+
+    fn report(&self, rows: &[OverlapRow]) -> crate::experiment::Report {
+        use crate::experiment::human_bytes;
+        let p = &self.params;
+        let table = rows
+            .iter()
+            .map(|r| vec![r.procs.to_string(), r.op.to_string(), format!("{:.3}", r.io_s), format!("{:.3}", r.compute_s), format!("{:.3}", r.both_s), format!("{:.2}", r.ratio), format!("{:.2}", r.no_overlap), format!("{:.0}%", r.hidden * 100.0), format!("{:.2}", r.cpu_floor)])
+            .collect();
+        crate::experiment::Report::table(
+            format!("Nonblocking MPI-IO ({}) behind computation, file per process, {} each in {} calls posted at once, writes not fsync'd, reads warm, median of {}", p.mpi, human_bytes(p.size), human_bytes(p.transfer), p.repeats),
+            &["procs", "op", "I/O s", "compute s", "both s", "both/longer", "no overlap", "hidden", "CPU floor"],
+            table,
+        )
+    }
+}

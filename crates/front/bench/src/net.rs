@@ -238,3 +238,42 @@ pub fn peer() -> Result<()> {
     }
     Ok(())
 }
+
+/// The message layer against raw TCP, as `weft bench net` runs it.
+pub struct Net<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Net<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "net"
+    }
+
+    fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        let table = rows
+            .iter()
+            .map(|r| {
+                let value = match (r.rtt_us, r.mb_s) {
+                    (Some(us), _) => format!("{us:.2} us"),
+                    (_, Some(mb)) => format!("{mb:.1} MB/s"),
+                    _ => String::new(),
+                };
+                let cpu = r.server_cpu_ms_per_gib.map_or(String::new(), |ms| format!("{ms:.0}"));
+                vec![r.transport.into(), r.op.into(), crate::experiment::human_bytes(r.size as u64), value, format!("{:.2}", r.ratio), cpu]
+            })
+            .collect();
+        crate::experiment::Report::table(
+            format!("Message layer vs raw TCP (paper 003), median of {} rounds, alternating order", self.params.rounds),
+            &["transport", "op", "message", "value", "vs raw tcp", "server CPU ms/GiB"],
+            table,
+        )
+    }
+}

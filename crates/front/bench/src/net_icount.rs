@@ -228,3 +228,39 @@ pub fn client(cluster: &Path, pings: usize, sinks: usize) -> Result<()> {
 pub fn work_dir(base: &Path) -> PathBuf {
     base.join(format!("weft-icount-{}", std::process::id()))
 }
+
+/// Instructions per request, as `weft bench net --icount` counts them; its
+/// runs' files go in `work`, removed afterwards.
+pub struct NetIcount<'a> {
+    pub exe: &'a Path,
+    pub work: PathBuf,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for NetIcount<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "net-icount"
+    }
+
+    fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        let rows = run(self.exe, &self.work, &self.params);
+        let _ = std::fs::remove_dir_all(&self.work);
+        rows
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        let paper = |r: &Row| match (r.side, r.op) {
+            ("client", "small_request") => "about 2,000 (BG/L, one small send)",
+            ("server", "small_request") => "goal <= 3,000",
+            _ => "",
+        };
+        let table = rows.iter().map(|r| vec![r.transport.into(), r.side.into(), r.op.into(), format!("{:.0}", r.instructions), paper(r).into()]).collect();
+        crate::experiment::Report::table(
+            format!("Instructions of the message layer (callgrind, differences of runs: {} pings, {} writes of 1 MiB)", self.params.small, self.params.bulk),
+            &["transport", "side", "op", "instructions", "paper 003"],
+            table,
+        )
+    }
+}

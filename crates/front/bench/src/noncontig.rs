@@ -252,3 +252,50 @@ fn sieve(f: &std::fs::File, regions: &[(u64, u64)], buf: &mut [u8], write: bool)
     }
     Ok(())
 }
+
+/// Non-contiguous access through views, as `weft bench noncontig` runs it.
+pub struct Noncontig<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+}
+
+impl crate::experiment::Experiment for Noncontig<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "noncontig"
+    }
+
+    fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        run(self.exe, self.cluster, &self.params)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        use crate::experiment::{f1, human_bytes};
+        let table = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.pattern.clone(),
+                    r.op.clone(),
+                    human_bytes(r.bytes),
+                    r.pieces_per_proc.to_string(),
+                    f1(r.listio_mb_s),
+                    f1(r.perpiece_mb_s),
+                    f1(r.local_mb_s),
+                    f1(r.local_sieve_mb_s),
+                    format!("{:.1}", r.listio_vs_perpiece),
+                    format!("{:.2}", r.listio_vs_local),
+                    format!("{:.2}", r.listio_vs_local_sieve),
+                ]
+            })
+            .collect();
+        crate::experiment::Report::table(
+            format!("Non-contiguous access through views, {PROCS} processes, median of {}", self.params.repeats),
+            &["pattern", "op", "file", "pieces/proc", "list I/O MB/s", "per-piece MB/s", "local MB/s", "local sieve MB/s", "list/piece", "list/local", "list/sieve"],
+            table,
+        )
+        .note("local: one pread/pwrite per piece; local sieve: what an MPI-IO library does on a local file (4 MiB read / 512 KiB locked write windows); no fsync, reads after writes (page cache) on every side")
+    }
+}

@@ -236,3 +236,76 @@ pub fn worker(w: &Worker) -> Result<()> {
         Ok(())
     })
 }
+
+/// Paper 000's scheduling sweep, as `weft bench sched` runs it.
+pub struct Sched<'a> {
+    pub exe: &'a Path,
+    pub cluster: &'a BenchCluster,
+    pub params: Params,
+    /// Servers of the cluster (for the title).
+    pub servers: usize,
+    /// What the run found beyond its rows (set by `run`).
+    pub summary: Option<Summary>,
+}
+
+impl crate::experiment::Experiment for Sched<'_> {
+    type Row = Row;
+
+    fn name(&self) -> &'static str {
+        "sched"
+    }
+
+    fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
+        let (rows, summary) = run(self.exe, self.cluster, &self.params)?;
+        self.summary = Some(summary);
+        Ok(rows)
+    }
+
+    fn summary(&self, _rows: &[Row]) -> Result<serde_json::Map<String, serde_json::Value>> {
+        match serde_json::to_value(&self.summary)? {
+            serde_json::Value::Object(m) => Ok(m),
+            _ => Ok(Default::default()),
+        }
+    }
+
+    fn plots(&self, stem: &Path, rows: &[Row]) -> Result<Option<Vec<PathBuf>>> {
+        plot(stem, rows, &self.params.strategies).map(Some)
+    }
+
+    fn report(&self, rows: &[Row]) -> crate::experiment::Report {
+        use crate::experiment::{f1, human_bytes};
+        let p = &self.params;
+        let mut table = Vec::new();
+        for &b in &p.blocks {
+            for s in &p.strategies {
+                let get = |op: &str| rows.iter().find(|r| r.op == op && r.strategy == s.name() && r.block_bytes == b).map_or(0.0, |r| r.mb_s);
+                table.push(vec![human(b), s.name().to_string(), f1(get("write")), f1(get("read"))]);
+            }
+        }
+        let mut report = crate::experiment::Report::table(
+            format!("Scheduling (paper 000): {} clients x {}, {} servers, stripe {}, window {}", p.procs, human_bytes(p.size), self.servers, human_bytes(p.stripe_size), p.window),
+            &["b", "strategy", "write MB/s", "read MB/s"],
+            table,
+        );
+        if let Some(s) = &self.summary {
+            let show = |name: &str, x: &(String, u64, f64)| format!("{name} {:.1} MB/s ({}, b = {})", x.2, x.0, human(x.1));
+            report = report
+                .note(format!("\n{}; {}; spread {:.0}%", show("write best", &s.write_best), show("worst", &s.write_worst), (s.write_best.2 / s.write_worst.2 - 1.0) * 100.0))
+                .note(format!("{}; {}; spread {:.0}%", show("read best", &s.read_best), show("worst", &s.read_worst), (s.read_best.2 / s.read_worst.2 - 1.0) * 100.0))
+                .note(format!(
+                    "default ({}, b = {}) in paired re-runs against the top {} of the sweep: {:.2} of the best write ({} b = {}), {:.2} of the best read ({} b = {}); above 1: the default won",
+                    s.default_strategy,
+                    human(s.default_block_bytes),
+                    3,
+                    s.write_default_vs_best,
+                    s.write_paired_best.0,
+                    human(s.write_paired_best.1),
+                    s.read_default_vs_best,
+                    s.read_paired_best.0,
+                    human(s.read_paired_best.1)
+                ))
+                .note(format!("writes timed through fsync; reads {}", if s.reads_cold { "cold (page cache dropped before each run)" } else { "WARM: dropping the page cache needs root, so reads may come from memory" }));
+        }
+        report.note(PAPER)
+    }
+}

@@ -22,8 +22,10 @@
 //! clocks, `weft status`) is reported beside it.
 
 mod paper;
+mod report;
 
 pub use paper::{beside_paper, Beside, PAPER};
+pub use report::IoNode;
 use crate::workers::run_workers;
 use crate::{median, BenchCluster};
 use anyhow::{bail, Context, Result};

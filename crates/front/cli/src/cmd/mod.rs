@@ -97,16 +97,7 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 }
 
 /// `1.5 MiB`-style rendering of a byte count.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
-}
+pub use weft_bench::experiment::human_bytes;
 
 /// A name as printed: control characters, backslashes and the Unicode
 /// direction controls (U+202A-U+202E, U+2066-U+2069, U+200E/F) escaped as

@@ -75,6 +75,12 @@ impl Client {
         self.session.endpoint.transport_of(addr)
     }
 
+    /// The message layer's counters (connections, eager and rendezvous
+    /// requests, rails) of this client.
+    pub fn endpoint_stats(&self) -> weft_net::EndpointStats {
+        self.session.endpoint.stats()
+    }
+
     /// Connections this client has open now (one per server it has used).
     pub fn connections(&self) -> usize {
         self.session.endpoint.connections()

@@ -37,8 +37,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// removed file's objects itself): `Unlink` is answered `Ok`, `Rename`
 /// `Renamed` with none. 19: namespace changes tagged to be answered once
 /// (meta op 26 `Once`). 20: `Measure` says whether the closing handle
-/// was the file's sole writer.
-pub const PROTOCOL_VERSION: u8 = 20;
+/// was the file's sole writer. 21: rails: `Cts` carries the granting
+/// connection's rail token, `Part` frames (kind 10) carry pieces of a
+/// granted payload over any connection of the same identity.
+pub const PROTOCOL_VERSION: u8 = 21;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 
@@ -64,6 +66,9 @@ pub enum FrameKind {
     Proof = 8,
     /// The server's proof: the handshake succeeded.
     Welcome = 9,
+    /// Rails: a piece of a payload granted on another (or this)
+    /// connection, named by its `Cts`'s rail token and message id.
+    Part = 10,
 }
 
 impl FrameKind {
@@ -78,6 +83,7 @@ impl FrameKind {
             7 => Self::Data,
             8 => Self::Proof,
             9 => Self::Welcome,
+            10 => Self::Part,
             _ => return Err(DecodeError::BadKind(v)),
         })
     }

@@ -21,6 +21,8 @@ pub struct Params {
     pub rounds: usize,
     /// Weft's transports to measure, each beside raw TCP.
     pub transports: Vec<TransportChoice>,
+    /// Also each transport with this many rails (1: not).
+    pub rails: u8,
 }
 
 /// One measure of one transport (`op` is `rtt` or `stream`); `ratio` is to
@@ -28,7 +30,8 @@ pub struct Params {
 /// shows its gain. The raw TCP rows have transport `raw-tcp`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
-    pub transport: &'static str,
+    /// `raw-tcp`, `tcp`, `shm`, or one of those with rails (`tcp-rails4`).
+    pub transport: String,
     pub op: &'static str,
     /// Bytes per message (25 for a ping).
     pub size: usize,
@@ -62,12 +65,16 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     let cf = ClusterFile::load(&bc.cluster_file)?;
     let data = cf.data_servers()[0];
     let addr = cf.server(data).expect("data server").addr;
-    let eps = p
-        .transports
+    // Each transport, and with rails if asked: (name, transport, rails).
+    let mut kinds: Vec<(String, TransportChoice, u8)> = p.transports.iter().map(|&t| (transport_name(t).to_string(), t, 1)).collect();
+    if p.rails > 1 {
+        kinds.extend(p.transports.iter().map(|&t| (format!("{}-rails{}", transport_name(t), p.rails), t, p.rails)));
+    }
+    let eps = kinds
         .iter()
         // The client's variables (WEFT_SHM_POLL_US, WEFT_TIMEOUT_MS), with
         // each transport in turn.
-        .map(|&transport| Ok(Endpoint::new(cf.secret(), EndpointConfig { transport, ..EndpointConfig::from_vars(&weft_net::settings::Vars::env())? })?))
+        .map(|&(_, transport, rails)| Ok(Endpoint::new(cf.secret(), EndpointConfig { transport, rails, ..EndpointConfig::from_vars(&weft_net::settings::Vars::env())? })?))
         .collect::<Result<Vec<_>>>()?;
     let mut peer = Command::new(weft_bin).args(["bench", "net-peer"]).stdout(Stdio::piped()).spawn().context("cannot start the TCP peer")?;
     let mut line = String::new();
@@ -97,19 +104,22 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params) -> Result<Vec<Row>> {
     let _ = peer.kill();
     let _ = peer.wait();
     for (i, ep) in eps.iter().enumerate() {
-        if p.transports[i] == TransportChoice::Shm && ep.stats().shm_connects == 0 {
+        if kinds[i].1 == TransportChoice::Shm && ep.stats().shm_connects == 0 {
             bail!("the shm endpoint did not connect over shared memory");
+        }
+        if kinds[i].2 > 1 && ep.stats().rail_parts == 0 {
+            bail!("the {} endpoint sent nothing over its rails (messages under {} bytes are not split)", kinds[i].0, weft_net::SPLIT_MIN);
         }
     }
     let (rtt_t, s_t) = (median(rt), median(st));
     let mut rows = vec![
-        Row { transport: "raw-tcp", op: "rtt", size: PING_BYTES, rtt_us: Some(rtt_t), mb_s: None, ratio: 1.0, server_cpu_ms_per_gib: None },
-        Row { transport: "raw-tcp", op: "stream", size: p.message, rtt_us: None, mb_s: Some(s_t), ratio: 1.0, server_cpu_ms_per_gib: Some(median(ct)) },
+        Row { transport: "raw-tcp".into(), op: "rtt", size: PING_BYTES, rtt_us: Some(rtt_t), mb_s: None, ratio: 1.0, server_cpu_ms_per_gib: None },
+        Row { transport: "raw-tcp".into(), op: "stream", size: p.message, rtt_us: None, mb_s: Some(s_t), ratio: 1.0, server_cpu_ms_per_gib: Some(median(ct)) },
     ];
-    for (i, &t) in p.transports.iter().enumerate() {
+    for (i, (name, ..)) in kinds.iter().enumerate() {
         let (r, s, c) = (median(std::mem::take(&mut rw[i])), median(std::mem::take(&mut sw[i])), median(std::mem::take(&mut cw[i])));
-        rows.push(Row { transport: transport_name(t), op: "rtt", size: PING_BYTES, rtt_us: Some(r), mb_s: None, ratio: r / rtt_t, server_cpu_ms_per_gib: None });
-        rows.push(Row { transport: transport_name(t), op: "stream", size: p.message, rtt_us: None, mb_s: Some(s), ratio: s / s_t, server_cpu_ms_per_gib: Some(c) });
+        rows.push(Row { transport: name.clone(), op: "rtt", size: PING_BYTES, rtt_us: Some(r), mb_s: None, ratio: r / rtt_t, server_cpu_ms_per_gib: None });
+        rows.push(Row { transport: name.clone(), op: "stream", size: p.message, rtt_us: None, mb_s: Some(s), ratio: s / s_t, server_cpu_ms_per_gib: Some(c) });
     }
     Ok(rows)
 }
@@ -267,7 +277,7 @@ impl crate::experiment::Experiment for Net<'_> {
                     _ => String::new(),
                 };
                 let cpu = r.server_cpu_ms_per_gib.map_or(String::new(), |ms| format!("{ms:.0}"));
-                vec![r.transport.into(), r.op.into(), crate::experiment::human_bytes(r.size as u64), value, format!("{:.2}", r.ratio), cpu]
+                vec![r.transport.clone(), r.op.into(), crate::experiment::human_bytes(r.size as u64), value, format!("{:.2}", r.ratio), cpu]
             })
             .collect();
         crate::experiment::Report::table(

@@ -20,6 +20,16 @@ pub(super) struct BatchCall {
     pub(super) recv: Vec<RecvView>,
     pub(super) posted: bool,
     pub(super) result: Option<Result<Reply, NetError>>,
+    /// Rails: where its payload's parts went, once split.
+    pub(super) rails: Option<RailParts>,
+}
+
+/// A payload sent in parts: its message, the granting connection's token
+/// and each part's (rail, offset, length).
+pub(super) struct RailParts {
+    pub(super) msg: u64,
+    pub(super) token: weft_wire::RailToken,
+    pub(super) parts: Vec<(u8, u64, usize)>,
 }
 
 pub(super) struct Batch {
@@ -33,8 +43,8 @@ pub(super) struct Batch {
     pub(super) done: usize,
     pub(super) deadline: Instant,
     pub(super) timeout: Duration,
-    /// The next call's server has no connection: the owner opens it.
-    pub(super) connect: Option<SocketAddr>,
+    /// The next call's server has no connection (or rail): the owner opens it.
+    pub(super) connect: Option<super::engine::ConnKey>,
 }
 
 impl Batch {
@@ -49,6 +59,7 @@ impl Batch {
                 recv: c.recv.iter_mut().map(|r| RecvView::new(r)).collect(),
                 posted: false,
                 result: None,
+                rails: None,
             }));
         Batch { calls: room, window: window.max(1), next: 0, in_flight: 0, done: 0, deadline: deadline_after(now, timeout), timeout, connect: None }
     }

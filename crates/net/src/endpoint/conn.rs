@@ -66,7 +66,7 @@ impl Conn {
     /// Writes queued frames until the queue is empty or the transport would block.
     pub(super) fn advance_write(&mut self, addr: SocketAddr, batches: &Slab<Batch>) -> Result<(), NetError> {
         while self.link.has_output() {
-            let parts = |c: CallRef| batches.get(c.batch).into_iter().flat_map(move |b| b.calls[c.index].send.iter().map(|v| v.bytes()));
+            let parts = |c: CallRef, range| narrow(batches.get(c.batch).into_iter().flat_map(move |b| b.calls[c.index].send.iter().map(|v| v.bytes())), range);
             let mut slices = relent(std::mem::take(&mut self.iovecs));
             self.link.tx_slices_into(MAX_IOVECS, parts, &mut slices);
             let written = self.transport.write_vectored(&slices);
@@ -151,6 +151,26 @@ impl Conn {
             }
         }
     }
+}
+
+/// The bytes of `slices` (a payload in pieces) in `range` (offset,
+/// length), or all of them.
+fn narrow<'a>(slices: impl Iterator<Item = &'a [u8]>, range: Option<(u64, usize)>) -> impl Iterator<Item = &'a [u8]> {
+    let (mut skip, mut left) = range.map_or((0, usize::MAX), |(o, l)| (usize::try_from(o).unwrap_or(usize::MAX), l));
+    slices.filter_map(move |s| {
+        if left == 0 {
+            return None;
+        }
+        if skip >= s.len() {
+            skip -= s.len();
+            return None;
+        }
+        let s = &s[skip..];
+        skip = 0;
+        let take = s.len().min(left);
+        left -= take;
+        Some(&s[..take])
+    })
 }
 
 /// An empty vector of slices with another lifetime, in the same

@@ -16,6 +16,21 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+/// A connection of the endpoint: to server `peer`, rail `rail` (0 the
+/// server's own connection, which carries every request; 1.. the extra
+/// connections over which large payloads are split, see `rails.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct ConnKey {
+    pub(super) peer: SocketAddr,
+    pub(super) rail: u8,
+}
+
+impl ConnKey {
+    pub(super) fn primary(peer: SocketAddr) -> Self {
+        ConnKey { peer, rail: 0 }
+    }
+}
+
 pub(super) enum Slot {
     /// A thread is opening it (outside the mutex); others wait.
     Connecting,
@@ -24,8 +39,12 @@ pub(super) enum Slot {
 
 #[derive(Default)]
 pub(super) struct Engine {
-    pub(super) conns: HashMap<SocketAddr, Slot>,
-    tokens: HashMap<Token, SocketAddr>,
+    pub(super) conns: HashMap<ConnKey, Slot>,
+    tokens: HashMap<Token, ConnKey>,
+    /// Rails per server (1: none), and what they carry (see `rails.rs`).
+    pub(super) rails: super::rails::RailPlan,
+    /// Grants of payloads to split, as the connections reported them.
+    pub(super) splits: Vec<(SocketAddr, crate::link::client::SplitGrant<CallRef>)>,
     pub(super) batches: Slab<Batch>,
     /// Call vectors of finished batches, for the next ones.
     spare_calls: Vec<Vec<BatchCall>>,
@@ -43,12 +62,12 @@ pub(super) struct Engine {
     pub(super) known: std::collections::HashSet<SocketAddr>,
     pub(super) eager_limit: usize,
     /// See `EndpointConfig::idle_reuse`.
-    idle_reuse: std::time::Duration,
+    pub(super) idle_reuse: std::time::Duration,
 }
 
 impl Engine {
-    pub(super) fn new(eager_limit: usize, idle_reuse: std::time::Duration) -> Self {
-        Engine { next_msg: 1, eager_limit, idle_reuse, ..Engine::default() }
+    pub(super) fn new(eager_limit: usize, idle_reuse: std::time::Duration, rails: u8) -> Self {
+        Engine { next_msg: 1, eager_limit, idle_reuse, rails: super::rails::RailPlan::new(rails), ..Engine::default() }
     }
 
     pub(super) fn add_batch(&mut self, calls: &mut [Call<'_>], window: usize, timeout: std::time::Duration, now: Instant) -> u64 {
@@ -73,11 +92,19 @@ impl Engine {
                 continue;
             }
             let peer = b.calls[i].peer;
-            let conn = match self.conns.get_mut(&peer) {
+            let pay_len: usize = b.calls[i].send.iter().map(|v| v.len()).sum();
+            // A payload to split needs its server's rails first.
+            if let Some(key) = self.rails.missing(peer, pay_len, &self.conns) {
+                if !matches!(self.conns.get(&key), Some(Slot::Connecting)) {
+                    b.connect = Some(key);
+                }
+                return posted;
+            }
+            let conn = match self.conns.get_mut(&ConnKey::primary(peer)) {
                 Some(Slot::Ready(c)) => c,
                 Some(Slot::Connecting) => return posted,
                 None => {
-                    b.connect = Some(peer);
+                    b.connect = Some(ConnKey::primary(peer));
                     return posted;
                 }
             };
@@ -93,7 +120,7 @@ impl Engine {
                 let idle_for = now.saturating_duration_since(conn.last_used);
                 let fresh = !conn.used && idle_for < JUST_OPENED;
                 if idle_for > self.idle_reuse || (!fresh && !conn.idle_is_healthy()) {
-                    self.drop_conn(peer, closed_idle(peer));
+                    self.drop_conn(ConnKey::primary(peer), closed_idle(peer));
                     continue;
                 }
                 conn.last_used = now;
@@ -101,7 +128,6 @@ impl Engine {
             let msg = self.next_msg;
             self.next_msg += 1;
             let call = &mut b.calls[i];
-            let pay_len: usize = call.send.iter().map(|v| v.len()).sum();
             let eager = pay_len <= self.eager_limit;
             if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
             conn.used = true;
@@ -130,13 +156,15 @@ impl Engine {
     pub(super) fn progress(&mut self) -> usize {
         let mut completed = 0;
         let mut failed = Vec::new();
-        let Engine { conns, batches, .. } = self;
-        for (&addr, slot) in conns.iter_mut() {
+        let Engine { conns, batches, splits, .. } = self;
+        for (&key, slot) in conns.iter_mut() {
             let Slot::Ready(c) = slot else { continue };
+            let addr = key.peer;
             let mut step = || -> Result<(), NetError> {
                 if c.readable {
                     let (answered, read) = c.advance_read(addr, batches);
                     completed += answered;
+                    splits.extend(c.link.take_splits().map(|g| (addr, g)));
                     read?;
                 }
                 if c.writable && c.link.has_output() {
@@ -145,11 +173,11 @@ impl Engine {
                 Ok(())
             };
             if let Err(e) = step() {
-                failed.push((addr, e));
+                failed.push((key, e));
             }
         }
-        for (addr, e) in failed {
-            completed += self.drop_conn(addr, e);
+        for (key, e) in failed {
+            completed += self.drop_conn(key, e);
         }
         completed
     }
@@ -187,15 +215,21 @@ impl Engine {
 
     /// Drops a connection, failing every call still owed an answer on it
     /// with (a copy of) `e`. Returns how many calls that completed.
-    pub(super) fn drop_conn(&mut self, addr: SocketAddr, e: NetError) -> usize {
-        if !matches!(self.conns.get(&addr), Some(Slot::Ready(_))) {
+    pub(super) fn drop_conn(&mut self, key: ConnKey, e: NetError) -> usize {
+        if !matches!(self.conns.get(&key), Some(Slot::Ready(_))) {
             return 0;
         }
-        let Some(Slot::Ready(mut c)) = self.conns.remove(&addr) else { return 0 };
-        tracing::debug!(target: "weft::net", peer = %addr, error = %e, "connection dropped");
+        let Some(Slot::Ready(mut c)) = self.conns.remove(&key) else { return 0 };
+        tracing::debug!(target: "weft::net", peer = %key.peer, rail = key.rail, error = %e, "connection dropped");
         self.tokens.remove(&c.token);
         // Closing the socket (when `c` drops) takes it out of the poller.
         self.stats.dropped_connections += 1;
+        if key.rail > 0 {
+            // A rail is owed no answers: its parts go again on the server's
+            // own connection, and no call fails with it.
+            self.rail_lost(key);
+            return 0;
+        }
         let mut completed = 0;
         for r in c.link.take_owed() {
             if let Some(b) = self.batches.get_mut(r.batch) {
@@ -233,21 +267,22 @@ impl Engine {
     /// connections left mid-frame (their other calls fail).
     pub(super) fn detach(&mut self, id: u64) -> usize {
         let mut broken = Vec::new();
-        for (&addr, slot) in self.conns.iter_mut() {
+        for (&key, slot) in self.conns.iter_mut() {
             let Slot::Ready(c) = slot else { continue };
             match c.hold(id) {
                 Hold::Nothing => {}
                 Hold::Withdrawable => c.withdraw(id),
-                Hold::MidFrame => broken.push(addr),
+                Hold::MidFrame => broken.push(key),
             }
         }
         let n = broken.len();
-        for addr in broken {
+        for key in broken {
+            let addr = key.peer;
             let e = NetError::Unreachable {
                 addr,
                 source: io::Error::new(io::ErrorKind::TimedOut, "connection dropped: a call sharing it was abandoned mid-frame"),
             };
-            self.drop_conn(addr, e);
+            self.drop_conn(key, e);
         }
         n
     }
@@ -269,23 +304,35 @@ impl Engine {
     }
 
     /// A connection opened by an owner thread.
-    pub(super) fn install(&mut self, addr: SocketAddr, mut transport: Box<dyn Transport>, registry: &Registry) -> io::Result<()> {
+    pub(super) fn install(&mut self, key: ConnKey, mut transport: Box<dyn Transport>, registry: &Registry) -> io::Result<()> {
         let token = Token(self.next_token);
         self.next_token += 1;
         registry.register(transport.source(), token, Interest::READABLE | Interest::WRITABLE)?;
-        self.tokens.insert(token, addr);
-        self.conns.insert(addr, Slot::Ready(Box::new(Conn::new(transport, token))));
-        self.stats.connects += 1;
-        self.known.insert(addr);
-        if self.conns.get(&addr).is_some_and(|s| matches!(s, Slot::Ready(c) if c.transport.kind() == "shm")) {
+        self.tokens.insert(token, key);
+        let mut conn = Conn::new(transport, token);
+        if key.rail == 0 {
+            conn.link.set_split_min(self.rails.split_min());
+        } else {
+            self.stats.rail_connects += 1;
+        }
+        if conn.transport.kind() == "shm" {
             self.stats.shm_connects += 1;
         }
+        self.conns.insert(key, Slot::Ready(Box::new(conn)));
+        self.stats.connects += 1;
+        self.known.insert(key.peer);
         Ok(())
     }
 
     /// Opening `peer` failed: every call to it not yet posted, in every
     /// batch, fails with `e` at once (each would wait out its own connect).
-    pub(super) fn connect_failed(&mut self, peer: SocketAddr, e: NetError) {
+    pub(super) fn connect_failed(&mut self, key: ConnKey, e: NetError) {
+        if key.rail > 0 {
+            // Calls go on without this rail (see `rails.rs`).
+            self.rails.went_down(key.peer);
+            return;
+        }
+        let peer = key.peer;
         for b in self.batches.values_mut() {
             for i in b.next..b.calls.len() {
                 if b.calls[i].peer == peer {
@@ -302,9 +349,10 @@ impl Engine {
 
     /// Fails every connection (the poller itself failed).
     pub(super) fn drop_all(&mut self, e: &io::Error) {
-        let addrs: Vec<SocketAddr> = self.conns.iter().filter(|(_, s)| matches!(s, Slot::Ready(_))).map(|(&a, _)| a).collect();
-        for addr in addrs {
-            self.drop_conn(addr, NetError::Unreachable { addr, source: io::Error::new(e.kind(), e.to_string()) });
+        let keys: Vec<ConnKey> = self.conns.iter().filter(|(_, s)| matches!(s, Slot::Ready(_))).map(|(&k, _)| k).collect();
+        for key in keys {
+            let addr = key.peer;
+            self.drop_conn(key, NetError::Unreachable { addr, source: io::Error::new(e.kind(), e.to_string()) });
         }
     }
 }

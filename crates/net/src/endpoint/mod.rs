@@ -33,7 +33,10 @@ mod batch;
 mod conn;
 mod engine;
 mod posted;
+mod rails;
 mod slab;
+
+pub use rails::{MAX_RAILS, SPLIT_MIN};
 mod unanswered;
 mod views;
 
@@ -72,6 +75,9 @@ pub struct EndpointConfig {
     /// next call ([`IDLE_REUSE`]): servers close idle connections after
     /// `ConnLimits::idle_timeout`, and a call must never race that close.
     pub idle_reuse: Duration,
+    /// Connections per server over which a large payload is split
+    /// (`WEFT_RAILS`, 1 to 8; 1, the default: no rails). See `rails.rs`.
+    pub rails: u8,
 }
 
 /// How long a client reuses an idle connection (50 s): below the servers'
@@ -111,6 +117,7 @@ impl Default for EndpointConfig {
             transport: TransportChoice::default(),
             shm_poll: Duration::ZERO,
             idle_reuse: IDLE_REUSE,
+            rails: 1,
         }
     }
 }
@@ -124,6 +131,7 @@ impl EndpointConfig {
             op_timeout: vars.millis("WEFT_TIMEOUT_MS")?.unwrap_or(d.op_timeout),
             transport: vars.choice("WEFT_TRANSPORT", "not auto, tcp or shm", TransportChoice::parse)?.unwrap_or(d.transport),
             shm_poll: crate::transport::shm::poll_budget(vars)?,
+            rails: vars.choice("WEFT_RAILS", "not a count of connections from 1 to 8", |v| v.trim().parse::<u8>().ok().filter(|n| (1..=rails::MAX_RAILS).contains(n)))?.unwrap_or(d.rails),
             ..d
         })
     }
@@ -140,6 +148,7 @@ impl EndpointConfig {
             Setting::new(vars, "WEFT_TIMEOUT_MS", format!("{} ms", self.op_timeout.as_millis()), "a call not answered within this fails (TimedOut)"),
             Setting::new(vars, "WEFT_TRANSPORT", transport, "auto: shared memory to servers on this node, TCP otherwise; tcp; shm"),
             Setting::new(vars, "WEFT_SHM_POLL_US", format!("{} us", self.shm_poll.as_micros()), "time a side polls its shared-memory rings before it blocks (at most 10 ms)"),
+            Setting::new(vars, "WEFT_RAILS", self.rails, "connections per server a payload of 512 KiB or more is split over (1: none)"),
         ]
     }
 }
@@ -175,6 +184,11 @@ pub struct EndpointStats {
     pub eager: u64,
     pub rendezvous: u64,
     pub dropped_connections: u64,
+    /// Rails opened, parts sent over them, and parts sent again on a
+    /// server's own connection after their rail failed.
+    pub rail_connects: u64,
+    pub rail_parts: u64,
+    pub rail_resends: u64,
 }
 
 /// The poll token of the waker that interrupts the driver's `poll`.
@@ -202,7 +216,7 @@ impl Endpoint {
         let waker = Waker::new(poll.registry(), WAKE)?;
         Ok(Endpoint {
             auth: auth.into(),
-            engine: Mutex::new(Engine::new(config.eager_limit, config.idle_reuse)),
+            engine: Mutex::new(Engine::new(config.eager_limit, config.idle_reuse, config.rails)),
             config,
             turn: Condvar::new(),
             poller: Mutex::new((poll, Events::with_capacity(256))),
@@ -227,7 +241,7 @@ impl Endpoint {
 
     /// The transport of the open connection to `peer` (`tcp`, `shm`), if any.
     pub fn transport_of(&self, peer: SocketAddr) -> Option<&'static str> {
-        match self.lock().conns.get(&peer) {
+        match self.lock().conns.get(&engine::ConnKey::primary(peer)) {
             Some(Slot::Ready(c)) => Some(c.transport.kind()),
             _ => None,
         }
@@ -516,10 +530,12 @@ impl Endpoint {
         loop {
             let (posted, wants_connect) = eng.feed_all();
             let completed = eng.progress();
+            // Payloads granted in this pass go out in the next.
+            let split = eng.distribute_splits();
             wake_others |= completed > 0 || wants_connect;
             // Calls completed may let batches post more; stop once nothing
             // moves, or at once when the driver's own batch is done.
-            if (posted == 0 && completed == 0) || until.is_some_and(|id| eng.batches[id].is_done()) {
+            if (posted == 0 && completed == 0 && split == 0) || until.is_some_and(|id| eng.batches[id].is_done()) {
                 break;
             }
         }
@@ -533,28 +549,29 @@ impl Endpoint {
 
     /// Opens a connection to `peer` for batch `id`, with the engine
     /// unlocked while it connects and handshakes.
-    fn open<'g>(&'g self, mut eng: MutexGuard<'g, Engine>, id: u64, peer: SocketAddr) -> MutexGuard<'g, Engine> {
+    fn open<'g>(&'g self, mut eng: MutexGuard<'g, Engine>, id: u64, key: engine::ConnKey) -> MutexGuard<'g, Engine> {
         if let Some(b) = eng.batches.get_mut(id) {
             b.connect = None;
         }
-        if eng.conns.contains_key(&peer) {
+        if eng.conns.contains_key(&key) {
             // Another thread opened it (or is opening it) meanwhile.
             return eng;
         }
-        eng.conns.insert(peer, Slot::Connecting);
+        eng.conns.insert(key, Slot::Connecting);
         drop(eng);
         // If connecting panics, the slot must not stay `Connecting` forever.
-        let unmark = Unmark { ep: self, peer };
+        let unmark = Unmark { ep: self, key };
+        let peer = key.peer;
         let opened = self.connect(peer);
         std::mem::forget(unmark);
         let mut eng = self.lock();
-        eng.conns.remove(&peer);
+        eng.conns.remove(&key);
         let installed = opened.and_then(|s| {
-            eng.install(peer, s, &self.registry).map_err(|source| NetError::Unreachable { addr: peer, source })
+            eng.install(key, s, &self.registry).map_err(|source| NetError::Unreachable { addr: peer, source })
         });
         if let Err(e) = installed {
-            tracing::debug!(target: "weft::net", %peer, error = %e, "connect failed");
-            eng.connect_failed(peer, e);
+            tracing::debug!(target: "weft::net", %peer, rail = key.rail, error = %e, "connect failed");
+            eng.connect_failed(key, e);
         }
         // Threads waiting for this connection go on, with it or without;
         // a driver asleep in poll must post on it too.
@@ -637,14 +654,14 @@ impl Drop for TurnGuard<'_> {
 /// Removes a `Connecting` mark whose connect unwound.
 struct Unmark<'a> {
     ep: &'a Endpoint,
-    peer: SocketAddr,
+    key: engine::ConnKey,
 }
 
 impl Drop for Unmark<'_> {
     fn drop(&mut self) {
         let mut eng = self.ep.lock();
-        if matches!(eng.conns.get(&self.peer), Some(Slot::Connecting)) {
-            eng.conns.remove(&self.peer);
+        if matches!(eng.conns.get(&self.key), Some(Slot::Connecting)) {
+            eng.conns.remove(&self.key);
         }
         self.ep.wake_sleepers(eng);
     }

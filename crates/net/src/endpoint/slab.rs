@@ -72,6 +72,10 @@ impl<T> Slab<T> {
         self.slots.iter().filter_map(|s| s.value.as_ref().map(|v| (s.id, v)))
     }
 
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &mut T)> {
+        self.slots.iter_mut().filter_map(|s| s.value.as_mut().map(|v| (s.id, v)))
+    }
+
     pub(super) fn values(&self) -> impl Iterator<Item = &T> {
         self.slots.iter().filter_map(|s| s.value.as_ref())
     }

@@ -13,6 +13,12 @@
 //! belongs to when receiving ([`ClientRx::Payload`]), so payloads move
 //! between the transport and the callers' own buffers with no copy.
 //!
+//! Rails: a connection told to split payloads of at least `split_min`
+//! bytes does not answer a `Cts` naming a rail token with `Data`; it hands
+//! the grant to its owner ([`ClientConn::take_splits`]), which queues the
+//! payload's parts as `Part` frames on this and its other connections to
+//! the server ([`ClientConn::push_part`]), or whole ([`ClientConn::push_data`]).
+//!
 //! A response before its `Cts` is the server refusing the payload: the
 //! data is never sent. A response to an id never posted, a `Cts` for an id
 //! not waiting for one, or a response payload longer than its call asked
@@ -23,7 +29,7 @@ use super::frames::{Filling, HeaderRx, Outbox};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::io::IoSlice;
 use std::time::Instant;
-use weft_wire::{FrameKind, Header, MsgId, Response};
+use weft_wire::{FrameKind, Header, MsgId, PartHead, RailToken, Response, RAIL_TOKEN_LEN};
 
 /// A response: its body and how many payload bytes landed in the call's
 /// buffers.
@@ -36,10 +42,23 @@ pub struct Reply {
 /// A call answered: its tag and the reply.
 pub type Completion<T> = (T, Reply);
 
-/// What a frame in the queue carries: a call's payload, or nothing.
+/// What a frame in the queue carries: a call's payload (all of it, or
+/// the (offset, length) of a part), or nothing.
 #[derive(Debug, Clone, Copy)]
 pub struct OutTag<T> {
     pub call: T,
+    pub range: Option<(u64, usize)>,
+}
+
+/// A payload the server granted that the owner puts on the wire in parts
+/// (or whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SplitGrant<T> {
+    pub id: u64,
+    pub call: T,
+    /// What `Part` frames name (the granting connection).
+    pub token: RailToken,
+    pub pay_len: usize,
 }
 
 struct Owed<T> {
@@ -85,6 +104,13 @@ pub struct ClientConn<T> {
     awaiting_cts: HashSet<u64>,
     /// Ids of abandoned calls whose answers are still to come.
     discard: HashSet<u64>,
+    /// Rails: granted payloads at least this large go to the owner to
+    /// split (0: never).
+    split_min: usize,
+    /// Grants waiting for the owner, and ids whose payload goes in parts
+    /// (until answered: the server waits for those parts).
+    splits: Vec<SplitGrant<T>>,
+    splitting: HashSet<u64>,
     /// The outbox's clock, never read: the client sets no send deadline
     /// (its calls have theirs), so it need not ask the time per frame.
     epoch: Instant,
@@ -98,6 +124,9 @@ impl<T> Default for ClientConn<T> {
             pending: HashMap::default(),
             awaiting_cts: HashSet::default(),
             discard: HashSet::default(),
+            split_min: 0,
+            splits: Vec::new(),
+            splitting: HashSet::default(),
             epoch: Instant::now(),
         }
     }
@@ -122,6 +151,8 @@ impl<T: Copy> ClientConn<T> {
     /// still owed an answer.
     pub fn take_owed(&mut self) -> Vec<T> {
         self.awaiting_cts.clear();
+        self.splitting.clear();
+        self.splits.clear();
         self.pending.drain().map(|(_, o)| o.call).collect()
     }
 
@@ -130,17 +161,48 @@ impl<T: Copy> ClientConn<T> {
     pub fn post(&mut self, id: u64, call: T, body: &[u8], pay_len: usize, eager: bool) {
         let now = self.epoch;
         if eager {
-            self.out.push(FrameKind::Request, MsgId(id), body, OutTag { call }, pay_len, now);
+            self.out.push(FrameKind::Request, MsgId(id), body, OutTag { call, range: None }, pay_len, now);
         } else {
-            self.out.push_announce(FrameKind::Rts, MsgId(id), body, pay_len, OutTag { call }, now);
+            self.out.push_announce(FrameKind::Rts, MsgId(id), body, pay_len, OutTag { call, range: None }, now);
             self.awaiting_cts.insert(id);
         }
         self.pending.insert(id, Owed { call, pay_len });
     }
 
+    /// Rails: grants of payloads of at least `bytes` go to the owner to
+    /// split (0: never).
+    pub fn set_split_min(&mut self, bytes: usize) {
+        self.split_min = bytes;
+    }
+
+    /// Grants the owner is to put on the wire in parts (or whole).
+    pub fn take_splits(&mut self) -> std::vec::Drain<'_, SplitGrant<T>> {
+        self.splits.drain(..)
+    }
+
+    /// Sends a granted payload whole after all (no other connection to
+    /// split it over).
+    pub fn push_data(&mut self, g: SplitGrant<T>) {
+        self.splitting.remove(&g.id);
+        self.out.push(FrameKind::Data, MsgId(g.id), &[], OutTag { call: g.call, range: None }, g.pay_len, self.epoch);
+    }
+
+    /// Queues `len` bytes of call `call`'s payload from `offset` as a part
+    /// of message `id`, granted on the connection `token` names (this one
+    /// or another to the same server). Nothing is owed here: the answer
+    /// comes on the granting connection.
+    pub fn push_part(&mut self, id: u64, call: T, token: RailToken, offset: u64, len: usize) {
+        let head = PartHead { token, offset }.encode();
+        self.out.push(FrameKind::Part, MsgId(id), &head, OutTag { call, range: Some((offset, len)) }, len, self.epoch);
+    }
+
     /// How much of the calls `mine` picks this connection holds.
     pub fn hold(&self, mine: impl Fn(&T) -> bool) -> Hold {
         if matches!(&self.rx, ClientRx::Payload { to: Some(c), .. } if mine(c)) {
+            return Hold::MidFrame;
+        }
+        // A payload granted and going in parts: the server waits for them.
+        if self.splitting.iter().any(|id| self.pending.get(id).is_some_and(|o| mine(&o.call))) {
             return Hold::MidFrame;
         }
         if self.out.frames().any(|f| mine(&f.payload.call) && (f.pos > 0 || f.kind == FrameKind::Data)) {
@@ -168,6 +230,7 @@ impl<T: Copy> ClientConn<T> {
         for id in gone {
             self.pending.remove(&id);
             self.awaiting_cts.remove(&id);
+            self.splitting.remove(&id);
             if !unsent.contains(&id) {
                 self.discard.insert(id);
             }
@@ -176,19 +239,19 @@ impl<T: Copy> ClientConn<T> {
 
     /// The bytes to send next, as at most `max` slices; `parts` gives a
     /// call's payload as slices in order.
-    pub fn tx_slices<'a, I>(&'a self, max: usize, parts: impl Fn(T) -> I) -> Vec<IoSlice<'a>>
+    pub fn tx_slices<'a, I>(&'a self, max: usize, parts: impl Fn(T, Option<(u64, usize)>) -> I) -> Vec<IoSlice<'a>>
     where
         I: Iterator<Item = &'a [u8]>,
     {
-        self.out.slices(max, |t: &'a OutTag<T>| parts(t.call))
+        self.out.slices(max, |t: &'a OutTag<T>| parts(t.call, t.range))
     }
 
     /// [`ClientConn::tx_slices`] appended to `v` (a vector the caller reuses).
-    pub fn tx_slices_into<'a, I>(&'a self, max: usize, parts: impl Fn(T) -> I, v: &mut Vec<IoSlice<'a>>)
+    pub fn tx_slices_into<'a, I>(&'a self, max: usize, parts: impl Fn(T, Option<(u64, usize)>) -> I, v: &mut Vec<IoSlice<'a>>)
     where
         I: Iterator<Item = &'a [u8]>,
     {
-        self.out.slices_into(max, |t: &'a OutTag<T>| parts(t.call), v);
+        self.out.slices_into(max, |t: &'a OutTag<T>| parts(t.call, t.range), v);
     }
 
     /// `n` bytes of [`ClientConn::tx_slices`] went out.
@@ -244,6 +307,7 @@ impl<T: Copy> ClientConn<T> {
                             self.pending.remove(&id);
                             // A response before `Cts` means the server refused the payload.
                             self.awaiting_cts.remove(&id);
+                            self.splitting.remove(&id);
                             done.push((call, Reply { body, payload_len: total }));
                         }
                         None => {
@@ -269,7 +333,15 @@ impl<T: Copy> ClientConn<T> {
                 }
                 let owed = self.pending.get(&id).ok_or_else(|| format!("Cts for unknown message {id}"))?;
                 let (call, pay_len) = (owed.call, owed.pay_len);
-                self.out.push(FrameKind::Data, MsgId(id), &[], OutTag { call }, pay_len, self.epoch);
+                // A server that takes parts names this connection.
+                let token = RailToken::decode(&body).ok().filter(|t| t.0 != [0; RAIL_TOKEN_LEN]);
+                match token {
+                    Some(token) if self.split_min > 0 && pay_len >= self.split_min => {
+                        self.splitting.insert(id);
+                        self.splits.push(SplitGrant { id, call, token, pay_len });
+                    }
+                    _ => self.out.push(FrameKind::Data, MsgId(id), &[], OutTag { call, range: None }, pay_len, self.epoch),
+                }
                 Ok(())
             }
             // Message id 0 is the server's word on the whole connection,
@@ -345,7 +417,7 @@ mod tests {
 
     fn sent_kinds(c: &mut ClientConn<u32>) -> Vec<(FrameKind, u64)> {
         let kinds = c.queued().collect();
-        let n: usize = c.tx_slices(64, |_| std::iter::once(&[0u8; 8][..])).iter().map(|s| s.len()).sum();
+        let n: usize = c.tx_slices(64, |_, _| std::iter::once(&[0u8; 8][..])).iter().map(|s| s.len()).sum();
         c.sent(n);
         assert!(!c.has_output());
         kinds

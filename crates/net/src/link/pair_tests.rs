@@ -123,7 +123,7 @@ fn run(ops: &[Op], cuts: &[usize]) -> Vec<Reply> {
     for step in 0..100_000 {
         let cut = cuts[step % cuts.len()];
         // Client out.
-        let bytes: Vec<u8> = c.tx_slices(4, |i| std::iter::once(&sends[i][..])).iter().flat_map(|x| x.iter().copied()).take(cut).collect();
+        let bytes: Vec<u8> = c.tx_slices(4, |i, _| std::iter::once(&sends[i][..])).iter().flat_map(|x| x.iter().copied()).take(cut).collect();
         c.sent(bytes.len());
         wire.to_server.extend(bytes);
         // Server in, serve, out.

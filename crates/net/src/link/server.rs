@@ -30,7 +30,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, Proof, Request, Response, Secret};
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, Secret, MAX_PARTS, RAIL_TOKEN_LEN};
 
 /// Who a connection proved to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,6 +181,11 @@ pub enum Event {
     /// A MUNGE proof to check off the loop; the answer comes back through
     /// [`ServerConn::verified`].
     Verify { hello: Hello, challenge: Challenge, cred: Vec<u8> },
+    /// Rails: a part of a payload granted on the connection whose rail
+    /// token is `token`; the owner hands it to that connection's
+    /// [`ServerConn::part`] if it has the same identity, and drops it if
+    /// there is none (closed since: its calls failed with it).
+    Part { token: RailToken, id: MsgId, offset: u64, payload: Payload },
 }
 
 /// Why the connection must close (after its queued frames, if any, drain).
@@ -212,6 +217,16 @@ struct Pending {
     /// When the `Cts` went out: the data must start within the frame
     /// deadline of it, or the grant (and its memory) would be held forever.
     granted_at: Option<Instant>,
+    /// Rails: the payload being put together from `Part` frames.
+    assembly: Option<Assembly>,
+}
+
+/// A payload arriving in parts, in any order (see [`ServerConn::part`]).
+struct Assembly {
+    bytes: Vec<u8>,
+    /// (offset, length) of each part applied, at most [`MAX_PARTS`].
+    parts: Vec<(u64, u64)>,
+    received: u64,
 }
 
 /// One connection's state, server side.
@@ -238,6 +253,9 @@ pub struct ServerConn {
     identity: Identity,
     /// When bytes last moved either way (idleness counts from it).
     last_active: Instant,
+    /// Names this connection in its `Cts` frames, for `Part` frames on
+    /// other connections; all zero: no rails (parts naming it refused).
+    rail_token: RailToken,
 }
 
 impl ServerConn {
@@ -263,7 +281,25 @@ impl ServerConn {
             identity: Identity::Trusted,
             granted: 0,
             last_active: now,
+            rail_token: RailToken([0; RAIL_TOKEN_LEN]),
         }
+    }
+
+    /// This connection takes parts of its payloads over other connections
+    /// that name `token` (fresh and random per connection: it is what a
+    /// peer must know to add bytes to this connection's messages).
+    pub fn with_rail_token(mut self, token: [u8; RAIL_TOKEN_LEN]) -> Self {
+        self.rail_token = RailToken(token);
+        self
+    }
+
+    /// See [`ServerConn::with_rail_token`].
+    pub fn rail_token(&self) -> RailToken {
+        self.rail_token
+    }
+
+    fn takes_parts(&self) -> bool {
+        self.rail_token.0 != [0; RAIL_TOKEN_LEN]
     }
 
     /// Draws `bytes` for this connection (a response it will be sent),
@@ -441,9 +477,13 @@ impl ServerConn {
             FrameKind::Rts if self.pending.contains_key(&head.msg_id.0) => Err(format!("duplicate rendezvous message id {}", head.msg_id.0)),
             FrameKind::Rts => Ok(()),
             FrameKind::Data => match self.pending.get(&head.msg_id.0) {
-                Some(p) if p.grant.is_some() && p.pay_len == head.pay_len && head.body_len == 0 => Ok(()),
+                Some(p) if p.grant.is_some() && p.assembly.is_none() && p.pay_len == head.pay_len && head.body_len == 0 => Ok(()),
                 _ => Err(format!("data for message {} does not match a grant", head.msg_id.0)),
             },
+            // Its payload is drawn like a request's; where it goes is
+            // checked once it is whole (it may name another connection).
+            FrameKind::Part if head.body_len as usize == PartHead::LEN && head.pay_len > 0 => Ok(()),
+            FrameKind::Part => Err(format!("a part of {} + {} bytes (its head is {} bytes, its payload not empty)", head.body_len, head.pay_len, PartHead::LEN)),
             k => Err(format!("unexpected {k:?} frame from a client")),
         }
     }
@@ -528,13 +568,22 @@ impl ServerConn {
                 Ok((Ok(()), req)) => {
                     let mut payload = payload;
                     let body_charge = payload.charge.take().expect("drawn in retry");
-                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None });
+                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None, assembly: None });
                     self.waiting.push_back(id.0);
                     self.grant(now);
                 }
                 // Answered at once: the client treats a response before
                 // `Cts` as a refusal and never sends the data.
                 Err(e) => self.refuse(id, e, now, events),
+            },
+            FrameKind::Part => match PartHead::decode(body) {
+                Ok(h) if h.token == self.rail_token => {
+                    if let Err(why) = self.part(id, h.offset, payload, now, events) {
+                        self.fail(ErrorCode::BadRequest, why, now);
+                    }
+                }
+                Ok(h) => events.push(Event::Part { token: h.token, id, offset: h.offset, payload }),
+                Err(e) => self.fail(ErrorCode::BadRequest, format!("bad part: {e}"), now),
             },
             FrameKind::Data => {
                 let p = self.pending.remove(&id.0).expect("admitted");
@@ -549,6 +598,49 @@ impl ServerConn {
             }
             _ => unreachable!("admitted"),
         }
+    }
+
+    /// Rails: the bytes of a `Part` frame for message `id`, granted here
+    /// (the frame came on this connection or on another of the same
+    /// identity). Parts may come in any order and the same part again
+    /// (a client resends the parts of a connection it lost); the request
+    /// is handed out once the payload is whole. An error is the sender's
+    /// fault (a part out of bounds, overlapping another, one too many, for
+    /// a message not granted): its connection should be failed with it.
+    pub fn part(&mut self, id: MsgId, offset: u64, part: Payload, now: Instant, events: &mut Vec<Event>) -> Result<(), String> {
+        if !self.takes_parts() || self.closing.is_some() {
+            return Err(format!("a part for message {} of a connection that takes none", id.0));
+        }
+        let Some(p) = self.pending.get_mut(&id.0).filter(|p| p.grant.is_some()) else {
+            return Err(format!("a part for message {}, which is not granted", id.0));
+        };
+        let len = part.bytes.len() as u64;
+        let end = offset.checked_add(len).filter(|&e| e <= u64::from(p.pay_len)).ok_or_else(|| format!("a part at {offset} + {len} past the payload's {} bytes", p.pay_len))?;
+        let a = p.assembly.get_or_insert_with(|| Assembly { bytes: crate::buffers::take(p.pay_len as usize), parts: Vec::new(), received: 0 });
+        if a.parts.contains(&(offset, len)) {
+            return Ok(());
+        }
+        if a.parts.iter().any(|&(o, l)| offset < o + l && o < end) {
+            return Err(format!("a part at {offset} + {len} overlaps another of message {}", id.0));
+        }
+        if a.parts.len() >= MAX_PARTS {
+            return Err(format!("more than {MAX_PARTS} parts for message {}", id.0));
+        }
+        a.bytes[offset as usize..end as usize].copy_from_slice(&part.bytes);
+        a.parts.push((offset, len));
+        a.received += len;
+        if a.received < u64::from(p.pay_len) {
+            return Ok(());
+        }
+        let mut p = self.pending.remove(&id.0).expect("found above");
+        let a = p.assembly.take().expect("put together above");
+        self.granted -= u64::from(p.pay_len);
+        self.queued += 1;
+        let mut charge = p.grant.take().expect("granted");
+        charge.merge(p.body_charge);
+        events.push(Event::Request { id, req: p.req, payload: Payload { bytes: a.bytes, charge: Some(charge) } });
+        self.grant(now);
+        Ok(())
     }
 
     /// The outcome of a MUNGE proof handed out with [`Event::Verify`]: the
@@ -599,7 +691,8 @@ impl ServerConn {
             let p = self.pending.get_mut(&id).expect("waiting ids are pending");
             p.grant = Some(charge);
             p.granted_at = Some(now);
-            self.push(FrameKind::Cts, MsgId(id), &[], Payload::default(), now);
+            let token = self.rail_token.0;
+            self.push(FrameKind::Cts, MsgId(id), &token, Payload::default(), now);
         }
     }
 

@@ -376,3 +376,98 @@ fn a_munge_proof_is_checked_off_the_loop() {
     c.verified(Ok((Identity::Trusted, Vec::new())), Instant::now(), &mut ev);
     assert!(!drain(&mut c).iter().any(|f| f.0 == FrameKind::Welcome));
 }
+
+const TOKEN: [u8; RAIL_TOKEN_LEN] = [9; RAIL_TOKEN_LEN];
+
+/// A ready connection that takes parts, with message 1 (a write of `len`
+/// bytes) announced and granted.
+fn granted(len: u64) -> Conn {
+    let mut c = ready(ConnLimits::default(), 64 << 20).with_rail_token(TOKEN);
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Rts, 1, &write_req(len), len as usize, &[]), &mut ev);
+    let cts: Vec<_> = drain(&mut c).into_iter().filter(|f| f.0 == FrameKind::Cts).collect();
+    assert_eq!(cts.len(), 1);
+    assert_eq!(cts[0].2, TOKEN, "the Cts names the connection's rail token");
+    c
+}
+
+fn part(offset: u64, bytes: &[u8]) -> Vec<u8> {
+    frame(FrameKind::Part, 1, &PartHead { token: RailToken(TOKEN), offset }.encode(), bytes.len(), bytes)
+}
+
+#[test]
+fn parts_in_any_order_make_one_request_with_the_whole_payload() {
+    let payload: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut c = granted(1000);
+    let mut ev = Vec::new();
+    // Out of order, one sent twice (a client resends a lost rail's parts).
+    for (o, l) in [(600, 400), (0, 300), (600, 400), (300, 300)] {
+        assert!(ev.is_empty(), "handed out before the payload was whole");
+        feed(&mut c, &part(o, &payload[o as usize..(o + l) as usize]), &mut ev);
+    }
+    match &ev[..] {
+        [Event::Request { id: MsgId(1), payload: p, .. }] => assert_eq!(p.bytes, payload),
+        other => panic!("{other:?}"),
+    }
+    assert!(c.closing().is_none());
+}
+
+#[test]
+fn a_part_from_another_connection_is_put_together_by_its_owner() {
+    let mut c = granted(8);
+    let mut other = ready(ConnLimits::default(), 1 << 20).with_rail_token([3; RAIL_TOKEN_LEN]);
+    let mut ev = Vec::new();
+    // Read on `other`, it names `c`: handed to the owner, not applied there.
+    feed(&mut other, &part(4, b"5678"), &mut ev);
+    let Some(Event::Part { token, id, offset, payload }) = ev.pop() else { panic!("{ev:?}") };
+    assert_eq!((token, id, offset), (RailToken(TOKEN), MsgId(1), 4));
+    c.part(id, offset, payload, Instant::now(), &mut ev).unwrap();
+    feed(&mut c, &part(0, b"1234"), &mut ev);
+    match &ev[..] {
+        [Event::Request { payload: p, .. }] => assert_eq!(p.bytes, b"12345678"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn parts_that_do_not_fit_fail_the_connection() {
+    let bad: [(&str, Vec<u8>); 3] = [
+        ("past the end", part(996, &[1; 8])),
+        ("for a message never granted", frame(FrameKind::Part, 2, &PartHead { token: RailToken(TOKEN), offset: 0 }.encode(), 4, &[1; 4])),
+        ("with an empty payload", frame(FrameKind::Part, 1, &PartHead { token: RailToken(TOKEN), offset: 0 }.encode(), 0, &[])),
+    ];
+    for (what, f) in bad {
+        let mut c = granted(1000);
+        let mut ev = Vec::new();
+        feed(&mut c, &f, &mut ev);
+        assert!(c.closing().is_some(), "a part {what} was taken");
+    }
+    // Overlapping an applied part (not the same one again).
+    let mut c = granted(1000);
+    let mut ev = Vec::new();
+    feed(&mut c, &part(0, &[1; 500]), &mut ev);
+    feed(&mut c, &part(400, &[1; 200]), &mut ev);
+    assert!(c.closing().is_some(), "an overlapping part was taken");
+    // A Data frame for a message being put together from parts.
+    let mut c = granted(1000);
+    feed(&mut c, &part(0, &[1; 500]), &mut ev);
+    feed(&mut c, &frame(FrameKind::Data, 1, &[], 1000, &[1; 1000]), &mut ev);
+    assert!(c.closing().is_some(), "data after parts was taken");
+    // A connection without a rail token takes no parts, even naming zero.
+    let mut c = ready(ConnLimits::default(), 1 << 20);
+    feed(&mut c, &frame(FrameKind::Rts, 1, &write_req(8), 8, &[]), &mut ev);
+    feed(&mut c, &frame(FrameKind::Part, 1, &PartHead { token: RailToken([0; RAIL_TOKEN_LEN]), offset: 0 }.encode(), 8, &[1; 8]), &mut ev);
+    assert!(c.closing().is_some(), "a connection without rails took a part");
+}
+
+#[test]
+fn more_parts_than_the_cap_fail_the_connection() {
+    let mut c = granted(1000);
+    let mut ev = Vec::new();
+    for k in 0..MAX_PARTS as u64 {
+        feed(&mut c, &part(k, &[1]), &mut ev);
+    }
+    assert!(c.closing().is_none());
+    feed(&mut c, &part(MAX_PARTS as u64, &[1]), &mut ev);
+    assert!(c.closing().is_some(), "part {} of a message was taken", MAX_PARTS + 1);
+}

@@ -14,6 +14,8 @@ use weft_net::budget::MemoryBudget;
 use super::conn_quota::ConnQuota;
 use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
 use super::read_turns::ReadTurns;
+#[path = "rails.rs"]
+mod rails;
 use super::workers::{ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
 use super::Server;
 use mio::net::{TcpListener, UnixListener};
@@ -125,6 +127,8 @@ pub struct Reactor {
     per_connection: usize,
     /// Since a shutdown began: new requests are answered `Stopping`.
     draining: bool,
+    /// Connections by rail token, and parts on their way between them.
+    rails: rails::Rails,
 }
 
 impl Reactor {
@@ -191,6 +195,7 @@ impl Reactor {
             // keep creates from committing as one group).
             per_connection: config.conn_parallel,
             draining: false,
+            rails: rails::Rails::default(),
         })
     }
 
@@ -395,7 +400,8 @@ impl Reactor {
         if stream.kind() == "shm" {
             self.shm_slots.push(slot);
         }
-        let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random());
+        let token = self.rails.register(ConnRef { slot, generation: self.next_gen });
+        let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random()).with_rail_token(token);
         self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None, over_quota: false });
         self.live += 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
@@ -429,6 +435,7 @@ impl Reactor {
         // answers sent, reading resumes here until the socket is empty.
         loop {
             let paused = self.read_some(k);
+            self.route_parts(k);
             self.dispatch(k);
             self.flush(k);
             let resumable = matches!(self.slots.get(k), Some(Some(slot)) if slot.conn.may_read() && !slot.conn.is_stalled());
@@ -474,7 +481,8 @@ impl Reactor {
         let conn = ConnRef { slot: k, generation: slot.generation };
         for ev in events.drain(..) {
             match ev {
-                Event::Request { id, req, payload } => slot.ready.push_back(Job { conn, id, req, payload, out_charge: None, body_charge: None, turn: None, user: slot.user, arrived: now }),
+                Event::Request { id, req, payload } => slot.ready.push_back(job(conn, slot.user, id, req, payload, now)),
+                Event::Part { token, id, offset, payload } => self.rails.hold(token, id, offset, payload),
                 Event::Refused => self.server.count_bad_request(),
                 Event::Ready => admit_user(&mut self.quota, slot, &self.server, now),
                 Event::Verify { hello, challenge, cred } => self.verifier.submit(VerifyJob { conn, hello, challenge, cred }),
@@ -600,6 +608,7 @@ impl Reactor {
 
     fn close(&mut self, k: usize) {
         let Some(mut slot) = self.slots[k].take() else { return };
+        self.rails.forget(slot.conn.rail_token());
         if let Some(why) = slot.conn.closing() {
             tracing::debug!(target: "weft::server", peer = %slot.peer, reason = %why.0, "connection closed");
             // Closes that are nobody's fault are not bad requests.
@@ -760,6 +769,11 @@ impl Reactor {
 }
 
 /// The slot `c` names, if that connection still holds it.
+/// A request of connection `conn` (counted for `user`) as the loop queues it.
+fn job(conn: ConnRef, user: Option<u32>, id: MsgId, req: Request, payload: Payload, now: Instant) -> Job {
+    Job { conn, id, req, payload, out_charge: None, body_charge: None, turn: None, user, arrived: now }
+}
+
 fn slot_in(slots: &mut [Option<Slot>], c: ConnRef) -> Option<&mut Slot> {
     slots.get_mut(c.slot)?.as_mut().filter(|s| s.generation == c.generation)
 }

@@ -10,6 +10,7 @@ pub mod data;
 pub mod handshake;
 pub mod lock;
 pub mod meta;
+pub mod rails;
 pub mod replica;
 
 use crate::limits::{MAX_DIR_PAGE, MAX_ERROR_MSG, MAX_NAME_LEN, MAX_PAYLOAD_LEN};

@@ -379,6 +379,10 @@ pub(super) enum Which {
         /// Weft transports to measure, each beside raw TCP: tcp, shm.
         #[arg(long, value_delimiter = ',', default_value = "tcp,shm")]
         transport: Vec<String>,
+        /// Also measure each transport with this many rails per server (a
+        /// message of 512 KiB or more split over them; 1: not).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+        rails: u8,
         /// Count instructions per request instead, client and server side,
         /// each under callgrind (needs valgrind).
         #[arg(long)]

@@ -137,10 +137,10 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let work = net_icount::work_dir(&common.dir.clone().unwrap_or_else(std::env::temp_dir));
             run(&common, net_icount::NetIcount { exe, work, params: net_icount::Params { transports, small: icount_small, bulk: icount_bulk } })?;
         }
-        Which::Net { common, pings, stream, message, rounds, transport, .. } => {
+        Which::Net { common, pings, stream, message, rounds, transport, rails, .. } => {
             let transports = transports(&transport)?;
             let bc = common.cluster(exe, cluster, 1)?;
-            run(&common, net::Net { exe, cluster: &bc, params: net::Params { pings, stream_bytes: stream, message: message as usize, rounds, transports } })?;
+            run(&common, net::Net { exe, cluster: &bc, params: net::Params { pings, stream_bytes: stream, message: message as usize, rounds, transports, rails } })?;
         }
         Which::Noncontig { common, patterns, matrix, btio_cells, repeats, stripe_size, servers } => {
             let bc = common.cluster(exe, cluster, servers)?;

@@ -164,7 +164,9 @@ impl Engine {
                 if c.readable {
                     let (answered, read) = c.advance_read(addr, batches);
                     completed += answered;
-                    splits.extend(c.link.take_splits().map(|g| (addr, g)));
+                    if c.link.has_splits() {
+                        splits.extend(c.link.take_splits().map(|g| (addr, g)));
+                    }
                     read?;
                 }
                 if c.writable && c.link.has_output() {

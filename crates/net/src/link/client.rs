@@ -180,6 +180,11 @@ impl<T: Copy> ClientConn<T> {
         self.splits.drain(..)
     }
 
+    /// Whether [`ClientConn::take_splits`] has any.
+    pub fn has_splits(&self) -> bool {
+        !self.splits.is_empty()
+    }
+
     /// Sends a granted payload whole after all (no other connection to
     /// split it over).
     pub fn push_data(&mut self, g: SplitGrant<T>) {
@@ -307,7 +312,9 @@ impl<T: Copy> ClientConn<T> {
                             self.pending.remove(&id);
                             // A response before `Cts` means the server refused the payload.
                             self.awaiting_cts.remove(&id);
-                            self.splitting.remove(&id);
+                            if !self.splitting.is_empty() {
+                                self.splitting.remove(&id);
+                            }
                             done.push((call, Reply { body, payload_len: total }));
                         }
                         None => {

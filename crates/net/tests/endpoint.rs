@@ -413,3 +413,42 @@ fn an_answer_read_together_with_a_bad_frame_is_kept() {
     assert!(t0.elapsed() < Duration::from_secs(10), "a call waited out its deadline");
     h.join().unwrap();
 }
+
+/// The liveness watch (issue 25): a server that takes a request and then
+/// says nothing, not even to a ping, fails the call after about
+/// `SILENCE + PING_WAIT`, well before its deadline; one that answers the
+/// ping but not (yet) the request is waited for until the deadline.
+#[test]
+fn a_silent_server_is_pinged_and_given_up_before_the_deadline() {
+    use weft_wire::Request;
+    // Silent: reads everything, answers nothing.
+    let (addr, h) = peer(|s| {
+        let _ = next_request(s, &mut HashMap::new());
+        std::thread::sleep(Duration::from_secs(14));
+    });
+    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = ep.call(addr, b"work".to_vec());
+    let took = t0.elapsed();
+    assert!(matches!(r, Err(NetError::Timeout { .. })), "{r:?}");
+    assert!(took >= weft_net::SILENCE && took < weft_net::SILENCE + weft_net::PING_WAIT + Duration::from_secs(3), "took {took:?}");
+    h.join().unwrap();
+    // Busy: answers pings at once, the request only after 12 s.
+    let (addr, h) = peer(|s| {
+        let work = next_request(s, &mut HashMap::new());
+        let t0 = std::time::Instant::now();
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        while t0.elapsed() < Duration::from_secs(12) {
+            if let Ok(h) = read_header(s) {
+                let body = weft_net::frame_io::read_vec(s, h.body_len as usize).unwrap();
+                assert!(matches!(Request::decode(&body), Ok(Request::Ping)), "only pings come meanwhile");
+                write_frame(s, FrameKind::Response, h.msg_id, &weft_wire::Response::Ok.encode(), &[]).unwrap();
+            }
+        }
+        write_frame(s, FrameKind::Response, work.id, b"done", &[]).unwrap();
+    });
+    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
+    let r = ep.call(addr, b"work".to_vec());
+    assert_eq!(r.unwrap().body, b"done", "a server that answered its pings was given up");
+    h.join().unwrap();
+}

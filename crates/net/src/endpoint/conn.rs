@@ -37,11 +37,16 @@ pub(super) struct Conn {
     pub(super) last_used: std::time::Instant,
     /// A call was posted on it.
     pub(super) used: bool,
+    /// Bytes read and written so far (a server that takes what is sent
+    /// is alive too), and what the liveness watch knows.
+    pub(super) read_bytes: u64,
+    pub(super) written_bytes: u64,
+    pub(super) watch: super::liveness::Watch,
 }
 
 impl Conn {
     pub(super) fn new(transport: Box<dyn Transport>, token: Token) -> Self {
-        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false }
+        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false, read_bytes: 0, written_bytes: 0, watch: Default::default() }
     }
 
     pub(super) fn is_idle(&self) -> bool {
@@ -81,6 +86,7 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(io_fail(addr, e)),
             };
+            self.written_bytes += n as u64;
             self.link.sent(n);
         }
         Ok(())
@@ -137,6 +143,7 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return (completed, Err(io_fail(addr, e))),
             };
+            self.read_bytes += n as u64;
             let room = |c: CallRef| batches.get(c.batch).map_or(0, |b| b.calls[c.index].recv.iter().map(|r| r.len()).sum());
             let read = self.link.received_into(n, room, &mut self.answered);
             // Calls answered before a bad frame in the same read keep

@@ -49,7 +49,7 @@ pub(super) struct Engine {
     /// Call vectors of finished batches, for the next ones.
     spare_calls: Vec<Vec<BatchCall>>,
     feed_ids: Vec<u64>,
-    next_msg: u64,
+    pub(super) next_msg: u64,
     next_token: usize,
     /// A thread is driving the sockets (polling and advancing them).
     pub(super) driving: bool,
@@ -93,8 +93,11 @@ impl Engine {
             }
             let peer = b.calls[i].peer;
             let pay_len: usize = b.calls[i].send.iter().map(|v| v.len()).sum();
-            // A payload to split needs its server's rails first.
-            if let Some(key) = self.rails.missing(peer, pay_len, &self.conns) {
+            // A payload to split needs its server's rails (after the
+            // server's own connection: a server that is down costs one
+            // connect timeout, not one per rail).
+            if let Some(rail) = self.rails.missing(peer, pay_len, &self.conns) {
+                let key = if matches!(self.conns.get(&ConnKey::primary(peer)), Some(Slot::Ready(_))) { rail } else { ConnKey::primary(peer) };
                 if !matches!(self.conns.get(&key), Some(Slot::Connecting)) {
                     b.connect = Some(key);
                 }
@@ -229,7 +232,7 @@ impl Engine {
         if key.rail > 0 {
             // A rail is owed no answers: its parts go again on the server's
             // own connection, and no call fails with it.
-            self.rail_lost(key);
+            self.rail_lost(key, c.link.is_idle());
             return 0;
         }
         let mut completed = 0;
@@ -277,6 +280,11 @@ impl Engine {
                 Hold::MidFrame => broken.push(key),
             }
         }
+        // Parts a rail still holds are parts the server's own connection
+        // waits for: it goes too (as with a `Data` frame unsent).
+        let owners: Vec<ConnKey> = broken.iter().filter(|k| k.rail > 0).map(|k| ConnKey::primary(k.peer)).filter(|p| !broken.contains(p)).collect();
+        // (A connection named twice is dropped once.)
+        broken.extend(owners);
         let n = broken.len();
         for key in broken {
             let addr = key.peer;

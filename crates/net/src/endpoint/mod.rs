@@ -32,10 +32,12 @@
 mod batch;
 mod conn;
 mod engine;
+mod liveness;
 mod posted;
 mod rails;
 mod slab;
 
+pub use liveness::{PING_WAIT, SILENCE};
 pub use rails::{MAX_RAILS, SPLIT_MIN};
 mod unanswered;
 mod views;
@@ -460,7 +462,11 @@ impl Endpoint {
                 if b.is_done() || b.connect.is_some() {
                     return;
                 }
-                eng.next_deadline().map_or(self.config.op_timeout, |d| d.saturating_duration_since(now))
+                let next = match (eng.next_deadline(), eng.next_watch()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                next.map_or(self.config.op_timeout, |d| d.saturating_duration_since(now))
             };
             if !self.config.shm_poll.is_zero() && self.spin_for_input(self.config.shm_poll.min(timeout), poll, events) {
                 continue;
@@ -541,6 +547,12 @@ impl Endpoint {
         }
         let now = Instant::now();
         wake_others |= eng.expire_due(now) > 0;
+        let stopped = eng.watch_liveness(now);
+        wake_others |= !stopped.is_empty();
+        let hold = self.config.op_timeout.min(Duration::from_secs(10));
+        for peer in stopped {
+            self.unanswered.timed_out(peer, hold, now);
+        }
         if wake_others && eng.sleepers > 0 {
             self.turn.notify_all();
         }

@@ -109,17 +109,29 @@ impl Engine {
     fn distribute(&mut self, peer: SocketAddr, g: SplitGrant<CallRef>) {
         let now = Instant::now();
         let idle_reuse = self.idle_reuse;
-        // Rails in use, or idle but fresh and with nothing to read.
+        // A call abandoned meanwhile: its connection was dropped (the
+        // grant held it), nothing to send.
+        if self.batches.get(g.call.batch).is_none_or(|b| b.calls[g.call.index].result.is_some()) {
+            return;
+        }
+        // Rails in use, or idle but fresh and with nothing to read; a stale
+        // idle one is closed (the next large call opens it again).
         let mut paths = vec![0u8];
+        let mut stale = Vec::new();
         if !self.rails.resting(peer) {
             for rail in 1..self.rails.rails {
-                if let Some(Slot::Ready(c)) = self.conns.get_mut(&ConnKey { peer, rail })
-                    && (!c.is_idle() || (now.saturating_duration_since(c.last_used) < idle_reuse && c.idle_is_healthy()))
-                {
-                    c.last_used = now;
-                    paths.push(rail);
+                if let Some(Slot::Ready(c)) = self.conns.get_mut(&ConnKey { peer, rail }) {
+                    if !c.is_idle() || (now.saturating_duration_since(c.last_used) < idle_reuse && c.idle_is_healthy()) {
+                        c.last_used = now;
+                        paths.push(rail);
+                    } else {
+                        stale.push(ConnKey { peer, rail });
+                    }
                 }
             }
+        }
+        for key in stale {
+            self.drop_conn(key, crate::NetError::Closed { addr: peer, reason: "idle rail closed".into() });
         }
         let Some(Slot::Ready(own)) = self.conns.get_mut(&ConnKey::primary(peer)) else { return };
         let parts = cut(g.pay_len, paths.len());
@@ -127,6 +139,7 @@ impl Engine {
             own.link.push_data(g);
             return;
         }
+        own.link.distributed(g.id);
         let plan: Vec<(u8, u64, usize)> = parts.into_iter().map(|(p, offset, len)| (paths[p], offset, len)).collect();
         if let Some(b) = self.batches.get_mut(g.call.batch) {
             let c = &mut b.calls[g.call.index];
@@ -141,9 +154,9 @@ impl Engine {
     }
 
     /// Rail `key` failed: its parts of calls not yet answered go again on
-    /// the server's own connection; the server's rails rest a while.
-    pub(super) fn rail_lost(&mut self, key: ConnKey) {
-        self.rails.went_down(key.peer);
+    /// the server's own connection; the server's rails rest a while,
+    /// unless it was idle and carried nothing (the server closed it idle).
+    pub(super) fn rail_lost(&mut self, key: ConnKey, idle: bool) {
         let mut again = Vec::new();
         for (batch, b) in self.batches.iter_mut() {
             for (index, c) in b.calls.iter_mut().enumerate() {
@@ -156,6 +169,9 @@ impl Engine {
                     again.push((CallRef { batch, index }, r.msg, r.token, part.1, part.2));
                 }
             }
+        }
+        if !idle || !again.is_empty() {
+            self.rails.went_down(key.peer);
         }
         let Some(Slot::Ready(own)) = self.conns.get_mut(&ConnKey::primary(key.peer)) else { return };
         self.stats.rail_resends += again.len() as u64;

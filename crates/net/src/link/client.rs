@@ -107,8 +107,9 @@ pub struct ClientConn<T> {
     /// Rails: granted payloads at least this large go to the owner to
     /// split (0: never).
     split_min: usize,
-    /// Grants waiting for the owner, and ids whose payload goes in parts
-    /// (until answered: the server waits for those parts).
+    /// Grants waiting for the owner, and their ids until the owner queued
+    /// their parts (the server waits for them: a call withdrawn meanwhile
+    /// holds the connection, as a `Data` frame queued does).
     splits: Vec<SplitGrant<T>>,
     splitting: HashSet<u64>,
     /// The outbox's clock, never read: the client sets no send deadline
@@ -180,6 +181,12 @@ impl<T: Copy> ClientConn<T> {
         self.splits.drain(..)
     }
 
+    /// The owner queued the parts of grant `id` (on this connection and
+    /// others).
+    pub fn distributed(&mut self, id: u64) {
+        self.splitting.remove(&id);
+    }
+
     /// Whether [`ClientConn::take_splits`] has any.
     pub fn has_splits(&self) -> bool {
         !self.splits.is_empty()
@@ -206,11 +213,13 @@ impl<T: Copy> ClientConn<T> {
         if matches!(&self.rx, ClientRx::Payload { to: Some(c), .. } if mine(c)) {
             return Hold::MidFrame;
         }
-        // A payload granted and going in parts: the server waits for them.
+        // A payload granted whose parts are not queued yet: the server
+        // waits for them.
         if self.splitting.iter().any(|id| self.pending.get(id).is_some_and(|o| mine(&o.call))) {
             return Hold::MidFrame;
         }
-        if self.out.frames().any(|f| mine(&f.payload.call) && (f.pos > 0 || f.kind == FrameKind::Data)) {
+        // Granted payload bytes not all sent: the server waits for them.
+        if self.out.frames().any(|f| mine(&f.payload.call) && (f.pos > 0 || f.kind == FrameKind::Data || f.kind == FrameKind::Part)) {
             return Hold::MidFrame;
         }
         // An `Rts` already sent and not yet answered by `Cts`: the server

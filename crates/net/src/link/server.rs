@@ -256,7 +256,14 @@ pub struct ServerConn {
     /// Names this connection in its `Cts` frames, for `Part` frames on
     /// other connections; all zero: no rails (parts naming it refused).
     rail_token: RailToken,
+    /// Messages lately put together from parts: a part for one of them
+    /// comes late (the client sent again the parts of a rail it lost) and
+    /// is dropped, not an error.
+    assembled: VecDeque<u64>,
 }
+
+/// How many assembled messages [`ServerConn`] remembers.
+const ASSEMBLED_KEPT: usize = 256;
 
 impl ServerConn {
     /// `server_nonce` must be fresh and random (it is what makes a
@@ -282,6 +289,7 @@ impl ServerConn {
             granted: 0,
             last_active: now,
             rail_token: RailToken([0; RAIL_TOKEN_LEN]),
+            assembled: VecDeque::new(),
         }
     }
 
@@ -500,8 +508,13 @@ impl ServerConn {
             };
             if let Some(mut charge) = self.budget.try_charge_for(u64::from(head.body_len) + pay_need, &self.account, self.limits.memory_share) {
                 if head.kind == FrameKind::Data {
-                    let p = self.pending.get_mut(&head.msg_id.0).expect("admitted");
-                    charge.merge(p.grant.take().expect("admitted"));
+                    // Admitted while granted and whole; parts cannot take
+                    // it meanwhile (see `part`), but a bug must not panic.
+                    let Some(grant) = self.pending.get_mut(&head.msg_id.0).and_then(|p| p.grant.take()) else {
+                        self.fail(ErrorCode::BadRequest, format!("data for message {} lost its grant", head.msg_id.0), now);
+                        return;
+                    };
+                    charge.merge(grant);
                 }
                 let pay_len = if head.kind == FrameKind::Rts { 0 } else { head.pay_len as usize };
                 let payload = Payload { bytes: crate::buffers::take(pay_len), charge: Some(charge) };
@@ -603,13 +616,27 @@ impl ServerConn {
     /// Rails: the bytes of a `Part` frame for message `id`, granted here
     /// (the frame came on this connection or on another of the same
     /// identity). Parts may come in any order and the same part again
-    /// (a client resends the parts of a connection it lost); the request
-    /// is handed out once the payload is whole. An error is the sender's
-    /// fault (a part out of bounds, overlapping another, one too many, for
-    /// a message not granted): its connection should be failed with it.
+    /// (a client resends the parts of a connection it lost), also after
+    /// the message was put together, or while this connection closes:
+    /// dropped. The request is handed out once the payload is whole. An
+    /// error is the sender's fault (a part out of bounds, overlapping
+    /// another, one too many, for a message not granted or arriving whole
+    /// in a `Data` frame): its connection should be failed with it.
     pub fn part(&mut self, id: MsgId, offset: u64, part: Payload, now: Instant, events: &mut Vec<Event>) -> Result<(), String> {
-        if !self.takes_parts() || self.closing.is_some() {
+        if !self.takes_parts() {
             return Err(format!("a part for message {} of a connection that takes none", id.0));
+        }
+        // Closing (its calls fail with it), or put together already: the
+        // part comes too late to matter.
+        if self.closing.is_some() || self.assembled.contains(&id.0) {
+            return Ok(());
+        }
+        // Its payload is arriving whole in a `Data` frame: one or the other.
+        if let Rx::Stalled { head } | Rx::Body { head, .. } | Rx::Payload { head, .. } = &self.rx
+            && head.kind == FrameKind::Data
+            && head.msg_id == id
+        {
+            return Err(format!("a part for message {}, whose data is arriving whole", id.0));
         }
         let Some(p) = self.pending.get_mut(&id.0).filter(|p| p.grant.is_some()) else {
             return Err(format!("a part for message {}, which is not granted", id.0));
@@ -638,6 +665,10 @@ impl ServerConn {
         self.queued += 1;
         let mut charge = p.grant.take().expect("granted");
         charge.merge(p.body_charge);
+        if self.assembled.len() == ASSEMBLED_KEPT {
+            self.assembled.pop_front();
+        }
+        self.assembled.push_back(id.0);
         events.push(Event::Request { id, req: p.req, payload: Payload { bytes: a.bytes, charge: Some(charge) } });
         self.grant(now);
         Ok(())

@@ -471,3 +471,41 @@ fn more_parts_than_the_cap_fail_the_connection() {
     feed(&mut c, &part(MAX_PARTS as u64, &[1]), &mut ev);
     assert!(c.closing().is_some(), "part {} of a message was taken", MAX_PARTS + 1);
 }
+
+#[test]
+fn a_part_after_its_message_was_put_together_is_dropped_not_an_error() {
+    let mut c = granted(8);
+    let mut ev = Vec::new();
+    feed(&mut c, &part(0, b"1234"), &mut ev);
+    feed(&mut c, &part(4, b"5678"), &mut ev);
+    assert_eq!(ev.len(), 1, "the request, once");
+    // The client lost the rail that carried the second part and sends it again.
+    feed(&mut c, &part(4, b"5678"), &mut ev);
+    assert!(c.closing().is_none(), "a late copy closed the connection");
+    assert_eq!(ev.len(), 1, "a late copy made a second request");
+}
+
+#[test]
+fn a_part_for_a_message_whose_data_is_arriving_is_refused() {
+    let mut c = granted(1000);
+    let mut ev = Vec::new();
+    // The Data frame's header and some of its payload are in.
+    let data = frame(FrameKind::Data, 1, &[], 1000, &[7; 1000]);
+    feed(&mut c, &data[..HEADER_LEN + 10], &mut ev);
+    let stray = Payload { bytes: vec![1; 10], charge: None };
+    assert!(c.part(MsgId(1), 0, stray, Instant::now(), &mut ev).is_err());
+    // The Data frame still completes the request, with its own bytes.
+    feed(&mut c, &data[HEADER_LEN + 10..], &mut ev);
+    match &ev[..] {
+        [Event::Request { payload: p, .. }] => assert_eq!(p.bytes, vec![7; 1000]),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_part_at_the_end_of_the_offsets_is_refused_not_wrapped() {
+    let mut c = granted(1000);
+    let mut ev = Vec::new();
+    feed(&mut c, &part(u64::MAX - 1, &[1; 4]), &mut ev);
+    assert!(c.closing().is_some());
+}

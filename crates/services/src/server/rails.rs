@@ -44,6 +44,10 @@ impl Rails {
         self.by_token.remove(&token);
     }
 
+    pub(super) fn drop_in_transit(&mut self) {
+        self.in_transit.clear();
+    }
+
     /// Keeps a part read for another connection until [`Reactor::route_parts`].
     pub(super) fn hold(&mut self, token: RailToken, id: MsgId, offset: u64, payload: Payload) {
         self.in_transit.push((token, id, offset, payload));

@@ -420,6 +420,8 @@ impl Reactor {
     fn close_after_panic(&mut self, k: usize) {
         self.server.count_panic();
         tracing::error!(target: "weft::server", slot = k, "serving a connection panicked; closing it");
+        // Parts it read for others go with it (not blamed on the next reader).
+        self.rails.drop_in_transit();
         if let Some(Some(slot)) = self.slots.get_mut(k) {
             slot.conn.abort("the server failed while serving this connection");
         }
@@ -481,6 +483,11 @@ impl Reactor {
         let conn = ConnRef { slot: k, generation: slot.generation };
         for ev in events.drain(..) {
             match ev {
+                // A ping goes first: clients ping a server that is slow to
+                // answer to learn whether it is alive (`weft_net`'s
+                // liveness watch), and the answer must not wait for the
+                // work the connection has in service.
+                Event::Request { id, req: Request::Ping, payload } => slot.ready.push_front(job(conn, slot.user, id, Request::Ping, payload, now)),
                 Event::Request { id, req, payload } => slot.ready.push_back(job(conn, slot.user, id, req, payload, now)),
                 Event::Part { token, id, offset, payload } => self.rails.hold(token, id, offset, payload),
                 Event::Refused => self.server.count_bad_request(),
@@ -498,7 +505,8 @@ impl Reactor {
     fn dispatch(&mut self, k: usize) {
         loop {
             let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-            if slot.in_service >= self.per_connection || slot.conn.closing().is_some() {
+            let ping = matches!(slot.ready.front(), Some(j) if matches!(j.req, Request::Ping));
+            if (slot.in_service >= self.per_connection && !ping) || slot.conn.closing().is_some() {
                 return;
             }
             let Some(mut job) = slot.ready.pop_front() else { return };

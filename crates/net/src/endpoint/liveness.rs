@@ -1,0 +1,95 @@
+//! A server that stops answering while calls wait on it (stopped with
+//! SIGSTOP, its node hung, a dead link that TCP has not noticed) is found
+//! out well before the calls' deadline: a connection owed answers on which
+//! no byte moved either way for [`SILENCE`] (a server still taking a long
+//! request's bytes is alive) is sent a ping, which a server's event
+//! loop answers at once however busy its disks or lock waits are; if that
+//! brings nothing within [`PING_WAIT`] either, the connection is dropped,
+//! its calls fail with `Timeout`, and the server is held as unanswered
+//! (calls to it fail at once for a while, see `unanswered.rs`). A server
+//! that is merely slow to do the work answers the ping and is waited for.
+
+use super::batch::CallRef;
+use super::engine::{Engine, Slot};
+use crate::NetError;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Quiet this long with calls owed, a connection gets a ping.
+pub const SILENCE: Duration = Duration::from_secs(5);
+
+/// How long the ping may take before the server counts as not responding.
+pub const PING_WAIT: Duration = Duration::from_secs(5);
+
+/// The tag of a ping the endpoint sends itself: no batch has this id, so
+/// its answer completes nothing.
+pub(super) const PROBE: CallRef = CallRef { batch: u64::MAX, index: 0 };
+
+/// What the watch knows of one connection.
+#[derive(Debug, Default)]
+pub(super) struct Watch {
+    /// Since when it has been owed answers and no byte moved, and the
+    /// byte counts (read, written) then; `None` while it is owed nothing.
+    quiet_since: Option<(Instant, (u64, u64))>,
+    /// When its ping went out, if one is out.
+    pinged_at: Option<Instant>,
+}
+
+impl Engine {
+    /// Looks at every connection owed answers: pings the quiet ones, drops
+    /// those whose ping went unanswered. Returns the servers dropped (to be
+    /// held as unanswered).
+    pub(super) fn watch_liveness(&mut self, now: Instant) -> Vec<SocketAddr> {
+        let mut stopped = Vec::new();
+        for (&key, slot) in self.conns.iter_mut() {
+            let Slot::Ready(c) = slot else { continue };
+            if c.link.is_idle() {
+                c.watch = Watch::default();
+                continue;
+            }
+            let moved = (c.read_bytes, c.written_bytes);
+            // Once the ping is out only an answer counts (the ping's own
+            // bytes going out are not the server's doing).
+            let alive = |seen: (u64, u64)| if c.watch.pinged_at.is_some() { seen.0 != moved.0 } else { seen != moved };
+            match c.watch.quiet_since {
+                Some((_, seen)) if alive(seen) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None },
+                None => c.watch.quiet_since = Some((now, moved)),
+                Some((since, _)) => match c.watch.pinged_at {
+                    None if now.saturating_duration_since(since) >= SILENCE => {
+                        let msg = self.next_msg;
+                        self.next_msg += 1;
+                        c.link.post(msg, PROBE, &weft_wire::Request::Ping.encode(), 0, true);
+                        c.watch.pinged_at = Some(now);
+                        // Out now: the driver may sleep until the ping's
+                        // deadline. A failure shows on the next read.
+                        if c.writable {
+                            let _ = c.advance_write(key.peer, &self.batches);
+                        }
+                    }
+                    Some(at) if now.saturating_duration_since(at) >= PING_WAIT => stopped.push((key, now.saturating_duration_since(since))),
+                    _ => {}
+                },
+            }
+        }
+        for &(key, silent) in &stopped {
+            tracing::warn!(target: "weft::net", peer = %key.peer, ?silent, "server not responding (a ping went unanswered); failing its calls");
+            self.drop_conn(key, NetError::Timeout { addr: key.peer, after: silent });
+        }
+        stopped.into_iter().filter(|(k, _)| k.rail == 0).map(|(k, _)| k.peer).collect()
+    }
+
+    /// When [`Engine::watch_liveness`] next has something to do.
+    pub(super) fn next_watch(&self) -> Option<Instant> {
+        self.conns
+            .values()
+            .filter_map(|s| match s {
+                Slot::Ready(c) => match (c.watch.quiet_since, c.watch.pinged_at) {
+                    (_, Some(at)) => Some(at + PING_WAIT),
+                    (Some((since, _)), None) => Some(since + SILENCE),
+                    (None, None) => None,
+                },
+                Slot::Connecting => None,
+            })
+            .min()
+    }
+}

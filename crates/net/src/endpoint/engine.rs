@@ -43,6 +43,8 @@ pub(super) struct Engine {
     tokens: HashMap<Token, ConnKey>,
     /// Rails per server (1: none), and what they carry (see `rails.rs`).
     pub(super) rails: super::rails::RailPlan,
+    /// When the liveness watch looks next (`liveness.rs`).
+    pub(super) liveness: super::liveness::Schedule,
     /// Grants of payloads to split, as the connections reported them.
     pub(super) splits: Vec<(SocketAddr, crate::link::client::SplitGrant<CallRef>)>,
     pub(super) batches: Slab<Batch>,
@@ -282,9 +284,11 @@ impl Engine {
         }
         // Parts a rail still holds are parts the server's own connection
         // waits for: it goes too (as with a `Data` frame unsent).
-        let owners: Vec<ConnKey> = broken.iter().filter(|k| k.rail > 0).map(|k| ConnKey::primary(k.peer)).filter(|p| !broken.contains(p)).collect();
-        // (A connection named twice is dropped once.)
-        broken.extend(owners);
+        if broken.iter().any(|k| k.rail > 0) {
+            let owners: Vec<ConnKey> = broken.iter().filter(|k| k.rail > 0).map(|k| ConnKey::primary(k.peer)).filter(|p| !broken.contains(p)).collect();
+            // (A connection named twice is dropped once.)
+            broken.extend(owners);
+        }
         let n = broken.len();
         for key in broken {
             let addr = key.peer;

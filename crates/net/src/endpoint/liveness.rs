@@ -25,6 +25,19 @@ pub const PING_WAIT: Duration = Duration::from_secs(5);
 /// its answer completes nothing.
 pub(super) const PROBE: CallRef = CallRef { batch: u64::MAX, index: 0 };
 
+/// How often the watch looks (its cost per call is then one comparison).
+const LOOK_EVERY: Duration = Duration::from_secs(1);
+
+/// When the watch looks next, and the earliest time one of its
+/// connections is due (a ping to send or to give up on).
+#[derive(Debug, Default)]
+pub(super) struct Schedule {
+    next_look: Option<Instant>,
+    due: Option<Instant>,
+    /// The earlier of the two: before it, nothing to do.
+    wake: Option<Instant>,
+}
+
 /// What the watch knows of one connection.
 #[derive(Debug, Default)]
 pub(super) struct Watch {
@@ -36,10 +49,12 @@ pub(super) struct Watch {
 }
 
 impl Engine {
-    /// Looks at every connection owed answers: pings the quiet ones, drops
-    /// those whose ping went unanswered. Returns the servers dropped (to be
-    /// held as unanswered).
+    /// Looks at every connection owed answers (at most every
+    /// [`LOOK_EVERY`]): pings the quiet ones, drops those whose ping went
+    /// unanswered. Returns the servers dropped (to be held as unanswered).
     pub(super) fn watch_liveness(&mut self, now: Instant) -> Vec<SocketAddr> {
+        self.liveness.next_look = Some(now + LOOK_EVERY);
+        let mut due: Option<Instant> = None;
         let mut stopped = Vec::new();
         for (&key, slot) in self.conns.iter_mut() {
             let Slot::Ready(c) = slot else { continue };
@@ -55,7 +70,7 @@ impl Engine {
                 Some((_, seen)) if alive(seen) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None },
                 None => c.watch.quiet_since = Some((now, moved)),
                 Some((since, _)) => match c.watch.pinged_at {
-                    None if now.saturating_duration_since(since) >= SILENCE => {
+                    None if now >= since + SILENCE => {
                         let msg = self.next_msg;
                         self.next_msg += 1;
                         c.link.post(msg, PROBE, &weft_wire::Request::Ping.encode(), 0, true);
@@ -66,10 +81,21 @@ impl Engine {
                             let _ = c.advance_write(key.peer, &self.batches);
                         }
                     }
-                    Some(at) if now.saturating_duration_since(at) >= PING_WAIT => stopped.push((key, now.saturating_duration_since(since))),
+                    Some(at) if now >= at + PING_WAIT => stopped.push((key, now.saturating_duration_since(since))),
                     _ => {}
                 },
             }
+            let next = match (c.watch.quiet_since, c.watch.pinged_at) {
+                (_, Some(at)) => at + PING_WAIT,
+                (Some((since, _)), None) => since + SILENCE,
+                (None, None) => continue,
+            };
+            due = Some(due.map_or(next, |d| d.min(next)));
+        }
+        self.liveness.due = due;
+        self.liveness.wake = self.next_watch();
+        if stopped.is_empty() {
+            return Vec::new();
         }
         for &(key, silent) in &stopped {
             tracing::warn!(target: "weft::net", peer = %key.peer, ?silent, "server not responding (a ping went unanswered); failing its calls");
@@ -78,18 +104,18 @@ impl Engine {
         stopped.into_iter().filter(|(k, _)| k.rail == 0).map(|(k, _)| k.peer).collect()
     }
 
-    /// When [`Engine::watch_liveness`] next has something to do.
+    /// Before this the watch has nothing to do (the caller skips it).
+    pub(super) fn liveness_wake(&self) -> Option<Instant> {
+        self.liveness.wake
+    }
+
+    /// When [`Engine::watch_liveness`] next has something to do: a
+    /// connection due, or its next look (calls in flight are looked at
+    /// then).
     pub(super) fn next_watch(&self) -> Option<Instant> {
-        self.conns
-            .values()
-            .filter_map(|s| match s {
-                Slot::Ready(c) => match (c.watch.quiet_since, c.watch.pinged_at) {
-                    (_, Some(at)) => Some(at + PING_WAIT),
-                    (Some((since, _)), None) => Some(since + SILENCE),
-                    (None, None) => None,
-                },
-                Slot::Connecting => None,
-            })
-            .min()
+        match (self.liveness.due, self.liveness.next_look) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }

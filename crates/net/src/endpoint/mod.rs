@@ -547,11 +547,12 @@ impl Endpoint {
         }
         let now = Instant::now();
         wake_others |= eng.expire_due(now) > 0;
-        let stopped = eng.watch_liveness(now);
-        wake_others |= !stopped.is_empty();
-        let hold = self.config.op_timeout.min(Duration::from_secs(10));
-        for peer in stopped {
-            self.unanswered.timed_out(peer, hold, now);
+        if eng.liveness_wake().is_none_or(|t| now >= t) {
+            let stopped = eng.watch_liveness(now);
+            wake_others |= !stopped.is_empty();
+            for peer in stopped {
+                self.unanswered.timed_out(peer, self.config.op_timeout.min(Duration::from_secs(10)), now);
+            }
         }
         if wake_others && eng.sleepers > 0 {
             self.turn.notify_all();

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::budget::MemoryBudget;
-use weft_wire::{rights, CapKey, Capability, DataReq, FileId, Piece, Secret, HEADER_LEN};
+use weft_wire::{rights, CapKey, Capability, DataReq, FileId, Piece, Secret, HEADER_LEN, MAX_PARTS};
 
 type Conn = ServerConn;
 

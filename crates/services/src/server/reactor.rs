@@ -14,22 +14,24 @@ use weft_net::budget::MemoryBudget;
 use super::conn_quota::ConnQuota;
 use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
 use super::read_turns::ReadTurns;
+#[path = "accept.rs"]
+mod accept;
 #[path = "rails.rs"]
 mod rails;
 use super::workers::{ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
 use super::Server;
 use mio::net::{TcpListener, UnixListener};
 use weft_net::budget::Charge;
-use weft_net::transport::shm::{mapping_len, socket_addr, ShmTransport, RING_CAP};
+use weft_net::transport::shm::socket_addr;
 use weft_net::transport::Transport;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::VecDeque;
-use std::io::{self, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use weft_wire::{DataReq, ErrorCode, FrameKind, Header, MsgId, Request, Response};
+use weft_wire::{DataReq, ErrorCode, MsgId, Request, Response};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -319,93 +321,6 @@ impl Reactor {
             }
         }
         (Vec::new(), false)
-    }
-
-    fn accept(&mut self) {
-        if self.draining {
-            return;
-        }
-        loop {
-            let (mut stream, peer) = match self.listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // Out of descriptors or similar: the connection waits in
-                    // the backlog; the next readiness or sweep tries again.
-                    tracing::warn!(target: "weft::server", error = %e, "accept failed");
-                    return;
-                }
-            };
-            if self.live >= self.max_connections && !self.take_back_idle() {
-                // Tell the client why before closing (best effort: the
-                // frame is small and the socket buffer empty).
-                let rsp = Response::error(ErrorCode::Busy, format!("server at its connection limit ({})", self.max_connections));
-                let body = rsp.encode();
-                let mut frame = Header::new(FrameKind::Response, MsgId(0), body.len(), 0).encode().to_vec();
-                frame.extend_from_slice(&body);
-                let _ = stream.write(&frame);
-                self.server.count_refused_connection();
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            self.install(Box::new(stream), None, peer);
-        }
-    }
-
-    /// A client on this node asks for shared-memory rings: they are made,
-    /// drawn from the rings' budget, and offered; past the connection limit
-    /// or that budget, the socket closes and the client uses TCP.
-    fn accept_shm(&mut self) {
-        if self.draining {
-            return;
-        }
-        loop {
-            let Some(l) = &self.shm_listener else { return };
-            let bell = match l.accept() {
-                Ok((bell, _)) => bell,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::warn!(target: "weft::server", error = %e, "shared-memory accept failed");
-                    return;
-                }
-            };
-            let charge = self.shm_budget.try_charge(mapping_len(RING_CAP) as u64);
-            if charge.is_none() || (self.live >= self.max_connections && !self.take_back_idle()) {
-                self.server.count_refused_connection();
-                continue;
-            }
-            // mio's stream is a std one underneath; the offer never blocks.
-            let bell = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(bell));
-            match ShmTransport::offer(bell, RING_CAP) {
-                Ok(t) => self.install(Box::new(t), charge, SocketAddr::from(([127, 0, 0, 1], 0))),
-                Err(e) => tracing::debug!(target: "weft::server", error = %e, "shared-memory offer failed"),
-            }
-        }
-    }
-
-    /// Takes a new connection into a slot of the loop.
-    fn install(&mut self, mut stream: Box<dyn Transport>, rings: Option<Charge>, peer: SocketAddr) {
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.slots.push(None);
-            self.slots.len() - 1
-        });
-        if let Err(e) = self.poll.registry().register(stream.source(), Token(slot + FIRST_SLOT), Interest::READABLE | Interest::WRITABLE) {
-            tracing::warn!(target: "weft::server", error = %e, "cannot register a connection");
-            self.free.push(slot);
-            return;
-        }
-        self.next_gen += 1;
-        if stream.kind() == "shm" {
-            self.shm_slots.push(slot);
-        }
-        let token = self.rails.register(ConnRef { slot, generation: self.next_gen });
-        let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random()).with_rail_token(token);
-        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None, over_quota: false });
-        self.live += 1;
-        self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
-        self.server.shm_connections.store(self.shm_slots.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// [`Reactor::service`], with a panic (a bug) costing only this

@@ -348,7 +348,10 @@ fn put<T>(out: *mut T, v: T) -> Result<()> {
 /// MPI_File_seek (`shared` 0) or MPI_File_seek_shared; whence 0 set, 1 cur, 2 end.
 #[unsafe(no_mangle)]
 pub extern "C" fn weftio_seek(key: usize, offset: i64, whence: c_int, shared: c_int) -> c_int {
-    guard(|| registry::lock(&if shared != 0 { in_turn(key)? } else { file(key)? }).seek(offset, whence, shared != 0))
+    // Under the read lock: a posted access that is running (waiting for a
+    // byte-range lock, say) holds it too. A shared seek is collective: it
+    // comes after the collectives posted on the file.
+    guard(|| registry::read(&if shared != 0 { in_turn(key)? } else { file(key)? }).seek(offset, whence, shared != 0))
 }
 
 /// The individual (or shared) file pointer, in etypes.

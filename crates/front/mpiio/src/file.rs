@@ -427,10 +427,14 @@ impl OpenFile {
 
     /// MPI_File_seek (`shared` false) and MPI_File_seek_shared: `whence` 0
     /// set, 1 current, 2 end. The shared form is collective.
-    pub fn seek(&mut self, offset: i64, whence: i32, shared: bool) -> Result<()> {
+    /// Under the file's read lock: nonblocking accesses posted earlier hold
+    /// it while they run (one waiting for a byte-range lock, for as long as
+    /// that takes), and a seek must not wait for them: their places were
+    /// claimed when they were posted.
+    pub fn seek(&self, offset: i64, whence: i32, shared: bool) -> Result<()> {
         if !shared {
             let to = self.seek_target(offset, whence, self.pos.load(Relaxed))?;
-            *self.pos.get_mut() = to;
+            self.pos.store(to, Relaxed);
             return Ok(());
         }
         // Collective, all ranks giving the same offset and whence: once every

@@ -14,6 +14,7 @@
 #include "check.h"
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LEN 65536
 
@@ -36,6 +37,10 @@ int main(int argc, char **argv) {
     MPI_Status st[3];
     if (all) check(MPI_File_iwrite_at_all(fh, 0, buf, LEN, MPI_BYTE, &req[0]), "iwrite_at_all");
     else check(MPI_File_iwrite_at(fh, 0, buf, LEN, MPI_BYTE, &req[0]), "iwrite_at");
+    /* Let the held write's worker start (and wait for the lock): the calls
+     * below must not wait for it (a seek once took the file's write lock,
+     * which the running access holds shared: a minute's wait in CI). */
+    usleep(300000);
     check(MPI_File_seek(fh, LEN, MPI_SEEK_SET), "seek");
     check(MPI_File_iwrite(fh, buf + LEN, LEN, MPI_BYTE, &req[1]), "iwrite");
     MPI_Offset individual, shared = 3 * LEN;

@@ -414,10 +414,11 @@ fn an_answer_read_together_with_a_bad_frame_is_kept() {
     h.join().unwrap();
 }
 
-/// The liveness watch (issue 25): a server that takes a request and then
-/// says nothing, not even to a ping, fails the call after about
-/// `SILENCE + PING_WAIT`, well before its deadline; one that answers the
-/// ping but not (yet) the request is waited for until the deadline.
+/// The liveness watch (issue 25; `ping_after`, off by default): a server
+/// that takes a request and then says nothing, not even to a ping, fails
+/// the call after about twice `ping_after`, well before its deadline; one
+/// that answers the ping but not (yet) the request is waited for. With
+/// the watch off (the default) the silent one is waited for.
 #[test]
 fn a_silent_server_is_pinged_and_given_up_before_the_deadline() {
     use weft_wire::Request;
@@ -426,12 +427,23 @@ fn a_silent_server_is_pinged_and_given_up_before_the_deadline() {
         let _ = next_request(s, &mut HashMap::new());
         std::thread::sleep(Duration::from_secs(14));
     });
-    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
+    let watched = EndpointConfig { op_timeout: Duration::from_secs(30), ping_after: weft_net::PING_AFTER, ..config() };
+    let ep = Endpoint::new(secret(), watched.clone()).unwrap();
     let t0 = std::time::Instant::now();
     let r = ep.call(addr, b"work".to_vec());
     let took = t0.elapsed();
     assert!(matches!(r, Err(NetError::Timeout { .. })), "{r:?}");
-    assert!(took >= weft_net::SILENCE && took < weft_net::SILENCE + weft_net::PING_WAIT + Duration::from_secs(3), "took {took:?}");
+    assert!(took >= weft_net::PING_AFTER && took < 2 * weft_net::PING_AFTER + Duration::from_secs(3), "took {took:?}");
+    h.join().unwrap();
+    // Off: the same silence is waited for (the peer closes after 12 s).
+    let (addr, h) = peer(|s| {
+        let _ = next_request(s, &mut HashMap::new());
+        std::thread::sleep(Duration::from_secs(12));
+    });
+    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = ep.call(addr, b"work".to_vec());
+    assert!(t0.elapsed() >= Duration::from_secs(11), "the call gave up with the watch off: {r:?}");
     h.join().unwrap();
     // Busy: answers pings at once, the request only after 12 s.
     let (addr, h) = peer(|s| {
@@ -447,7 +459,7 @@ fn a_silent_server_is_pinged_and_given_up_before_the_deadline() {
         }
         write_frame(s, FrameKind::Response, work.id, b"done", &[]).unwrap();
     });
-    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
+    let ep = Endpoint::new(secret(), watched).unwrap();
     let r = ep.call(addr, b"work".to_vec());
     assert_eq!(r.unwrap().body, b"done", "a server that answered its pings was given up");
     h.join().unwrap();

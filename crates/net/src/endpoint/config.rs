@@ -24,6 +24,11 @@ pub struct EndpointConfig {
     /// next call ([`IDLE_REUSE`]): servers close idle connections after
     /// `ConnLimits::idle_timeout`, and a call must never race that close.
     pub idle_reuse: Duration,
+    /// The liveness watch (`WEFT_PING_AFTER_MS`; 0, the default: off): a
+    /// connection owed answers and quiet this long is pinged, and its
+    /// server given up if the ping brings nothing within as long again.
+    /// See `liveness.rs` for why it is off by default.
+    pub ping_after: Duration,
     /// Connections per server over which a large payload is split
     /// (`WEFT_RAILS`, 1 to 8; 1, the default: no rails). See `rails.rs`.
     pub rails: u8,
@@ -67,6 +72,7 @@ impl Default for EndpointConfig {
             shm_poll: Duration::ZERO,
             idle_reuse: IDLE_REUSE,
             rails: 1,
+            ping_after: Duration::ZERO,
         }
     }
 }
@@ -80,6 +86,7 @@ impl EndpointConfig {
             op_timeout: vars.millis("WEFT_TIMEOUT_MS")?.unwrap_or(d.op_timeout),
             transport: vars.choice("WEFT_TRANSPORT", "not auto, tcp or shm", TransportChoice::parse)?.unwrap_or(d.transport),
             shm_poll: crate::transport::shm::poll_budget(vars)?,
+            ping_after: vars.millis("WEFT_PING_AFTER_MS")?.unwrap_or(d.ping_after),
             rails: vars.choice("WEFT_RAILS", "not a count of connections from 1 to 8", |v| v.trim().parse::<u8>().ok().filter(|n| (1..=rails::MAX_RAILS).contains(n)))?.unwrap_or(d.rails),
             ..d
         })
@@ -97,6 +104,7 @@ impl EndpointConfig {
             Setting::new(vars, "WEFT_TIMEOUT_MS", format!("{} ms", self.op_timeout.as_millis()), "a call not answered within this fails (TimedOut)"),
             Setting::new(vars, "WEFT_TRANSPORT", transport, "auto: shared memory to servers on this node, TCP otherwise; tcp; shm"),
             Setting::new(vars, "WEFT_SHM_POLL_US", format!("{} us", self.shm_poll.as_micros()), "time a side polls its shared-memory rings before it blocks (at most 10 ms)"),
+            Setting::new(vars, "WEFT_PING_AFTER_MS", format!("{} ms", self.ping_after.as_millis()), "a server quiet this long with calls owed is pinged, and given up if the ping is not answered as long again (0: off)"),
             Setting::new(vars, "WEFT_RAILS", self.rails, "connections per server a payload of 512 KiB or more is split over (1: none)"),
         ]
     }

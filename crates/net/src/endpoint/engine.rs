@@ -43,6 +43,8 @@ pub(super) struct Engine {
     tokens: HashMap<Token, ConnKey>,
     /// Rails per server (1: none), and what they carry (see `rails.rs`).
     pub(super) rails: super::rails::RailPlan,
+    /// Silence before a ping, and a ping's wait (zero: no watch).
+    pub(super) ping_after: std::time::Duration,
     /// When the liveness watch looks next (`liveness.rs`).
     pub(super) liveness: super::liveness::Schedule,
     /// Grants of payloads to split, as the connections reported them.
@@ -68,8 +70,8 @@ pub(super) struct Engine {
 }
 
 impl Engine {
-    pub(super) fn new(eager_limit: usize, idle_reuse: std::time::Duration, rails: u8) -> Self {
-        Engine { next_msg: 1, eager_limit, idle_reuse, rails: super::rails::RailPlan::new(rails), ..Engine::default() }
+    pub(super) fn new(eager_limit: usize, idle_reuse: std::time::Duration, rails: u8, ping_after: std::time::Duration) -> Self {
+        Engine { next_msg: 1, eager_limit, idle_reuse, rails: super::rails::RailPlan::new(rails), ping_after, ..Engine::default() }
     }
 
     pub(super) fn add_batch(&mut self, calls: &mut [Call<'_>], window: usize, timeout: std::time::Duration, now: Instant) -> u64 {

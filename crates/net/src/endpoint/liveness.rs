@@ -1,13 +1,22 @@
 //! A server that stops answering while calls wait on it (stopped with
 //! SIGSTOP, its node hung, a dead link that TCP has not noticed) is found
-//! out well before the calls' deadline: a connection owed answers on which
-//! no byte moved either way for [`SILENCE`] (a server still taking a long
-//! request's bytes is alive) is sent a ping, which a server's event
-//! loop answers at once however busy its disks or lock waits are; if that
-//! brings nothing within [`PING_WAIT`] either, the connection is dropped,
-//! its calls fail with `Timeout`, and the server is held as unanswered
-//! (calls to it fail at once for a while, see `unanswered.rs`). A server
-//! that is merely slow to do the work answers the ping and is waited for.
+//! out before the calls' deadline, when asked (`WEFT_PING_AFTER_MS`,
+//! `EndpointConfig::ping_after`; off by default): a connection owed
+//! answers on which no byte moved either way for that long (a server
+//! still taking a long request's bytes is alive) is sent a ping, which a
+//! server's event loop answers at once however busy its disks or lock
+//! waits are; if that brings nothing within as long again, the connection
+//! is dropped, its calls fail with `Timeout`, and the server is held as
+//! unanswered (calls to it fail at once for a while, see `unanswered.rs`).
+//! A server that is merely slow to do the work answers the ping and is
+//! waited for.
+//!
+//! Why off by default: the ping travels behind the connection's other
+//! bytes, and a server that stopped reading the connection (its user past
+//! its share of the server's memory, 64 requests queued, a frame waiting
+//! for memory) does not see it while it works through the rest: a busy
+//! server would be taken for a dead one. Asking it on a fresh connection
+//! (whose handshake a stopped server cannot answer) is the next step.
 
 use super::batch::CallRef;
 use super::engine::{Engine, Slot};
@@ -15,11 +24,9 @@ use crate::NetError;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Quiet this long with calls owed, a connection gets a ping.
-pub const SILENCE: Duration = Duration::from_secs(5);
-
-/// How long the ping may take before the server counts as not responding.
-pub const PING_WAIT: Duration = Duration::from_secs(5);
+/// A good `EndpointConfig::ping_after` when the watch is wanted: quiet
+/// this long, a ping; unanswered as long again, the server is given up.
+pub const PING_AFTER: Duration = Duration::from_secs(5);
 
 /// The tag of a ping the endpoint sends itself: no batch has this id, so
 /// its answer completes nothing.
@@ -53,6 +60,10 @@ impl Engine {
     /// [`LOOK_EVERY`]): pings the quiet ones, drops those whose ping went
     /// unanswered. Returns the servers dropped (to be held as unanswered).
     pub(super) fn watch_liveness(&mut self, now: Instant) -> Vec<SocketAddr> {
+        let after = self.ping_after;
+        if after.is_zero() {
+            return Vec::new();
+        }
         self.liveness.next_look = Some(now + LOOK_EVERY);
         let mut due: Option<Instant> = None;
         let mut stopped = Vec::new();
@@ -70,7 +81,7 @@ impl Engine {
                 Some((_, seen)) if alive(seen) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None },
                 None => c.watch.quiet_since = Some((now, moved)),
                 Some((since, _)) => match c.watch.pinged_at {
-                    None if now >= since + SILENCE => {
+                    None if now >= since + after => {
                         let msg = self.next_msg;
                         self.next_msg += 1;
                         c.link.post(msg, PROBE, &weft_wire::Request::Ping.encode(), 0, true);
@@ -81,13 +92,13 @@ impl Engine {
                             let _ = c.advance_write(key.peer, &self.batches);
                         }
                     }
-                    Some(at) if now >= at + PING_WAIT => stopped.push((key, now.saturating_duration_since(since))),
+                    Some(at) if now >= at + after => stopped.push((key, now.saturating_duration_since(since))),
                     _ => {}
                 },
             }
             let next = match (c.watch.quiet_since, c.watch.pinged_at) {
-                (_, Some(at)) => at + PING_WAIT,
-                (Some((since, _)), None) => since + SILENCE,
+                (_, Some(at)) => at + after,
+                (Some((since, _)), None) => since + after,
                 (None, None) => continue,
             };
             due = Some(due.map_or(next, |d| d.min(next)));

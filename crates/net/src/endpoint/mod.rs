@@ -39,7 +39,7 @@ mod rails;
 mod slab;
 
 pub use config::{EndpointConfig, TransportChoice, IDLE_REUSE};
-pub use liveness::{PING_WAIT, SILENCE};
+pub use liveness::PING_AFTER;
 pub use rails::{MAX_RAILS, SPLIT_MIN};
 mod unanswered;
 mod views;
@@ -122,7 +122,7 @@ impl Endpoint {
         let waker = Waker::new(poll.registry(), WAKE)?;
         Ok(Endpoint {
             auth: auth.into(),
-            engine: Mutex::new(Engine::new(config.eager_limit, config.idle_reuse, config.rails)),
+            engine: Mutex::new(Engine::new(config.eager_limit, config.idle_reuse, config.rails, config.ping_after)),
             config,
             turn: Condvar::new(),
             poller: Mutex::new((poll, Events::with_capacity(256))),
@@ -451,7 +451,7 @@ impl Endpoint {
         }
         let now = Instant::now();
         wake_others |= eng.expire_due(now) > 0;
-        if eng.liveness_wake().is_none_or(|t| now >= t) {
+        if !self.config.ping_after.is_zero() && eng.liveness_wake().is_none_or(|t| now >= t) {
             let stopped = eng.watch_liveness(now);
             wake_others |= !stopped.is_empty();
             for peer in stopped {

@@ -67,12 +67,15 @@ impl Spares {
         for entry in std::fs::read_dir(dir)? {
             let entry = entry?;
             let name = entry.file_name();
+            let number = name.to_str().and_then(|n| n.parse::<u64>().ok());
+            // New spares are numbered past every name seen, kept or not, so
+            // none is made under a name being removed here.
+            if let Some(n) = number {
+                ready.next = ready.next.max(n.saturating_add(1));
+            }
             // Anything else (a name not ours, a file with bytes) goes.
-            match name.to_str().and_then(|n| n.parse::<u64>().ok()) {
-                Some(n) if entry.metadata().is_ok_and(|m| m.is_file() && m.len() == 0) => {
-                    ready.names.push_back(n);
-                    ready.next = ready.next.max(n.saturating_add(1));
-                }
+            match number {
+                Some(n) if entry.metadata().is_ok_and(|m| m.is_file() && m.len() == 0) => ready.names.push_back(n),
                 _ => {
                     let _ = std::fs::remove_file(entry.path());
                 }
@@ -235,6 +238,8 @@ mod tests {
         let dir = d.join("spare");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("7"), b"").unwrap();
+        // Numbered after the kept spare: the thread, which starts at once,
+        // must not make its first spare under this name.
         std::fs::write(dir.join("8"), b"not empty").unwrap();
         std::fs::write(dir.join("junk"), b"").unwrap();
         let s = Spares::start(&dir).unwrap();

@@ -1,9 +1,7 @@
 //! The `weft` command as a user runs it: a detached cluster, file commands,
 //! clear errors for bad input, and nothing left behind.
 
-mod common;
-
-use common::WEFT;
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -77,7 +75,7 @@ fn detached_cluster_file_commands_and_down() {
     assert_eq!(status.matches(" up    shm ").count(), 3, "{status}");
 
     let local = dir.join("local.bin");
-    let data = common::pattern(5, 40 << 20);
+    let data = weft_testkit::pattern(5, 40 << 20);
     std::fs::write(&local, &data).unwrap();
     ok(weft(cfp, &["mkdir", "-p", "weft:/x/y"]));
     ok(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/x/y/f", "--stripe-size", "4k", "--stripe-count", "2"]));
@@ -209,7 +207,7 @@ fn cp_onto_itself_is_refused_and_ls_l_shows_real_or_unknown_sizes() {
     let c = Detached::up("small", 2);
     let (dir, cfp) = (&c.dir, c.cf());
     let local = dir.join("f.bin");
-    std::fs::write(&local, common::pattern(3, 100_000)).unwrap();
+    std::fs::write(&local, weft_testkit::pattern(3, 100_000)).unwrap();
     ok(weft(cfp, &["cp", local.to_str().unwrap(), "weft:/f"]));
     assert!(err(weft(cfp, &["cp", "weft:/f", "weft:/f"])).contains("same file"));
     let ls = ok(weft(cfp, &["ls", "-l", "weft:/f"]));

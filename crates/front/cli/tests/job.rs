@@ -5,10 +5,8 @@
 //! return only when the servers answer, every failure must name the node
 //! and leave nothing running.
 
-mod common;
-
-use common::mpi::{library, sources, Mpi, MPICH, OPENMPI};
-use common::WEFT;
+use weft_testkit::mpi::{library, sources, Mpi, MPICH, OPENMPI};
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -175,7 +173,7 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     let s = Scratch::new("local");
     let input = s.path("input");
     std::fs::create_dir_all(input.join("sub")).unwrap();
-    let big = common::pattern(7, 3 << 20);
+    let big = weft_testkit::pattern(7, 3 << 20);
     std::fs::write(input.join("sub/big"), &big).unwrap();
     std::fs::write(input.join("small"), b"hello").unwrap();
     let stage_in = format!("{}:weft:/in", input.display());
@@ -204,8 +202,8 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     for srv in &cf.servers {
         let at = srv.metrics.expect("a job's servers serve metrics by default");
         assert_eq!(at.ip(), srv.addr.ip());
-        let page = common::get(at, "/metrics").1;
-        written += common::value(&page, &format!("weft_request_bytes_total{{server=\"{}\",kind=\"data-write\",direction=\"in\"}}", srv.id)).expect("a data server's series");
+        let page = weft_testkit::get(at, "/metrics").1;
+        written += weft_testkit::value(&page, &format!("weft_request_bytes_total{{server=\"{}\",kind=\"data-write\",direction=\"in\"}}", srv.id)).expect("a data server's series");
     }
     assert_eq!(written, (big.len() + 5) as f64, "bytes written over the servers");
     // A second job in the same directory is refused while this one runs.
@@ -233,7 +231,7 @@ fn a_stage_that_fails_on_one_node_names_it_and_the_job_goes_on() {
     let s = Scratch::new("stagefail");
     let input = s.path("input");
     std::fs::create_dir_all(&input).unwrap();
-    let big = common::pattern(9, 3 << 20);
+    let big = weft_testkit::pattern(9, 3 << 20);
     std::fs::write(input.join("big"), &big).unwrap();
     let stage_in = format!("{}:weft:/in", input.display());
     // A node whose launcher connection is lost during the stage.
@@ -257,7 +255,7 @@ fn a_stage_that_fails_on_one_node_names_it_and_the_job_goes_on() {
 #[test]
 #[ignore = "needs root: mount namespaces (make test runs it as root)"]
 fn a_stage_from_a_node_that_cannot_see_the_source_names_it() {
-    let big = common::pattern(9, 3 << 20);
+    let big = weft_testkit::pattern(9, 3 << 20);
     let s2 = Scratch::new("stageblind");
     let input = s2.path("input");
     std::fs::create_dir_all(&input).unwrap();
@@ -271,7 +269,7 @@ fn a_stage_from_a_node_that_cannot_see_the_source_names_it() {
     assert!(e.contains("rank 1 (blind1) failed: cannot open") && e.contains("No such file") && e.contains("--stage-here"), "{e}");
     // Relative names, spread: resolved here, absolute for the workers (which start in /).
     let c = weft_client::Client::connect(&job.join("cluster.toml")).unwrap();
-    let fresh = common::pattern(4, (2 << 20) + 77);
+    let fresh = weft_testkit::pattern(4, (2 << 20) + 77);
     let f = c.create("/fresh", Default::default()).unwrap();
     f.write_at(0, &fresh).unwrap();
     f.close().unwrap();
@@ -288,7 +286,7 @@ fn kept_data_is_served_again_by_the_next_start() {
     let s = Scratch::new("keep");
     ok(&start_local(&s, &hosts("node", 3), &[]), "start");
     let c = weft_client::Client::connect(&s.job().join("cluster.toml")).unwrap();
-    let want = common::pattern(3, 1 << 20);
+    let want = weft_testkit::pattern(3, 1 << 20);
     let f = c.create("/kept", Default::default()).unwrap();
     f.write_at(0, &want).unwrap();
     f.fsync().unwrap();
@@ -334,8 +332,8 @@ fn stop_unmounts_the_jobs_mounts_after_their_last_writes() {
     let (point, log) = (s.path("mnt"), s.path("mount.log"));
     std::fs::create_dir_all(&point).unwrap();
     ok(&weft(&["--cluster", cluster.to_str().unwrap(), "mount", "--daemon", point.to_str().unwrap(), "--log", log.to_str().unwrap()], &[]), "mount");
-    assert!(common::mount::mounted(&point));
-    let want = common::pattern(5, (2 << 20) + 333);
+    assert!(weft_testkit::mount::mounted(&point));
+    let want = weft_testkit::pattern(5, (2 << 20) + 333);
     std::fs::write(point.join("through-the-mount"), &want).unwrap();
     // A second mount whose process was killed: its record is stale and
     // must not hold the stop up.
@@ -348,7 +346,7 @@ fn stop_unmounts_the_jobs_mounts_after_their_last_writes() {
     let t = Instant::now();
     let out = ok(&stop(&s, &["--keep"]), "stop");
     assert!(out.contains("unmounted 1 mount(s) of the job") && !out.contains("did not unmount"), "{out}\nmount log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
-    assert!(!common::mount::mounted(&point), "stop must leave no mount behind");
+    assert!(!weft_testkit::mount::mounted(&point), "stop must leave no mount behind");
     assert!(t.elapsed() < weft_launch::job::mounts::UNMOUNT_GRACE, "a dead mount's record must not hold the stop up");
     nothing_left(&s, "after stop");
 
@@ -766,7 +764,7 @@ fn a_job_under_a_real_slurm_starts_with_srun_serves_every_node_and_stops() {
     // everything out; the parts must come back byte for byte.
     let input = s.path("in");
     std::fs::create_dir_all(&input).unwrap();
-    let parts: Vec<Vec<u8>> = (0..N).map(|k| common::pattern(k as u64 + 11, (1 << 20) + k * 4099)).collect();
+    let parts: Vec<Vec<u8>> = (0..N).map(|k| weft_testkit::pattern(k as u64 + 11, (1 << 20) + k * 4099)).collect();
     for (k, p) in parts.iter().enumerate() {
         std::fs::write(input.join(format!("part-{k}")), p).unwrap();
     }

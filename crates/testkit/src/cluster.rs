@@ -1,0 +1,64 @@
+//! A real local cluster of `weft serve` processes in a temporary folder,
+//! stopped and removed when dropped.
+
+use crate::binary::server_bin;
+use std::path::PathBuf;
+use std::time::Duration;
+use weft_client::{Client, ClientOptions};
+use weft_launch::{ClusterSpec, LocalCluster};
+use weft_net::ClusterFile;
+
+pub struct TestCluster {
+    pub lc: LocalCluster,
+    dir: PathBuf,
+}
+
+impl TestCluster {
+    pub fn start(name: &str, data_servers: usize) -> Self {
+        Self::start_spec(name, ClusterSpec { data_servers, ..ClusterSpec::default() })
+    }
+
+    pub fn start_spec(name: &str, spec: ClusterSpec) -> Self {
+        let dir = std::env::temp_dir().join(format!("weft-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let lc = LocalCluster::start(&server_bin(), &dir, &spec).expect("cluster starts");
+        TestCluster { lc, dir }
+    }
+
+    pub fn cluster(&self) -> ClusterFile {
+        ClusterFile::load(&self.lc.cluster_file()).unwrap()
+    }
+
+    pub fn client(&self) -> Client {
+        Client::connect(&self.lc.cluster_file()).unwrap()
+    }
+
+    /// A client whose operations give up after `timeout`, and at once
+    /// when a server went away (no riding through restarts).
+    pub fn client_with_timeout(&self, timeout: Duration) -> Client {
+        self.client_with(timeout, Duration::ZERO)
+    }
+
+    /// A client whose operations give up after `timeout`, and ride through
+    /// a server's restart for `recovery`.
+    pub fn client_with(&self, timeout: Duration, recovery: Duration) -> Client {
+        let mut o = ClientOptions { recovery, ..ClientOptions::default() };
+        o.endpoint.op_timeout = timeout;
+        o.endpoint.connect_timeout = timeout;
+        Client::with_options(self.cluster(), o).unwrap()
+    }
+
+    /// A path under the cluster's scratch folder (removed with it).
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let p = self.dir.join("scratch");
+        std::fs::create_dir_all(&p).unwrap();
+        p.join(name)
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        self.lc.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

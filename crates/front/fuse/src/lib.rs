@@ -14,10 +14,12 @@ mod handle;
 mod identity;
 mod known;
 mod local_sizes;
+mod lock_requests;
 mod locks;
 mod open_files;
 mod ops;
 mod pool;
+mod setattr;
 mod write_behind;
 
 pub use fs::{MountOptions, WeftFs};

@@ -1,11 +1,11 @@
 //! The kernel's requests (`fuser::Filesystem`), each mapped onto the
 //! client; the state they share is in `fs.rs`.
 
-use crate::attrs::{fuse_attr, nanos};
+use crate::attrs::fuse_attr;
 use crate::errno;
 use crate::fs::WeftFs;
 use crate::handle::{lock, Handle};
-use crate::locks::{range, Want};
+use crate::setattr::Wanted;
 use fuser::{
     Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyWrite, Request, TimeOrNow, WriteFlags,
@@ -75,86 +75,8 @@ impl Filesystem for WeftFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let c = self.caller(req);
-        let r = (|| -> Result<FileAttr, Errno> {
-            let id = weft_client::FileId(ino.0);
-            // Each change names the inode by its id, never by a path another
-            // mount may have moved meanwhile (it would change whatever the
-            // path names now); a file gone is ESTALE.
-            let e = |e: weft_client::Error| if matches!(e, weft_client::Error::NotFound(_)) { Errno::ESTALE } else { errno::of(&e) };
-            // Changing mode or owner without the right is EPERM (chmod(2)).
-            let owner_err = |err: weft_client::Error| if matches!(err, weft_client::Error::Permission(_)) { Errno::EPERM } else { e(err) };
-            // The attributes the last change answered with: the reply, with
-            // no stat of its own (each is a round trip, and tar makes three
-            // such changes per file).
-            let mut last = None;
-            if let Some(m) = mode {
-                last = Some(self.change(&c, ino, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
-            }
-            if uid.is_some() || gid.is_some() {
-                let owner = AttrChange::Owner { uid: uid.unwrap_or(weft_client::KEEP_ID), gid: gid.unwrap_or(weft_client::KEEP_ID) };
-                last = Some(self.change(&c, ino, owner).map_err(owner_err)?);
-            }
-            if let Some(s) = size {
-                Self::within_max_size(s, 0)?;
-                let ask = self.sizes.ask();
-                // After the writes queued before it.
-                self.writes.wait(ino.0);
-                match fh.map(|fh| self.handle(fh)) {
-                    Some(Ok(h)) => {
-                        if let Err(err) = h.file.truncate(s) {
-                            // Perhaps done on some data servers.
-                            self.sizes.unknown(ino.0);
-                            return Err(e(err));
-                        }
-                        h.wrote.store(true, Ordering::Relaxed);
-                    }
-                    _ => {
-                        // Opened by path: truncated only if it is this inode.
-                        let f = c.open(&self.path_of(ino)?, true).map_err(e)?;
-                        if f.id() != id {
-                            // Another file now: closed again, untouched.
-                            let _ = f.close();
-                            return Err(Errno::ESTALE);
-                        }
-                        if let Err(err) = f.truncate(s).and_then(|()| f.close()) {
-                            self.sizes.unknown(ino.0);
-                            return Err(e(err));
-                        }
-                    }
-                }
-                self.sizes.truncated(ino.0, ask, s);
-                // A truncate moves the times at once (not at the close).
-                if mtime.is_none() {
-                    last = Some(self.change(&c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
-                }
-            }
-            // The metadata service keeps one time, the mtime (atime is
-            // reported equal to it); setting atime alone changes nothing.
-            match mtime {
-                Some(TimeOrNow::SpecificTime(t)) => {
-                    last = Some(self.change(&c, ino, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
-                    // A time set on purpose (cp -p, tar) stands: earlier
-                    // writes through open handles no longer touch it.
-                    for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
-                        h.wrote.store(false, Ordering::Relaxed);
-                    }
-                }
-                Some(TimeOrNow::Now) => last = Some(self.change(&c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?),
-                None => {}
-            }
-            match last {
-                Some(a) if a.kind == FileKind::File => {
-                    let size = match size {
-                        Some(s) => s,
-                        None => self.size_now(&c, ino)?,
-                    };
-                    Ok(self.kernel_attr(&a, size))
-                }
-                Some(a) if a.kind == FileKind::Dir => Ok(fuse_attr(&a, 0)),
-                _ => self.stat_ino(&c, ino),
-            }
-        })();
+        let wanted = Wanted { mode, uid, gid, size, mtime, fh };
+        let r = self.set_attrs(&self.caller(req), ino, wanted);
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
             Err(e) => reply.error(e),
@@ -273,70 +195,11 @@ impl Filesystem for WeftFs {
     }
 
     fn getlk(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, _pid: u32, reply: fuser::ReplyLock) {
-        let r = (|| -> Result<Option<crate::locks::Conflict>, Errno> {
-            let h = self.handle(fh)?;
-            let Some(want) = Want::from_fcntl(typ) else { return Err(Errno::EINVAL) };
-            let Some(r) = range(start, end) else { return Ok(None) };
-            if want == Want::Unlock {
-                return Ok(None);
-            }
-            self.locks.get(&h.file, lock_owner.0, r, want == Want::Write).map_err(|e| errno::of(&e))
-        })();
-        match r {
-            Ok(Some((s, e, write, pid))) => reply.locked(s, e - 1, if write { libc::F_WRLCK } else { libc::F_RDLCK }, pid),
-            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
-            Err(e) => reply.error(e),
-        }
+        self.get_lock(fh, lock_owner, (start, end), typ, reply);
     }
 
     fn setlk(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32, sleep: bool, reply: ReplyEmpty) {
-        let h = match self.handle(fh) {
-            Ok(h) => h,
-            Err(e) => return reply.error(e),
-        };
-        let Some(want) = Want::from_fcntl(typ) else { return reply.error(Errno::EINVAL) };
-        let Some(r) = range(start, end) else { return reply.ok() };
-        // What was written under a write lock reaches the servers before
-        // the lock goes or becomes a read lock, so the next holder (on any
-        // mount) reads it.
-        if want != Want::Write {
-            self.writes.wait(ino.0);
-        }
-        let (locks, notifier) = (self.locks.clone(), self.notifier.clone());
-        let finish = move |r: Result<bool, weft_client::Error>, reply: ReplyEmpty| match r {
-            Ok(true) => {
-                // A new lock may guard bytes another mount wrote since this
-                // kernel cached them: drop the cached pages (as NFS does on
-                // lock), so a program that locks before it reads sees them.
-                if want != Want::Unlock
-                    && let Some(n) = notifier.get()
-                    && let Err(e) = n.inval_inode(ino, 0, 0)
-                {
-                    tracing::debug!(target: "weft::fuse", error = %e, "cache invalidation after a lock failed");
-                }
-                reply.ok()
-            }
-            Ok(false) => reply.error(Errno::EAGAIN),
-            Err(e) => reply.error(errno::of(&e)),
-        };
-        if !sleep {
-            return finish(locks.set(&h.file, lock_owner.0, r, want, pid, false), reply);
-        }
-        // F_SETLKW may wait long: on a thread of its own, so the mount's
-        // request threads stay free (for the unlock it waits for, too).
-        const MAX_WAITERS: usize = 256;
-        let waiters = self.lock_waiters.clone();
-        if waiters.fetch_add(1, Ordering::AcqRel) >= MAX_WAITERS {
-            waiters.fetch_sub(1, Ordering::AcqRel);
-            return reply.error(Errno::ENOLCK);
-        }
-        let spawned = std::thread::Builder::new().name("weft-lock-wait".into()).spawn(move || {
-            finish(locks.set(&h.file, lock_owner.0, r, want, pid, true), reply);
-            waiters.fetch_sub(1, Ordering::AcqRel);
-        });
-        if let Err(e) = spawned {
-            tracing::error!(target: "weft::fuse", error = %e, "cannot start a lock waiter");
-        }
+        self.set_lock(ino, fh, lock_owner, (start, end), typ, pid, sleep, reply);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {

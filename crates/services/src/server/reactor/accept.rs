@@ -15,6 +15,30 @@ use weft_net::transport::shm::{mapping_len, ShmTransport, RING_CAP};
 use weft_net::transport::Transport;
 use weft_wire::{ErrorCode, FrameKind, Header, MsgId, Response};
 
+/// A server's connection limit: `configured` (`WEFT_MAX_CONNECTIONS`),
+/// at most as many as the descriptor limit allows (raised to its hard
+/// maximum at start), less a reserve for object files and the database.
+pub(super) fn max_connections(configured: Option<usize>) -> usize {
+    let fd_limit = raise_fd_limit();
+    let reserve = 640;
+    let by_fds = fd_limit.saturating_sub(reserve).max(16) as usize;
+    configured.map_or(by_fds, |n| n.min(by_fds))
+}
+
+/// Raises the soft descriptor limit to the hard one; returns the result.
+fn raise_fd_limit() -> u64 {
+    match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) => {
+            if soft < hard && nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+                hard
+            } else {
+                soft
+            }
+        }
+        Err(_) => 1024,
+    }
+}
+
 impl Reactor {
     pub(super) fn accept(&mut self) {
         if self.draining {

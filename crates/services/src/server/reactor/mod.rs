@@ -9,28 +9,35 @@
 //! a time, in arrival order (as a thread per connection did), while
 //! different connections are served in parallel by the pool. A lock request
 //! that must wait does not hold its connection's turn: it is answered later.
+//!
+//! Beside this file: `accept.rs` (new connections and the connection
+//! limit), `rails.rs` (parts of one payload over several connections),
+//! `sweep.rs` (deadlines, retries after memory returns, read turns, idle
+//! connections taken back) and `drain.rs` (shutdown).
 
-use weft_net::budget::MemoryBudget;
-use super::conn_quota::ConnQuota;
-use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
-use super::read_turns::ReadTurns;
-#[path = "accept.rs"]
 mod accept;
-#[path = "rails.rs"]
+mod drain;
 mod rails;
-use super::workers::{ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
+mod sweep;
+
+use accept::max_connections;
 use super::Server;
+use super::conn_quota::ConnQuota;
+use super::read_turns::ReadTurns;
+use super::workers::{ConnRef, Done, Job, Replier, Verifier, VerifyJob, Workers};
 use mio::net::{TcpListener, UnixListener};
-use weft_net::budget::Charge;
-use weft_net::transport::shm::socket_addr;
-use weft_net::transport::Transport;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::mpsc::Receiver;
 use std::sync::Arc;
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
+use weft_net::budget::Charge;
+use weft_net::budget::MemoryBudget;
+use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
+use weft_net::transport::Transport;
+use weft_net::transport::shm::socket_addr;
 use weft_wire::{DataReq, ErrorCode, MsgId, Request, Response};
 
 const LISTENER: Token = Token(0);
@@ -63,30 +70,6 @@ struct Slot {
     user: Option<u32>,
     /// Refused for its user's share of connections (not a bad request).
     over_quota: bool,
-}
-
-/// A server's connection limit: `configured` (`WEFT_MAX_CONNECTIONS`),
-/// at most as many as the descriptor limit allows (raised to its hard
-/// maximum at start), less a reserve for object files and the database.
-pub fn max_connections(configured: Option<usize>) -> usize {
-    let fd_limit = raise_fd_limit();
-    let reserve = 640;
-    let by_fds = fd_limit.saturating_sub(reserve).max(16) as usize;
-    configured.map_or(by_fds, |n| n.min(by_fds))
-}
-
-/// Raises the soft descriptor limit to the hard one; returns the result.
-fn raise_fd_limit() -> u64 {
-    match nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) => {
-            if soft < hard && nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
-                hard
-            } else {
-                soft
-            }
-        }
-        Err(_) => 1024,
-    }
 }
 
 pub struct Reactor {
@@ -254,48 +237,6 @@ impl Reactor {
                 next_sweep = now + SWEEP_EVERY;
             }
         }
-    }
-
-    /// Begins a drain: no new connections (refused from now on), new
-    /// requests answered `Stopping`. Returns when the drain gives up.
-    fn start_drain(&mut self) -> Instant {
-        tracing::info!(target: "weft::server", connections = self.live, "shutting down: draining requests under way");
-        self.draining = true;
-        let _ = self.poll.registry().deregister(&mut self.listener);
-        super::shutdown::stop_listening(&self.listener);
-        if let Some(l) = self.shm_listener.as_mut() {
-            let _ = self.poll.registry().deregister(l);
-            super::shutdown::stop_listening(l);
-        }
-        // Requests read but not started yet get their answer now.
-        for k in 0..self.slots.len() {
-            self.service_contained(k);
-        }
-        Instant::now() + super::DRAIN_LIMIT
-    }
-
-    /// The drain's last word on every connection: `Stopping`, after the
-    /// answers. Nothing is read after it, so the client knows that what it
-    /// sent and was not answered was not applied. A connection with a
-    /// request still at work (the drain ran out its time) is closed without
-    /// that word: its request may yet be applied.
-    fn say_goodbye(&mut self) {
-        let now = Instant::now();
-        for k in 0..self.slots.len() {
-            if let Some(Some(slot)) = self.slots.get_mut(k) {
-                if slot.in_service == 0 {
-                    slot.conn.fail(ErrorCode::Stopping, "the server is stopping; what it did not answer was not applied".into(), now);
-                } else {
-                    slot.conn.abort("the server is stopping with a request of this connection at work");
-                }
-            }
-            self.flush(k);
-        }
-    }
-
-    /// Nothing started is unanswered and every answer went out.
-    fn drained(&self) -> bool {
-        self.slots.iter().flatten().all(|s| s.in_service == 0 && s.ready.is_empty() && !s.conn.has_output())
     }
 
     /// Looks at the shared-memory connections' rings until one has input,
@@ -606,89 +547,6 @@ impl Reactor {
         }
     }
 
-    /// Retries a connection that waited for memory (contained like
-    /// [`Reactor::service_contained`]: the retry may complete and decode a frame).
-    fn retry(&mut self, k: usize, now: Instant) {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-            let mut events = std::mem::take(&mut self.events);
-            slot.conn.retry(now, &self.server.gate, &mut events);
-            self.events = events;
-        }));
-        if r.is_err() {
-            self.events.clear();
-            self.close_after_panic(k);
-            return;
-        }
-        self.service_contained(k);
-    }
-
-    /// A read of `file` finished: start the next one waiting for its turn,
-    /// skipping jobs whose connection has gone.
-    fn next_turn(&mut self, file: weft_wire::FileId) {
-        while let Some(job) = self.turns.finish(file) {
-            if self.slot_of(job.conn).is_some() {
-                self.workers.submit(job);
-                return;
-            }
-        }
-    }
-
-    /// At the connection limit: closes the connection idle longest, if one
-    /// has been idle long enough to be taken back (see [`ConnQuota`]).
-    fn take_back_idle(&mut self) -> bool {
-        let now = Instant::now();
-        if self.oldest_idle.is_none_or(|t| now.saturating_duration_since(t) < self.quota.evict_after) {
-            return false;
-        }
-        let idle = self.slots.iter().enumerate().filter_map(|(k, s)| Some((k, s.as_ref()?.conn.idle_since()?)));
-        let Some(k) = self.quota.victim(idle, now) else {
-            // Nothing is old enough any more: not before the next sweep.
-            self.oldest_idle = None;
-            return false;
-        };
-        if let Some(Some(slot)) = self.slots.get_mut(k) {
-            tracing::info!(target: "weft::server", peer = %slot.peer, "taken back at the connection limit: idle");
-            slot.conn.abort("peer closed: taken back, idle at the connection limit");
-        }
-        self.close(k);
-        true
-    }
-
-    /// Closes connections past a deadline; retries accepting (after a
-    /// failed accept no new readiness may come for the waiting backlog).
-    fn sweep(&mut self, now: Instant) {
-        self.server.note_loop_cpu();
-        // One pass: connections past a deadline, and the oldest idle start.
-        let mut late: Vec<(usize, String)> = Vec::new();
-        self.oldest_idle = None;
-        for (k, conn) in self.slots.iter().enumerate().filter_map(|(k, s)| Some((k, &s.as_ref()?.conn))) {
-            match conn.overdue(now) {
-                Some(why) => late.push((k, why)),
-                None => {
-                    if let Some(t) = conn.idle_since() {
-                        self.oldest_idle = Some(self.oldest_idle.map_or(t, |o| o.min(t)));
-                    }
-                }
-            }
-        }
-        self.server.expire_collectives(now);
-        self.accept();
-        self.accept_shm();
-        for (k, why) in late {
-            if let Some(Some(slot)) = self.slots.get_mut(k) {
-                tracing::info!(target: "weft::server", peer = %slot.peer, %why, "deadline passed, closing");
-                slot.conn.abort(why);
-            }
-            self.close(k);
-        }
-        // Connections that stalled with nothing of theirs in flight retry
-        // here too (memory may have been returned by another connection).
-        let stalled: Vec<usize> = self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(|s| s.stalled)).map(|(k, _)| k).collect();
-        for k in stalled {
-            self.retry(k, now);
-        }
-    }
 }
 
 /// The slot `c` names, if that connection still holds it.

@@ -24,50 +24,22 @@
 //!   rendezvous not yet sent, are capped; past the first cap the connection
 //!   stops reading, past the second the peer broke the protocol.
 
+mod admission;
+mod limits;
+mod output;
+mod parts;
+#[cfg(test)]
+mod tests;
+
+pub use admission::{Admission, Identity, MungeOutcome};
+pub use limits::{ConnLimits, IDLE_CLOSE, IDLE_TIMEOUT};
+
 use super::frames::{Filling, HeaderRx, Outbox};
 use crate::budget::{Account, Charge, MemoryBudget};
 use std::collections::{HashMap, VecDeque};
-use std::io::IoSlice;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, Secret, RAIL_TOKEN_LEN};
-
-/// Who a connection proved to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
-    /// It proved the servers' secret: a server, or a tool of the servers'
-    /// owner, or (secret mode) any client. Its requests' credentials are
-    /// believed.
-    Trusted,
-    /// It proved this uid and gid with MUNGE; the groups are the uid's
-    /// supplementary groups as this server's system knows them.
-    Verified { uid: u32, gid: u32, groups: Vec<u32> },
-}
-
-/// A MUNGE proof's result: who, and the server's credential; or the
-/// error to send before closing.
-pub type MungeOutcome = Result<(Identity, Vec<u8>), (ErrorCode, String)>;
-
-/// What the server lets in, as the connection sees it: the secret a
-/// handshake must prove, and whether a decoded request may be served by
-/// the identity the connection proved (the services' `Gate`).
-pub trait Admission {
-    fn secret(&self) -> &Secret;
-    /// `Err(why)` refuses the request (answered `Permission`); the
-    /// request may be rewritten (a verified user's groups).
-    fn admit(&self, req: &mut Request, who: &Identity) -> Result<(), String>;
-}
-
-/// Admits every request of a connection that proved `Secret` (test peers
-/// and tools that run the server side of a handshake).
-impl Admission for Secret {
-    fn secret(&self) -> &Secret {
-        self
-    }
-    fn admit(&self, _: &mut Request, _: &Identity) -> Result<(), String> {
-        Ok(())
-    }
-}
+use std::time::Instant;
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, RAIL_TOKEN_LEN};
 
 /// Where the handshake stands (protocol in `weft_net::handshake`).
 #[derive(Debug, Clone, Copy)]
@@ -78,82 +50,6 @@ enum Phase {
     Verifying,
     Ready,
 }
-
-/// The rules one connection is held to.
-#[derive(Debug, Clone)]
-pub struct ConnLimits {
-    /// Largest payload of an eager `Request` frame (the client's eager limit).
-    pub eager_limit: u32,
-    /// Requests handed to the server and not yet answered; past it the
-    /// connection stops reading until answers go out.
-    pub max_queued: usize,
-    /// `Rts` frames announced and not yet followed by their `Data`.
-    pub max_pending_rts: usize,
-    /// Payload bytes granted (`Cts` sent) and not yet received.
-    pub rendezvous_window: u64,
-    /// Most bytes of the memory budget this connection may hold.
-    pub memory_share: u64,
-    pub handshake_deadline: Duration,
-    pub frame_deadline: Duration,
-    pub send_deadline: Duration,
-    /// A ready connection with nothing under way for this long is closed
-    /// (clients reuse a connection idle for at most
-    /// `EndpointConfig::idle_reuse`, which must stay below it).
-    pub idle_timeout: Duration,
-}
-
-impl ConnLimits {
-    /// The defaults, with deadlines from `WEFT_HANDSHAKE_DEADLINE_MS`,
-    /// `WEFT_FRAME_DEADLINE_MS`, `WEFT_SEND_DEADLINE_MS` and
-    /// `WEFT_IDLE_TIMEOUT_MS` when set.
-    pub fn from_vars(vars: &crate::settings::Vars<'_>) -> Result<Self, crate::settings::BadSetting> {
-        let d = ConnLimits::default();
-        Ok(ConnLimits {
-            handshake_deadline: vars.millis("WEFT_HANDSHAKE_DEADLINE_MS")?.unwrap_or(d.handshake_deadline),
-            frame_deadline: vars.millis("WEFT_FRAME_DEADLINE_MS")?.unwrap_or(d.frame_deadline),
-            send_deadline: vars.millis("WEFT_SEND_DEADLINE_MS")?.unwrap_or(d.send_deadline),
-            idle_timeout: vars.millis("WEFT_IDLE_TIMEOUT_MS")?.unwrap_or(d.idle_timeout),
-            ..d
-        })
-    }
-
-    /// These limits as `weft config` shows them.
-    pub fn settings(&self, vars: &crate::settings::Vars<'_>) -> Vec<crate::settings::Setting> {
-        use crate::settings::Setting;
-        let ms = |d: Duration| format!("{} ms", d.as_millis());
-        vec![
-            Setting::new(vars, "WEFT_HANDSHAKE_DEADLINE_MS", ms(self.handshake_deadline), "a connection's handshake must be done within this"),
-            Setting::new(vars, "WEFT_FRAME_DEADLINE_MS", ms(self.frame_deadline), "a frame begun must arrive whole within this"),
-            Setting::new(vars, "WEFT_SEND_DEADLINE_MS", ms(self.send_deadline), "an answer not taken by its client within this closes the connection"),
-            Setting::new(vars, "WEFT_IDLE_TIMEOUT_MS", ms(self.idle_timeout), "a connection with nothing under way for this long is closed"),
-        ]
-    }
-}
-
-impl Default for ConnLimits {
-    fn default() -> Self {
-        ConnLimits {
-            eager_limit: 64 * 1024,
-            max_queued: 64,
-            max_pending_rts: 64,
-            rendezvous_window: 64 << 20,
-            memory_share: 256 << 20,
-            handshake_deadline: Duration::from_secs(5),
-            frame_deadline: Duration::from_secs(30),
-            send_deadline: Duration::from_secs(30),
-            idle_timeout: IDLE_TIMEOUT,
-        }
-    }
-}
-
-/// How long a server keeps a ready connection that does nothing (5
-/// minutes): far above the clients' reuse limit
-/// (`crate::endpoint::IDLE_REUSE`), so a client never posts on a
-/// connection the server is closing for idleness.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// How the reason of a close for idleness begins (not the peer's fault).
-pub const IDLE_CLOSE: &str = "idle for ";
 
 /// A request's bulk bytes and the budget they hold. Dropping it returns
 /// the buffer to the pool and the bytes to the budget.
@@ -666,97 +562,4 @@ impl ServerConn {
             self.push(FrameKind::Cts, MsgId(id), &token, Payload::default(), now);
         }
     }
-
-    /// Queues the answer to a request handed out earlier. It counts against
-    /// the budget until sent (what was drawn for it at dispatch, else its
-    /// body now): a peer that does not read its answers holds its share at
-    /// most, and then is not read from (see [`ServerConn::may_read`]).
-    pub fn respond(&mut self, id: MsgId, rsp: &Response, mut payload: Payload, now: Instant) {
-        self.queued = self.queued.saturating_sub(1);
-        let mut body = rsp.encode();
-        if body.len() > weft_wire::limits::MAX_BODY_LEN as usize {
-            // A service bug (answers are sized to fit); the client gets a
-            // clear error instead of a frame it would refuse.
-            body = Response::error(ErrorCode::Internal, format!("answer of {} bytes exceeds the body limit", body.len())).encode();
-        }
-        // An answer that had memory drawn for it at dispatch (a payload, a
-        // listing's page) is covered by that; the small others count now.
-        if payload.charge.is_none() {
-            payload.charge = Some(self.budget.charge_held(body.len() as u64, &self.account));
-        }
-        self.push(FrameKind::Response, id, &body, payload, now);
-    }
-
-    fn push(&mut self, kind: FrameKind, id: MsgId, body: &[u8], payload: Payload, now: Instant) {
-        let pay_len = payload.bytes.len();
-        self.out.push(kind, id, body, payload, pay_len, now);
-    }
-
-    /// Queues an error frame and closes once it is sent.
-    pub fn fail(&mut self, code: ErrorCode, why: String, now: Instant) {
-        if self.closing.is_some() {
-            return;
-        }
-        self.push(FrameKind::Response, MsgId(0), &Response::error(code, why.clone()).encode(), Payload::default(), now);
-        self.closing = Some(Close(why));
-        // Nothing more will be read: drop the partial frame and its memory.
-        self.rx = Rx::idle();
-        self.pending.clear();
-        self.waiting.clear();
-    }
-
-    /// Closes without a word (the peer is gone or misbehaving at the byte level).
-    pub fn abort(&mut self, why: impl Into<String>) {
-        self.out.clear();
-        self.closing = Some(Close(why.into()));
-        self.rx = Rx::idle();
-        self.pending.clear();
-        self.waiting.clear();
-    }
-
-    /// The bytes to send next, as slices (at most `max` of them).
-    pub fn tx_slices(&self, max: usize) -> Vec<IoSlice<'_>> {
-        self.out.slices(max, |p: &Payload| std::iter::once(&p.bytes[..]))
-    }
-
-    pub fn has_output(&self) -> bool {
-        !self.out.is_empty()
-    }
-
-    /// `n` bytes of [`ServerConn::tx_slices`] went out.
-    pub fn sent(&mut self, n: usize, now: Instant) {
-        // Sent frames drop here, returning their payloads' memory.
-        self.out.sent(n, now);
-        if n > 0 {
-            self.last_active = now;
-        }
-    }
-
-    /// The reason to close now, if a deadline passed.
-    pub fn overdue(&self, now: Instant) -> Option<String> {
-        let late = |d: Option<Instant>| d.is_some_and(|d| now >= d);
-        if late(self.handshake_by) {
-            return Some(format!("no complete handshake within {:?}", self.limits.handshake_deadline));
-        }
-        if late(self.frame_by) {
-            return Some(format!("frame not complete within {:?} of its first byte", self.limits.frame_deadline));
-        }
-        if self.out.overdue(now) {
-            return Some(format!("response not taken within {:?}", self.limits.send_deadline));
-        }
-        if self.pending.values().any(|p| late(p.granted_at.map(|t| t + self.limits.frame_deadline))) {
-            return Some(format!("rendezvous data not sent within {:?} of its grant", self.limits.frame_deadline));
-        }
-        if late(self.idle_since().map(|t| t + self.limits.idle_timeout)) {
-            return Some(format!("{IDLE_CLOSE}{:?}", self.limits.idle_timeout));
-        }
-        None
-    }
 }
-
-#[path = "server_parts.rs"]
-mod parts;
-
-#[cfg(test)]
-#[path = "server_tests.rs"]
-mod tests;

@@ -1,8 +1,9 @@
-//! Unit tests of the server's connection machine (`server.rs`): bytes
+//! Unit tests of the server's connection machine (`server/mod.rs`): bytes
 //! in, frames and events out, with plain buffers and no sockets.
 
 use super::*;
 use crate::budget::MemoryBudget;
+use std::time::Duration;
 use weft_wire::{rights, CapKey, Capability, DataReq, FileId, Piece, Secret, HEADER_LEN, MAX_PARTS};
 
 type Conn = ServerConn;

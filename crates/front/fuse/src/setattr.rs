@@ -1,0 +1,104 @@
+//! setattr: chmod, chown, truncate and utimens, each sent as a change of
+//! the inode by its id (never by a path another mount may have moved).
+
+use crate::attrs::{fuse_attr, nanos};
+use crate::errno;
+use crate::fs::WeftFs;
+use crate::handle::lock;
+use fuser::{Errno, FileAttr, FileHandle, INodeNo, TimeOrNow};
+use std::sync::atomic::Ordering;
+use weft_client::{AttrChange, Client, FileKind};
+
+/// What one setattr asks to change (the kernel's optional fields; atime
+/// and the BSD-only ones are not kept).
+pub(crate) struct Wanted {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub mtime: Option<TimeOrNow>,
+    pub fh: Option<FileHandle>,
+}
+
+impl WeftFs {
+    /// Applies `w` to inode `ino` as caller `c`: the attributes after.
+    pub(crate) fn set_attrs(&self, c: &Client, ino: INodeNo, w: Wanted) -> Result<FileAttr, Errno> {
+        let id = weft_client::FileId(ino.0);
+        // Each change names the inode by its id, never by a path another
+        // mount may have moved meanwhile (it would change whatever the
+        // path names now); a file gone is ESTALE.
+        let e = |e: weft_client::Error| if matches!(e, weft_client::Error::NotFound(_)) { Errno::ESTALE } else { errno::of(&e) };
+        // Changing mode or owner without the right is EPERM (chmod(2)).
+        let owner_err = |err: weft_client::Error| if matches!(err, weft_client::Error::Permission(_)) { Errno::EPERM } else { e(err) };
+        // The attributes the last change answered with: the reply, with
+        // no stat of its own (each is a round trip, and tar makes three
+        // such changes per file).
+        let mut last = None;
+        if let Some(m) = w.mode {
+            last = Some(self.change(c, ino, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
+        }
+        if w.uid.is_some() || w.gid.is_some() {
+            let owner = AttrChange::Owner { uid: w.uid.unwrap_or(weft_client::KEEP_ID), gid: w.gid.unwrap_or(weft_client::KEEP_ID) };
+            last = Some(self.change(c, ino, owner).map_err(owner_err)?);
+        }
+        if let Some(s) = w.size {
+            Self::within_max_size(s, 0)?;
+            let ask = self.sizes.ask();
+            // After the writes queued before it.
+            self.writes.wait(ino.0);
+            match w.fh.map(|fh| self.handle(fh)) {
+                Some(Ok(h)) => {
+                    if let Err(err) = h.file.truncate(s) {
+                        // Perhaps done on some data servers.
+                        self.sizes.unknown(ino.0);
+                        return Err(e(err));
+                    }
+                    h.wrote.store(true, Ordering::Relaxed);
+                }
+                _ => {
+                    // Opened by path: truncated only if it is this inode.
+                    let f = c.open(&self.path_of(ino)?, true).map_err(e)?;
+                    if f.id() != id {
+                        // Another file now: closed again, untouched.
+                        let _ = f.close();
+                        return Err(Errno::ESTALE);
+                    }
+                    if let Err(err) = f.truncate(s).and_then(|()| f.close()) {
+                        self.sizes.unknown(ino.0);
+                        return Err(e(err));
+                    }
+                }
+            }
+            self.sizes.truncated(ino.0, ask, s);
+            // A truncate moves the times at once (not at the close).
+            if w.mtime.is_none() {
+                last = Some(self.change(c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
+            }
+        }
+        // The metadata service keeps one time, the mtime (atime is
+        // reported equal to it); setting atime alone changes nothing.
+        match w.mtime {
+            Some(TimeOrNow::SpecificTime(t)) => {
+                last = Some(self.change(c, ino, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
+                // A time set on purpose (cp -p, tar) stands: earlier
+                // writes through open handles no longer touch it.
+                for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
+                    h.wrote.store(false, Ordering::Relaxed);
+                }
+            }
+            Some(TimeOrNow::Now) => last = Some(self.change(c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?),
+            None => {}
+        }
+        match last {
+            Some(a) if a.kind == FileKind::File => {
+                let size = match w.size {
+                    Some(s) => s,
+                    None => self.size_now(c, ino)?,
+                };
+                Ok(self.kernel_attr(&a, size))
+            }
+            Some(a) if a.kind == FileKind::Dir => Ok(fuse_attr(&a, 0)),
+            _ => self.stat_ino(c, ino),
+        }
+    }
+}

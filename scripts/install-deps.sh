@@ -18,24 +18,24 @@ command -v gfortran >/dev/null || need_apt+=(gfortran)
 command -v h5pcc.openmpi >/dev/null || need_apt+=(libhdf5-openmpi-dev)
 command -v h5pcc.mpich >/dev/null || need_apt+=(libhdf5-mpich-dev)
 [ -f /usr/include/pnetcdf.h ] || need_apt+=(libpnetcdf-dev)
-# Real tools on the FUSE mount (tests/fuse_tools.rs): git, sqlite3 (fcntl
+# Real tools on the FUSE mount (crates/front/fuse/tests/fuse_tools.rs): git, sqlite3 (fcntl
 # locks), fio (verified I/O), h5py (serial HDF5 from Python).
 command -v git >/dev/null || need_apt+=(git)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)
 command -v fio >/dev/null || need_apt+=(fio)
-# MUNGE mode (tests/munge.rs): munged and libmunge.so.2 (loaded at run
+# MUNGE mode (crates/services/tests/munge.rs): munged and libmunge.so.2 (loaded at run
 # time); setpriv runs clients as other users.
 command -v munged >/dev/null || need_apt+=(munge)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
-# Weft in a batch job (tests/job.rs): a real Slurm (slurmctld, slurmd,
+# Weft in a batch job (crates/front/cli/tests/job.rs): a real Slurm (slurmctld, slurmd,
 # srun, salloc), started by the test in network namespaces.
 command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v salloc >/dev/null || need_apt+=(slurm-wlm)
-# The emulated cluster (tests/emulate.rs): ip and tc from iproute2.
+# The emulated cluster (crates/front/launch/tests/emulate.rs): ip and tc from iproute2.
 command -v ip >/dev/null && command -v tc >/dev/null || need_apt+=(iproute2)
 [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import h5py' 2>/dev/null || need_apt+=(python3-h5py)
-# The message layer's instruction counts (tests/icount.rs) run under callgrind.
+# The message layer's instruction counts (crates/front/bench/tests/icount.rs) run under callgrind.
 command -v valgrind >/dev/null || need_apt+=(valgrind)
-# The metrics port (tests/metrics.rs): a real Prometheus scrapes it, and
+# The metrics port (crates/services/tests/metrics.rs): a real Prometheus scrapes it, and
 # promtool checks the page.
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need_apt+=(prometheus)
 # Benchmark plots draw their text with DejaVu.

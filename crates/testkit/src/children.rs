@@ -7,12 +7,14 @@ use std::path::Path;
 /// `WEFT_CLUSTER`, plus `env`), all at once, and asserts they all succeed.
 pub fn run_children(child: &str, ranks: u64, cluster_file: &Path, env: &[(&str, &str)]) {
     let me = std::env::current_exe().unwrap();
+    let (bin_var, bin) = crate::binary::bin_env();
     let kids: Vec<_> = (0..ranks)
         .map(|rank| {
             std::process::Command::new(&me)
                 .args(["--exact", child, "--ignored", "--test-threads=1"])
                 .env("WEFT_TEST_RANK", rank.to_string())
                 .env("WEFT_CLUSTER", cluster_file)
+                .env(bin_var, bin)
                 .envs(env.iter().copied())
                 .stdout(std::process::Stdio::piped())
                 .spawn()

@@ -5,9 +5,9 @@
 //! ([`shards`]), and raw frames for tests that speak the protocol by hand
 //! ([`frames`]).
 //!
-//! The servers are this build's `weft` binary ([`weft`]), which
-//! `cargo test --workspace` (what `make test` runs) builds before any test
-//! starts: the CLI crate's own tests need it.
+//! The servers are this build's `weft` binary ([`weft`]), which the
+//! testkit has cargo build (or find up to date) once per test process, so
+//! `cargo test -p <crate>` never runs servers left from an older build.
 
 mod binary;
 mod children;

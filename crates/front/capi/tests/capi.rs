@@ -9,8 +9,8 @@ use std::process::Command;
 #[test]
 fn a_c_program_writes_reads_and_gets_error_codes_through_libweft() {
     let tc = TestCluster::start("capi", 2);
-    // target/<profile>: build libweft.so there now (as a dev-dependency only
-    // its rlib is built, and a stale .so would test old code).
+    // target/<profile>: build libweft.so there now (cargo test builds the
+    // rlib this test links, and a stale .so would test old code).
     let target = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
     let mut build = Command::new(env!("CARGO"));
     build.args(["build", "-q", "-p", "weft-capi", "--lib"]);
@@ -19,7 +19,7 @@ fn a_c_program_writes_reads_and_gets_error_codes_through_libweft() {
     }
     let st = build.status().unwrap();
     assert!(st.success(), "cargo build -p weft-capi failed");
-    let capi = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../capi");
+    let capi = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let exe = tc.scratch("roundtrip");
     let out = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1"])

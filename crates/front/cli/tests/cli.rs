@@ -1,10 +1,12 @@
 //! The `weft` command as a user runs it: a detached cluster, file commands,
 //! clear errors for bad input, and nothing left behind.
 
-const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// This crate's `weft` binary, built by cargo for these tests.
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
 fn weft(cluster: Option<&Path>, args: &[&str]) -> Output {
     let mut c = Command::new(WEFT);

@@ -6,12 +6,14 @@
 //! and leave nothing running.
 
 use weft_testkit::mpi::{library, sources, Mpi, MPICH, OPENMPI};
-const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use weft_launch::emulate::Emulation;
+
+/// This crate's `weft` binary, built by cargo for these tests.
+const WEFT: &str = env!("CARGO_BIN_EXE_weft");
 
 /// A scratch directory; on drop, every process still naming it (servers
 /// and launchers this test started, whose command lines hold it) is
@@ -218,7 +220,8 @@ fn a_job_starts_serves_stages_and_stops_leaving_nothing() {
     assert_eq!(std::fs::read(outdir.join("sub/big")).unwrap(), big);
     assert_eq!(std::fs::read(outdir.join("small")).unwrap(), b"hello");
     nothing_left(&s, "after stop");
-    assert!(!s.path("data").exists() || std::fs::read_dir(s.path("data")).unwrap().next().is_none(), "stop removes the servers' data");
+    let left: Vec<_> = walkdir(&s.path("data"));
+    assert!(left.is_empty(), "stop removes the servers' data; left: {left:?}");
     assert!(!cluster.exists(), "a stopped job's cluster file goes");
     // And the directory takes a new job (this one without metrics).
     ok(&start_local(&s, &hosts("node", 2), &["--no-metrics"]), "a start after the stop");
@@ -800,4 +803,17 @@ fn a_job_under_a_real_slurm_starts_with_srun_serves_every_node_and_stops() {
     assert!(all.contains(&format!("stopped {N} servers")) && !all.contains("ended by signal"), "{all}");
     assert!(all.contains(&format!("staged out {N} files")) && all.contains(&format!("over {N} nodes (n0 ")) && !all.contains(" 0 B"), "the stage-out is spread over the nodes by srun, each copying a part:\n{all}");
     nothing_left(&s, "after the Slurm job");
+}
+
+/// Every path under `dir` (none if it is gone).
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut all = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            all.extend(walkdir(&p));
+        }
+        all.push(p);
+    }
+    all
 }

@@ -87,6 +87,9 @@ pub fn bootstrap(dir: &Path, over: &Overrides, env: impl Fn(&str) -> Option<Stri
     Ok(Bootstrapped { job, dir: dir.to_path_buf(), rank: me.rank, cluster, listener, metrics, data, parent: made.parent.take(), fresh, record, _lock: lock })
 }
 
+/// Attempts at removing a data directory a server thread still adds to.
+const REMOVE_TRIES: u32 = 10;
+
 /// What a start made, removed again if the start fails (only what it made).
 struct Made {
     data: PathBuf,
@@ -105,11 +108,20 @@ impl Drop for Made {
 }
 
 /// Removes a data directory Weft marked as its own, and the default
-/// parent once empty.
-/// Whether `data` is gone.
+/// parent once empty. Whether `data` is gone.
 fn remove_data(data: &Path, parent: Option<&Path>) -> bool {
     if data.join(DATA_MARK).exists() {
-        let _ = std::fs::remove_dir_all(data);
+        // The server's threads still run: one may add a file while the
+        // folder is being emptied (the data service keeps empty objects
+        // made ahead of need), and the removal then fails "not empty".
+        // Tried again a few times; once the folder is gone nothing makes
+        // it again.
+        for _ in 0..REMOVE_TRIES {
+            match std::fs::remove_dir_all(data) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => std::thread::sleep(Duration::from_millis(20)),
+                _ => break,
+            }
+        }
     }
     if let Some(p) = parent {
         let _ = std::fs::remove_dir(p);

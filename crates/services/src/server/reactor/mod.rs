@@ -546,15 +546,14 @@ impl Reactor {
             self.retry(k, now);
         }
     }
-
 }
 
-/// The slot `c` names, if that connection still holds it.
 /// A request of connection `conn` (counted for `user`) as the loop queues it.
 fn job(conn: ConnRef, user: Option<u32>, id: MsgId, req: Request, payload: Payload, now: Instant) -> Job {
     Job { conn, id, req, payload, out_charge: None, body_charge: None, turn: None, user, arrived: now }
 }
 
+/// The slot `c` names, if that connection still holds it.
 fn slot_in(slots: &mut [Option<Slot>], c: ConnRef) -> Option<&mut Slot> {
     slots.get_mut(c.slot)?.as_mut().filter(|s| s.generation == c.generation)
 }

@@ -35,7 +35,7 @@ impl Reactor {
     }
 
     /// At the connection limit: closes the connection idle longest, if one
-    /// has been idle long enough to be taken back (see [`ConnQuota`]).
+    /// has been idle long enough to be taken back (see [`crate::server::conn_quota::ConnQuota`]).
     pub(super) fn take_back_idle(&mut self) -> bool {
         let now = Instant::now();
         if self.oldest_idle.is_none_or(|t| now.saturating_duration_since(t) < self.quota.evict_after) {

@@ -57,6 +57,9 @@ pub struct Decoded {
 
 fn lib() -> Result<&'static Lib, MungeError> {
     static LIB: OnceLock<Result<Lib, String>> = OnceLock::new();
+    // SAFETY: dlopen and dlsym take NUL-terminated names (C string
+    // literals); each symbol found is transmuted to the prototype munge.h
+    // gives the function of that name, and the library is never unloaded.
     LIB.get_or_init(|| unsafe {
         let name = c"libmunge.so.2";
         let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
@@ -96,6 +99,7 @@ struct Context<'l> {
 
 impl Drop for Context<'_> {
     fn drop(&mut self) {
+        // SAFETY: `ctx` came from munge_ctx_create and is destroyed once, here.
         unsafe { (self.lib.ctx_destroy)(self.ctx) }
     }
 }
@@ -113,12 +117,15 @@ impl Munge {
 
     fn context(&self) -> Result<Context<'static>, MungeError> {
         let lib = lib()?;
+        // SAFETY: munge_ctx_create takes nothing; a null result is checked.
         let ctx = unsafe { (lib.ctx_create)() };
         if ctx.is_null() {
             return Err(MungeError::Failed { code: 5, message: "out of memory".into() });
         }
         let c = Context { lib, ctx };
         if let Some(s) = &self.socket {
+            // SAFETY: a live context, MUNGE_OPT_SOCKET and a NUL-terminated
+            // path that outlives the call (libmunge copies it).
             let rc = unsafe { (lib.ctx_set)(ctx, OPT_SOCKET, s.as_ptr()) };
             if rc != 0 {
                 return Err(failed(lib, rc));
@@ -129,13 +136,17 @@ impl Munge {
 
     /// A credential for `payload`, as this process's uid and gid.
     pub fn encode(&self, payload: &[u8]) -> Result<String, MungeError> {
+        let len = c_int::try_from(payload.len()).map_err(|_| MungeError::Failed { code: 0, message: format!("a payload of {} bytes is more than MUNGE takes", payload.len()) })?;
         let c = self.context()?;
         let mut cred: *mut c_char = std::ptr::null_mut();
-        let rc = unsafe { (c.lib.encode)(&mut cred, c.ctx, payload.as_ptr().cast(), payload.len() as c_int) };
+        // SAFETY: `cred` is an out pointer; the payload's pointer and
+        // length describe a live slice.
+        let rc = unsafe { (c.lib.encode)(&mut cred, c.ctx, payload.as_ptr().cast(), len) };
         if rc != 0 {
             return Err(failed(c.lib, rc));
         }
         // A NUL-terminated string libmunge allocated with malloc.
+        // SAFETY: on success `cred` is that string, freed once here.
         let s = unsafe { CStr::from_ptr(cred) }.to_string_lossy().into_owned();
         unsafe { libc::free(cred.cast()) };
         Ok(s)
@@ -150,11 +161,14 @@ impl Munge {
         let text = CString::new(cred).expect("no NUL: checked");
         let c = self.context()?;
         let (mut buf, mut len, mut uid, mut gid): (*mut c_void, c_int, libc::uid_t, libc::gid_t) = (std::ptr::null_mut(), 0, 0, 0);
+        // SAFETY: a NUL-terminated credential and out pointers to locals.
         let rc = unsafe { (c.lib.decode)(text.as_ptr(), c.ctx, &mut buf, &mut len, &mut uid, &mut gid) };
         // The payload is malloc'ed even for some failures.
         let payload = if buf.is_null() {
             Vec::new()
         } else {
+            // SAFETY: libmunge malloc'ed `len` bytes at `buf` for us; copied,
+            // then freed once.
             let v = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len.max(0) as usize) }.to_vec();
             unsafe { libc::free(buf) };
             v
@@ -167,6 +181,8 @@ impl Munge {
 }
 
 fn failed(lib: &Lib, rc: c_int) -> MungeError {
+    // SAFETY: munge_strerror returns a static NUL-terminated string or null
+    // (checked).
     let p = unsafe { (lib.strerror)(rc) };
     let message = if p.is_null() { format!("error {rc}") } else { unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned() };
     MungeError::Failed { code: rc, message }

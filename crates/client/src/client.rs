@@ -219,7 +219,20 @@ impl Client {
     /// Changes an attribute of file `file`, named by its id (not a path
     /// another client may have moved meanwhile); its attributes after.
     pub fn change(&self, file: FileId, change: AttrChange) -> Result<FileAttr> {
-        self.session.meta_attr(MetaReq::Change { file, change })
+        self.change_sized(file, change).map(|(a, _)| a)
+    }
+
+    /// [`Client::change`], and the file's size when the metadata service
+    /// knows it (a file no one has open for writing): what a stat after
+    /// the change would say, without asking.
+    pub fn change_sized(&self, file: FileId, change: AttrChange) -> Result<(FileAttr, Option<u64>)> {
+        let addr = self.session.cluster.meta_server().addr;
+        match self.session.meta(MetaReq::Change { file, change })? {
+            Response::Stat { attr, size, .. } => Ok((attr, size)),
+            // A directory's, or one kept from before (a resent change).
+            Response::Attr(attr) => Ok((attr, None)),
+            other => Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
+        }
     }
 
     /// Changes the owner and group of `path` (root only).

@@ -525,3 +525,24 @@ fn chown_clears_setuid_and_setgid_as_linux_does() {
     root.chown("/d", 1000, 100).unwrap();
     assert_eq!(root.stat("/d").unwrap().0.mode & 0o7777, 0o2755);
 }
+
+/// A file's attribute change is answered with its size when the metadata
+/// service knows it (no writer open), so a mount's setattr needs no stat
+/// after it; while a writer is open, or for a directory, none is given.
+#[test]
+fn an_attribute_change_says_the_size_only_when_no_writer_is_open() {
+    let tc = TestCluster::start("change-sized", 2);
+    let c = tc.client();
+    let f = c.create("/sized", CreateOptions::default()).unwrap();
+    f.write_at(0, &[5u8; 70_000]).unwrap();
+    let id = f.id();
+    let (_, while_open) = c.change_sized(id, weft_wire::AttrChange::Mode(0o640)).unwrap();
+    assert_eq!(while_open, None, "a writer is open: only the data servers know the size");
+    f.close().unwrap();
+    let (a, closed) = c.change_sized(id, weft_wire::AttrChange::Mode(0o600)).unwrap();
+    assert_eq!((a.mode & 0o7777, closed), (0o600, Some(70_000)));
+    let (_, owner) = c.change_sized(id, weft_wire::AttrChange::Owner { uid: 7, gid: 8 }).unwrap();
+    assert_eq!(owner, Some(70_000));
+    let d = c.mkdir("/sized-dir", 0o755).unwrap();
+    assert_eq!(c.change_sized(d.id, weft_wire::AttrChange::Mode(0o700)).unwrap().1, None);
+}

@@ -39,8 +39,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// (meta op 26 `Once`). 20: `Measure` says whether the closing handle
 /// was the file's sole writer. 21: rails: `Cts` carries the granting
 /// connection's rail token, `Part` frames (kind 10) carry pieces of a
-/// granted payload over any connection of the same identity.
-pub const PROTOCOL_VERSION: u8 = 21;
+/// granted payload over any connection of the same identity. 22: a
+/// regular file's `Change` is answered `Stat` (with its size when known).
+pub const PROTOCOL_VERSION: u8 = 22;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -236,8 +236,14 @@ impl WeftFs {
     /// (a writer setting the time "now" or dropping setuid, which only the
     /// owner may do by id), by its path, if it still names the inode.
     pub(crate) fn change(&self, c: &weft_client::Client, ino: INodeNo, change: weft_client::AttrChange) -> Result<weft_client::FileAttr, weft_client::Error> {
+        self.change_sized(c, ino, change).map(|(a, _)| a)
+    }
+
+    /// [`WeftFs::change`], and the file's size if the metadata service
+    /// knows it (no writer has it open).
+    pub(crate) fn change_sized(&self, c: &weft_client::Client, ino: INodeNo, change: weft_client::AttrChange) -> Result<(weft_client::FileAttr, Option<u64>), weft_client::Error> {
         use weft_client::{AttrChange, Error};
-        match c.change(weft_client::FileId(ino.0), change) {
+        match c.change_sized(weft_client::FileId(ino.0), change) {
             Err(Error::Permission(why)) => {
                 let Ok(path) = self.path_of(ino) else { return Err(Error::Permission(why)) };
                 let a = match change {
@@ -249,7 +255,7 @@ impl WeftFs {
                     // Changed what the path names now: say so.
                     return Err(Error::NotFound(format!("{path} names another file now")));
                 }
-                Ok(a)
+                Ok((a, None))
             }
             other => other,
         }

@@ -356,8 +356,13 @@ impl Filesystem for WeftFs {
     fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // close(2) waits for this (release comes later): the file's queued
         // writes are done, and their failure reported, before it returns,
-        // and so is the mtime (close-to-open).
+        // and so is the mtime (close-to-open). The mtime is set first,
+        // while the queued writes are still on their way (they went when
+        // written), so the two round trips overlap instead of adding up.
         let h = self.handle(fh);
+        if let Ok(h) = &h {
+            self.touch_if_written(h);
+        }
         let written = match &h {
             Ok(h) => self.writes.settle(h),
             Err(_) => {
@@ -368,9 +373,6 @@ impl Filesystem for WeftFs {
         // Any close of the file by a process drops its record locks on it
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
-        if let Ok(h) = h {
-            self.touch_if_written(&h);
-        }
         match written {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),

@@ -35,11 +35,11 @@ impl WeftFs {
         // such changes per file).
         let mut last = None;
         if let Some(m) = w.mode {
-            last = Some(self.change(c, ino, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
+            last = Some(self.change_sized(c, ino, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
         }
         if w.uid.is_some() || w.gid.is_some() {
             let owner = AttrChange::Owner { uid: w.uid.unwrap_or(weft_client::KEEP_ID), gid: w.gid.unwrap_or(weft_client::KEEP_ID) };
-            last = Some(self.change(c, ino, owner).map_err(owner_err)?);
+            last = Some(self.change_sized(c, ino, owner).map_err(owner_err)?);
         }
         if let Some(s) = w.size {
             Self::within_max_size(s, 0)?;
@@ -72,32 +72,35 @@ impl WeftFs {
             self.sizes.truncated(ino.0, ask, s);
             // A truncate moves the times at once (not at the close).
             if w.mtime.is_none() {
-                last = Some(self.change(c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
+                last = Some(self.change_sized(c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);
             }
         }
         // The metadata service keeps one time, the mtime (atime is
         // reported equal to it); setting atime alone changes nothing.
         match w.mtime {
             Some(TimeOrNow::SpecificTime(t)) => {
-                last = Some(self.change(c, ino, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
+                last = Some(self.change_sized(c, ino, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
                 // A time set on purpose (cp -p, tar) stands: earlier
                 // writes through open handles no longer touch it.
                 for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
                     h.wrote.store(false, Ordering::Relaxed);
                 }
             }
-            Some(TimeOrNow::Now) => last = Some(self.change(c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?),
+            Some(TimeOrNow::Now) => last = Some(self.change_sized(c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?),
             None => {}
         }
         match last {
-            Some(a) if a.kind == FileKind::File => {
-                let size = match w.size {
+            Some((a, known)) if a.kind == FileKind::File => {
+                // What this mount knows (it writes the file) comes first;
+                // else what the metadata service said with the change
+                // (no writer anywhere); else asked.
+                let size = match w.size.or_else(|| self.sizes.get(ino.0)).or(known) {
                     Some(s) => s,
                     None => self.size_now(c, ino)?,
                 };
                 Ok(self.kernel_attr(&a, size))
             }
-            Some(a) if a.kind == FileKind::Dir => Ok(fuse_attr(&a, 0)),
+            Some((a, _)) if a.kind == FileKind::Dir => Ok(fuse_attr(&a, 0)),
             _ => self.stat_ino(c, ino),
         }
     }

@@ -341,12 +341,27 @@ impl MetaService {
             MetaReq::ReaddirShard { .. } => self.store.db().map_err(MetaError::from).and_then(|db| self.dispatch(&db, cred, &op)),
             _ => {
                 let r = self.submit(cred, op.clone());
-                self.after_commit(op.untagged(), r)
+                let r = self.after_commit(op.untagged(), r);
+                self.with_size(op.untagged(), r)
             }
         };
         match (r, granting) {
             (Ok(rsp), Some(op)) => self.grants.attach(cred, &op, rsp),
             (r, _) => r.unwrap_or_else(MetaError::into_response),
+        }
+    }
+
+    /// A file's attribute change (`Change`) answered with its size when the
+    /// service knows it (no writer open), as `StatSize` would: a mount's
+    /// setattr (tar sets times, owner and mode of each file) then needs no
+    /// stat of its own after it.
+    fn with_size(&self, op: &MetaReq, r: Result<Response>) -> Result<Response> {
+        match (op, r) {
+            (MetaReq::Change { .. }, Ok(Response::Attr(attr))) if attr.kind == FileKind::File => {
+                let size = self.sizes.known(attr.id);
+                Ok(Response::Stat { attr, size, cap: None })
+            }
+            (_, r) => r,
         }
     }
 

@@ -1,0 +1,74 @@
+//! What the mount asks the metadata service per system call, counted by
+//! the server itself: each round trip is most of what a small-file
+//! operation costs through the mount (issue 21: `tar xf` sets the times,
+//! owner and mode of every file it writes). Needs root and /dev/fuse
+//! (CI runs as root).
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+use weft_testkit::mount::Mount;
+use weft_testkit::TestCluster;
+
+/// Requests the metadata server has received so far (a status request,
+/// counted too, asks).
+fn meta_requests(c: &weft_client::Client) -> u64 {
+    c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Meta)).filter_map(|s| s.stats.ok()).map(|s| s.requests).sum()
+}
+
+/// The metadata server's count once nothing but these asks reach it for
+/// three looks in a row (the kernel's release of a closed file comes after
+/// close(2) returns).
+fn meta_quiet(c: &weft_client::Client) -> u64 {
+    let mut last = meta_requests(c);
+    let mut still = 0;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(30));
+        let now = meta_requests(c);
+        still = if now == last + 1 { still + 1 } else { 0 };
+        last = now;
+        if still == 3 {
+            break;
+        }
+    }
+    last
+}
+
+/// chmod and utimens of a file closed earlier each take one request: the
+/// change, answered with the size the service knows, and no stat after
+/// it. chown takes two: the kernel first refreshes the mode (a stat) to
+/// clear setuid itself, as it does for every FUSE file system that does
+/// not take that over (`FUSE_HANDLE_KILLPRIV`).
+#[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
+fn an_attribute_change_of_a_closed_file_is_one_request() {
+    let tc = TestCluster::start("fuse-requests", 2);
+    let m = Mount::new(&tc, "mnt");
+    let c = tc.client();
+    let file = m.point.join("f");
+    fs::write(&file, vec![7u8; 5000]).unwrap();
+    // Looked up and closed everywhere before counting.
+    assert_eq!(fs::metadata(&file).unwrap().len(), 5000);
+    let cost = |what: &str, want: u64, change: &dyn Fn()| {
+        let before = meta_quiet(&c);
+        change();
+        let after = meta_requests(&c);
+        // The status request that read `after` counts itself.
+        let n = after - before - 1;
+        assert_eq!(n, want, "{what} asked the metadata service {n} times");
+    };
+    cost("chmod", 1, &|| fs::set_permissions(&file, fs::Permissions::from_mode(0o600)).unwrap());
+    cost("utimens", 1, &|| {
+        let path = std::ffi::CString::new(file.as_os_str().as_encoded_bytes()).unwrap();
+        let times = [libc::timespec { tv_sec: 1_000_000_000, tv_nsec: 0 }; 2];
+        // SAFETY: a NUL-terminated path and two timespecs, as utimensat(2) takes.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::utimensat(libc::AT_FDCWD, path.as_ptr(), times.as_ptr(), 0) };
+        assert_eq!(rc, 0, "utimensat: {}", std::io::Error::last_os_error());
+    });
+    cost("chown", 2, &|| std::os::unix::fs::chown(&file, Some(0), Some(0)).unwrap());
+    let md = fs::metadata(&file).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((md.len(), md.permissions().mode() & 0o7777, md.mtime()), (5000, 0o600, 1_000_000_000), "the size, mode and time as changed");
+    m.unmount();
+}

@@ -133,14 +133,15 @@ impl WeftFs {
     /// chmod +s is not seen). A failure is logged and the write goes on:
     /// the bits are the file's, the bytes the writer's.
     pub(crate) fn drop_privileges(&self, c: &weft_client::Client, h: &Handle) {
-        if h.file.attr().mode & 0o6000 == 0 || h.privileges_dropped.load(Ordering::Relaxed) {
+        if without_privileges(h.file.attr().mode) == h.file.attr().mode || h.privileges_dropped.load(Ordering::Relaxed) {
             return;
         }
         let r = (|| -> Result<(), weft_client::Error> {
             let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0)) else { return Ok(()) };
             let (a, _) = c.stat(&path)?;
-            if a.id == h.file.attr().id && a.mode & 0o6000 != 0 {
-                self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(a.mode & !0o6000))?;
+            let mode = a.mode & 0o7777;
+            if a.id == h.file.attr().id && without_privileges(mode) != mode {
+                self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(without_privileges(mode)))?;
             }
             Ok(())
         })();
@@ -198,4 +199,15 @@ impl WeftFs {
             self.closes.notify_all();
         }
     }
+}
+
+/// `mode` after a write or truncate by someone who may not keep setuid
+/// and setgid (Linux's `should_remove_suid`): setuid goes; setgid goes
+/// only with group execute (without it, it marks mandatory locking).
+pub(crate) fn without_privileges(mode: u32) -> u32 {
+    let mut m = mode & !0o4000;
+    if m & 0o010 != 0 {
+        m &= !0o2000;
+    }
+    m
 }

@@ -75,7 +75,7 @@ impl Filesystem for WeftFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let wanted = Wanted { mode, uid, gid, size, mtime, fh };
+        let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0 };
         let r = self.set_attrs(&self.caller(req), ino, wanted);
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
@@ -173,6 +173,13 @@ impl Filesystem for WeftFs {
         // last descriptor closes (release carries that owner).
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_POSIX_LOCKS | fuser::InitFlags::FUSE_FLOCK_LOCKS) {
             tracing::warn!(target: "weft::fuse", ?missing, "the kernel keeps some locks local: it lacks lock support for FUSE");
+        }
+        // Setuid and setgid are dropped here on write, truncate and chown
+        // (by the metadata service), so the kernel does not stat the file
+        // before each chown to drop them itself (a round trip per file
+        // `tar` extracts as root).
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV) {
+            tracing::info!(target: "weft::fuse", ?missing, "the kernel drops setuid and setgid itself (a stat before each chown)");
         }
         // Large requests: 1 MiB writes (the kernel's page limit allows no
         // more) and as much read-ahead as the kernel offers, so a stream
@@ -321,10 +328,10 @@ impl Filesystem for WeftFs {
     ) {
         let r = self.handle(fh).and_then(|h| {
             Self::within_max_size(offset, data.len() as u64)?;
-            // Through the page cache the kernel drops setuid and setgid
-            // itself (a setattr); a write bypassing it (appends, O_DIRECT)
-            // asks the file system to, when the writer may not keep them.
-            if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+            // This mount drops setuid and setgid (`FUSE_HANDLE_KILLPRIV`:
+            // the kernel leaves it to the file system) when the writer may
+            // not keep them: anyone but root, as Linux's CAP_FSETID rule.
+            if req.uid() != 0 || write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
                 self.drop_privileges(&self.caller(req), &h);
             }
             h.wrote.store(true, Ordering::Relaxed);

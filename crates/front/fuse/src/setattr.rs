@@ -5,6 +5,7 @@ use crate::attrs::{fuse_attr, nanos};
 use crate::errno;
 use crate::fs::WeftFs;
 use crate::handle::lock;
+use crate::open_files::without_privileges;
 use fuser::{Errno, FileAttr, FileHandle, INodeNo, TimeOrNow};
 use std::sync::atomic::Ordering;
 use weft_client::{AttrChange, Client, FileKind};
@@ -18,6 +19,8 @@ pub(crate) struct Wanted {
     pub size: Option<u64>,
     pub mtime: Option<TimeOrNow>,
     pub fh: Option<FileHandle>,
+    /// The caller is root (keeps setuid and setgid on a truncate).
+    pub by_root: bool,
 }
 
 impl WeftFs {
@@ -46,7 +49,8 @@ impl WeftFs {
             let ask = self.sizes.ask();
             // After the writes queued before it.
             self.writes.wait(ino.0);
-            match w.fh.map(|fh| self.handle(fh)) {
+            // The mode the file had when opened, for setuid and setgid.
+            let mode = match w.fh.map(|fh| self.handle(fh)) {
                 Some(Ok(h)) => {
                     if let Err(err) = h.file.truncate(s) {
                         // Perhaps done on some data servers.
@@ -54,6 +58,7 @@ impl WeftFs {
                         return Err(e(err));
                     }
                     h.wrote.store(true, Ordering::Relaxed);
+                    h.file.attr().mode
                 }
                 _ => {
                     // Opened by path: truncated only if it is this inode.
@@ -63,13 +68,21 @@ impl WeftFs {
                         let _ = f.close();
                         return Err(Errno::ESTALE);
                     }
+                    let mode = f.attr().mode;
                     if let Err(err) = f.truncate(s).and_then(|()| f.close()) {
                         self.sizes.unknown(ino.0);
                         return Err(e(err));
                     }
+                    mode
                 }
-            }
+            };
             self.sizes.truncated(ino.0, ask, s);
+            // Setuid and setgid go with a truncate by anyone but root (the
+            // kernel leaves it to the file system: `FUSE_HANDLE_KILLPRIV`).
+            let mode = mode & 0o7777;
+            if !w.by_root && without_privileges(mode) != mode {
+                last = Some(self.change_sized(c, ino, AttrChange::Mode(without_privileges(mode))).map_err(e)?);
+            }
             // A truncate moves the times at once (not at the close).
             if w.mtime.is_none() {
                 last = Some(self.change_sized(c, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(e)?);

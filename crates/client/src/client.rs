@@ -229,7 +229,7 @@ impl Client {
         let addr = self.session.cluster.meta_server().addr;
         match self.session.meta(MetaReq::Change { file, change })? {
             Response::Stat { attr, size, .. } => Ok((attr, size)),
-            // A directory's, or one kept from before (a resent change).
+            // Not a regular file (a directory, a symbolic link, ...).
             Response::Attr(attr) => Ok((attr, None)),
             other => Err(Error::Protocol { addr, what: format!("expected attributes, got {other:?}") }),
         }

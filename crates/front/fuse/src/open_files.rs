@@ -133,22 +133,30 @@ impl WeftFs {
     /// chmod +s is not seen). A failure is logged and the write goes on:
     /// the bits are the file's, the bytes the writer's.
     pub(crate) fn drop_privileges(&self, c: &weft_client::Client, h: &Handle) {
-        if without_privileges(h.file.attr().mode) == h.file.attr().mode || h.privileges_dropped.load(Ordering::Relaxed) {
+        if h.privileges_dropped.load(Ordering::Relaxed) {
             return;
         }
-        let r = (|| -> Result<(), weft_client::Error> {
-            let Ok(path) = self.path_of(INodeNo(h.file.attr().id.0)) else { return Ok(()) };
-            let (a, _) = c.stat(&path)?;
-            let mode = a.mode & 0o7777;
-            if a.id == h.file.attr().id && without_privileges(mode) != mode {
-                self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(without_privileges(mode)))?;
-            }
-            Ok(())
-        })();
-        match r {
-            Ok(()) => h.privileges_dropped.store(true, Ordering::Relaxed),
+        match self.drop_privileges_of(c, h.file.attr().id, h.file.attr().mode) {
+            Ok(_) => h.privileges_dropped.store(true, Ordering::Relaxed),
             Err(e) => tracing::warn!(target: "weft::fuse", ino = h.file.attr().id.0, error = %e, "could not drop the setuid/setgid bits of a file written"),
         }
+    }
+
+    /// Drops the setuid and setgid bits of file `id` as `c` (a writer),
+    /// from the mode it has now, if `mode_then` (when it was opened) had
+    /// any: its attributes after, if it changed. Never by the mode from
+    /// the open: a chmod since (here or elsewhere) stands.
+    pub(crate) fn drop_privileges_of(&self, c: &weft_client::Client, id: weft_client::FileId, mode_then: u32) -> Result<Option<weft_client::FileAttr>, weft_client::Error> {
+        if without_privileges(mode_then & 0o7777) == mode_then & 0o7777 {
+            return Ok(None);
+        }
+        let Ok(path) = self.path_of(INodeNo(id.0)) else { return Ok(None) };
+        let (a, _) = c.stat(&path)?;
+        let mode = a.mode & 0o7777;
+        if a.id != id || without_privileges(mode) == mode {
+            return Ok(None);
+        }
+        self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(without_privileges(mode))).map(Some)
     }
 
     /// Sets the mtime of a file written through `h` since its last close

@@ -75,7 +75,11 @@ impl Filesystem for WeftFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0 };
+        // A setattr that changes nothing is the kernel asking for setuid
+        // and setgid to go (chown(f, -1, -1), or a write or truncate by
+        // someone without CAP_FSETID), which it leaves to the file system.
+        let drop_privileges = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && mtime.is_none() && _atime.is_none();
+        let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0, drop_privileges };
         let r = self.set_attrs(&self.caller(req), ino, wanted);
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
@@ -363,13 +367,10 @@ impl Filesystem for WeftFs {
     fn flush(&self, _req: &Request, ino: INodeNo, fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
         // close(2) waits for this (release comes later): the file's queued
         // writes are done, and their failure reported, before it returns,
-        // and so is the mtime (close-to-open). The mtime is set first,
-        // while the queued writes are still on their way (they went when
-        // written), so the two round trips overlap instead of adding up.
+        // and so is the mtime (close-to-open). The mtime moves after the
+        // bytes landed, never before: a node that sees the new mtime
+        // (make, rsync's quick check) must see the new bytes too.
         let h = self.handle(fh);
-        if let Ok(h) = &h {
-            self.touch_if_written(h);
-        }
         let written = match &h {
             Ok(h) => self.writes.settle(h),
             Err(_) => {
@@ -380,6 +381,9 @@ impl Filesystem for WeftFs {
         // Any close of the file by a process drops its record locks on it
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
+        if let Ok(h) = &h {
+            self.touch_if_written(h);
+        }
         match written {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),

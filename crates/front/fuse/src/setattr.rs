@@ -5,7 +5,6 @@ use crate::attrs::{fuse_attr, nanos};
 use crate::errno;
 use crate::fs::WeftFs;
 use crate::handle::lock;
-use crate::open_files::without_privileges;
 use fuser::{Errno, FileAttr, FileHandle, INodeNo, TimeOrNow};
 use std::sync::atomic::Ordering;
 use weft_client::{AttrChange, Client, FileKind};
@@ -21,6 +20,8 @@ pub(crate) struct Wanted {
     pub fh: Option<FileHandle>,
     /// The caller is root (keeps setuid and setgid on a truncate).
     pub by_root: bool,
+    /// Nothing to change: the kernel asks for setuid and setgid to go.
+    pub drop_privileges: bool,
 }
 
 impl WeftFs {
@@ -39,6 +40,16 @@ impl WeftFs {
         let mut last = None;
         if let Some(m) = w.mode {
             last = Some(self.change_sized(c, ino, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
+        }
+        if w.drop_privileges {
+            // From the mode the file has now (0o6000: look whatever it had
+            // when opened). One who may neither own nor write it gets the
+            // attributes unchanged (chown(f, -1, -1) is anyone's to call).
+            match self.drop_privileges_of(c, id, 0o6000) {
+                Ok(Some(a)) => last = Some((a, None)),
+                Ok(None) | Err(weft_client::Error::Permission(_)) => {}
+                Err(err) => return Err(e(err)),
+            }
         }
         if w.uid.is_some() || w.gid.is_some() {
             let owner = AttrChange::Owner { uid: w.uid.unwrap_or(weft_client::KEEP_ID), gid: w.gid.unwrap_or(weft_client::KEEP_ID) };
@@ -78,10 +89,15 @@ impl WeftFs {
             };
             self.sizes.truncated(ino.0, ask, s);
             // Setuid and setgid go with a truncate by anyone but root (the
-            // kernel leaves it to the file system: `FUSE_HANDLE_KILLPRIV`).
-            let mode = mode & 0o7777;
-            if !w.by_root && without_privileges(mode) != mode {
-                last = Some(self.change_sized(c, ino, AttrChange::Mode(without_privileges(mode))).map_err(e)?);
+            // kernel leaves it to the file system: `FUSE_HANDLE_KILLPRIV`),
+            // from the mode the file has now. The bytes are cut already: a
+            // failure here is logged, not the truncate's.
+            if !w.by_root {
+                match self.drop_privileges_of(c, id, mode) {
+                    Ok(Some(a)) => last = Some((a, None)),
+                    Ok(None) => {}
+                    Err(err) => tracing::warn!(target: "weft::fuse", ino = ino.0, error = %err, "could not drop the setuid/setgid bits of a file truncated"),
+                }
             }
             // A truncate moves the times at once (not at the close).
             if w.mtime.is_none() {

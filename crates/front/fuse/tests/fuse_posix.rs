@@ -183,6 +183,19 @@ fn exercise(root: &Path) -> Vec<String> {
         std::os::unix::fs::chown(p("suid5"), Some(uid), Some(gid)).unwrap();
         seen.push(format!("chown {mode:o} to its own owner by root: mode {:o}", fs::metadata(p("suid5")).unwrap().mode() & 0o7777));
     }
+    // A chown that keeps owner and group (-1, -1) drops setuid too.
+    fs::write(p("suid6"), b"x").unwrap();
+    fs::set_permissions(p("suid6"), fs::Permissions::from_mode(0o6755)).unwrap();
+    std::os::unix::fs::chown(p("suid6"), None, None).unwrap();
+    seen.push(format!("chown -1 -1 by root: mode {:o}", fs::metadata(p("suid6")).unwrap().mode() & 0o7777));
+    // A write and then two truncates through one descriptor, by another
+    // user: the first drops setuid; the truncates find it gone.
+    fs::write(p("suid7"), b"0123456789").unwrap();
+    fs::set_permissions(p("suid7"), fs::Permissions::from_mode(0o4777)).unwrap();
+    let script = r#"perl -e 'open(F, "+<", "suid7") or die "open $!"; syswrite(F, "abc") or die "write $!"; truncate(F, 2) or die "t1 $!"; truncate(F, 1) or die "t2 $!"'"#;
+    seen.push(format!("write and two ftruncates by uid 1001: {}", as_user(root, script)));
+    let m = fs::metadata(p("suid7")).unwrap();
+    seen.push(format!("after: mode {:o}, size {}", m.mode() & 0o7777, m.len()));
     seen.extend(links_and_special_files(root));
     seen
 }

@@ -136,24 +136,26 @@ impl WeftFs {
         if h.privileges_dropped.load(Ordering::Relaxed) {
             return;
         }
-        match self.drop_privileges_of(c, h.file.attr().id, h.file.attr().mode) {
+        match self.drop_privileges_of(c, h.file.attr().id, Some(h.file.attr().mode)) {
             Ok(_) => h.privileges_dropped.store(true, Ordering::Relaxed),
             Err(e) => tracing::warn!(target: "weft::fuse", ino = h.file.attr().id.0, error = %e, "could not drop the setuid/setgid bits of a file written"),
         }
     }
 
-    /// Drops the setuid and setgid bits of file `id` as `c` (a writer),
-    /// from the mode it has now, if `mode_then` (when it was opened) had
-    /// any: its attributes after, if it changed. Never by the mode from
-    /// the open: a chmod since (here or elsewhere) stands.
-    pub(crate) fn drop_privileges_of(&self, c: &weft_client::Client, id: weft_client::FileId, mode_then: u32) -> Result<Option<weft_client::FileAttr>, weft_client::Error> {
-        if without_privileges(mode_then & 0o7777) == mode_then & 0o7777 {
+    /// Drops the setuid and setgid bits of regular file `id` as `c` (a
+    /// writer), from the mode it has now, if `mode_then` (when it was
+    /// opened; `None`: not known) had any: its attributes after, if it
+    /// changed. Never by the mode from the open: a chmod since (here or
+    /// elsewhere) stands. A directory's setgid stays (it marks the group
+    /// new entries take, and Linux never drops it this way).
+    pub(crate) fn drop_privileges_of(&self, c: &weft_client::Client, id: weft_client::FileId, mode_then: Option<u32>) -> Result<Option<weft_client::FileAttr>, weft_client::Error> {
+        if mode_then.is_some_and(|m| without_privileges(m & 0o7777) == m & 0o7777) {
             return Ok(None);
         }
         let Ok(path) = self.path_of(INodeNo(id.0)) else { return Ok(None) };
         let (a, _) = c.stat(&path)?;
         let mode = a.mode & 0o7777;
-        if a.id != id || without_privileges(mode) == mode {
+        if a.id != id || a.kind != weft_client::FileKind::File || without_privileges(mode) == mode {
             return Ok(None);
         }
         self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(without_privileges(mode))).map(Some)

@@ -42,10 +42,10 @@ impl WeftFs {
             last = Some(self.change_sized(c, ino, AttrChange::Mode(m & 0o7777)).map_err(owner_err)?);
         }
         if w.drop_privileges {
-            // From the mode the file has now (0o6000: look whatever it had
-            // when opened). One who may neither own nor write it gets the
-            // attributes unchanged (chown(f, -1, -1) is anyone's to call).
-            match self.drop_privileges_of(c, id, 0o6000) {
+            // From the mode the file has now. One who may neither own nor
+            // write it gets the attributes unchanged (chown(f, -1, -1) is
+            // anyone's to call).
+            match self.drop_privileges_of(c, id, None) {
                 Ok(Some(a)) => last = Some((a, None)),
                 Ok(None) | Err(weft_client::Error::Permission(_)) => {}
                 Err(err) => return Err(e(err)),
@@ -93,7 +93,7 @@ impl WeftFs {
             // from the mode the file has now. The bytes are cut already: a
             // failure here is logged, not the truncate's.
             if !w.by_root {
-                match self.drop_privileges_of(c, id, mode) {
+                match self.drop_privileges_of(c, id, Some(mode)) {
                     Ok(Some(a)) => last = Some((a, None)),
                     Ok(None) => {}
                     Err(err) => tracing::warn!(target: "weft::fuse", ino = ino.0, error = %err, "could not drop the setuid/setgid bits of a file truncated"),

@@ -188,6 +188,11 @@ fn exercise(root: &Path) -> Vec<String> {
     fs::set_permissions(p("suid6"), fs::Permissions::from_mode(0o6755)).unwrap();
     std::os::unix::fs::chown(p("suid6"), None, None).unwrap();
     seen.push(format!("chown -1 -1 by root: mode {:o}", fs::metadata(p("suid6")).unwrap().mode() & 0o7777));
+    // A directory's setgid stays.
+    fs::create_dir(p("sgid-dir")).unwrap();
+    fs::set_permissions(p("sgid-dir"), fs::Permissions::from_mode(0o2775)).unwrap();
+    std::os::unix::fs::chown(p("sgid-dir"), None, None).unwrap();
+    seen.push(format!("chown -1 -1 of a setgid directory: mode {:o}", fs::metadata(p("sgid-dir")).unwrap().mode() & 0o7777));
     // A write and then two truncates through one descriptor, by another
     // user: the first drops setuid; the truncates find it gone.
     fs::write(p("suid7"), b"0123456789").unwrap();

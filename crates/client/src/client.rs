@@ -1,6 +1,6 @@
 //! The client handle and namespace operations.
 
-use crate::atomic::LockGuard;
+use crate::lock_session::LockGuard;
 use crate::file::File;
 use crate::options::ClientOptions;
 use crate::session::Session;

@@ -11,7 +11,8 @@ mod transfer;
 
 pub(crate) use plan::{bytes_before, Chunk};
 
-use crate::atomic::{LockGranularity, LockGuard};
+use crate::atomic::LockGranularity;
+use crate::lock_session::LockGuard;
 use crate::session::Session;
 use crate::{Error, Result, Schedule};
 use std::net::SocketAddr;

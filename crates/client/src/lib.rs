@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 mod atomic;
+mod lock_session;
 mod client;
 pub mod collective;
 pub mod comm;
@@ -25,7 +26,8 @@ mod schedule;
 mod session;
 mod shard_route;
 
-pub use atomic::{LockGranularity, LockGuard};
+pub use atomic::LockGranularity;
+pub use lock_session::LockGuard;
 pub use comm::Communicator;
 pub use client::{Client, CreateOptions, ServerStatus};
 pub use options::ClientOptions;

@@ -5,7 +5,7 @@
 //! one (shared), so files need no client and the client needs no file's
 //! insides.
 
-use crate::atomic::{LockGuard, LockSession};
+use crate::lock_session::{LockGuard, LockSession};
 use crate::options::ClientOptions;
 use crate::shard_route::ShardRouter;
 use crate::{Error, Result};

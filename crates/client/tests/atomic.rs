@@ -342,3 +342,86 @@ fn a_restarted_lock_service_waits_out_the_old_leases() {
     assert!(matches!(r, Response::Locked { .. }), "{r:?}");
     assert!(granted >= ttl, "granted {granted:?} after the restart began, within one lease time ({ttl:?})");
 }
+
+/// A lock held across a restart of the lock service is taken back by its
+/// client during the grace, under its id: another client cannot take its
+/// bytes after the grace (without the reclaim it could), its release
+/// works, and then the bytes are free.
+#[test]
+fn a_lock_held_across_a_lock_service_restart_is_taken_back() {
+    let ttl = Duration::from_millis(1_500);
+    let mut tc = TestCluster::start_spec("reclaim", ClusterSpec { data_servers: 1, lock_ttl_ms: ttl.as_millis() as u64, ..ClusterSpec::default() });
+    let a = tc.client();
+    let b = tc.client();
+    let fa = a.create("/held", CreateOptions::default()).unwrap();
+    let fb = b.open("/held", true).unwrap();
+    let mine = a.lock(&fa, true, &[Extent::range(0, 100).unwrap()]).unwrap();
+    let id = mine.id();
+    tc.lc.restart(0).unwrap();
+    // Past the grace: A's keeper found the restart within a third of a
+    // lease and took its lock back; every other acquire was held until now.
+    std::thread::sleep(ttl * 2);
+    let r = b.lock_within(&fb, true, &[Extent::range(50, 150).unwrap()], Duration::ZERO);
+    assert!(matches!(r, Err(weft_client::Error::Busy { .. })), "another client took bytes locked before the restart: {:?}", r.map(|g| g.id()));
+    // Bytes nobody held are free.
+    b.lock_within(&fb, true, &[Extent::range(100, 150).unwrap()], Duration::ZERO).unwrap().release().unwrap();
+    assert_eq!(mine.id(), id, "reclaimed under the same id");
+    // A write under the reclaimed lock carries a lease that runs.
+    let lease = mine.lease().expect("a lease");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    assert!(lease.until_ms > now_ms, "{lease:?}");
+    mine.release().unwrap();
+    b.lock_within(&fb, true, &[Extent::range(50, 150).unwrap()], Duration::ZERO).expect("free once released").release().unwrap();
+}
+
+/// The service's side of a reclaim: refused when it did not restart (a
+/// client paused past its lease must not get its bytes back that way);
+/// after a restart, granted under the old id during the grace, refused to
+/// a second session whose lock conflicts, refused once the grace is over.
+#[test]
+fn reclaims_are_granted_only_in_the_grace_after_a_restart() {
+    let ttl = Duration::from_millis(1_500);
+    let mut tc = TestCluster::start_spec("reclaim-raw", ClusterSpec { data_servers: 1, lock_ttl_ms: ttl.as_millis() as u64, ..ClusterSpec::default() });
+    let cf = tc.cluster();
+    let c = tc.client();
+    let id = c.create("/held", CreateOptions::default()).unwrap().attr().id;
+    let addr = cf.lock_server().unwrap().addr;
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let reclaim = |session: u64, lock: u64, start: u64| LockReq::Reclaim {
+        session,
+        file: id,
+        cap: weft_testkit::cap_for(&cf.secret(), id),
+        exclusive: true,
+        lock,
+        extents: vec![WireExtent::Range { start, end: start + 100 }],
+    };
+    let refused = |r: &Response| matches!(r, Response::Error { code: ErrorCode::LeaseExpired, .. });
+    assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 90 }), Response::Leased(_)));
+    let r = lock_call(&ep, addr, reclaim(90, 7, 0));
+    assert!(refused(&r), "a reclaim without a restart: {r:?}");
+    tc.lc.restart(0).unwrap();
+    let began = Instant::now();
+    assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 91 }), Response::Leased(_)));
+    let r = lock_call(&ep, addr, reclaim(91, 7, 0));
+    assert!(matches!(r, Response::Locked { lock: 7, .. }), "{r:?}");
+    assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 92 }), Response::Leased(_)));
+    let r = lock_call(&ep, addr, reclaim(92, 8, 50));
+    assert!(refused(&r), "a conflicting reclaim: {r:?}");
+    let r = lock_call(&ep, addr, reclaim(92, 7, 200));
+    assert!(refused(&r), "a reclaim under an id in use: {r:?}");
+    assert!(matches!(lock_call(&ep, addr, reclaim(92, 9, 200)), Response::Locked { lock: 9, .. }));
+    assert!(began.elapsed() < ttl, "the grace ended before the checks ({:?})", began.elapsed());
+    // Both sessions renewed halfway, so they outlive the grace.
+    std::thread::sleep(ttl / 2);
+    for session in [91, 92] {
+        assert!(matches!(lock_call(&ep, addr, LockReq::Renew { session }), Response::Leased(_)));
+    }
+    std::thread::sleep(ttl / 2 + Duration::from_millis(100));
+    let r = lock_call(&ep, addr, reclaim(92, 10, 400));
+    assert!(refused(&r), "a reclaim after the grace: {r:?}");
+    // The reclaimed lock is held: a normal acquire waits for its release.
+    let acquire = LockReq::Acquire { session: 92, file: id, cap: weft_testkit::cap_for(&cf.secret(), id), exclusive: true, wait_ms: 0, extents: vec![WireExtent::Range { start: 0, end: 10 }] };
+    assert!(matches!(lock_call(&ep, addr, acquire.clone()), Response::Error { code: ErrorCode::Busy, .. }));
+    assert!(matches!(lock_call(&ep, addr, LockReq::Release { session: 91, file: id, lock: 7 }), Response::Ok));
+    assert!(matches!(lock_call(&ep, addr, acquire), Response::Locked { .. }));
+}

@@ -158,6 +158,11 @@ impl LockTable {
         self.locks.is_empty()
     }
 
+    /// Is lock `id` in the table (granted or waiting)?
+    pub fn contains(&self, id: LockId) -> bool {
+        self.locks.contains_key(&id)
+    }
+
     /// Is lock `id` granted?
     pub fn is_granted(&self, id: LockId) -> bool {
         self.locks.get(&id).is_some_and(|l| l.waiting.is_none())

@@ -3,7 +3,7 @@
 
 use super::plan::Chunk;
 use super::{File, UNKNOWN_SIZE};
-use crate::atomic::LockGuard;
+use crate::lock_session::LockGuard;
 use crate::{Error, Result, Schedule};
 use weft_layout::{pair, Datatype, Segment, View, ViewError};
 use weft_wire::{DataReq, ReadOrder, Request};
@@ -114,7 +114,18 @@ impl File {
         let guard = if lock { self.lock_access(segments, true)? } else { None };
         let chunks: Vec<&Chunk> = order.iter().map(|&(k, _)| &plan[k]).collect();
         self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
-        let written = self.send_segments(&chunks, buf, sched, guard.as_ref());
+        let mut written = self.send_segments(&chunks, buf, sched, guard.as_ref());
+        // The lock service restarted while this access held its lock, and
+        // the data servers refused pieces under the old lease once it ran
+        // out. A renewal takes the lock back (or fails: lost); the write is
+        // then sent again whole under the new lease: the same bytes, still
+        // under the lock, so pieces that landed before are rewritten as
+        // they were.
+        if let (Err(Error::LeaseExpired(_)), Some(g)) = (&written, guard.as_ref())
+            && g.renew().is_ok()
+        {
+            written = self.send_segments(&chunks, buf, sched, guard.as_ref());
+        }
         // The size stays known only through writes that all landed.
         let end = segments.iter().filter(|s| s.len > 0).try_fold(0u64, |end, s| s.file.checked_add(s.len).map(|e| end.max(e)));
         match (&written, end) {
@@ -131,7 +142,7 @@ impl File {
     }
 
     /// Sends a write's chunks, under atomic mode's lock `guard` if any.
-    fn send_segments(&self, chunks: &[&Chunk], buf: &[u8], sched: &Schedule, guard: Option<&crate::atomic::LockGuard>) -> Result<()> {
+    fn send_segments(&self, chunks: &[&Chunk], buf: &[u8], sched: &Schedule, guard: Option<&LockGuard>) -> Result<()> {
         let cap = self.capability()?;
         match guard {
             None => {

@@ -201,7 +201,14 @@ impl Gen {
                 let n = self.count(MAX_LOCK_EXTENTS).min(2_000);
                 let extents = (0..n).map(|_| self.extent()).collect();
                 let file = self.file();
-                Request::Lock(LockReq::Acquire { session: self.rng.gen_range(0..50), file, cap: self.cap(file), exclusive: self.rng.r#gen(), wait_ms: self.rng.gen_range(0..30), extents })
+                let (session, cap, exclusive) = (self.rng.gen_range(0..50), self.cap(file), self.rng.r#gen());
+                // Reclaims too: refused outside a restart's grace, they
+                // must leave the table as it was.
+                if self.rng.gen_range(0..8) == 0 {
+                    Request::Lock(LockReq::Reclaim { session, file, cap, exclusive, lock: self.rng.r#gen(), extents })
+                } else {
+                    Request::Lock(LockReq::Acquire { session, file, cap, exclusive, wait_ms: self.rng.gen_range(0..30), extents })
+                }
             }
             _ => Request::Lock(match self.rng.gen_range(0..3) {
                 0 => LockReq::Release { session: self.rng.gen_range(0..50), file: self.file(), lock: self.rng.gen_range(0..10_000) },

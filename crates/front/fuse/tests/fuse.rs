@@ -397,6 +397,39 @@ fn record_locks_exclude_across_processes_and_mounts() {
     m2.unmount();
 }
 
+/// A record lock held through a restart of the lock service (the
+/// metadata server, killed and started again) is taken back by its mount:
+/// after the grace, another mount is still refused the bytes; once the
+/// holder dies they are free.
+#[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
+fn a_record_lock_outlives_a_restart_of_the_lock_service() {
+    let ttl = Duration::from_millis(1_500);
+    let spec = weft_launch::ClusterSpec { data_servers: 1, lock_ttl_ms: ttl.as_millis() as u64, ..weft_launch::ClusterSpec::default() };
+    let mut tc = TestCluster::start_spec("fuse-reclaim", spec);
+    let (m1, m2) = (Mount::new(&tc, "mnt1"), Mount::new(&tc, "mnt2"));
+    fs::write(m1.point.join("db"), vec![0u8; 4096]).unwrap();
+    let (a, lines) = lock_process(&m1.point.join("db"), "w 0 100", true);
+    assert_eq!(lines, ["ok", "holding"]);
+    let mut a = a.unwrap();
+    tc.lc.restart(0).unwrap();
+    // Past the grace (during it every try-lock is refused anyway).
+    std::thread::sleep(ttl * 2);
+    let f = OpenOptions::new().read(true).write(true).open(m2.point.join("db")).unwrap();
+    assert_eq!(fcntl_lock(&f, libc::F_WRLCK, 50, 10, false), "busy", "another mount took bytes locked before the restart");
+    assert_eq!(fcntl_lock(&f, libc::F_WRLCK, 100, 10, false), "ok");
+    a.kill().unwrap();
+    a.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fcntl_lock(&f, libc::F_WRLCK, 0, 100, false) != "ok" {
+        assert!(Instant::now() < deadline, "the dead holder's reclaimed lock was not released");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(f);
+    m1.unmount();
+    m2.unmount();
+}
+
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn a_killed_background_mount_is_cleared_by_umount_and_a_dead_server_is_an_error() {

@@ -17,9 +17,11 @@
 //! behind at most one request on one file, and each request's work is
 //! bounded by the table's caps and the closed-form overlap checks.
 
+mod grace;
 mod quota;
 
 pub use quota::LockLimits;
+use grace::Parked;
 use quota::{LockQuota, Refusal};
 use crate::meta::MetaService;
 use std::cmp::Reverse;
@@ -106,24 +108,6 @@ pub struct LockService {
     parked: Mutex<Option<Vec<Parked>>>,
 }
 
-/// An acquire made during the grace after a restart, made when it ends
-/// (charged to its session's quota meanwhile, as a waiting lock is).
-struct Parked {
-    owner: Owner,
-    user: Option<u32>,
-    file: FileId,
-    mode: Mode,
-    wait_ms: u32,
-    since: Instant,
-    extents: Vec<Extent>,
-    answer: Answer,
-}
-
-/// Acquires held through a grace at most, and their extents (beyond,
-/// `Busy`): each user's share is bounded by its lock quota besides.
-const MAX_PARKED: usize = 65_536;
-const MAX_PARKED_EXTENTS: usize = 1 << 20;
-
 /// Counters for `weft status`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LockStats {
@@ -144,6 +128,18 @@ fn extent(w: WireExtent) -> Result<Extent, weft_lock::ExtentError> {
         WireExtent::Range { start, end } => Extent::range(start, end),
         WireExtent::Strided { offset, len, stride, count } => Extent::strided(offset, len, stride, count),
     }
+}
+
+/// An acquire's or reclaim's mode and extents, checked, for a file that
+/// exists; else the error to answer.
+fn checked(meta: Option<&MetaService>, file: FileId, exclusive: bool, extents: Vec<WireExtent>) -> Result<(Mode, Vec<Extent>), (ErrorCode, String)> {
+    let extents = extents.into_iter().map(extent).collect::<Result<Vec<_>, _>>().map_err(|e| (ErrorCode::BadRequest, format!("bad lock extent: {e}")))?;
+    if let Some(m) = meta
+        && !m.file_exists(file)
+    {
+        return Err((ErrorCode::NotFound, format!("no file with id {}", file.0)));
+    }
+    Ok((if exclusive { Mode::Exclusive } else { Mode::Shared }, extents))
 }
 
 fn err(code: ErrorCode, msg: impl Into<String>) -> Response {
@@ -190,7 +186,10 @@ impl LockService {
             }),
             deadlines: Mutex::new(BinaryHeap::new()),
             timer: Condvar::new(),
-            next_id: AtomicU64::new(1),
+            // Ids start at a random point, so an id a client held from
+            // the service before a restart (taken back by `Reclaim`) is
+            // unlikely to be one this service hands out.
+            next_id: AtomicU64::new(rand::random::<u64>() >> 2 | 1),
             waiting: AtomicUsize::new(0),
             granted: AtomicU64::new(0),
             wait_us: AtomicU64::new(0),
@@ -374,67 +373,6 @@ impl LockService {
         }
     }
 
-    /// Holds an acquire made during the grace after a restart (`left` ms
-    /// of it to go) until the grace ends; one that would not wait that
-    /// long (a try-lock) is answered `Busy` at once.
-    fn park(&self, mut p: Parked, left: u64, later: &dyn Fn() -> Answer) -> Option<Response> {
-        if u64::from(p.wait_ms) < left {
-            // The session is renewed all the same (as any request of it).
-            return Some(self.touch(p.owner, p.user).unwrap_or_else(|| err(ErrorCode::Busy, format!("the lock service restarted moments ago and grants no lock for another {left} ms (locks held before may still be in use)"))));
-        }
-        // Charged as a waiting lock is (the session's quota), and renewed.
-        match self.renew(p.owner, Some(p.file), p.user, false) {
-            Ok(()) => {}
-            Err(Denied::Lapsed(files)) => {
-                self.drop_owner(p.owner, files);
-                return Some(expired(p.owner));
-            }
-            Err(Denied::Refused(r)) => return Some(self.refusal(r)),
-        }
-        let mut parked = lock(&self.parked);
-        let Some(list) = parked.as_mut() else {
-            // The grace ended meanwhile: made as any acquire.
-            drop(parked);
-            lock(&self.sessions).quota.release(p.owner, 1);
-            return self.acquire(p.owner, p.user, p.file, p.mode, p.wait_ms, p.extents, later);
-        };
-        let extents: usize = list.iter().map(|q| q.extents.len()).sum();
-        if list.len() >= MAX_PARKED || extents + p.extents.len() > MAX_PARKED_EXTENTS {
-            drop(parked);
-            lock(&self.sessions).quota.release(p.owner, 1);
-            return Some(err(ErrorCode::Busy, "the lock service restarted moments ago and grants no lock for one lease time; too many acquires wait for that"));
-        }
-        p.answer = later();
-        list.push(p);
-        None
-    }
-
-    /// Once the grace after a restart is over, makes the acquires that
-    /// waited for it (each granted, or waiting for what remains of its
-    /// wait, as any other). One that fails inside is answered with the error.
-    fn end_grace(&self) {
-        if self.now_ms() < self.grace_ms {
-            return;
-        }
-        let Some(parked) = lock(&self.parked).take() else { return };
-        for p in parked {
-            let slot = Mutex::new(Some(p.answer));
-            let later = || -> Answer { lock(&slot).take().unwrap_or_else(|| Box::new(|_| {})) };
-            // Its charge moves to the acquire (which charges again).
-            lock(&self.sessions).quota.release(p.owner, 1);
-            let wait_ms = u32::try_from(u128::from(p.wait_ms).saturating_sub(p.since.elapsed().as_millis())).unwrap_or(0);
-            let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.acquire(p.owner, p.user, p.file, p.mode, wait_ms, p.extents, &later)));
-            let r = match made {
-                Ok(Some(r)) => r,
-                Ok(None) => continue,
-                Err(_) => err(ErrorCode::Internal, "the lock request failed inside the server (a bug; see its log)"),
-            };
-            if let Some(answer) = lock(&slot).take() {
-                answer(r);
-            }
-        }
-    }
-
     /// Answers `Busy` to waiters whose wait ran out; returns the next deadline.
     fn time_out_waiters(&self, now: Instant) -> Option<Instant> {
         loop {
@@ -490,18 +428,16 @@ impl LockService {
         let owner = Owner(req.session());
         Some(match req {
             LockReq::Acquire { file, exclusive, wait_ms, extents, .. } => {
-                let extents = match extents.into_iter().map(extent).collect::<Result<Vec<_>, _>>() {
+                let (mode, extents) = match checked(meta, file, exclusive, extents) {
                     Ok(x) => x,
-                    Err(e) => return Some(err(ErrorCode::BadRequest, format!("bad lock extent: {e}"))),
+                    Err((code, why)) => return Some(err(code, why)),
                 };
-                if let Some(m) = meta
-                    && !m.file_exists(file)
-                {
-                    return Some(err(ErrorCode::NotFound, format!("no file with id {}", file.0)));
-                }
-                let mode = if exclusive { Mode::Exclusive } else { Mode::Shared };
                 return self.acquire(owner, user, file, mode, wait_ms, extents, later);
             }
+            LockReq::Reclaim { file, exclusive, lock: id, extents, .. } => match checked(meta, file, exclusive, extents) {
+                Ok((mode, extents)) => self.reclaim(owner, user, file, mode, LockId(id), extents),
+                Err((code, why)) => err(code, why),
+            },
             LockReq::Release { file, lock: id, .. } => {
                 if let Some(r) = self.touch(owner, user) {
                     return Some(r);
@@ -558,9 +494,13 @@ impl LockService {
                 return self.park(Parked { owner, user, file, mode, wait_ms, since: Instant::now(), extents, answer: Box::new(|_| {}) }, left, later);
             }
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let f = self.file(file);
         let mut fl = lock(&f);
+        // An id a reclaimed lock kept may be in this table: take the next.
+        let mut id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        while fl.table.contains(LockId(id)) {
+            id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        }
         // The lease is renewed while this file's table is held, so an `End`
         // (or an expiry) of the session either sees this file among the
         // session's and releases the lock below after it is taken, or comes

@@ -102,7 +102,7 @@ impl Admission for Gate {
             Request::Data { cap, op } => self.caps.check(cap, op.file(), needed(op), unix_now()).map_err(|why| format!("file {}: {why}", op.file().0)),
             // Shared or exclusive alike (flock(2) takes either on any open
             // file): only someone who may open the file locks it.
-            Request::Lock(weft_wire::LockReq::Acquire { cap, file, .. }) => {
+            Request::Lock(weft_wire::LockReq::Acquire { cap, file, .. } | weft_wire::LockReq::Reclaim { cap, file, .. }) => {
                 self.caps.check(cap, *file, rights::READ | rights::WRITE, unix_now()).map_err(|why| format!("lock on file {}: {why}", file.0))
             }
             Request::Meta { cred, .. } => match who {

@@ -1,7 +1,9 @@
 //! Lock-service messages (paper 004's lock server, with sessions).
 //!
 //! # Wire format
-//! `LockReq`: `op u8 | session u64 | ...`.
+//! `LockReq`: `op u8 | session u64 | ...`; `Acquire` (1) and `Reclaim` (6)
+//! go on with `file u64 | cap | exclusive u8 | wait_ms u32` (Acquire) or
+//! `lock u64` (Reclaim) `| count u32 | extents`.
 //! An extent is `1 | start u64 | end u64` (a byte range) or
 //! `2 | offset u64 | len u64 | stride u64 | count u64` (a strided run,
 //! checked and stored as one item).
@@ -32,12 +34,19 @@ pub enum LockReq {
     Start { session: u64 },
     /// Releases every lock of the session and forgets it.
     End { session: u64 },
+    /// Takes back lock `lock` that the session held before the lock
+    /// service restarted, under its old id: granted only during the grace
+    /// after a restart (when no other lock is granted) and only if no
+    /// lock reclaimed before conflicts; else `LeaseExpired`. The session
+    /// must have been started again (`Start`). `cap` as for `Acquire`.
+    Reclaim { session: u64, file: FileId, cap: Capability, exclusive: bool, lock: u64, extents: Vec<WireExtent> },
 }
 
 impl LockReq {
     pub fn session(&self) -> u64 {
         match self {
             LockReq::Acquire { session, .. } | LockReq::Release { session, .. } | LockReq::Renew { session } | LockReq::End { session } | LockReq::Start { session } => *session,
+            LockReq::Reclaim { session, .. } => *session,
         }
     }
 
@@ -46,17 +55,14 @@ impl LockReq {
             LockReq::Acquire { session, file, cap, exclusive, wait_ms, extents } => {
                 e.u8(1).u64(*session).u64(file.0);
                 cap.encode(e);
-                e.bool(*exclusive).u32(*wait_ms).u32(extents.len() as u32);
-                for x in extents {
-                    match *x {
-                        WireExtent::Range { start, end } => {
-                            e.u8(1).u64(start).u64(end);
-                        }
-                        WireExtent::Strided { offset, len, stride, count } => {
-                            e.u8(2).u64(offset).u64(len).u64(stride).u64(count);
-                        }
-                    }
-                }
+                e.bool(*exclusive).u32(*wait_ms);
+                encode_extents(e, extents);
+            }
+            LockReq::Reclaim { session, file, cap, exclusive, lock, extents } => {
+                e.u8(6).u64(*session).u64(file.0);
+                cap.encode(e);
+                e.bool(*exclusive).u64(*lock);
+                encode_extents(e, extents);
             }
             LockReq::Release { session, file, lock } => {
                 e.u8(2).u64(*session).u64(file.0).u64(*lock);
@@ -82,16 +88,14 @@ impl LockReq {
                 let cap = Capability::decode(d)?;
                 let exclusive = d.bool()?;
                 let wait_ms = d.u32()?;
-                let n = d.count("lock extent list", MAX_LOCK_EXTENTS, 17)?;
-                let mut extents = Vec::with_capacity(n);
-                for _ in 0..n {
-                    extents.push(match d.u8()? {
-                        1 => WireExtent::Range { start: d.u64()?, end: d.u64()? },
-                        2 => WireExtent::Strided { offset: d.u64()?, len: d.u64()?, stride: d.u64()?, count: d.u64()? },
-                        t => return Err(DecodeError::BadTag { what: "lock extent", tag: t.into() }),
-                    });
-                }
-                LockReq::Acquire { session, file, cap, exclusive, wait_ms, extents }
+                LockReq::Acquire { session, file, cap, exclusive, wait_ms, extents: decode_extents(d)? }
+            }
+            6 => {
+                let file = FileId(d.u64()?);
+                let cap = Capability::decode(d)?;
+                let exclusive = d.bool()?;
+                let lock = d.u64()?;
+                LockReq::Reclaim { session, file, cap, exclusive, lock, extents: decode_extents(d)? }
             }
             2 => LockReq::Release { session, file: FileId(d.u64()?), lock: d.u64()? },
             3 => LockReq::Renew { session },
@@ -100,6 +104,33 @@ impl LockReq {
             t => return Err(DecodeError::BadTag { what: "lock op", tag: t.into() }),
         })
     }
+}
+
+fn encode_extents(e: &mut Encoder, extents: &[WireExtent]) {
+    e.u32(extents.len() as u32);
+    for x in extents {
+        match *x {
+            WireExtent::Range { start, end } => {
+                e.u8(1).u64(start).u64(end);
+            }
+            WireExtent::Strided { offset, len, stride, count } => {
+                e.u8(2).u64(offset).u64(len).u64(stride).u64(count);
+            }
+        }
+    }
+}
+
+fn decode_extents(d: &mut Decoder<'_>) -> Result<Vec<WireExtent>, DecodeError> {
+    let n = d.count("lock extent list", MAX_LOCK_EXTENTS, 17)?;
+    let mut extents = Vec::with_capacity(n);
+    for _ in 0..n {
+        extents.push(match d.u8()? {
+            1 => WireExtent::Range { start: d.u64()?, end: d.u64()? },
+            2 => WireExtent::Strided { offset: d.u64()?, len: d.u64()?, stride: d.u64()?, count: d.u64()? },
+            t => return Err(DecodeError::BadTag { what: "lock extent", tag: t.into() }),
+        });
+    }
+    Ok(extents)
 }
 
 /// Why a data server refuses a [`Lease`].

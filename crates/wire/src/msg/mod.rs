@@ -492,7 +492,11 @@ mod tests {
                         .into_iter()
                         .map(|(r, a, b)| if r { lock::WireExtent::Range { start: a, end: b } } else { lock::WireExtent::Strided { offset: a, len: b, stride: a ^ b, count: b / 3 } })
                         .collect();
-                    Request::Lock(LockReq::Acquire { session, file: FileId(f), cap: Capability::none(FileId(f)), exclusive, wait_ms, extents })
+                    if wait_ms % 3 == 0 {
+                        Request::Lock(LockReq::Reclaim { session, file: FileId(f), cap: Capability::none(FileId(f)), exclusive, lock: u64::from(wait_ms) << 7, extents })
+                    } else {
+                        Request::Lock(LockReq::Acquire { session, file: FileId(f), cap: Capability::none(FileId(f)), exclusive, wait_ms, extents })
+                    }
                 }
             ),
             (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(session, f, lock)| Request::Lock(LockReq::Release { session, file: FileId(f), lock })),

@@ -418,7 +418,7 @@ impl Client {
             .map(|(c, s)| {
                 let addr = c.peer;
                 let stats = Session::response(c).and_then(|(r, _)| match r {
-                    Response::Stats(st) => Ok(st),
+                    Response::Stats(st) => Ok(*st),
                     other => Err(Error::Protocol { addr, what: format!("expected stats, got {other:?}") }),
                 });
                 ServerStatus { server: s.clone(), stats }

@@ -294,7 +294,7 @@ impl Server {
                 out.resize(len as usize, 0);
                 Response::Read { object_size: len.into() }
             }
-            Request::Status => Response::Stats(self.stats()),
+            Request::Status => Response::Stats(Box::new(self.stats())),
             Request::Lock(_) => unreachable!("handled above"),
             Request::Meta { cred, op } => match &self.meta {
                 Some(m) => m.handle(squash(cred, self.root_squash), op),

@@ -51,7 +51,9 @@ pub enum Response {
     /// find the end of file without another round trip.
     Read { object_size: u64 },
     Size { object_size: u64 },
-    Stats(ServerStats),
+    /// Boxed: the largest answer by far, and rare; every other answer
+    /// moves through both sides' queues at its size.
+    Stats(Box<ServerStats>),
     /// A granted lock, and the session's lease as it stands (writes under
     /// the lock carry it: see [`lock::Lease`]).
     Locked { lock: u64, lease: lock::Lease },
@@ -346,7 +348,7 @@ impl Response {
             6 => Response::Written { bytes: d.u64()? },
             7 => Response::Read { object_size: d.u64()? },
             8 => Response::Size { object_size: d.u64()? },
-            9 => Response::Stats(ServerStats::decode(&mut d)?),
+            9 => Response::Stats(Box::new(ServerStats::decode(&mut d)?)),
             10 => Response::Locked { lock: d.u64()?, lease: lock::Lease::decode(&mut d)? },
             19 => Response::Leased(lock::Lease::decode(&mut d)?),
             11 => Response::Pointer { value: d.u64()? },
@@ -529,7 +531,7 @@ mod tests {
             "[ -~]{1,40}".prop_map(|target| Response::Link { target }),
             (attr(), proptest::option::of(any::<u64>()), proptest::option::of(cap())).prop_map(|(attr, size, cap)| Response::Stat { attr, size, cap }),
             (any::<u64>(), any::<bool>()).prop_map(|(epoch, sole)| Response::Measure { epoch, sole }),
-            (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(ServerStats {
+            (any::<u8>(), any::<u64>()).prop_map(|(services, n)| Response::Stats(Box::new(ServerStats {
                 services,
                 requests: n,
                 bad_requests: n / 7,
@@ -558,7 +560,7 @@ mod tests {
                 queue_depth: n / 40,
                 quota_refusals: n / 41,
                 shm_connections: n / 42,
-            })),
+            }))),
         ]
     }
 

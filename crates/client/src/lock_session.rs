@@ -5,14 +5,17 @@
 //! The lock service keeps its locks in memory. After a restart it knows
 //! no session, grants no lock for one lease time (its grace), and during
 //! that time takes back (`Reclaim`) the locks of sessions that held them
-//! before. A session reclaims when the service answers it `LeaseExpired`
-//! and its own clock says the lease could not have run out on the old
-//! service: it was still good when the last request went unanswered, or
-//! is still good now. It then starts again under the same id and asks
-//! for each lock its guards hold, under the same ids; any refusal (the
-//! grace was over: the service did not restart, or restarted too long
-//! ago) ends the session as before, and the guards' holders learn it from
-//! `LeaseExpired`. A client paused past its lease never reclaims: its
+//! before, each shown with the seal its grant carried. A session reclaims
+//! when the service answers it `LeaseExpired` while its lease still runs
+//! by the client's own clock (the service's runs at least as long, so the
+//! locks were still the session's when the old service stopped). It then
+//! starts again under the same id and asks for each lock its guards
+//! hold, under the same ids; until every one is back, no answer's lease
+//! is kept for writes. A refusal (the grace was over: the service did not
+//! restart, or restarted too long ago) ends the session (`End`), drops
+//! its lease, and the guards' holders learn it from `LeaseExpired`; a
+//! missing answer leaves the reclaim to be asked again while the lease
+//! runs. A client paused or cut off past its lease never reclaims: its
 //! locks may have gone to another client before the restart.
 
 use crate::{Error, Result};
@@ -39,10 +42,6 @@ struct LeaseClock {
     valid_until: Mutex<Instant>,
     /// Set once the lease is known lost; the session is then replaced.
     lapsed: AtomicBool,
-    /// A request went unanswered (no connection, no answer) while the
-    /// lease still ran, and none was answered since: if the service
-    /// restarted meanwhile, the locks were still ours when it stopped.
-    lost_in_time: AtomicBool,
 }
 
 impl LeaseClock {
@@ -50,14 +49,6 @@ impl LeaseClock {
     fn renewed(&self, sent: Instant) {
         let mut v = lock(&self.valid_until);
         *v = (*v).max(sent + self.ttl);
-        self.lost_in_time.store(false, Ordering::Release);
-    }
-
-    /// A request got no answer from the service.
-    fn unanswered(&self) {
-        if self.runs() {
-            self.lost_in_time.store(true, Ordering::Release);
-        }
     }
 
     fn runs(&self) -> bool {
@@ -99,15 +90,31 @@ impl LeaseProof {
     fn get(&self) -> Option<Lease> {
         *lock(&self.0)
     }
+
+    fn clear(&self) {
+        *lock(&self.0) = None;
+    }
 }
 
-/// A lock a guard holds, as it was asked for (to ask again after a restart).
+/// A lock a guard holds, as it was granted (to ask again after a restart).
 #[derive(Clone)]
 struct Held {
     file: FileId,
     cap: Capability,
     exclusive: bool,
+    seal: [u8; 32],
     extents: Vec<WireExtent>,
+}
+
+/// How a reclaim ended.
+enum Reclaim {
+    /// The session is live with every lock its guards hold.
+    Live,
+    /// The locks are lost: the session has lapsed.
+    Lost(Error),
+    /// The service did not answer (it may still be starting): asked again
+    /// by the next request, while the lease runs.
+    Again(Error),
 }
 
 /// What the session's callers and its keeper thread share.
@@ -121,6 +128,10 @@ struct Shared {
     held: Mutex<HashMap<u64, Held>>,
     /// One reclaim at a time (and no lock registered during one).
     recovery: Mutex<()>,
+    /// A reclaim began and has not ended (live or lost): the service may
+    /// know the session again without its locks, so its answers prove
+    /// nothing (no lease is kept from them) until the reclaim is made.
+    reclaiming: AtomicBool,
     /// Reclaims made: a release answered "no such lock" after one is of a
     /// lock the reclaim did not take back because it was being released.
     reclaims: AtomicU64,
@@ -137,33 +148,35 @@ fn expect_ok(addr: SocketAddr, reply: std::result::Result<weft_net::Reply, weft_
 
 impl Shared {
     /// Sends one request; an answer renews the lease (the server renews on
-    /// every request of the session), no answer is noted.
+    /// every request of the session) and its lease is kept for writes,
+    /// unless a reclaim is under way.
     fn send(&self, req: &LockReq, timeout: Duration) -> Result<Response> {
         let sent = Instant::now();
-        match expect_ok(self.addr, self.endpoint.call_within(self.addr, Request::Lock(req.clone()).encode(), timeout)) {
-            Ok(r) => {
-                self.lease.renewed(sent);
-                self.proof.note(&r);
-                Ok(r)
-            }
-            Err(e @ Error::Net(_)) => {
-                self.lease.unanswered();
-                Err(e)
-            }
-            Err(e) => Err(e),
+        let r = expect_ok(self.addr, self.endpoint.call_within(self.addr, Request::Lock(req.clone()).encode(), timeout))?;
+        if !self.reclaiming.load(Ordering::Acquire) {
+            self.lease.renewed(sent);
+            self.proof.note(&r);
         }
+        Ok(r)
     }
 
-    /// [`Shared::send`]; on `LeaseExpired`, reclaims the session's locks
-    /// if the service restarted while they were good, and sends once
-    /// more. Otherwise the session is lost for good.
+    /// [`Shared::send`]; on `LeaseExpired` (or a reclaim left unfinished),
+    /// reclaims the session's locks if the service restarted while they
+    /// were good, and sends once more. Otherwise the session is lost.
     fn call(&self, req: LockReq, timeout: Duration) -> Result<Response> {
         let mut reclaimed = false;
         loop {
+            if !reclaimed && self.reclaiming.load(Ordering::Acquire) {
+                reclaimed = true;
+                self.recover()?;
+            }
             match self.send(&req, timeout) {
-                Err(Error::LeaseExpired(_)) if !reclaimed && self.reclaim() => reclaimed = true,
+                Err(Error::LeaseExpired(_)) if !reclaimed => {
+                    reclaimed = true;
+                    self.recover()?;
+                }
                 Err(e @ Error::LeaseExpired(_)) => {
-                    self.lease.lapsed.store(true, Ordering::Release);
+                    self.lose();
                     return Err(e);
                 }
                 other => return other,
@@ -171,37 +184,70 @@ impl Shared {
         }
     }
 
-    /// Takes the session's locks back from a restarted service; `true`
-    /// when the session is live again with every lock its guards hold.
-    fn reclaim(&self) -> bool {
+    fn recover(&self) -> Result<()> {
+        match self.reclaim() {
+            Reclaim::Live => Ok(()),
+            Reclaim::Lost(e) | Reclaim::Again(e) => Err(e),
+        }
+    }
+
+    /// The session is lost for good: no write carries its lease any more,
+    /// and ending it frees what the service may still hold for it.
+    fn lose(&self) {
+        self.lease.lapsed.store(true, Ordering::Release);
+        self.proof.clear();
+        let end = Request::Lock(LockReq::End { session: self.session }).encode();
+        let _ = self.endpoint.call_within(self.addr, end, self.endpoint.config().connect_timeout);
+    }
+
+    /// Takes the session's locks back from a restarted service. Only
+    /// while the lease runs by this client's clock: the service's lease
+    /// runs at least as long, so the locks were still this session's when
+    /// the old service stopped, and nobody else can have been granted
+    /// them since (a restarted service grants only reclaims in its grace).
+    fn reclaim(&self) -> Reclaim {
         let _one = lock(&self.recovery);
+        let lost = |why: String| {
+            self.lose();
+            self.reclaiming.store(false, Ordering::Release);
+            tracing::error!(target: "weft::lock", session = self.session, "the session's locks are lost: {why}");
+            Reclaim::Lost(Error::LeaseExpired(format!("lock session {:#x}: {why}", self.session)))
+        };
         if self.lease.lapsed.load(Ordering::Acquire) {
-            return false;
+            return Reclaim::Lost(Error::LeaseExpired(format!("lock session {:#x} lapsed", self.session)));
         }
         let timeout = self.endpoint.config().op_timeout;
         // Another request may have reclaimed while this one waited.
-        match self.send(&LockReq::Renew { session: self.session }, timeout) {
-            Ok(_) => return true,
-            Err(Error::LeaseExpired(_)) => {}
-            Err(_) => return false,
+        if !self.reclaiming.load(Ordering::Acquire) {
+            match self.send(&LockReq::Renew { session: self.session }, timeout) {
+                Ok(_) => return Reclaim::Live,
+                Err(Error::LeaseExpired(_)) => {}
+                Err(e) => return Reclaim::Again(e),
+            }
         }
-        if !(self.lease.lost_in_time.load(Ordering::Acquire) || self.lease.runs()) {
-            tracing::warn!(target: "weft::lock", session = self.session, "lease ran out before the lock service was found gone: its locks are not reclaimed");
-            return false;
+        if !self.lease.runs() {
+            return lost(format!("the lock service forgot the session after its {} ms lease ran out", self.lease.ttl.as_millis()));
         }
-        if self.send(&LockReq::Start { session: self.session }, timeout).is_err() {
-            return false;
+        self.reclaiming.store(true, Ordering::Release);
+        let mut answers = Vec::new();
+        match self.send(&LockReq::Start { session: self.session }, timeout) {
+            Ok(r) => answers.push(r),
+            Err(e @ Error::Net(_)) => return Reclaim::Again(e),
+            Err(e) => return lost(format!("the session could not be started again: {e}")),
         }
         let held: Vec<(u64, Held)> = lock(&self.held).iter().map(|(&id, h)| (id, h.clone())).collect();
         for (id, h) in &held {
-            let req = LockReq::Reclaim { session: self.session, file: h.file, cap: h.cap, exclusive: h.exclusive, lock: *id, extents: h.extents.clone() };
+            let req = LockReq::Reclaim { session: self.session, file: h.file, cap: h.cap, exclusive: h.exclusive, lock: *id, seal: h.seal, extents: h.extents.clone() };
             match self.send(&req, timeout) {
-                Ok(Response::Locked { .. }) => {}
-                other => {
-                    tracing::error!(target: "weft::lock", session = self.session, lock = id, answer = ?other.err(), "lock not reclaimed after a restart of the lock service: the session's locks are lost");
-                    return false;
-                }
+                Ok(r @ Response::Locked { .. }) => answers.push(r),
+                Ok(other) => return lost(format!("lock {id} was not reclaimed: answered {other:?}")),
+                Err(e @ Error::Net(_)) => return Reclaim::Again(e),
+                Err(e) => return lost(format!("lock {id} was not reclaimed after a restart of the lock service: {e}")),
             }
+        }
+        self.reclaiming.store(false, Ordering::Release);
+        for r in &answers {
+            self.proof.note(r);
         }
         self.reclaims.fetch_add(1, Ordering::AcqRel);
         // A guard released during the reclaim: its release may have gone
@@ -214,7 +260,7 @@ impl Shared {
             let _ = self.send(&LockReq::Release { session: self.session, file, lock: id }, timeout);
         }
         tracing::info!(target: "weft::lock", session = self.session, locks = held.len(), "the lock service restarted: locks reclaimed");
-        true
+        Reclaim::Live
     }
 
     fn release(&self, file: FileId, id: u64) -> Result<()> {
@@ -222,8 +268,11 @@ impl Shared {
         match self.call(LockReq::Release { session: self.session, file, lock: id }, self.endpoint.config().op_timeout) {
             Ok(_) => Ok(()),
             // Released during a reclaim (which then did not take it back,
-            // or released it after).
-            Err(Error::BadRequest(m)) if self.reclaims.load(Ordering::Acquire) != reclaims && m.contains("no lock") => Ok(()),
+            // or released it after): once that reclaim is over.
+            Err(Error::BadRequest(m)) if m.contains("no lock") && {
+                let _over = lock(&self.recovery);
+                self.reclaims.load(Ordering::Acquire) != reclaims
+            } => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -274,7 +323,13 @@ fn keep(s: &Shared, releases: std::sync::mpsc::Receiver<(FileId, u64)>, period: 
                         // (releases then go, and fail, directly).
                         return;
                     }
-                    Err(e) => tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed; retrying"),
+                    Err(e) => {
+                        // Soon again: the lease runs out otherwise, and
+                        // with it the chance to reclaim after a restart.
+                        tracing::warn!(target: "weft::lock", error = %e, "lease renewal failed; retrying");
+                        next = Instant::now() + period / 3;
+                        continue;
+                    }
                 }
                 next = Instant::now() + period;
             }
@@ -301,10 +356,11 @@ impl LockSession {
             addr,
             session: random_session(),
             endpoint,
-            lease: LeaseClock { ttl, valid_until: Mutex::new(Instant::now()), lapsed: AtomicBool::new(false), lost_in_time: AtomicBool::new(false) },
+            lease: LeaseClock { ttl, valid_until: Mutex::new(Instant::now()), lapsed: AtomicBool::new(false) },
             proof: LeaseProof::default(),
             held: Mutex::new(HashMap::new()),
             recovery: Mutex::new(()),
+            reclaiming: AtomicBool::new(false),
             reclaims: AtomicU64::new(0),
         });
         // The session starts before its keeper renews it (a renewal of a
@@ -319,9 +375,10 @@ impl LockSession {
         Ok(LockSession { shared, acquire_timeout, wait_ms, releases: Mutex::new(Some(tx)), keeper: Some(keeper) })
     }
 
-    /// The lease writes under this session's locks carry.
+    /// The lease writes under this session's locks carry (none once it
+    /// lapsed: `LockGuard::fence`).
     pub(crate) fn lease_proof(&self) -> Option<Lease> {
-        self.shared.proof.get()
+        if self.is_lapsed() { None } else { self.shared.proof.get() }
     }
 
     /// Lost for good: the client starts a new session for later accesses.
@@ -345,29 +402,41 @@ impl LockSession {
     /// free now) before the service answers `Busy`.
     pub(crate) fn acquire_within(&self, file: FileId, cap: Capability, exclusive: bool, extents: &[Extent], wait_ms: u32) -> Result<u64> {
         let s = &self.shared;
-        s.lease.check(s.session)?;
         let extents: Vec<WireExtent> = extents.iter().map(crate::atomic::wire).collect();
-        let req = LockReq::Acquire { session: s.session, file, cap, exclusive, wait_ms, extents: extents.clone() };
-        let answer = match s.call(req, self.acquire_timeout) {
-            // No answer: the service may grant the lock later, to a session
-            // that will never release it. Ending the session frees whatever
-            // it holds; like a lapsed lease, later accesses get a new one.
-            Err(e @ Error::Net(_)) => {
-                s.lease.lapsed.store(true, Ordering::Release);
-                let end = Request::Lock(LockReq::End { session: s.session }).encode();
-                let _ = s.endpoint.call_within(s.addr, end, s.endpoint.config().connect_timeout);
-                return Err(e);
+        let mut tries = 0;
+        loop {
+            s.lease.check(s.session)?;
+            let reclaims = s.reclaims.load(Ordering::Acquire);
+            let req = LockReq::Acquire { session: s.session, file, cap, exclusive, wait_ms, extents: extents.clone() };
+            let answer = match s.call(req, self.acquire_timeout) {
+                // No answer: the service may grant the lock later, to a
+                // session that will never release it. Ending the session
+                // frees whatever it holds; like a lapsed lease, later
+                // accesses get a new one.
+                Err(e @ Error::Net(_)) => {
+                    s.lose();
+                    return Err(e);
+                }
+                other => other?,
+            };
+            let Response::Locked { lock: id, seal, .. } = answer else {
+                return Err(Error::Protocol { addr: s.addr, what: format!("expected Locked, got {answer:?}") });
+            };
+            // Registered outside a reclaim, so none misses it...
+            let _quiet = lock(&s.recovery);
+            if s.lease.lapsed.load(Ordering::Acquire) {
+                return Err(Error::LeaseExpired(format!("lock session {:#x} lapsed while lock {id} was granted", s.session)));
             }
-            other => other?,
-        };
-        match answer {
-            Response::Locked { lock: id, .. } => {
-                // Registered outside a reclaim, so none misses it.
-                let _quiet = lock(&s.recovery);
-                lock(&s.held).insert(id, Held { file, cap, exclusive, extents });
-                Ok(id)
+            // ... unless one ran between the grant and here: the grant may
+            // have come from the service before a restart, and the lock
+            // not be held now. Released and asked again (rare).
+            if s.reclaims.load(Ordering::Acquire) != reclaims && tries < 3 {
+                tries += 1;
+                let _ = s.send(&LockReq::Release { session: s.session, file, lock: id }, s.endpoint.config().op_timeout);
+                continue;
             }
-            other => Err(Error::Protocol { addr: s.addr, what: format!("expected Locked, got {other:?}") }),
+            lock(&s.held).insert(id, Held { file, cap, exclusive, seal, extents });
+            return Ok(id);
         }
     }
 
@@ -376,7 +445,13 @@ impl LockSession {
     pub(crate) fn renew(&self) -> Result<()> {
         let s = &self.shared;
         s.lease.check(s.session)?;
-        s.call(LockReq::Renew { session: s.session }, s.endpoint.config().op_timeout).map(|_| ())
+        s.call(LockReq::Renew { session: s.session }, s.endpoint.config().op_timeout)?;
+        // A reclaim another thread began meanwhile is over, and made.
+        let _over = lock(&s.recovery);
+        if s.reclaiming.load(Ordering::Acquire) {
+            return Err(Error::LeaseExpired(format!("lock session {:#x}: its locks are being reclaimed", s.session)));
+        }
+        s.lease.check(s.session)
     }
 
     /// Releases in the background (atomic mode: the I/O is done; the lock
@@ -424,9 +499,20 @@ impl LockGuard {
         l
     }
 
-    /// The lease writes under these locks carry (see [`Lease`]).
+    /// The lease writes under these locks carry (see [`Lease`]); `None`
+    /// once the session lapsed.
     pub fn lease(&self) -> Option<Lease> {
         self.session.lease_proof()
+    }
+
+    /// The lease a write under these locks carries: `LeaseExpired` once
+    /// the session lapsed (its locks may be another's), `None` when the
+    /// service gave none.
+    pub(crate) fn fence(&self) -> Result<Option<Lease>> {
+        if self.session.is_lapsed() {
+            return Err(Error::LeaseExpired(format!("lock session {:#x} lapsed: its locks may be held by others now", self.session.shared.session)));
+        }
+        Ok(self.session.lease_proof())
     }
 
     /// Renews the session's lease now, reclaiming its locks if the lock

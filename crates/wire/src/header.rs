@@ -41,7 +41,8 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// connection's rail token, `Part` frames (kind 10) carry pieces of a
 /// granted payload over any connection of the same identity. 22: a
 /// regular file's `Change` is answered `Stat` (with its size when known).
-/// 23: lock op 6 `Reclaim` (locks taken back after a lock service restart).
+/// 23: lock op 6 `Reclaim` (locks taken back after a lock service restart)
+/// and the grant's seal in `Locked`.
 pub const PROTOCOL_VERSION: u8 = 23;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;

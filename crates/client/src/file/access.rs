@@ -156,7 +156,8 @@ impl File {
             // write goes on with the renewals made meanwhile.
             Some(g) => {
                 for group in chunks.chunks(sched.window.max(8)) {
-                    let op = |pieces: Vec<weft_wire::Piece>| match g.lease() {
+                    let lease = g.fence()?;
+                    let op = |pieces: Vec<weft_wire::Piece>| match lease {
                         Some(lease) => DataReq::LeasedWrite { file: self.attr.id, pieces, lease },
                         None => DataReq::Write { file: self.attr.id, pieces },
                     };

@@ -205,7 +205,7 @@ impl Gen {
                 // Reclaims too: refused outside a restart's grace, they
                 // must leave the table as it was.
                 if self.rng.gen_range(0..8) == 0 {
-                    Request::Lock(LockReq::Reclaim { session, file, cap, exclusive, lock: self.rng.r#gen(), extents })
+                    Request::Lock(LockReq::Reclaim { session, file, cap, exclusive, lock: self.rng.r#gen(), seal: self.rng.r#gen(), extents })
                 } else {
                     Request::Lock(LockReq::Acquire { session, file, cap, exclusive, wait_ms: self.rng.gen_range(0..30), extents })
                 }

@@ -72,8 +72,12 @@ impl LockService {
     /// The session must be live (started again). The grace is held open
     /// (the `parked` mutex) while the lock is made, so it cannot end
     /// halfway and let a parked acquire in first.
-    pub(super) fn reclaim(&self, owner: Owner, user: Option<u32>, file: FileId, mode: Mode, id: LockId, extents: Vec<Extent>) -> Response {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reclaim(&self, owner: Owner, user: Option<u32>, file: FileId, mode: Mode, id: LockId, seal: [u8; 32], extents: Vec<Extent>) -> Response {
         let too_late = |why: &str| err(ErrorCode::LeaseExpired, format!("lock {} of session {:#x} cannot be reclaimed: {why}", id.0, owner.0));
+        if blake3::Hash::from(seal) != blake3::Hash::from(self.seal(owner, file, id.0, mode, &extents)) {
+            return err(ErrorCode::Permission, format!("lock {} of session {:#x} cannot be reclaimed: no lock service of this cluster granted it so", id.0, owner.0));
+        }
         self.end_grace();
         let parked = lock(&self.parked);
         if parked.is_none() {
@@ -95,7 +99,7 @@ impl LockService {
         let r = match fl.table.acquire(id, owner, mode, extents) {
             Ok(true) => {
                 self.granted.fetch_add(1, Ordering::Relaxed);
-                return Response::Locked { lock: id.0, lease: self.lease(owner) };
+                return Response::Locked { lock: id.0, lease: self.lease(owner), seal };
             }
             Ok(false) => {
                 let grants = fl.table.release(owner, id).unwrap_or_default();

@@ -11,7 +11,8 @@
 //! answered `LeaseExpired`, so the client learns that it lost its locks
 //! instead of writing on as if it held them.
 //!
-//! Locking order: the file map, then one file's table, then the session
+//! Locking order: the grace's parked list (a reclaim holds it while it
+//! makes its lock), the file map, then one file's table, then the session
 //! table (innermost: taken with at most one file's table held, never held
 //! while taking anything else). The timer thread therefore waits
 //! behind at most one request on one file, and each request's work is
@@ -44,6 +45,8 @@ struct Waiter {
     owner: Owner,
     since: Instant,
     answer: Answer,
+    /// The grant's seal (see [`LockService::seal`]).
+    seal: [u8; 32],
 }
 
 #[derive(Default)]
@@ -213,6 +216,20 @@ impl LockService {
         self.started.elapsed().as_millis() as u64
     }
 
+    /// The seal of lock `id` granted to `owner` (`weft_wire::lock_seal`):
+    /// what a reclaim of it after a restart must show, so that nobody
+    /// takes back a lock it was not granted.
+    fn seal(&self, owner: Owner, file: FileId, id: u64, mode: Mode, extents: &[Extent]) -> [u8; 32] {
+        let wire: Vec<WireExtent> = extents
+            .iter()
+            .map(|e| match *e {
+                Extent::Range { start, end } => WireExtent::Range { start, end },
+                Extent::Strided { offset, len, stride, count } => WireExtent::Strided { offset, len, stride, count },
+            })
+            .collect();
+        weft_wire::lock_seal(&self.key, owner.0, file, id, mode == Mode::Exclusive, &wire)
+    }
+
     /// `owner`'s lease as writes under its locks carry it: until a quarter
     /// of the time to live before its locks can go to others, by the wall
     /// clock, so a data server whose clock is at most that much behind
@@ -325,7 +342,7 @@ impl LockService {
             self.granted.fetch_add(1, Ordering::Relaxed);
             if let Some(w) = self.take_waiter(fl, g.lock.0) {
                 self.wait_us.fetch_add(w.since.elapsed().as_micros() as u64, Ordering::Relaxed);
-                (w.answer)(Response::Locked { lock: g.lock.0, lease: self.lease(w.owner) });
+                (w.answer)(Response::Locked { lock: g.lock.0, lease: self.lease(w.owner), seal: w.seal });
             }
         }
     }
@@ -434,8 +451,8 @@ impl LockService {
                 };
                 return self.acquire(owner, user, file, mode, wait_ms, extents, later);
             }
-            LockReq::Reclaim { file, exclusive, lock: id, extents, .. } => match checked(meta, file, exclusive, extents) {
-                Ok((mode, extents)) => self.reclaim(owner, user, file, mode, LockId(id), extents),
+            LockReq::Reclaim { file, exclusive, lock: id, seal, extents, .. } => match checked(meta, file, exclusive, extents) {
+                Ok((mode, extents)) => self.reclaim(owner, user, file, mode, LockId(id), seal, extents),
                 Err((code, why)) => err(code, why),
             },
             LockReq::Release { file, lock: id, .. } => {
@@ -516,6 +533,7 @@ impl LockService {
             Err(Denied::Refused(r)) => return Some(self.refusal(r)),
         }
         let wait_ms = wait_ms.min(MAX_WAIT_MS);
+        let seal = self.seal(owner, file, id, mode, &extents);
         let acquired = fl.table.acquire(LockId(id), owner, mode, extents);
         if acquired.is_err() {
             lock(&self.sessions).quota.release(owner, 1);
@@ -523,11 +541,11 @@ impl LockService {
         match acquired {
             Ok(true) => {
                 self.granted.fetch_add(1, Ordering::Relaxed);
-                Some(Response::Locked { lock: id, lease: self.lease(owner) })
+                Some(Response::Locked { lock: id, lease: self.lease(owner), seal })
             }
             Ok(false) => {
                 let now = Instant::now();
-                fl.waiters.insert(id, Waiter { owner, since: now, answer: later() });
+                fl.waiters.insert(id, Waiter { owner, since: now, answer: later(), seal });
                 self.waiting.fetch_add(1, Ordering::Relaxed);
                 drop(fl);
                 let at = now + Duration::from_millis(wait_ms.into());

@@ -3,7 +3,7 @@
 //! # Wire format
 //! `LockReq`: `op u8 | session u64 | ...`; `Acquire` (1) and `Reclaim` (6)
 //! go on with `file u64 | cap | exclusive u8 | wait_ms u32` (Acquire) or
-//! `lock u64` (Reclaim) `| count u32 | extents`.
+//! `lock u64 | seal[32]` (Reclaim) `| count u32 | extents`.
 //! An extent is `1 | start u64 | end u64` (a byte range) or
 //! `2 | offset u64 | len u64 | stride u64 | count u64` (a strided run,
 //! checked and stored as one item).
@@ -36,10 +36,12 @@ pub enum LockReq {
     End { session: u64 },
     /// Takes back lock `lock` that the session held before the lock
     /// service restarted, under its old id: granted only during the grace
-    /// after a restart (when no other lock is granted) and only if no
-    /// lock reclaimed before conflicts; else `LeaseExpired`. The session
-    /// must have been started again (`Start`). `cap` as for `Acquire`.
-    Reclaim { session: u64, file: FileId, cap: Capability, exclusive: bool, lock: u64, extents: Vec<WireExtent> },
+    /// after a restart (when no other lock is granted), only with the
+    /// `seal` the grant carried (see [`lock_seal`]: nobody reclaims a
+    /// lock it was not granted), and only if no lock reclaimed before
+    /// conflicts; else `LeaseExpired`. The session must have been started
+    /// again (`Start`). `cap` as for `Acquire`.
+    Reclaim { session: u64, file: FileId, cap: Capability, exclusive: bool, lock: u64, seal: [u8; 32], extents: Vec<WireExtent> },
 }
 
 impl LockReq {
@@ -58,10 +60,10 @@ impl LockReq {
                 e.bool(*exclusive).u32(*wait_ms);
                 encode_extents(e, extents);
             }
-            LockReq::Reclaim { session, file, cap, exclusive, lock, extents } => {
+            LockReq::Reclaim { session, file, cap, exclusive, lock, seal, extents } => {
                 e.u8(6).u64(*session).u64(file.0);
                 cap.encode(e);
-                e.bool(*exclusive).u64(*lock);
+                e.bool(*exclusive).u64(*lock).raw(seal);
                 encode_extents(e, extents);
             }
             LockReq::Release { session, file, lock } => {
@@ -95,7 +97,8 @@ impl LockReq {
                 let cap = Capability::decode(d)?;
                 let exclusive = d.bool()?;
                 let lock = d.u64()?;
-                LockReq::Reclaim { session, file, cap, exclusive, lock, extents: decode_extents(d)? }
+                let seal = d.fixed()?;
+                LockReq::Reclaim { session, file, cap, exclusive, lock, seal, extents: decode_extents(d)? }
             }
             2 => LockReq::Release { session, file: FileId(d.u64()?), lock: d.u64()? },
             3 => LockReq::Renew { session },
@@ -104,6 +107,17 @@ impl LockReq {
             t => return Err(DecodeError::BadTag { what: "lock op", tag: t.into() }),
         })
     }
+}
+
+/// The seal of a granted lock, which a `Locked` answer carries and a
+/// `Reclaim` must show: `blake3_keyed(key, "weft lock" | len u64 |
+/// session u64 | file u64 | lock u64 | exclusive u8 | count u32 |
+/// extents)`, the extents as the service checked them.
+pub fn lock_seal(key: &crate::CapKey, session: u64, file: FileId, lock: u64, exclusive: bool, extents: &[WireExtent]) -> [u8; 32] {
+    let mut e = Encoder::new();
+    e.u64(session).u64(file.0).u64(lock).bool(exclusive);
+    encode_extents(&mut e, extents);
+    key.mac_of(b"weft lock", &e.finish())
 }
 
 fn encode_extents(e: &mut Encoder, extents: &[WireExtent]) {

@@ -56,7 +56,9 @@ pub enum Response {
     Stats(Box<ServerStats>),
     /// A granted lock, and the session's lease as it stands (writes under
     /// the lock carry it: see [`lock::Lease`]).
-    Locked { lock: u64, lease: lock::Lease },
+    /// `seal`: what a reclaim of the lock after a restart of the
+    /// service shows ([`lock::lock_seal`]).
+    Locked { lock: u64, lease: lock::Lease, seal: [u8; 32] },
     /// A lock session renewed: its lease as it stands now.
     Leased(lock::Lease),
     /// A shared file pointer's value before the operation.
@@ -258,9 +260,10 @@ impl Response {
                 e.u8(9);
                 s.encode(&mut e);
             }
-            Response::Locked { lock, lease } => {
+            Response::Locked { lock, lease, seal } => {
                 e.u8(10).u64(*lock);
                 lease.encode(&mut e);
+                e.raw(seal);
             }
             Response::Leased(lease) => {
                 e.u8(19);
@@ -349,7 +352,7 @@ impl Response {
             7 => Response::Read { object_size: d.u64()? },
             8 => Response::Size { object_size: d.u64()? },
             9 => Response::Stats(Box::new(ServerStats::decode(&mut d)?)),
-            10 => Response::Locked { lock: d.u64()?, lease: lock::Lease::decode(&mut d)? },
+            10 => Response::Locked { lock: d.u64()?, lease: lock::Lease::decode(&mut d)?, seal: d.fixed()? },
             19 => Response::Leased(lock::Lease::decode(&mut d)?),
             11 => Response::Pointer { value: d.u64()? },
             12 => Response::Link { target: d.str("link target", crate::limits::MAX_LINK_TARGET_LEN)? },
@@ -495,7 +498,7 @@ mod tests {
                         .map(|(r, a, b)| if r { lock::WireExtent::Range { start: a, end: b } } else { lock::WireExtent::Strided { offset: a, len: b, stride: a ^ b, count: b / 3 } })
                         .collect();
                     if wait_ms % 3 == 0 {
-                        Request::Lock(LockReq::Reclaim { session, file: FileId(f), cap: Capability::none(FileId(f)), exclusive, lock: u64::from(wait_ms) << 7, extents })
+                        Request::Lock(LockReq::Reclaim { session, file: FileId(f), cap: Capability::none(FileId(f)), exclusive, lock: u64::from(wait_ms) << 7, seal: [wait_ms as u8; 32], extents })
                     } else {
                         Request::Lock(LockReq::Acquire { session, file: FileId(f), cap: Capability::none(FileId(f)), exclusive, wait_ms, extents })
                     }
@@ -525,7 +528,7 @@ mod tests {
             any::<u64>().prop_map(|bytes| Response::Written { bytes }),
             any::<u64>().prop_map(|object_size| Response::Read { object_size }),
             any::<u64>().prop_map(|object_size| Response::Size { object_size }),
-            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(lock, session, until_ms)| Response::Locked { lock, lease: lock::Lease { session, until_ms, mac: [session as u8; 32] } }),
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(lock, session, until_ms)| Response::Locked { lock, lease: lock::Lease { session, until_ms, mac: [session as u8; 32] }, seal: [lock as u8; 32] }),
             (any::<u64>(), any::<u64>()).prop_map(|(session, until_ms)| Response::Leased(lock::Lease { session, until_ms, mac: [until_ms as u8; 32] })),
             any::<u64>().prop_map(|value| Response::Pointer { value }),
             "[ -~]{1,40}".prop_map(|target| Response::Link { target }),

@@ -414,33 +414,36 @@ fn an_answer_read_together_with_a_bad_frame_is_kept() {
     h.join().unwrap();
 }
 
-/// The liveness watch (issue 25; `ping_after`, off by default): a server
-/// that takes a request and then says nothing, not even to a ping, fails
-/// the call after about twice `ping_after`, well before its deadline; one
-/// that answers the ping but not (yet) the request is waited for. With
-/// the watch off (the default) the silent one is waited for.
+/// The liveness watch (issue 25; `ping_after`, on by default): a server
+/// that takes a request and then says nothing, not even to a ping or to a
+/// fresh connection's handshake, fails the call after two to three times
+/// `ping_after`, well before its deadline; one that answers the ping but
+/// not (yet) the request is waited for. With the watch off the silent one
+/// is waited for.
 #[test]
 fn a_silent_server_is_pinged_and_given_up_before_the_deadline() {
     use weft_wire::Request;
-    // Silent: reads everything, answers nothing.
+    // Silent: reads everything, answers nothing (a fresh connection waits
+    // in its listener's backlog, unanswered).
     let (addr, h) = peer(|s| {
         let _ = next_request(s, &mut HashMap::new());
-        std::thread::sleep(Duration::from_secs(14));
+        std::thread::sleep(Duration::from_secs(20));
     });
-    let watched = EndpointConfig { op_timeout: Duration::from_secs(30), ping_after: weft_net::PING_AFTER, ..config() };
+    let watched = EndpointConfig { op_timeout: Duration::from_secs(30), ..config() };
+    assert_eq!(watched.ping_after, weft_net::PING_AFTER, "the watch is on by default");
     let ep = Endpoint::new(secret(), watched.clone()).unwrap();
     let t0 = std::time::Instant::now();
     let r = ep.call(addr, b"work".to_vec());
     let took = t0.elapsed();
     assert!(matches!(r, Err(NetError::Timeout { .. })), "{r:?}");
-    assert!(took >= weft_net::PING_AFTER && took < 2 * weft_net::PING_AFTER + Duration::from_secs(3), "took {took:?}");
+    assert!(took >= 2 * weft_net::PING_AFTER && took < 3 * weft_net::PING_AFTER + Duration::from_secs(4), "took {took:?}");
     h.join().unwrap();
     // Off: the same silence is waited for (the peer closes after 12 s).
     let (addr, h) = peer(|s| {
         let _ = next_request(s, &mut HashMap::new());
         std::thread::sleep(Duration::from_secs(12));
     });
-    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
+    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ping_after: Duration::ZERO, ..config() }).unwrap();
     let t0 = std::time::Instant::now();
     let r = ep.call(addr, b"work".to_vec());
     assert!(t0.elapsed() >= Duration::from_secs(11), "the call gave up with the watch off: {r:?}");
@@ -463,4 +466,54 @@ fn a_silent_server_is_pinged_and_given_up_before_the_deadline() {
     let r = ep.call(addr, b"work".to_vec());
     assert_eq!(r.unwrap().body, b"done", "a server that answered its pings was given up");
     h.join().unwrap();
+}
+
+/// The watch asks a server whose connection went quiet, ping included,
+/// for a handshake on a fresh connection before giving it up: a server
+/// that stopped reading that connection (as one does for a user past its
+/// share of memory) but answers new ones is alive, and its answer, 17 s
+/// later, is waited for. Without the probe the call fails after about
+/// 10 s.
+#[test]
+fn a_server_that_stops_reading_a_connection_but_answers_a_new_one_is_waited_for() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (accepted, answering) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        // Later connections (the probes) are handshaken at once and kept.
+        accepted
+            .send(std::thread::spawn(move || {
+                l.set_nonblocking(true).unwrap();
+                let mut kept = Vec::new();
+                let t0 = std::time::Instant::now();
+                while t0.elapsed() < Duration::from_secs(19) {
+                    match l.accept() {
+                        Ok((mut p, _)) => {
+                            p.set_nonblocking(false).unwrap();
+                            p.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                            if server_handshake(&mut p, &secret(), rand::random()).is_ok() {
+                                kept.push(p);
+                            }
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(50)),
+                    }
+                }
+                kept.len()
+            }))
+            .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        server_handshake(&mut s, &secret(), rand::random()).unwrap();
+        let work = next_request(&mut s, &mut HashMap::new());
+        // Reads nothing more (pings included) for 17 s, then answers.
+        std::thread::sleep(Duration::from_secs(17));
+        write_frame(&mut s, FrameKind::Response, work.id, b"done", &[]).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    });
+    let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = ep.call(addr, b"work".to_vec());
+    assert_eq!(r.map(|r| r.body).map_err(|e| format!("{e} after {:?}", t0.elapsed())), Ok(b"done".to_vec()), "a server alive but not reading was given up");
+    h.join().unwrap();
+    assert!(answering.recv().unwrap().join().unwrap() >= 1, "no probe came");
 }

@@ -24,10 +24,11 @@ pub struct EndpointConfig {
     /// next call ([`IDLE_REUSE`]): servers close idle connections after
     /// `ConnLimits::idle_timeout`, and a call must never race that close.
     pub idle_reuse: Duration,
-    /// The liveness watch (`WEFT_PING_AFTER_MS`; 0, the default: off): a
-    /// connection owed answers and quiet this long is pinged, and its
-    /// server given up if the ping brings nothing within as long again.
-    /// See `liveness.rs` for why it is off by default.
+    /// The liveness watch (`WEFT_PING_AFTER_MS`, default 5 s; 0: off): a
+    /// connection owed answers and quiet this long is pinged, its server
+    /// asked for a handshake on a fresh connection if the ping brings
+    /// nothing within as long again, and given up if that brings nothing
+    /// within as long again (`liveness.rs`).
     pub ping_after: Duration,
     /// Connections per server over which a large payload is split
     /// (`WEFT_RAILS`, 1 to 8; 1, the default: no rails). See `rails.rs`.
@@ -72,7 +73,7 @@ impl Default for EndpointConfig {
             shm_poll: Duration::ZERO,
             idle_reuse: IDLE_REUSE,
             rails: 1,
-            ping_after: Duration::ZERO,
+            ping_after: super::liveness::PING_AFTER,
         }
     }
 }
@@ -104,7 +105,7 @@ impl EndpointConfig {
             Setting::new(vars, "WEFT_TIMEOUT_MS", format!("{} ms", self.op_timeout.as_millis()), "a call not answered within this fails (TimedOut)"),
             Setting::new(vars, "WEFT_TRANSPORT", transport, "auto: shared memory to servers on this node, TCP otherwise; tcp; shm"),
             Setting::new(vars, "WEFT_SHM_POLL_US", format!("{} us", self.shm_poll.as_micros()), "time a side polls its shared-memory rings before it blocks (at most 10 ms)"),
-            Setting::new(vars, "WEFT_PING_AFTER_MS", format!("{} ms", self.ping_after.as_millis()), "a server quiet this long with calls owed is pinged, and given up if the ping is not answered as long again (0: off)"),
+            Setting::new(vars, "WEFT_PING_AFTER_MS", format!("{} ms", self.ping_after.as_millis()), "a server quiet this long with calls owed is pinged, then asked for a handshake on a fresh connection, and given up if neither is answered within as long again each (0: off)"),
             Setting::new(vars, "WEFT_RAILS", self.rails, "connections per server a payload of 512 KiB or more is split over (1: none)"),
         ]
     }

@@ -95,6 +95,37 @@ impl Endpoint {
         Ok(Box::new(MioStream::from_std(s)))
     }
 
+    /// Asks `addr` for a handshake on a fresh TCP connection, on a thread
+    /// of its own (the liveness watch's probe: a server that answers it is
+    /// alive, whatever its other connections hold), within the watch's
+    /// time; says how it went in `outcome`. A probe that cannot start a
+    /// thread counts as failed.
+    pub(super) fn probe(&self, addr: SocketAddr, outcome: std::sync::Arc<std::sync::atomic::AtomicU8>) {
+        use super::liveness::{PROBE_ANSWERED, PROBE_FAILED};
+        use std::sync::atomic::Ordering;
+        let (auth, within) = (self.auth.clone(), self.config.ping_after);
+        let told = outcome.clone();
+        let spawned = std::thread::Builder::new().name("weft-probe".into()).spawn(move || {
+            let answered = (|| -> Result<(), NetError> {
+                let unreachable = |source| NetError::Unreachable { addr, source };
+                let mut s = TcpStream::connect_timeout(&addr, within).map_err(unreachable)?;
+                s.set_read_timeout(Some(within)).map_err(unreachable)?;
+                s.set_write_timeout(Some(within)).map_err(unreachable)?;
+                client_handshake(&mut s, addr, &auth, rand::random())
+            })();
+            // A server that refuses the connection in words (at its
+            // limit, stopping) is alive too.
+            let alive = matches!(answered, Ok(()) | Err(NetError::Busy { .. } | NetError::Handshake { .. } | NetError::Stopping { .. }));
+            if let Err(e) = &answered {
+                tracing::debug!(target: "weft::net", peer = %addr, error = %e, alive, "liveness probe answered with an error");
+            }
+            told.store(if alive { PROBE_ANSWERED } else { PROBE_FAILED }, Ordering::Release);
+        });
+        if spawned.is_err() {
+            outcome.store(PROBE_FAILED, Ordering::Release);
+        }
+    }
+
     fn connect_shm(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
         // Who may offer the rings: the servers' uid in MUNGE mode; in secret
         // mode root or this process's own uid (servers started by the user

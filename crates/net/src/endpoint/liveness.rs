@@ -1,32 +1,51 @@
 //! A server that stops answering while calls wait on it (stopped with
 //! SIGSTOP, its node hung, a dead link that TCP has not noticed) is found
-//! out before the calls' deadline, when asked (`WEFT_PING_AFTER_MS`,
-//! `EndpointConfig::ping_after`; off by default): a connection owed
-//! answers on which no byte moved either way for that long (a server
-//! still taking a long request's bytes is alive) is sent a ping, which a
-//! server's event loop answers at once however busy its disks or lock
-//! waits are; if that brings nothing within as long again, the connection
-//! is dropped, its calls fail with `Timeout`, and the server is held as
-//! unanswered (calls to it fail at once for a while, see `unanswered.rs`).
-//! A server that is merely slow to do the work answers the ping and is
-//! waited for.
-//!
-//! Why off by default: the ping travels behind the connection's other
-//! bytes, and a server that stopped reading the connection (its user past
-//! its share of the server's memory, 64 requests queued, a frame waiting
-//! for memory) does not see it while it works through the rest: a busy
-//! server would be taken for a dead one. Asking it on a fresh connection
-//! (whose handshake a stopped server cannot answer) is the next step.
+//! out before the calls' deadline (`WEFT_PING_AFTER_MS`,
+//! `EndpointConfig::ping_after`, default [`PING_AFTER`]; 0 turns it off):
+//! a connection owed answers on which no byte moved either way for that
+//! long (a server still taking a long request's bytes is alive) is sent a
+//! ping, which a server's event loop answers at once however busy its
+//! disks or lock waits are. If that brings nothing within as long again,
+//! the server may still be alive but not reading this connection (its
+//! user past its share of the server's memory, 64 requests queued, a
+//! frame waiting for memory: the ping waits behind the rest), so it is
+//! asked on a fresh connection: a handshake, which its event loop answers
+//! whatever the other connection holds and a stopped server cannot. No
+//! handshake within as long again: the connection is dropped, its calls
+//! fail with `Timeout`, and the server is held as unanswered (calls to it
+//! fail at once for a while, see `unanswered.rs`). A handshake answered:
+//! the server is alive, and the connection is watched afresh (its calls
+//! keep their own deadline). A server that is merely slow to do the work
+//! answers the ping and is waited for.
 
 use super::batch::CallRef;
-use super::engine::{Engine, Slot};
+use super::engine::{ConnKey, Engine, Slot};
 use crate::NetError;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A good `EndpointConfig::ping_after` when the watch is wanted: quiet
-/// this long, a ping; unanswered as long again, the server is given up.
+/// The default `EndpointConfig::ping_after`: quiet this long, a ping;
+/// unanswered as long again, a handshake on a fresh connection; none
+/// within as long again, the server is given up (after 15 s at most,
+/// where the default deadline is 30 s).
 pub const PING_AFTER: Duration = Duration::from_secs(5);
+
+/// How a fresh-connection probe ended (see the module's text).
+pub(super) const PROBING: u8 = 0;
+pub(super) const PROBE_ANSWERED: u8 = 1;
+pub(super) const PROBE_FAILED: u8 = 2;
+
+/// What a look of the watch found.
+#[derive(Default)]
+pub(super) struct Findings {
+    /// Servers given up (to be held as unanswered).
+    pub stopped: Vec<SocketAddr>,
+    /// Servers to ask on a fresh connection, each with where to say how
+    /// it went (the caller makes the connection, off the engine's lock).
+    pub probes: Vec<(SocketAddr, Arc<AtomicU8>)>,
+}
 
 /// The tag of a ping the endpoint sends itself: no batch has this id, so
 /// its answer completes nothing.
@@ -53,20 +72,23 @@ pub(super) struct Watch {
     quiet_since: Option<(Instant, (u64, u64))>,
     /// When its ping went out, if one is out.
     pinged_at: Option<Instant>,
+    /// The fresh-connection probe asked once the ping went unanswered.
+    probe: Option<Arc<AtomicU8>>,
 }
 
 impl Engine {
     /// Looks at every connection owed answers (at most every
-    /// [`LOOK_EVERY`]): pings the quiet ones, drops those whose ping went
-    /// unanswered. Returns the servers dropped (to be held as unanswered).
-    pub(super) fn watch_liveness(&mut self, now: Instant) -> Vec<SocketAddr> {
+    /// [`LOOK_EVERY`]): pings the quiet ones, probes those whose ping went
+    /// unanswered, drops those whose probe failed.
+    pub(super) fn watch_liveness(&mut self, now: Instant) -> Findings {
         let after = self.ping_after;
+        let mut found = Findings::default();
         if after.is_zero() {
-            return Vec::new();
+            return found;
         }
         self.liveness.next_look = Some(now + LOOK_EVERY);
         let mut due: Option<Instant> = None;
-        let mut stopped = Vec::new();
+        let mut stopped: Vec<(ConnKey, Duration)> = Vec::new();
         for (&key, slot) in self.conns.iter_mut() {
             let Slot::Ready(c) = slot else { continue };
             if c.link.is_idle() {
@@ -78,7 +100,7 @@ impl Engine {
             // bytes going out are not the server's doing).
             let alive = |seen: (u64, u64)| if c.watch.pinged_at.is_some() { seen.0 != moved.0 } else { seen != moved };
             match c.watch.quiet_since {
-                Some((_, seen)) if alive(seen) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None },
+                Some((_, seen)) if alive(seen) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None, probe: None },
                 None => c.watch.quiet_since = Some((now, moved)),
                 Some((since, _)) => match c.watch.pinged_at {
                     None if now >= since + after => {
@@ -92,27 +114,37 @@ impl Engine {
                             let _ = c.advance_write(key.peer, &self.batches);
                         }
                     }
-                    Some(at) if now >= at + after => stopped.push((key, now.saturating_duration_since(since))),
+                    Some(at) if now >= at + after => match c.watch.probe.as_ref().map(|p| p.load(Ordering::Acquire)) {
+                        None => {
+                            let p = Arc::new(AtomicU8::new(PROBING));
+                            found.probes.push((key.peer, p.clone()));
+                            c.watch.probe = Some(p);
+                        }
+                        // Alive, not reading this connection: watched afresh.
+                        Some(PROBE_ANSWERED) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None, probe: None },
+                        Some(PROBE_FAILED) => stopped.push((key, now.saturating_duration_since(since))),
+                        Some(_) if now >= at + 2 * after => stopped.push((key, now.saturating_duration_since(since))),
+                        Some(_) => {}
+                    },
                     _ => {}
                 },
             }
-            let next = match (c.watch.quiet_since, c.watch.pinged_at) {
-                (_, Some(at)) => at + after,
-                (Some((since, _)), None) => since + after,
-                (None, None) => continue,
+            let next = match (c.watch.quiet_since, c.watch.pinged_at, &c.watch.probe) {
+                (_, Some(at), Some(_)) => at + 2 * after,
+                (_, Some(at), None) => at + after,
+                (Some((since, _)), None, _) => since + after,
+                (None, None, _) => continue,
             };
             due = Some(due.map_or(next, |d| d.min(next)));
         }
         self.liveness.due = due;
         self.liveness.wake = self.next_watch();
-        if stopped.is_empty() {
-            return Vec::new();
-        }
         for &(key, silent) in &stopped {
-            tracing::warn!(target: "weft::net", peer = %key.peer, ?silent, "server not responding (a ping went unanswered); failing its calls");
+            tracing::warn!(target: "weft::net", peer = %key.peer, ?silent, "server not responding (neither a ping nor a fresh connection's handshake answered); failing its calls");
             self.drop_conn(key, NetError::Timeout { addr: key.peer, after: silent });
         }
-        stopped.into_iter().filter(|(k, _)| k.rail == 0).map(|(k, _)| k.peer).collect()
+        found.stopped = stopped.into_iter().filter(|(k, _)| k.rail == 0).map(|(k, _)| k.peer).collect();
+        found
     }
 
     /// Before this the watch has nothing to do (the caller skips it).

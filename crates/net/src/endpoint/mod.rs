@@ -450,10 +450,13 @@ impl Endpoint {
         let now = Instant::now();
         wake_others |= eng.expire_due(now) > 0;
         if !self.config.ping_after.is_zero() && eng.liveness_wake().is_none_or(|t| now >= t) {
-            let stopped = eng.watch_liveness(now);
-            wake_others |= !stopped.is_empty();
-            for peer in stopped {
+            let found = eng.watch_liveness(now);
+            wake_others |= !found.stopped.is_empty();
+            for peer in found.stopped {
                 self.unanswered.timed_out(peer, self.config.op_timeout.min(Duration::from_secs(10)), now);
+            }
+            for (peer, outcome) in found.probes {
+                self.probe(peer, outcome);
             }
         }
         if wake_others && eng.sleepers > 0 {

@@ -439,6 +439,46 @@ mod tests {
         kinds
     }
 
+    /// Fuzz target (issue 25; `cargo bolero test` runs it under
+    /// libFuzzer): whatever a server sends to a client with calls in
+    /// flight (raw bytes, or valid answers overwritten and cut where the
+    /// input says), the machine completes calls or reports a violation,
+    /// never panics, and completes each call at most once.
+    #[test]
+    fn fuzz_what_a_server_sends() {
+        let mut valid = frame(FrameKind::Response, 1, b"one", &[]);
+        valid.extend(frame(FrameKind::Cts, 2, &[], &[]));
+        valid.extend(frame(FrameKind::Response, 2, b"two", &[]));
+        valid.extend(frame(FrameKind::Response, 3, b"three", &[9; 40]));
+        bolero::check!().with_iterations(20_000).with_test_time(std::time::Duration::from_secs(5)).for_each(|input: &[u8]| {
+            let bytes = match input {
+                [first, rest @ ..] if first % 2 == 1 => {
+                    let mut b = valid.clone();
+                    for pair in rest.chunks_exact(2) {
+                        let at = usize::from(pair[0]) % b.len();
+                        b[at] = pair[1];
+                    }
+                    if let Some(&cut) = rest.last() {
+                        b.truncate(b.len() - usize::from(cut) % 8 * (b.len() / 8));
+                    }
+                    b
+                }
+                _ => input.to_vec(),
+            };
+            let mut c = ClientConn::default();
+            c.post(1, 10u32, b"a", 0, true);
+            c.post(2, 20u32, b"b", 100, false);
+            c.post(3, 30u32, b"c", 0, true);
+            sent_kinds(&mut c);
+            if let Ok(done) = feed(&mut c, &bytes, 64) {
+                let mut calls: Vec<u32> = done.iter().map(|d| d.0).collect();
+                calls.sort_unstable();
+                calls.dedup();
+                assert_eq!(calls.len(), done.len(), "a call completed twice");
+            }
+        });
+    }
+
     #[test]
     fn a_rendezvous_sends_its_data_only_after_cts() {
         let mut c = ClientConn::default();

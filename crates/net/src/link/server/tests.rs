@@ -510,3 +510,40 @@ fn a_part_at_the_end_of_the_offsets_is_refused_not_wrapped() {
     feed(&mut c, &part(u64::MAX - 1, &[1; 4]), &mut ev);
     assert!(c.closing().is_some());
 }
+
+/// Fuzz target (issue 25; `cargo bolero test` runs it under libFuzzer):
+/// whatever bytes follow a good handshake, raw or a valid stream of frames
+/// (an eager request, a rendezvous and its data, a ping) overwritten and
+/// cut where the input says, the machine takes them without panicking,
+/// holds no more memory than its budget, and everything it sends back is
+/// well-formed frames.
+#[test]
+fn fuzz_bytes_after_the_handshake() {
+    let mut valid = frame(FrameKind::Request, 1, &write_req(10), 10, &[5; 10]);
+    valid.extend(frame(FrameKind::Rts, 2, &write_req(300), 300, &[]));
+    valid.extend(frame(FrameKind::Data, 2, &[], 300, &[6; 300]));
+    valid.extend(frame(FrameKind::Request, 3, &Request::Ping.encode(), 0, &[]));
+    let budget = 64 * 1024;
+    bolero::check!().with_iterations(20_000).with_test_time(Duration::from_secs(5)).for_each(|input: &[u8]| {
+        let bytes = match input {
+            [first, rest @ ..] if first % 2 == 1 => {
+                let mut b = valid.clone();
+                for pair in rest.chunks_exact(3) {
+                    let at = usize::from(u16::from_le_bytes([pair[0], pair[1]])) % b.len();
+                    b[at] = pair[2];
+                }
+                if let Some(&cut) = rest.last() {
+                    b.truncate(b.len() - usize::from(cut) % 16 * (b.len() / 16));
+                }
+                b
+            }
+            _ => input.to_vec(),
+        };
+        let mut c = ready(ConnLimits { rendezvous_window: 1024, ..ConnLimits::default() }, budget);
+        let mut ev = Vec::new();
+        feed(&mut c, &bytes, &mut ev);
+        let out = drain(&mut c);
+        assert!(c.memory() <= budget, "{} bytes held of a budget of {budget}", c.memory());
+        assert!(out.iter().all(|(k, ..)| matches!(k, FrameKind::Response | FrameKind::Cts)), "{:?}", out.iter().map(|o| o.0).collect::<Vec<_>>());
+    });
+}

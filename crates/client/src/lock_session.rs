@@ -184,10 +184,13 @@ impl Shared {
         }
     }
 
+    /// A reclaim left to be asked again is `Busy` (not the `Net` error of
+    /// the request that found it: that request was answered).
     fn recover(&self) -> Result<()> {
         match self.reclaim() {
             Reclaim::Live => Ok(()),
-            Reclaim::Lost(e) | Reclaim::Again(e) => Err(e),
+            Reclaim::Lost(e) => Err(e),
+            Reclaim::Again(e) => Err(Error::Busy { addr: self.addr, message: format!("the lock service restarted and this session's locks are being taken back; asked again by the next request: {e}") }),
         }
     }
 
@@ -430,9 +433,17 @@ impl LockSession {
             // ... unless one ran between the grant and here: the grant may
             // have come from the service before a restart, and the lock
             // not be held now. Released and asked again (rare).
-            if s.reclaims.load(Ordering::Acquire) != reclaims && tries < 3 {
+            if s.reclaims.load(Ordering::Acquire) != reclaims {
+                // Not released: it would stay granted to this live session
+                // with no guard to release it. Ending the session frees it.
+                if s.send(&LockReq::Release { session: s.session, file, lock: id }, s.endpoint.config().op_timeout).is_err() {
+                    s.lose();
+                    return Err(Error::LeaseExpired(format!("lock session {:#x}: a lock granted as the lock service restarted could not be released", s.session)));
+                }
                 tries += 1;
-                let _ = s.send(&LockReq::Release { session: s.session, file, lock: id }, s.endpoint.config().op_timeout);
+                if tries >= 3 {
+                    return Err(Error::Busy { addr: s.addr, message: "the lock service keeps restarting: lock not granted".into() });
+                }
                 continue;
             }
             lock(&s.held).insert(id, Held { file, cap, exclusive, seal, extents });
@@ -506,13 +517,15 @@ impl LockGuard {
     }
 
     /// The lease a write under these locks carries: `LeaseExpired` once
-    /// the session lapsed (its locks may be another's), `None` when the
-    /// service gave none.
-    pub(crate) fn fence(&self) -> Result<Option<Lease>> {
-        if self.session.is_lapsed() {
-            return Err(Error::LeaseExpired(format!("lock session {:#x} lapsed: its locks may be held by others now", self.session.shared.session)));
+    /// the session lapsed (its locks may be another's) or holds no lease
+    /// (dropped when it was lost). Read before the lapse is looked at: a
+    /// lease read then is one the service gave, good until its time.
+    pub(crate) fn fence(&self) -> Result<Lease> {
+        let s = &self.session.shared;
+        match s.proof.get() {
+            Some(lease) if !self.session.is_lapsed() => Ok(lease),
+            _ => Err(Error::LeaseExpired(format!("lock session {:#x} lapsed: its locks may be held by others now", s.session))),
         }
-        Ok(self.session.lease_proof())
     }
 
     /// Renews the session's lease now, reclaiming its locks if the lock

@@ -404,6 +404,9 @@ fn reclaims_are_granted_only_in_the_grace_after_a_restart() {
     assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 91 }), Response::Leased(_)));
     let r = lock_call(&ep, addr, reclaim(91, 7, 0));
     assert!(matches!(r, Response::Locked { lock: 7, .. }), "{r:?}");
+    // Asked again (an answer lost): the same answer, not a refusal.
+    let r = lock_call(&ep, addr, reclaim(91, 7, 0));
+    assert!(matches!(r, Response::Locked { lock: 7, .. }), "a reclaim asked again: {r:?}");
     assert!(matches!(lock_call(&ep, addr, LockReq::Start { session: 92 }), Response::Leased(_)));
     let r = lock_call(&ep, addr, reclaim(92, 8, 50));
     assert!(refused(&r), "a conflicting reclaim: {r:?}");

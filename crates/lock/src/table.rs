@@ -163,6 +163,11 @@ impl LockTable {
         self.locks.contains_key(&id)
     }
 
+    /// Whose lock `id` is, if it is in the table.
+    pub fn owner_of(&self, id: LockId) -> Option<Owner> {
+        self.locks.get(&id).map(|l| l.owner)
+    }
+
     /// Is lock `id` granted?
     pub fn is_granted(&self, id: LockId) -> bool {
         self.locks.get(&id).is_some_and(|l| l.waiting.is_none())

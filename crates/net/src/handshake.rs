@@ -88,6 +88,23 @@ pub fn client_handshake(stream: &mut (impl Read + Write), addr: SocketAddr, auth
     }
 }
 
+/// The liveness watch's probe: sends a `Hello` and waits for the server's
+/// first frame (its `Challenge`, or a refusal in words). Any frame proves
+/// the server's event loop runs; no credential is made or checked, so a
+/// slow `munged` on either side does not make a live server look dead.
+pub fn hello_answered(stream: &mut (impl Read + Write), addr: SocketAddr, nonce: [u8; 16]) -> Result<(), NetError> {
+    let io_err = |e: std::io::Error| NetError::Unreachable { addr, source: e };
+    let hello = weft_wire::Hello { nonce, flags: 0 }.encode();
+    write_frame(stream, FrameKind::Hello, MsgId(0), &hello, &[]).map_err(io_err)?;
+    match read_header(stream) {
+        Ok(_) => Ok(()),
+        Err(FrameReadError::Closed) => Err(io_err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "closed without a word"))),
+        Err(FrameReadError::Io(e)) => Err(io_err(e)),
+        // Bytes came: the loop runs, whatever they say.
+        Err(FrameReadError::Decode(_)) => Ok(()),
+    }
+}
+
 /// Why a server refused a connection.
 #[derive(Debug)]
 pub enum Refusal {

@@ -157,10 +157,7 @@ impl File {
             Some(g) => {
                 for group in chunks.chunks(sched.window.max(8)) {
                     let lease = g.fence()?;
-                    let op = |pieces: Vec<weft_wire::Piece>| match lease {
-                        Some(lease) => DataReq::LeasedWrite { file: self.attr.id, pieces, lease },
-                        None => DataReq::Write { file: self.attr.id, pieces },
-                    };
+                    let op = |pieces: Vec<weft_wire::Piece>| DataReq::LeasedWrite { file: self.attr.id, pieces, lease };
                     let bodies = group.iter().map(|c| Request::data(cap, op(c.pieces.clone())).encode()).collect();
                     self.send_chunks(group, bodies, buf, sched.window)?;
                 }

@@ -199,13 +199,17 @@ impl Gen {
             }
             11 | 12 => {
                 let n = self.count(MAX_LOCK_EXTENTS).min(2_000);
-                let extents = (0..n).map(|_| self.extent()).collect();
+                let extents: Vec<WireExtent> = (0..n).map(|_| self.extent()).collect();
                 let file = self.file();
                 let (session, cap, exclusive) = (self.rng.gen_range(0..50), self.cap(file), self.rng.r#gen());
                 // Reclaims too: refused outside a restart's grace, they
                 // must leave the table as it was.
                 if self.rng.gen_range(0..8) == 0 {
-                    Request::Lock(LockReq::Reclaim { session, file, cap, exclusive, lock: self.rng.r#gen(), seal: self.rng.r#gen(), extents })
+                    // Half sealed as a grant would be, so they reach the
+                    // grace check and the table, not only the seal check.
+                    let lock = self.rng.gen_range(0..10_000);
+                    let seal = if self.rng.r#gen() { weft_wire::lock_seal(&self.caps, session, file, lock, exclusive, &extents) } else { self.rng.r#gen() };
+                    Request::Lock(LockReq::Reclaim { session, file, cap, exclusive, lock, seal, extents })
                 } else {
                     Request::Lock(LockReq::Acquire { session, file, cap, exclusive, wait_ms: self.rng.gen_range(0..30), extents })
                 }

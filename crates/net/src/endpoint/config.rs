@@ -26,7 +26,7 @@ pub struct EndpointConfig {
     pub idle_reuse: Duration,
     /// The liveness watch (`WEFT_PING_AFTER_MS`, default 5 s; 0: off): a
     /// connection owed answers and quiet this long is pinged, its server
-    /// asked for a handshake on a fresh connection if the ping brings
+    /// asked for a hello's answer on a fresh connection if the ping brings
     /// nothing within as long again, and given up if that brings nothing
     /// within as long again (`liveness.rs`).
     pub ping_after: Duration,
@@ -105,7 +105,7 @@ impl EndpointConfig {
             Setting::new(vars, "WEFT_TIMEOUT_MS", format!("{} ms", self.op_timeout.as_millis()), "a call not answered within this fails (TimedOut)"),
             Setting::new(vars, "WEFT_TRANSPORT", transport, "auto: shared memory to servers on this node, TCP otherwise; tcp; shm"),
             Setting::new(vars, "WEFT_SHM_POLL_US", format!("{} us", self.shm_poll.as_micros()), "time a side polls its shared-memory rings before it blocks (at most 10 ms)"),
-            Setting::new(vars, "WEFT_PING_AFTER_MS", format!("{} ms", self.ping_after.as_millis()), "a server quiet this long with calls owed is pinged, then asked for a handshake on a fresh connection, and given up if neither is answered within as long again each (0: off)"),
+            Setting::new(vars, "WEFT_PING_AFTER_MS", format!("{} ms", self.ping_after.as_millis()), "a server quiet this long with calls owed is pinged, then asked for a hello's answer on a fresh connection, and given up if neither is answered within as long again each (0: off)"),
             Setting::new(vars, "WEFT_RAILS", self.rails, "connections per server a payload of 512 KiB or more is split over (1: none)"),
         ]
     }

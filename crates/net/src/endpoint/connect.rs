@@ -95,34 +95,37 @@ impl Endpoint {
         Ok(Box::new(MioStream::from_std(s)))
     }
 
-    /// Asks `addr` for a handshake on a fresh TCP connection, on a thread
-    /// of its own (the liveness watch's probe: a server that answers it is
-    /// alive, whatever its other connections hold), within the watch's
-    /// time; says how it went in `outcome`. A probe that cannot start a
-    /// thread counts as failed.
+    /// Asks `addr` for the first frame of a handshake on a fresh TCP
+    /// connection, on a thread of its own (the liveness watch's probe: a
+    /// server that answers is alive, whatever its other connections hold),
+    /// within the watch's time; says how it went in `outcome`. A probe
+    /// that cannot start a thread says nothing about the server: it counts
+    /// as answered (the calls keep their deadline).
     pub(super) fn probe(&self, addr: SocketAddr, outcome: std::sync::Arc<std::sync::atomic::AtomicU8>) {
         use super::liveness::{PROBE_ANSWERED, PROBE_FAILED};
         use std::sync::atomic::Ordering;
-        let (auth, within) = (self.auth.clone(), self.config.ping_after);
+        let within = self.config.ping_after;
         let told = outcome.clone();
         let spawned = std::thread::Builder::new().name("weft-probe".into()).spawn(move || {
             let answered = (|| -> Result<(), NetError> {
                 let unreachable = |source| NetError::Unreachable { addr, source };
                 let mut s = TcpStream::connect_timeout(&addr, within).map_err(unreachable)?;
+                // Connected to itself (nobody listens): as refused.
+                if s.local_addr().ok().is_some_and(|l| s.peer_addr().is_ok_and(|p| p == l)) {
+                    return Err(unreachable(io::Error::new(io::ErrorKind::ConnectionRefused, "the connect reached itself")));
+                }
                 s.set_read_timeout(Some(within)).map_err(unreachable)?;
                 s.set_write_timeout(Some(within)).map_err(unreachable)?;
-                client_handshake(&mut s, addr, &auth, rand::random())
+                crate::handshake::hello_answered(&mut s, addr, rand::random())
             })();
-            // A server that refuses the connection in words (at its
-            // limit, stopping) is alive too.
-            let alive = matches!(answered, Ok(()) | Err(NetError::Busy { .. } | NetError::Handshake { .. } | NetError::Stopping { .. }));
             if let Err(e) = &answered {
-                tracing::debug!(target: "weft::net", peer = %addr, error = %e, alive, "liveness probe answered with an error");
+                tracing::debug!(target: "weft::net", peer = %addr, error = %e, "liveness probe: not answered");
             }
-            told.store(if alive { PROBE_ANSWERED } else { PROBE_FAILED }, Ordering::Release);
+            told.store(if answered.is_ok() { PROBE_ANSWERED } else { PROBE_FAILED }, Ordering::Release);
         });
-        if spawned.is_err() {
-            outcome.store(PROBE_FAILED, Ordering::Release);
+        if let Err(e) = spawned {
+            tracing::warn!(target: "weft::net", peer = %addr, error = %e, "cannot start a liveness probe; the calls keep their deadline");
+            outcome.store(PROBE_ANSWERED, Ordering::Release);
         }
     }
 

@@ -9,14 +9,16 @@
 //! the server may still be alive but not reading this connection (its
 //! user past its share of the server's memory, 64 requests queued, a
 //! frame waiting for memory: the ping waits behind the rest), so it is
-//! asked on a fresh connection: a handshake, which its event loop answers
-//! whatever the other connection holds and a stopped server cannot. No
-//! handshake within as long again: the connection is dropped, its calls
-//! fail with `Timeout`, and the server is held as unanswered (calls to it
-//! fail at once for a while, see `unanswered.rs`). A handshake answered:
-//! the server is alive, and the connection is watched afresh (its calls
-//! keep their own deadline). A server that is merely slow to do the work
-//! answers the ping and is waited for.
+//! asked on a fresh connection: a `Hello`, whose answer (the handshake's
+//! challenge, or a refusal in words) its event loop sends before anything
+//! is verified, whatever the other connection holds, and a stopped server
+//! cannot send (no credential is made: a slow `munged` proves nothing).
+//! No answer within as long again: the connection is dropped, its calls
+//! fail with `Timeout`, and the server is held as unanswered for a ping's
+//! time (calls to it fail at once meanwhile, see `unanswered.rs`). An
+//! answer: the server is alive, and the connection is watched afresh (its
+//! calls keep their own deadline). A server that is merely slow to do the
+//! work answers the ping and is waited for.
 
 use super::batch::CallRef;
 use super::engine::{ConnKey, Engine, Slot};
@@ -27,9 +29,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The default `EndpointConfig::ping_after`: quiet this long, a ping;
-/// unanswered as long again, a handshake on a fresh connection; none
-/// within as long again, the server is given up (after 15 s at most,
-/// where the default deadline is 30 s).
+/// unanswered as long again, a hello on a fresh connection; no answer
+/// within as long again, the server is given up (after 15-18 s, where
+/// the default deadline is 30 s).
 pub const PING_AFTER: Duration = Duration::from_secs(5);
 
 /// How a fresh-connection probe ended (see the module's text).
@@ -72,8 +74,9 @@ pub(super) struct Watch {
     quiet_since: Option<(Instant, (u64, u64))>,
     /// When its ping went out, if one is out.
     pinged_at: Option<Instant>,
-    /// The fresh-connection probe asked once the ping went unanswered.
-    probe: Option<Arc<AtomicU8>>,
+    /// The fresh-connection probe asked once the ping went unanswered,
+    /// and when it was asked (it has as long as the ping had).
+    probe: Option<(Arc<AtomicU8>, Instant)>,
 }
 
 impl Engine {
@@ -114,23 +117,24 @@ impl Engine {
                             let _ = c.advance_write(key.peer, &self.batches);
                         }
                     }
-                    Some(at) if now >= at + after => match c.watch.probe.as_ref().map(|p| p.load(Ordering::Acquire)) {
+                    Some(at) if now >= at + after => match c.watch.probe.as_ref().map(|(p, asked)| (p.load(Ordering::Acquire), *asked)) {
                         None => {
                             let p = Arc::new(AtomicU8::new(PROBING));
                             found.probes.push((key.peer, p.clone()));
-                            c.watch.probe = Some(p);
+                            c.watch.probe = Some((p, now));
                         }
                         // Alive, not reading this connection: watched afresh.
-                        Some(PROBE_ANSWERED) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None, probe: None },
-                        Some(PROBE_FAILED) => stopped.push((key, now.saturating_duration_since(since))),
-                        Some(_) if now >= at + 2 * after => stopped.push((key, now.saturating_duration_since(since))),
+                        Some((PROBE_ANSWERED, _)) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None, probe: None },
+                        Some((PROBE_FAILED, _)) => stopped.push((key, now.saturating_duration_since(since))),
+                        // The probe's thread gives up by then; this is in case it hangs.
+                        Some((_, asked)) if now >= asked + after + LOOK_EVERY => stopped.push((key, now.saturating_duration_since(since))),
                         Some(_) => {}
                     },
                     _ => {}
                 },
             }
             let next = match (c.watch.quiet_since, c.watch.pinged_at, &c.watch.probe) {
-                (_, Some(at), Some(_)) => at + 2 * after,
+                (_, Some(_), Some((_, asked))) => *asked + after + LOOK_EVERY,
                 (_, Some(at), None) => at + after,
                 (Some((since, _)), None, _) => since + after,
                 (None, None, _) => continue,
@@ -140,7 +144,7 @@ impl Engine {
         self.liveness.due = due;
         self.liveness.wake = self.next_watch();
         for &(key, silent) in &stopped {
-            tracing::warn!(target: "weft::net", peer = %key.peer, ?silent, "server not responding (neither a ping nor a fresh connection's handshake answered); failing its calls");
+            tracing::warn!(target: "weft::net", peer = %key.peer, ?silent, "server not responding (neither a ping nor a fresh connection's hello answered); failing its calls");
             self.drop_conn(key, NetError::Timeout { addr: key.peer, after: silent });
         }
         found.stopped = stopped.into_iter().filter(|(k, _)| k.rail == 0).map(|(k, _)| k.peer).collect();

@@ -452,8 +452,10 @@ impl Endpoint {
         if !self.config.ping_after.is_zero() && eng.liveness_wake().is_none_or(|t| now >= t) {
             let found = eng.watch_liveness(now);
             wake_others |= !found.stopped.is_empty();
+            // Held for a ping's time only (not the deadline's 10 s): a lock
+            // lease of 10 s must outlive a mistaken hold of its server.
             for peer in found.stopped {
-                self.unanswered.timed_out(peer, self.config.op_timeout.min(Duration::from_secs(10)), now);
+                self.unanswered.timed_out(peer, self.config.ping_after.min(self.config.op_timeout), now);
             }
             for (peer, outcome) in found.probes {
                 self.probe(peer, outcome);

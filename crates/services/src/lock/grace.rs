@@ -96,6 +96,13 @@ impl LockService {
             }
             Err(Denied::Refused(r)) => return self.refusal(r),
         }
+        // Asked again (its answer was lost, or the client's reclaim was
+        // cut short): the seal proved it is this session's, and it is
+        // already held.
+        if fl.table.owner_of(id) == Some(owner) && fl.table.is_granted(id) {
+            lock(&self.sessions).quota.release(owner, 1);
+            return Response::Locked { lock: id.0, lease: self.lease(owner), seal };
+        }
         let r = match fl.table.acquire(id, owner, mode, extents) {
             Ok(true) => {
                 self.granted.fetch_add(1, Ordering::Relaxed);

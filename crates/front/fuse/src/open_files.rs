@@ -149,16 +149,17 @@ impl WeftFs {
     /// elsewhere) stands. A directory's setgid stays (it marks the group
     /// new entries take, and Linux never drops it this way).
     pub(crate) fn drop_privileges_of(&self, c: &weft_client::Client, id: weft_client::FileId, mode_then: Option<u32>) -> Result<Option<weft_client::FileAttr>, weft_client::Error> {
-        if mode_then.is_some_and(|m| without_privileges(m & 0o7777) == m & 0o7777) {
+        if mode_then.is_some_and(|m| m & 0o6000 == 0) {
             return Ok(None);
         }
         let Ok(path) = self.path_of(INodeNo(id.0)) else { return Ok(None) };
         let (a, _) = c.stat(&path)?;
         let mode = a.mode & 0o7777;
-        if a.id != id || a.kind != weft_client::FileKind::File || without_privileges(mode) == mode {
+        let kept = without_privileges(mode, c.cred().in_group(a.gid));
+        if a.id != id || a.kind != weft_client::FileKind::File || kept == mode {
             return Ok(None);
         }
-        self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(without_privileges(mode))).map(Some)
+        self.change(c, INodeNo(a.id.0), weft_client::AttrChange::Mode(kept)).map(Some)
     }
 
     /// Sets the mtime of a file written through `h` since its last close
@@ -212,11 +213,14 @@ impl WeftFs {
 }
 
 /// `mode` after a write or truncate by someone who may not keep setuid
-/// and setgid (Linux's `should_remove_suid`): setuid goes; setgid goes
-/// only with group execute (without it, it marks mandatory locking).
-pub(crate) fn without_privileges(mode: u32) -> u32 {
+/// and setgid (Linux's `should_remove_suid` and, since 6.2,
+/// `setattr_should_drop_sgid`): setuid goes; setgid goes with group
+/// execute, or when the writer is not in the file's group (`in_group`);
+/// a member keeps a setgid without group execute (it marks mandatory
+/// locking).
+pub(crate) fn without_privileges(mode: u32, in_group: bool) -> u32 {
     let mut m = mode & !0o4000;
-    if m & 0o010 != 0 {
+    if m & 0o010 != 0 || !in_group {
         m &= !0o2000;
     }
     m

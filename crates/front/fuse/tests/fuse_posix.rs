@@ -201,6 +201,15 @@ fn exercise(root: &Path) -> Vec<String> {
     seen.push(format!("write and two ftruncates by uid 1001: {}", as_user(root, script)));
     let m = fs::metadata(p("suid7")).unwrap();
     seen.push(format!("after: mode {:o}, size {}", m.mode() & 0o7777, m.len()));
+    // Setgid without group execute (Linux 6.2 on): a write by someone
+    // outside the file's group drops it; by a member it stays.
+    for (name, gid) in [("sgid-other", 0), ("sgid-member", 1001)] {
+        fs::write(p(name), b"0123456789").unwrap();
+        std::os::unix::fs::chown(p(name), None, Some(gid)).unwrap();
+        fs::set_permissions(p(name), fs::Permissions::from_mode(0o2666)).unwrap();
+        seen.push(format!("write to a 2666 file of group {gid} by uid/gid 1001: errors {}", as_user(root, &format!("printf abc 1<> {name}"))));
+        seen.push(format!("after: mode {:o}", fs::metadata(p(name)).unwrap().mode() & 0o7777));
+    }
     seen.extend(links_and_special_files(root));
     seen
 }

@@ -18,7 +18,8 @@
 //! time (calls to it fail at once meanwhile, see `unanswered.rs`). An
 //! answer: the server is alive, and the connection is watched afresh (its
 //! calls keep their own deadline). A server that is merely slow to do the
-//! work answers the ping and is waited for.
+//! work answers the ping and is waited for. A server's connections (its
+//! rails) share one probe at a time.
 
 use super::batch::CallRef;
 use super::engine::{ConnKey, Engine, Slot};
@@ -92,6 +93,19 @@ impl Engine {
         self.liveness.next_look = Some(now + LOOK_EVERY);
         let mut due: Option<Instant> = None;
         let mut stopped: Vec<(ConnKey, Duration)> = Vec::new();
+        // One probe per server at a time, shared by its connections (its
+        // rails): made when the first needs it.
+        let mut asked: std::collections::HashMap<SocketAddr, (Arc<AtomicU8>, Instant)> = std::collections::HashMap::new();
+        if self.conns.values().any(|s| matches!(s, Slot::Ready(c) if c.watch.pinged_at.is_some())) {
+            asked = self
+                .conns
+                .iter()
+                .filter_map(|(k, s)| match s {
+                    Slot::Ready(c) => c.watch.probe.clone().map(|p| (k.peer, p)),
+                    _ => None,
+                })
+                .collect();
+        }
         for (&key, slot) in self.conns.iter_mut() {
             let Slot::Ready(c) = slot else { continue };
             if c.link.is_idle() {
@@ -119,9 +133,12 @@ impl Engine {
                     }
                     Some(at) if now >= at + after => match c.watch.probe.as_ref().map(|(p, asked)| (p.load(Ordering::Acquire), *asked)) {
                         None => {
-                            let p = Arc::new(AtomicU8::new(PROBING));
-                            found.probes.push((key.peer, p.clone()));
-                            c.watch.probe = Some((p, now));
+                            let probe = asked.entry(key.peer).or_insert_with(|| {
+                                let p = Arc::new(AtomicU8::new(PROBING));
+                                found.probes.push((key.peer, p.clone()));
+                                (p, now)
+                            });
+                            c.watch.probe = Some(probe.clone());
                         }
                         // Alive, not reading this connection: watched afresh.
                         Some((PROBE_ANSWERED, _)) => c.watch = Watch { quiet_since: Some((now, moved)), pinged_at: None, probe: None },

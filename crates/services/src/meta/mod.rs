@@ -19,6 +19,8 @@
 //! or at the next fsync (see [`sync_window`]).
 
 mod attrs;
+mod batch;
+mod create;
 mod dir_moves;
 mod entries;
 mod grants;
@@ -53,6 +55,7 @@ use std::time::Duration;
 use weft_wire::{AttrChange, Cred, ErrorCode, FileAttr, FileId, FileKind, LayoutHint, MetaReq, Response, ServerId, StripeLayout};
 use attrs::Target;
 use reads::{open_file, readdir, readlink, stat};
+use create::NewEntry;
 
 /// The metadata service of one server.
 pub struct MetaService {
@@ -163,16 +166,6 @@ enum Outcome {
     Replayed,
 }
 
-/// What a create or mkdir asks for.
-struct NewEntry<'a> {
-    kind: FileKind,
-    mode: u32,
-    /// Fail if the name exists (always, for directories and links).
-    exclusive: bool,
-    hint: LayoutHint,
-    /// A symbolic link's target.
-    target: Option<&'a str>,
-}
 
 
 impl MetaService {
@@ -392,131 +385,6 @@ impl MetaService {
         )
     }
 
-    /// One group of mutations in one durable commit (see [`group_commit`]).
-    /// A storage failure reopens the database; the group then runs once
-    /// more, with the space reserve released if it frees space (so a
-    /// delete on a full disk succeeds).
-    fn commit_batch(&self, batch: &[&(Cred, MetaReq)]) -> Vec<Result<Response>> {
-        match self.try_batch(batch) {
-            Ok(r) => self.report_loss(batch, r),
-            Err(e) if e.storage => {
-                let frees = batch.iter().any(|(_, op)| matches!(op.untagged(), MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }));
-                self.reopen(frees && e.code == ErrorCode::NoSpace);
-                self.try_batch(batch).map(|r| self.report_loss(batch, r)).unwrap_or_else(|e| {
-                    // Reads must keep working: redb refuses everything
-                    // after a failed commit until reopened.
-                    if e.storage {
-                        self.reopen(false);
-                    }
-                    batch.iter().map(|_| Err(e.duplicate())).collect()
-                })
-            }
-            Err(e) => batch.iter().map(|_| Err(e.duplicate())).collect(),
-        }
-    }
-
-    /// A Sync after answered changes were lost (a reopen after a storage
-    /// error) fails once, as fsync(2) reports a lost write-back: the first
-    /// Sync to come takes the report.
-    fn report_loss(&self, batch: &[&(Cred, MetaReq)], results: Vec<Result<Response>>) -> Vec<Result<Response>> {
-        batch
-            .iter()
-            .zip(results)
-            .map(|((_, op), r)| match op {
-                MetaReq::Sync if self.pending.take_lost() => Err(err(ErrorCode::Io, "metadata changes answered before a storage error may have been lost when the database was reopened")),
-                _ => r,
-            })
-            .collect()
-    }
-
-    fn try_batch(&self, batch: &[&(Cred, MetaReq)]) -> Result<Vec<Result<Response>>> {
-        // Nearly full: answered changes go to disk first, and this batch's
-        // are durable before their answers (see [`sync_window`]).
-        let low = self.window.is_some() && self.store.space_low();
-        if low && self.pending.is_pending() {
-            sync_window::durable_empty_commit(&self.store, &self.pending)?;
-            self.pending.note_durable();
-        }
-        let db = self.store.db()?;
-        let mut tx = db.begin_write()?;
-        self.ceiling_moved.store(false, Ordering::Relaxed);
-        self.logged.store(false, Ordering::Relaxed);
-        let mut results = Vec::with_capacity(batch.len());
-        let (mut created, mut replayed) = (Vec::new(), Vec::new());
-        tables::CHANGED_DIRS.with(|c| c.borrow_mut().clear());
-        // Opened once for the batch: each table a change touches costs the
-        // commit pages of its own.
-        let mut kept = match batch.iter().any(|(_, op)| matches!(op, MetaReq::Once { .. })) {
-            true => Some(replies::Replies::open(&tx, &self.pending.replies)?),
-            false => None,
-        };
-        for (cred, op) in batch {
-            // Every mutation checks everything before it writes, so one that
-            // fails leaves nothing for the others to see (at most an id
-            // counter moved on: ids are never reused anyway).
-            let before = tables::CHANGED_DIRS.with(|c| c.borrow().len());
-            let r = self.apply(&tx, *cred, op, kept.as_mut());
-            // A pushed directory change moved its parent's times on every
-            // shard already; a file taken from another shard (Adopt) or a
-            // name made or dropped for one (Name, Unname) did not.
-            if matches!(op, MetaReq::Replica { op, .. } if !matches!(**op, weft_wire::ReplicaOp::Adopt { .. } | weft_wire::ReplicaOp::Name { .. } | weft_wire::ReplicaOp::Unname { .. })) {
-                tables::CHANGED_DIRS.with(|c| c.borrow_mut().truncate(before));
-            }
-            match &r {
-                Ok((_, Outcome::Created)) => created.push(results.len()),
-                Ok((_, Outcome::Replayed)) => replayed.push(results.len()),
-                _ => {}
-            }
-            let r = r.map(|(rsp, _)| rsp);
-            if let Err(e) = &r
-                && e.storage
-            {
-                return Err(e.duplicate());
-            }
-            results.push(r);
-        }
-        let overdue = self.window.is_some_and(|w| self.pending.older_than(w));
-        let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || self.logged.load(Ordering::Relaxed) || batch.iter().any(|(_, op)| must_be_durable(op));
-        // The batch's kept answers: in this commit if it is durable (with
-        // all that wait), else in memory once it is made.
-        let answers = kept.map(|k| k.done(durable)).transpose()?.unwrap_or_default();
-        if durable {
-            self.pending.replies.flush(&tx)?;
-        } else {
-            tx.set_durability(redb::Durability::None);
-        }
-        tx.commit()?;
-        self.pending.replies.add(answers);
-        let changed = tables::CHANGED_DIRS.with(|c| std::mem::take(&mut *c.borrow_mut()));
-        self.shards.touched(changed);
-        if durable {
-            self.pending.note_durable();
-            // Under the turn and with nothing pending: the reserve is not
-            // taken back from under a flush that needs it.
-            if !self.store.space_low() {
-                self.store.restore_reserve();
-            }
-        } else {
-            self.pending.note_nondurable();
-        }
-        // Committed now: what the size table learns from it.
-        for (k, ((_, op), r)) in batch.iter().zip(&results).enumerate() {
-            // A kept answer replayed: its change was learnt from when made.
-            if replayed.contains(&k) {
-                continue;
-            }
-            match (op.untagged(), r) {
-                (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id, created.contains(&k)),
-                (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some((a, _)) })) => {
-                    self.sizes.forget(a.id);
-                    self.reap.notify();
-                }
-                _ => {}
-            }
-        }
-        Ok(results)
-    }
-
     /// One mutation, and what it did besides answering. A tagged one
     /// (`Once`) is answered from the answer kept under its tag if there is
     /// one, else applied and its answer kept, in the same transaction.
@@ -648,97 +516,6 @@ impl MetaService {
             MetaReq::Readlink { path } => readlink(db, cred, path, self.routing()).map(|target| Response::Link { target }),
             _ => Err(err(ErrorCode::Internal, "not a read-only request")),
         }
-    }
-}
-
-
-impl MetaService {
-    fn layout_for(&self, hint: LayoutHint, rr: u64) -> Result<StripeLayout> {
-        let n = self.data_servers.len();
-        let count = match hint.stripe_count as usize {
-            0 => n,
-            c if c > n => return Err(err(ErrorCode::BadRequest, format!("stripe count {c} exceeds the {n} data servers"))),
-            c => c,
-        };
-        let stripe_size = if hint.stripe_size == 0 { self.default_stripe_size } else { hint.stripe_size };
-        if stripe_size > weft_wire::limits::MAX_STRIPE_SIZE {
-            return Err(err(ErrorCode::BadRequest, format!("stripe size {stripe_size} exceeds the largest, {}", weft_wire::limits::MAX_STRIPE_SIZE)));
-        }
-        // Rotate the first server per file so small files spread out.
-        let start = (rr % n as u64) as usize;
-        let servers = (0..count).map(|k| self.data_servers[(start + k) % n]).collect();
-        Ok(StripeLayout { stripe_size, servers })
-    }
-
-    fn insert_new(&self, tx: &WriteTransaction, cred: Cred, path: &str, new: NewEntry) -> Result<FileAttr> {
-        self.insert_new_file(tx, cred, path, new).map(|(a, _)| a)
-    }
-
-    /// [`MetaService::insert_new`], also saying whether the entry is new
-    /// (a non-exclusive create of an existing file opens it).
-    fn insert_new_file(&self, tx: &WriteTransaction, cred: Cred, path: &str, new: NewEntry) -> Result<(FileAttr, bool)> {
-        let NewEntry { kind, mode, exclusive, hint, target } = new;
-        let (parent_comps, name) = split_parent(path)?;
-        let attr = {
-            let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-            let parent = t.parent_for_change(cred, &parent_comps)?;
-            shards::check_unmarked(tx, parent.id, name, path)?;
-            // An entry found here is served here (another shard's name of a
-            // file kept here too: a link across shards).
-            if let Some(existing) = t.child(parent.id.0, name)? {
-                let a = t.entry(existing, path)?;
-                if exclusive || kind != FileKind::File {
-                    return Err(err(ErrorCode::Exists, format!("{path} already exists")));
-                }
-                match a.kind {
-                    FileKind::Dir => return Err(err(ErrorCode::IsDir, format!("{path} is a directory"))),
-                    FileKind::Symlink => return Err(err(ErrorCode::Exists, format!("{path} is a symbolic link"))),
-                    FileKind::Fifo | FileKind::Socket => return Err(err(ErrorCode::Exists, format!("{path} is a special file"))),
-                    FileKind::File => {}
-                }
-                check(cred, &a, W, "write this file")?;
-                return Ok((a, false));
-            }
-            // Routed on an earlier snapshot: the parent may have been made
-            // anew since (its id decides the shard).
-            self.check_owner(parent.id, name)?;
-            let mut counters = tx.open_table(COUNTERS)?;
-            let at = counters.get("next_id")?.map(|v| v.value()).unwrap_or(ROOT.0 + 1).max(self.min_next_id.load(Ordering::Relaxed));
-            // A shard's ids route home (`weft_wire::shard`).
-            let id = weft_wire::shard::next_id_of(at, self.shards.place.index, self.shards.place.count).ok_or_else(|| err(ErrorCode::NoSpace, "file ids are used up"))?;
-            counters.insert("next_id", id + 1)?;
-            self.min_next_id.fetch_max(id + 1, Ordering::Relaxed);
-            if id >= counters.get("id_ceiling")?.map_or(0, |v| v.value()) {
-                counters.insert("id_ceiling", id + ID_BLOCK)?;
-                self.ceiling_moved.store(true, Ordering::Relaxed);
-            }
-            let layout = if kind == FileKind::File {
-                let rr = counters.get("next_rr")?.map(|v| v.value()).unwrap_or(0);
-                counters.insert("next_rr", rr + 1)?;
-                Some(self.layout_for(hint, rr)?)
-            } else {
-                None
-            };
-            let t_ns = now_ns();
-            // A setgid directory (mode 02000) gives new entries its group,
-            // and new subdirectories its setgid bit, so a project directory
-            // keeps its group (as on POSIX file systems).
-            let setgid_parent = parent.mode & 0o2000 != 0;
-            let gid = if setgid_parent { parent.gid } else { cred.gid };
-            let mut mode = mode & 0o7777;
-            if setgid_parent && kind == FileKind::Dir {
-                mode |= 0o2000;
-            }
-            let attr = FileAttr { id: FileId(id), kind, mode, uid: cred.uid, gid, mtime_ns: t_ns, ctime_ns: t_ns, nlink: if kind == FileKind::Dir { 2 } else { 1 }, layout };
-            t.inodes.insert(id, encode_attr(&attr).as_slice())?;
-            t.dirents.insert((parent.id.0, name), id)?;
-            t.entries_changed(parent.id.0, i32::from(kind == FileKind::Dir), t_ns)?;
-            if let Some(target) = target {
-                tx.open_table(LINKS)?.insert(id, target)?;
-            }
-            attr
-        };
-        Ok((attr, true))
     }
 }
 

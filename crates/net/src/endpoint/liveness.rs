@@ -95,17 +95,14 @@ impl Engine {
         let mut stopped: Vec<(ConnKey, Duration)> = Vec::new();
         // One probe per server at a time, shared by its connections (its
         // rails): made when the first needs it.
-        let mut asked: std::collections::HashMap<SocketAddr, (Arc<AtomicU8>, Instant)> = std::collections::HashMap::new();
-        if self.conns.values().any(|s| matches!(s, Slot::Ready(c) if c.watch.pinged_at.is_some())) {
-            asked = self
-                .conns
-                .iter()
-                .filter_map(|(k, s)| match s {
-                    Slot::Ready(c) => c.watch.probe.clone().map(|p| (k.peer, p)),
-                    _ => None,
-                })
-                .collect();
-        }
+        let mut asked: std::collections::HashMap<SocketAddr, (Arc<AtomicU8>, Instant)> = self
+            .conns
+            .iter()
+            .filter_map(|(k, s)| match s {
+                Slot::Ready(c) => c.watch.probe.clone().map(|p| (k.peer, p)),
+                _ => None,
+            })
+            .collect();
         for (&key, slot) in self.conns.iter_mut() {
             let Slot::Ready(c) = slot else { continue };
             if c.link.is_idle() {

@@ -16,6 +16,7 @@ pub mod experiment;
 pub mod fuse;
 pub mod fuzz;
 pub mod io500;
+pub mod ior;
 pub mod jobstart;
 pub mod ionode;
 pub mod md;

@@ -171,10 +171,11 @@ pub struct Bar {
     pub goal: Option<f64>,
 }
 
-/// Bars side by side (x: their names) on a log scale, a grey line at
-/// `reference` (1.0: even with the baseline) and a red mark at each bar's
-/// goal.
-fn draw_bars<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, y_label: &str, bars: &[Bar], reference: f64) -> Result<()>
+/// Horizontal bars, one row per name (first at the top), their values on
+/// a log scale, a grey line at `reference` (1.0: even with the baseline)
+/// and a red mark at each bar's goal. Rows rather than columns: names like
+/// "hard-coll read-cold openmpi" stay readable at any count.
+fn draw_bars<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, title: &str, value_label: &str, bars: &[Bar], reference: f64) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -184,52 +185,58 @@ where
     let top = values().fold(reference, f64::max) * 1.5;
     let bottom = values().fold(reference, f64::min) / 1.5;
     let n = bars.len().max(1) as f64;
+    let widest = bars.iter().map(|b| b.name.len()).max().unwrap_or(0) as u32;
     let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
+        .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.5..n - 0.5, (bottom..top).log_scale())
+        .y_label_area_size(20 + 7 * widest)
+        .build_cartesian_2d((bottom..top).log_scale(), -0.5..n - 0.5)
         .map_err(|e| anyhow!("{e}"))?;
+    // Row of bar k: the first bar on top.
+    let row = move |k: usize| n - 1.0 - k as f64;
     let names: Vec<String> = bars.iter().map(|b| b.name.clone()).collect();
-    let label = move |x: &f64| {
-        let k = x.round();
-        if (x - k).abs() < 0.01 && k >= 0.0 { names.get(k as usize).cloned().unwrap_or_default() } else { String::new() }
+    let label = move |y: &f64| {
+        let k = (n - 1.0 - y).round();
+        if (n - 1.0 - y - k).abs() < 0.01 && k >= 0.0 { names.get(k as usize).cloned().unwrap_or_default() } else { String::new() }
     };
     chart
         .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(bars.len() * 4 + 1)
-        .x_label_formatter(&label)
-        .y_desc(y_label)
+        .disable_y_mesh()
+        .y_labels(bars.len() * 4 + 1)
+        .y_label_formatter(&label)
+        .x_label_formatter(&|v: &f64| if *v >= 10.0 { format!("{v:.0}") } else if *v >= 1.0 { format!("{v:.1}") } else { format!("{v:.2}") })
+        .x_desc(value_label)
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     chart
-        .draw_series(bars.iter().enumerate().map(|(k, b)| Rectangle::new([(k as f64 - 0.3, bottom), (k as f64 + 0.3, b.value.max(bottom))], BLUE.mix(0.7).filled())))
+        .draw_series(bars.iter().enumerate().map(|(k, b)| Rectangle::new([(bottom, row(k) - 0.3), (b.value.max(bottom), row(k) + 0.3)], BLUE.mix(0.7).filled())))
         .map_err(|e| anyhow!("{e}"))?;
-    chart.draw_series(std::iter::once(PathElement::new(vec![(-0.5, reference), (n - 0.5, reference)], BLACK.mix(0.5).stroke_width(1)))).map_err(|e| anyhow!("{e}"))?;
+    chart.draw_series(std::iter::once(PathElement::new(vec![(reference, -0.5), (reference, n - 0.5)], BLACK.mix(0.5).stroke_width(1)))).map_err(|e| anyhow!("{e}"))?;
     chart
-        .draw_series(bars.iter().enumerate().filter_map(|(k, b)| b.goal.map(|g| PathElement::new(vec![(k as f64 - 0.4, g), (k as f64 + 0.4, g)], RED.stroke_width(3)))))
+        .draw_series(bars.iter().enumerate().filter_map(|(k, b)| b.goal.map(|g| PathElement::new(vec![(g, row(k) - 0.4), (g, row(k) + 0.4)], RED.stroke_width(3)))))
         .map_err(|e| anyhow!("{e}"))?
         .label("goal")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED.stroke_width(3)));
-    chart.configure_series_labels().position(SeriesLabelPosition::UpperRight).border_style(BLACK).background_style(WHITE.mix(0.8)).draw().map_err(|e| anyhow!("{e}"))?;
+        .legend(|(x, y)| PathElement::new(vec![(x, y - 6), (x, y + 6)], RED.stroke_width(3)));
+    chart.configure_series_labels().position(SeriesLabelPosition::LowerRight).border_style(BLACK).background_style(WHITE.mix(0.8)).draw().map_err(|e| anyhow!("{e}"))?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
 
 /// A bar chart (see [`draw_bars`]) as `base`.png and `base`.svg; none
 /// when no font is found.
-pub fn write_bars(base: &Path, title: &str, y_label: &str, bars: &[Bar], reference: f64) -> Result<Vec<PathBuf>> {
+pub fn write_bars(base: &Path, title: &str, value_label: &str, bars: &[Bar], reference: f64) -> Result<Vec<PathBuf>> {
     if !font_ready() {
         return Ok(Vec::new());
     }
     if let Some(dir) = base.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
+    // A row of 24 pixels per bar.
+    let size = (900, 120 + 24 * bars.len().max(1) as u32);
     let png = base.with_extension("png");
-    draw_bars(BitMapBackend::new(&png, (800, 500)).into_drawing_area(), title, y_label, bars, reference)?;
+    draw_bars(BitMapBackend::new(&png, size).into_drawing_area(), title, value_label, bars, reference)?;
     let svg = base.with_extension("svg");
-    draw_bars(SVGBackend::new(&svg, (800, 500)).into_drawing_area(), title, y_label, bars, reference)?;
+    draw_bars(SVGBackend::new(&svg, size).into_drawing_area(), title, value_label, bars, reference)?;
     Ok(vec![png, svg])
 }

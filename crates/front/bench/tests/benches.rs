@@ -175,3 +175,35 @@ fn nonblocking_overlap_runs_under_mpi_and_its_reads_check_out() {
         }
     }
 }
+
+/// `weft bench ior` (issue 27): IOR's shapes under both MPIs, Weft's
+/// MPI-IO beside the MPI's own, forced collective algorithms too; every
+/// read checks its bytes against the pattern written (a wrong byte aborts
+/// the MPI job and fails the bench), and each row names what it compares.
+#[test]
+fn ior_shapes_run_under_both_mpis_and_their_reads_check_out() {
+    weft_testkit::mpi::library(&weft_testkit::mpi::OPENMPI);
+    weft_testkit::mpi::library(&weft_testkit::mpi::MPICH);
+    let (rows, files) = bench_rows("ior", &["ior", "--mpi", "openmpi,mpich", "--procs", "2", "--block", "1m", "--shapes", "fpp-1m,hard-coll", "--forced", "--repeats", "1", "--servers", "2"]);
+    let keys: Vec<String> = rows.iter().map(|r| format!("{} {} {}", r["mpi"].as_str().unwrap(), r["shape"].as_str().unwrap(), r["op"].as_str().unwrap())).collect();
+    let mut want = Vec::new();
+    for mpi in ["openmpi", "mpich"] {
+        for shape in ["fpp-1m", "hard-coll"] {
+            for op in ["write", "read-warm", "read-cold"] {
+                want.push(format!("{mpi} {shape} {op}"));
+            }
+        }
+    }
+    assert_eq!(keys, want);
+    for r in &rows {
+        for k in ["weft_mb_s", "romio_mb_s", "ratio"] {
+            let x = r[k].as_f64().unwrap();
+            assert!(x.is_finite() && x > 0.0, "{r}");
+        }
+        // OMPIO is Open MPI's only; the forced algorithms run on collective shapes.
+        assert_eq!(r["ompio_mb_s"].is_null(), r["mpi"] == "mpich", "{r}");
+        assert_eq!(r["weft_server_mb_s"].is_null(), r["shape"] == "fpp-1m", "{r}");
+        assert_eq!(r["weft_two_phase_mb_s"].is_null(), r["shape"] == "fpp-1m", "{r}");
+    }
+    assert!(files.iter().any(|f| f == "out.png"), "{files:?}");
+}

@@ -345,6 +345,31 @@ pub(super) enum Which {
         #[arg(long, default_value_t = 4)]
         servers: usize,
     },
+    /// IOR's shapes through MPI-IO (issue 27): file per process, shared, strided and ior-hard (47,008 bytes), independent and collective, written (fsync'd) and read warm and cold; Weft's MPI-IO beside OMPIO and ROMIO on a local directory, same run, each MPI.
+    Ior {
+        #[command(flatten)]
+        common: Common,
+        /// MPIs to run under (MPICH with at most as many ranks as cores).
+        #[arg(long, value_delimiter = ',', value_parser = ["openmpi", "mpich"], default_value = "openmpi,mpich")]
+        mpi: Vec<String>,
+        /// MPI ranks.
+        #[arg(long, default_value_t = 4)]
+        procs: usize,
+        /// Bytes each rank writes and reads (whole transfers).
+        #[arg(long, default_value = "16m", value_parser = parse_size)]
+        block: u64,
+        /// Shapes: fpp-1m, shared-1m, strided-1m, strided-1m-coll, hard, hard-coll, or all.
+        #[arg(long, default_value = "all")]
+        shapes: String,
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Collective shapes also with weft_coll=server and two_phase forced.
+        #[arg(long)]
+        forced: bool,
+        /// Data servers of a temporary cluster.
+        #[arg(long, default_value_t = 4)]
+        servers: usize,
+    },
     /// One server holding N connections, most idle, a few busy: rate, memory per connection, connect time.
     Conns {
         #[command(flatten)]

@@ -10,7 +10,7 @@ use args::{Common, Which};
 use anyhow::{Context, Result};
 use std::path::Path;
 use weft_bench::experiment::{conduct, Experiment, Output};
-use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, everyday, fuse, io500, jobstart, ionode, mpiio_cost, net, net_icount, noncontig as nc, sched};
+use weft_bench::{atomic, btio, coll, md, concurrent_write as cw, conns, everyday, fuse, io500, ior, jobstart, ionode, mpiio_cost, net, net_icount, noncontig as nc, sched};
 
 /// `tcp`, `shm` (as `--transport` lists them).
 fn transports(names: &[String]) -> Result<Vec<weft_net::TransportChoice>> {
@@ -112,6 +112,11 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             }
             let bc = common.cluster(exe, cluster, servers)?;
             run(&common, coll::Coll { exe, cluster: &bc, params: coll::Params { mpi, procs, sizes, repeats } })?;
+        }
+        Which::Ior { common, mpi, procs, block, shapes, repeats, forced, servers } => {
+            let bc = common.cluster(exe, cluster, servers)?;
+            let params = ior::Params { mpis: mpi, procs, block, shapes: ior::shapes(&shapes)?, repeats, forced };
+            run(&common, ior::Ior { exe, cluster: &bc, params })?;
         }
         Which::MpiioCost { common, mpi, procs, size, transfer, repeats, servers, overlap } => {
             let bc = common.cluster(exe, cluster, servers)?;

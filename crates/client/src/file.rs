@@ -8,6 +8,7 @@ mod access;
 mod order;
 mod plan;
 mod transfer;
+mod write_behind;
 
 pub(crate) use plan::{bytes_before, Chunk};
 
@@ -27,7 +28,8 @@ use weft_wire::{Capability, DataReq, FileAttr, Request, Response};
 pub(crate) const UNKNOWN_SIZE: u64 = u64::MAX;
 
 /// An open Weft file. Reads and writes are positioned (`pread`/`pwrite`
-/// style); the handle has no file pointer and no cache.
+/// style); the handle has no file pointer and no read cache; small writes
+/// are held to be sent together only if [`File::set_write_behind`] asks.
 pub struct File {
     session: Arc<Session>,
     path: String,
@@ -57,9 +59,21 @@ pub struct File {
     exact_size: std::sync::atomic::AtomicU64,
     /// The capability every data request carries, and when to renew it.
     cap: Mutex<Granted>,
+    /// Small writes held to be sent together (off unless asked for).
+    write_behind: Mutex<write_behind::WriteBehind>,
     /// The file's name now, when it was renamed since the open (a mount
     /// knows): renewals walk it (see [`File::renamed`]).
     renamed: Mutex<Option<String>>,
+}
+
+/// A handle dropped without [`File::close`] still sends the writes it
+/// holds; a failure can only be logged.
+impl Drop for File {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush_writes() {
+            tracing::warn!(target: "weft::client", file = self.attr.id.0, error = %e, "writes held by a file dropped without close could not be sent");
+        }
+    }
 }
 
 /// A capability and the instant (this process's clock) past which it is
@@ -100,6 +114,7 @@ impl File {
             wrote: std::sync::atomic::AtomicBool::new(false),
             exact_size: std::sync::atomic::AtomicU64::new(UNKNOWN_SIZE),
             cap: Mutex::new(Granted::new(cap)),
+            write_behind: Mutex::default(),
             renamed: Mutex::new(None),
         })
     }
@@ -205,6 +220,7 @@ impl File {
     /// handshakes, first lease), so the first access does not pay for it.
     pub fn set_atomicity(&mut self, on: bool) -> Result<()> {
         if on {
+            self.flush_writes()?;
             self.session.lock_session(self.attr.id)?;
         }
         self.atomic = on;
@@ -257,12 +273,18 @@ impl File {
         self.forget_size();
     }
 
+    /// A write was held to be sent later: the handle changed the file.
+    fn note_held(&self) {
+        self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn forget_size(&self) {
         self.exact_size.store(UNKNOWN_SIZE, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The file size: the largest object end over the data servers.
     pub fn size(&self) -> Result<u64> {
+        self.flush_writes()?;
         let mut size = 0;
         for (server, r) in self.broadcast(DataReq::Size { file: self.attr.id })?.into_iter().enumerate() {
             match r {
@@ -279,6 +301,7 @@ impl File {
         if !self.writable {
             return Err(Error::BadRequest(format!("{} is open read-only", self.path)));
         }
+        self.flush_writes()?;
         self.note_write();
         let cap = self.capability()?;
         let body: Vec<Vec<u8>> = (0..self.servers.len())
@@ -291,13 +314,16 @@ impl File {
 
     /// Returns once every data server has made this file's data durable.
     pub fn fsync(&self) -> Result<()> {
+        self.flush_writes()?;
+        self.take_lost_writes()?;
         self.broadcast(DataReq::Fsync { file: self.attr.id })?;
         // The file's name and attributes too, as fsync(2) does.
         self.session.sync_meta()
     }
 
-    /// Closes the file. Nothing is buffered on the client; use
-    /// [`File::fsync`] for durability. A handle opened for writing tells
+    /// Closes the file, first sending the writes it holds (if
+    /// [`File::set_write_behind`] asked for that); use [`File::fsync`] for
+    /// durability. A handle opened for writing tells
     /// the metadata service it is closed, with the file's size (asked of
     /// the data servers) if it wrote, so that stat can answer without
     /// asking them. A handle dropped without `close` leaves the service
@@ -305,8 +331,9 @@ impl File {
     /// slower).
     pub fn close(self) -> Result<()> {
         use weft_wire::{MetaReq, Response};
+        let sent = self.flush_writes().and_then(|()| self.take_lost_writes());
         if !self.writer {
-            return Ok(());
+            return sent;
         }
         let file = self.attr.id;
         let wrote = self.wrote.load(std::sync::atomic::Ordering::Relaxed);
@@ -322,7 +349,7 @@ impl File {
             }
             other => other.map(|_| ()),
         };
-        match r {
+        let closed = match r {
             // Removed meanwhile, or no longer ours to write: the data is
             // unaffected; the file's stats just keep asking the data servers.
             Err(Error::NotFound(_) | Error::Permission(_)) => Ok(()),
@@ -335,7 +362,8 @@ impl File {
                 Ok(())
             }
             other => other,
-        }
+        };
+        sent.and(closed)
     }
 
     /// [`File::close`] for a handle whose writes other processes made (MPI-IO's

@@ -334,15 +334,21 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
     let hints = &hints;
     let guard = union_lock(file, comm, segments, true, atomic)?;
     let mine: u64 = all[comm.rank()].2;
+    let plan = plan(file, comm, &all, hints);
+    let alone = plan.is_none() && !server_directed(hints, &all);
+    // Writes this rank holds (`File::set_write_behind`) land before the
+    // collective's: another rank may write this rank's bytes for it. A rank
+    // doing its own I/O keeps holding: its bytes stay its own to send.
+    let refused = if alone { refused } else { refused.and(file.flush_writes()) };
     if server_directed(hints, &all) {
         took(CollMethod::Server);
         let own = server::write(file, comm, segments, buf, hints);
         union_unlock(comm, guard, atomic, refused.and(own))?;
         return Ok(mine);
     }
-    let Some(d) = plan(file, comm, &all, hints) else {
+    let Some(d) = plan else {
         took(CollMethod::Independent);
-        let own = file.write_pieces_unlocked(segments, buf, &every_rank_schedule(file, comm, &all)).map(|_| ());
+        let own = file.write_own_pieces_unlocked(segments, buf, &every_rank_schedule(file, comm, &all), atomic).map(|_| ());
         union_unlock(comm, guard, atomic, refused.and(own))?;
         return Ok(mine);
     };
@@ -355,7 +361,11 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
 /// Collective read into this rank's `segments` of `buf`; returns the bytes
 /// of its stream before the end of the file.
 pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
+    // This rank's held writes land first: the read must see them, whoever
+    // reads its bytes for it.
+    let flushed = file.flush_writes();
     let (segments, refused) = admit(segments, buf.len());
+    let refused = refused.and(flushed);
     let Agreed { extents: all, hints, atomic } = agree_first(comm, file, segments, hints)?;
     let hints = &hints;
     let guard = union_lock(file, comm, segments, false, atomic)?;

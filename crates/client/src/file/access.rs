@@ -80,6 +80,18 @@ impl File {
         self.write_segments_locked(segments, buf, sched, false)
     }
 
+    /// [`File::write_pieces_unlocked`] of this rank's own bytes in a
+    /// collective that each rank does alone, held to be sent together
+    /// unless `atomic` (see `write_behind.rs`); an aggregator's writes of
+    /// other ranks' bytes are never held (a rank's later writes of the
+    /// same bytes, held elsewhere, would land before them).
+    pub(crate) fn write_own_pieces_unlocked(&self, segments: &[Segment], buf: &[u8], sched: &Schedule, atomic: bool) -> Result<usize> {
+        if !atomic && self.write_behind(segments, buf)? {
+            return Ok(segments.iter().map(|s| s.len as usize).sum());
+        }
+        self.write_segments_locked(segments, buf, sched, false)
+    }
+
     /// [`File::read_pieces`] without atomic mode's lock (see above).
     pub(crate) fn read_pieces_unlocked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
         self.read_segments_locked(segments, buf, sched, false)
@@ -102,7 +114,16 @@ impl File {
     }
 
     fn write_segments(&self, segments: &[Segment], buf: &[u8], sched: &Schedule) -> Result<usize> {
+        if self.write_behind(segments, buf)? {
+            return Ok(segments.iter().map(|s| s.len as usize).sum());
+        }
         self.write_segments_locked(segments, buf, sched, true)
+    }
+
+    /// Sends held writes (`write_behind.rs`): at once, unlocked (atomic
+    /// mode never holds), in the file's own schedule.
+    pub(super) fn write_now(&self, segments: &[Segment], buf: &[u8]) -> Result<usize> {
+        self.write_segments_locked(segments, buf, &self.schedule, false)
     }
 
     fn write_segments_locked(&self, segments: &[Segment], buf: &[u8], sched: &Schedule, lock: bool) -> Result<usize> {
@@ -171,6 +192,7 @@ impl File {
     }
 
     fn read_segments_locked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule, lock: bool) -> Result<usize> {
+        self.flush_writes()?;
         let plan = self.plan(&segments, sched.block)?;
         let order = self.order(&plan, sched)?;
         let guard = if lock { self.lock_access(&segments, false)? } else { None };

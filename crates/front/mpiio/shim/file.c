@@ -34,7 +34,9 @@ struct wfile *weft_file(MPI_File fh) {
 static char no_bytes[1];
 #define REAL(p, len) ((len) > 0 ? (p) : (void *)no_bytes)
 
-static int cb_barrier(void *ctx) { return PMPI_Barrier(((struct wfile *)ctx)->comm); }
+/* The MPI library's own barrier: this library's PMPI_Barrier (requests.c)
+ * would send held writes of every file from inside a call on one. */
+static int cb_barrier(void *ctx) { WEFT_FORWARD(MPI_Barrier, ((struct wfile *)ctx)->comm); }
 
 static int cb_bcast(void *ctx, void *buf, int64_t len, int root) {
     for (int64_t at = 0; at < len; at += INT_MAX) {

@@ -215,6 +215,8 @@ impl OpenFile {
         let mut file = adopted?;
         let hosts = allgather_u64(&comm, host_id())?;
         let mut h = Hints::new(hosts);
+        // Cannot fail: nothing is held yet.
+        let _ = file.set_write_behind(crate::hints::DEFAULT_WRITE_BEHIND);
         h.apply(&mut file, &hints);
         Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start.into(), token, hints: h, registration })
     }
@@ -245,6 +247,8 @@ impl OpenFile {
             let line = format!("weft: rank {}: collective calls so far: two-phase {two}, server-directed {server}, independent {own}\n", self.comm.rank());
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
+        // This rank's held writes land before rank 0 measures the size.
+        let sent = self.file.flush_writes().map_err(Fail::from);
         self.comm.barrier()?;
         let mine = if self.comm.rank() == 0 {
             (|| {
@@ -260,7 +264,7 @@ impl OpenFile {
         } else {
             Ok(())
         };
-        agree(&self.comm, mine)
+        sent.and(agree(&self.comm, mine))
     }
 
     /// MPI_File_set_view, collective: resets both file pointers to zero.
@@ -493,6 +497,10 @@ impl OpenFile {
     /// MPI_File_set_size and MPI_File_preallocate (`grow_only`), collective:
     /// rank 0 changes the size, every rank returns its outcome.
     pub fn set_size(&self, size: i64, grow_only: bool) -> Result<()> {
+        // Every rank's held writes come before the change, in each rank's
+        // program order: sent, then rank 0 changes the size.
+        let sent = self.file.flush_writes().map_err(Fail::from);
+        self.comm.barrier()?;
         let size = u64::try_from(size).map_err(|_| Fail::new(Class::Arg, format!("weft: negative size {size}")));
         let mine = match (self.comm.rank(), &size) {
             (0, Ok(s)) if self.amode & amode::RDONLY != 0 => Err(Fail::new(Class::ReadOnly, format!("weft: {} was opened MPI_MODE_RDONLY (size {s})", self.file.path()))),
@@ -505,7 +513,7 @@ impl OpenFile {
             (0, Err(e)) => Err(e.clone()),
             _ => Ok(()),
         };
-        agree(&self.comm, mine)
+        sent.and(agree(&self.comm, mine))
     }
 
     /// MPI_File_sync, collective: every rank's data durable, then a barrier.

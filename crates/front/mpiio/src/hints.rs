@@ -12,6 +12,7 @@
 //! | `weft_coll_server_window` | any | bytes a server holds of one server-directed collective (64 MiB) |
 //! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
 //! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
+//! | `weft_write_behind` | any | bytes of small independent writes a rank holds to send together (4 MiB; 0: off) |
 //!
 //! Unknown keys are ignored and invalid values keep the previous value, as
 //! MPI asks of hints; neither is an error.
@@ -22,6 +23,10 @@ use weft_client::File;
 
 /// Default collective buffer per aggregator, ROMIO's.
 pub const DEFAULT_CB_BUFFER_SIZE: u64 = 16 << 20;
+
+/// Default bytes of small writes a rank holds per file
+/// (`weft_write_behind`): ior-hard's records sent 89 to a list request.
+pub const DEFAULT_WRITE_BEHIND: u64 = 4 << 20;
 
 /// Hints in effect for one open file.
 #[derive(Debug, Clone)]
@@ -59,6 +64,7 @@ impl Hints {
         };
         kept.insert("weft_coll", method);
         kept.insert("weft_coll_server_window", DEFAULT_SERVER_WINDOW.to_string());
+        kept.insert("weft_write_behind", DEFAULT_WRITE_BEHIND.to_string());
         Hints { kept, node_of_rank }
     }
 
@@ -79,6 +85,14 @@ impl Hints {
                     if v.parse::<u64>().is_ok_and(|n| n > 0) {
                         let key = ["cb_buffer_size", "cb_nodes", "weft_coll_server_window"].into_iter().find(|key| key == k).expect("matched");
                         self.kept.insert(key, v.to_string());
+                    }
+                }
+                "weft_write_behind" => {
+                    // Changing it sends what is held; a failure of that send
+                    // is reported by the next sync or close.
+                    if let Ok(n) = v.parse::<u64>() {
+                        let _ = file.set_write_behind(n);
+                        self.kept.insert("weft_write_behind", n.to_string());
                     }
                 }
                 "weft_coll" => {

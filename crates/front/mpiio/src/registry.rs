@@ -49,6 +49,12 @@ pub fn get(key: usize) -> Option<Shared> {
     g.as_ref()?.files.get(&key).map(|(f, _)| f.clone())
 }
 
+/// Every open file.
+pub fn all() -> Vec<Shared> {
+    let g = TABLE.read().unwrap_or_else(PoisonError::into_inner);
+    g.as_ref().map_or_else(Vec::new, |t| t.files.values().map(|(f, _)| f.clone()).collect())
+}
+
 pub fn remove(key: usize) -> Option<Shared> {
     with(|t| {
         let (f, fh) = t.files.remove(&key)?;

@@ -171,6 +171,21 @@ fn every_kind_of_access_matches_the_mpi_librarys_own_mpiio_mpich() {
     same_as_local_mpiio(&MPICH, "semantics.c", MPICH.ranks);
 }
 
+/// Small writes held to be sent together (`write_behind.c`): read back by
+/// the writer, overwritten by the same rank through another rank's
+/// two-phase aggregation, cut by set_size, seen by a peer after a barrier
+/// and after sync, counted in the writer's own get_size; and with the hint
+/// off.
+#[test]
+fn held_small_writes_keep_mpis_order_openmpi() {
+    same_as_local_mpiio(&OPENMPI, "write_behind.c", OPENMPI.ranks);
+}
+
+#[test]
+fn held_small_writes_keep_mpis_order_mpich() {
+    same_as_local_mpiio(&MPICH, "write_behind.c", MPICH.ranks);
+}
+
 /// Nonblocking independent accesses run in the background (`nonblocking.c`):
 /// completed through Wait, Test, Waitall, Waitany, Testsome, Testall,
 /// Request_get_status and Request_free, beside MPI's own requests.

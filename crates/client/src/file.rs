@@ -7,6 +7,7 @@
 mod access;
 mod order;
 mod plan;
+mod read_ahead;
 mod transfer;
 mod write_behind;
 
@@ -28,8 +29,9 @@ use weft_wire::{Capability, DataReq, FileAttr, Request, Response};
 pub(crate) const UNKNOWN_SIZE: u64 = u64::MAX;
 
 /// An open Weft file. Reads and writes are positioned (`pread`/`pwrite`
-/// style); the handle has no file pointer and no read cache; small writes
-/// are held to be sent together only if [`File::set_write_behind`] asks.
+/// style); the handle has no file pointer. Small writes are held to be sent
+/// together, and small steady reads read ahead, only if
+/// [`File::set_write_behind`] and [`File::set_read_ahead`] ask.
 pub struct File {
     session: Arc<Session>,
     path: String,
@@ -60,7 +62,11 @@ pub struct File {
     /// The capability every data request carries, and when to renew it.
     cap: Mutex<Granted>,
     /// Small writes held to be sent together (off unless asked for).
+    /// Taken after `read_ahead` when both are (a read-ahead's fetch sends
+    /// held writes first), never before it.
     write_behind: Mutex<write_behind::WriteBehind>,
+    /// Records fetched ahead of small steady reads (off unless asked for).
+    read_ahead: Mutex<read_ahead::ReadAhead>,
     /// The file's name now, when it was renamed since the open (a mount
     /// knows): renewals walk it (see [`File::renamed`]).
     renamed: Mutex<Option<String>>,
@@ -115,6 +121,7 @@ impl File {
             exact_size: std::sync::atomic::AtomicU64::new(UNKNOWN_SIZE),
             cap: Mutex::new(Granted::new(cap)),
             write_behind: Mutex::default(),
+            read_ahead: Mutex::default(),
             renamed: Mutex::new(None),
         })
     }
@@ -221,6 +228,7 @@ impl File {
     pub fn set_atomicity(&mut self, on: bool) -> Result<()> {
         if on {
             self.flush_writes()?;
+            self.drop_read_ahead();
             self.session.lock_session(self.attr.id)?;
         }
         self.atomic = on;
@@ -271,6 +279,7 @@ impl File {
     pub(crate) fn note_write(&self) {
         self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         self.forget_size();
+        self.drop_read_ahead();
     }
 
     /// A write was held to be sent later: the handle changed the file.
@@ -314,6 +323,8 @@ impl File {
 
     /// Returns once every data server has made this file's data durable.
     pub fn fsync(&self) -> Result<()> {
+        // MPI's sync is also the reader's half of seeing others' writes.
+        self.drop_read_ahead();
         self.flush_writes()?;
         self.take_lost_writes()?;
         self.broadcast(DataReq::Fsync { file: self.attr.id })?;

@@ -378,7 +378,7 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
     }
     let Some(d) = plan(file, comm, &all, hints) else {
         took(CollMethod::Independent);
-        let own = file.read_pieces_unlocked(segments.to_vec(), buf, &every_rank_schedule(file, comm, &all));
+        let own = file.read_own_pieces_unlocked(segments.to_vec(), buf, &every_rank_schedule(file, comm, &all), atomic);
         let n = own.as_ref().map_or(0, |&n| n as u64);
         union_unlock(comm, guard, atomic, refused.and(own.map(|_| ())))?;
         return Ok(n);

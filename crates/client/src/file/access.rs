@@ -86,6 +86,7 @@ impl File {
     /// other ranks' bytes are never held (a rank's later writes of the
     /// same bytes, held elsewhere, would land before them).
     pub(crate) fn write_own_pieces_unlocked(&self, segments: &[Segment], buf: &[u8], sched: &Schedule, atomic: bool) -> Result<usize> {
+        self.drop_read_ahead();
         if !atomic && self.write_behind(segments, buf)? {
             return Ok(segments.iter().map(|s| s.len as usize).sum());
         }
@@ -94,6 +95,16 @@ impl File {
 
     /// [`File::read_pieces`] without atomic mode's lock (see above).
     pub(crate) fn read_pieces_unlocked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
+        self.read_segments_locked(segments, buf, sched, false)
+    }
+
+    /// [`File::read_pieces_unlocked`] of this rank's own bytes in a
+    /// collective that each rank does alone: served from, or fetched by,
+    /// the read-ahead unless `atomic` (`read_ahead.rs`).
+    pub(crate) fn read_own_pieces_unlocked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule, atomic: bool) -> Result<usize> {
+        if !atomic && let Some(r) = self.read_ahead(&segments, buf, sched) {
+            return r;
+        }
         self.read_segments_locked(segments, buf, sched, false)
     }
 
@@ -114,6 +125,7 @@ impl File {
     }
 
     fn write_segments(&self, segments: &[Segment], buf: &[u8], sched: &Schedule) -> Result<usize> {
+        self.drop_read_ahead();
         if self.write_behind(segments, buf)? {
             return Ok(segments.iter().map(|s| s.len as usize).sum());
         }
@@ -188,10 +200,13 @@ impl File {
     }
 
     fn read_segments(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule) -> Result<usize> {
+        if let Some(r) = self.read_ahead(&segments, buf, sched) {
+            return r;
+        }
         self.read_segments_locked(segments, buf, sched, true)
     }
 
-    fn read_segments_locked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule, lock: bool) -> Result<usize> {
+    pub(super) fn read_segments_locked(&self, segments: Vec<Segment>, buf: &mut [u8], sched: &Schedule, lock: bool) -> Result<usize> {
         self.flush_writes()?;
         let plan = self.plan(&segments, sched.block)?;
         let order = self.order(&plan, sched)?;

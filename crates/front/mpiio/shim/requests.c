@@ -370,13 +370,14 @@ int MPI_Finalize(void) { return body_Finalize(NEXT_AS(MPI_Finalize, "MPI_Finaliz
 int PMPI_Finalize(void) { return body_Finalize(NEXT_AS(MPI_Finalize, "PMPI_Finalize"), 0); }
 
 /* MPI_Barrier: the small writes Weft files hold (weft_write_behind) are
- * sent first. MPI promises a write to other processes only after the
- * writer's MPI_File_sync or close, but programs that write, meet at a
- * barrier and read each other's bytes work on POSIX file systems, so they
- * work here too. */
+ * sent first, and what they read ahead (weft_read_ahead) is dropped. MPI
+ * promises a write to other processes only after the writer's
+ * MPI_File_sync or close and the reader's sync, but programs that write,
+ * meet at a barrier and read each other's bytes work on POSIX file
+ * systems, so they work here too. */
 typedef int barrier_fn(MPI_Comm);
 static int body_Barrier(barrier_fn *next, MPI_Comm comm) {
-    weftio_flush_all();
+    weftio_at_barrier();
     return next(comm);
 }
 BOTH(int, Barrier, (MPI_Comm comm), comm)

@@ -38,7 +38,7 @@ typedef struct {
 
 const char *weftio_last_error(void);
 int weftio_known(uintptr_t key);
-void weftio_flush_all(void);
+void weftio_at_barrier(void);
 int weftio_open(const weftio_comm *comm, const char *path, uint32_t amode, const char *const *keys,
                 const char *const *vals, int nhints, uintptr_t key, int *fortran);
 int weftio_close(uintptr_t key);

@@ -87,17 +87,19 @@ pub extern "C" fn weftio_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ptr())
 }
 
-/// Sends the small writes every open file holds (`weft_write_behind`):
-/// called at MPI_Barrier, where programs (against MPI's letter, which asks
-/// for MPI_File_sync) expect to see each other's writes, as they do on a
-/// POSIX file system. A file busy in another thread's call is skipped; a
-/// failed send is reported by the file's next sync or close.
+/// Sends the small writes every open file holds (`weft_write_behind`) and
+/// drops what was read ahead (`weft_read_ahead`): called at MPI_Barrier,
+/// where programs (against MPI's letter, which asks for MPI_File_sync)
+/// expect to see each other's writes, as they do on a POSIX file system.
+/// A file busy in another thread's call is skipped; a failed send is
+/// reported by the file's next sync or close.
 #[unsafe(no_mangle)]
-pub extern "C" fn weftio_flush_all() {
+pub extern "C" fn weftio_at_barrier() {
     let _ = guard(|| {
         for f in registry::all() {
             if let Ok(g) = f.try_read() {
                 let _ = g.file.flush_writes();
+                g.file.drop_read_ahead();
             }
         }
         Ok(())

@@ -217,6 +217,7 @@ impl OpenFile {
         let mut h = Hints::new(hosts);
         // Cannot fail: nothing is held yet.
         let _ = file.set_write_behind(crate::hints::DEFAULT_WRITE_BEHIND);
+        file.set_read_ahead(crate::hints::DEFAULT_READ_AHEAD);
         h.apply(&mut file, &hints);
         Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start.into(), token, hints: h, registration })
     }

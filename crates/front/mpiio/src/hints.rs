@@ -13,6 +13,7 @@
 //! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
 //! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
 //! | `weft_write_behind` | any | bytes of small independent writes a rank holds to send together (4 MiB; 0: off) |
+//! | `weft_read_ahead` | any | bytes a rank fetches ahead of small sequential or strided reads (4 MiB; 0: off) |
 //!
 //! Unknown keys are ignored and invalid values keep the previous value, as
 //! MPI asks of hints; neither is an error.
@@ -27,6 +28,9 @@ pub const DEFAULT_CB_BUFFER_SIZE: u64 = 16 << 20;
 /// Default bytes of small writes a rank holds per file
 /// (`weft_write_behind`): ior-hard's records sent 89 to a list request.
 pub const DEFAULT_WRITE_BEHIND: u64 = 4 << 20;
+
+/// Default bytes fetched ahead of small steady reads (`weft_read_ahead`).
+pub const DEFAULT_READ_AHEAD: u64 = 4 << 20;
 
 /// Hints in effect for one open file.
 #[derive(Debug, Clone)]
@@ -65,6 +69,7 @@ impl Hints {
         kept.insert("weft_coll", method);
         kept.insert("weft_coll_server_window", DEFAULT_SERVER_WINDOW.to_string());
         kept.insert("weft_write_behind", DEFAULT_WRITE_BEHIND.to_string());
+        kept.insert("weft_read_ahead", DEFAULT_READ_AHEAD.to_string());
         Hints { kept, node_of_rank }
     }
 
@@ -93,6 +98,12 @@ impl Hints {
                     if let Ok(n) = v.parse::<u64>() {
                         let _ = file.set_write_behind(n);
                         self.kept.insert("weft_write_behind", n.to_string());
+                    }
+                }
+                "weft_read_ahead" => {
+                    if let Ok(n) = v.parse::<u64>() {
+                        file.set_read_ahead(n);
+                        self.kept.insert("weft_read_ahead", n.to_string());
                     }
                 }
                 "weft_coll" => {

@@ -186,6 +186,20 @@ fn held_small_writes_keep_mpis_order_mpich() {
     same_as_local_mpiio(&MPICH, "write_behind.c", MPICH.ranks);
 }
 
+/// Small steady reads served from records fetched ahead (`read_ahead.c`):
+/// strided and sequential, past the end of the file, after the reader's
+/// own rewrite, after the peer's rewrite with sync-barrier-sync and with a
+/// barrier alone, over a hole.
+#[test]
+fn reads_ahead_read_what_plain_reads_do_openmpi() {
+    same_as_local_mpiio(&OPENMPI, "read_ahead.c", OPENMPI.ranks);
+}
+
+#[test]
+fn reads_ahead_read_what_plain_reads_do_mpich() {
+    same_as_local_mpiio(&MPICH, "read_ahead.c", MPICH.ranks);
+}
+
 /// Nonblocking independent accesses run in the background (`nonblocking.c`):
 /// completed through Wait, Test, Waitall, Waitany, Testsome, Testall,
 /// Request_get_status and Request_free, beside MPI's own requests.

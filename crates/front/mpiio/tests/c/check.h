@@ -44,4 +44,15 @@ __attribute__((unused)) static void weft_only(const char *what, int ok) {
     free(all);
 }
 
+/* A checksum of n bytes, and a pattern of n bytes from a seed. */
+__attribute__((unused)) static long long byte_sum(const unsigned char *b, long long n) {
+    long long s = 0;
+    for (long long i = 0; i < n; i++) s = (s * 31 + b[i]) % 1000000007;
+    return s;
+}
+
+__attribute__((unused)) static void byte_fill(unsigned char *b, int n, int seed) {
+    for (int i = 0; i < n; i++) b[i] = (unsigned char)(seed * 7 + i * 13 + 1);
+}
+
 #endif

@@ -19,16 +19,6 @@
 #define REC 4700 /* odd-sized records: pieces cross stripes */
 #define NREC 40
 
-static long long sum(const unsigned char *b, long long n) {
-    long long s = 0;
-    for (long long i = 0; i < n; i++) s = (s * 31 + b[i]) % 1000000007;
-    return s;
-}
-
-static void fill(unsigned char *b, int n, int seed) {
-    for (int i = 0; i < n; i++) b[i] = (unsigned char)(seed * 7 + i * 13 + 1);
-}
-
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -44,13 +34,13 @@ int main(int argc, char **argv) {
 
     /* 1. strided records, read back by the writer. */
     for (int i = 0; i < NREC; i++) {
-        fill(rec, REC, rank * 1000 + i);
+        byte_fill(rec, REC, rank * 1000 + i);
         check(MPI_File_write_at(fh, (MPI_Offset)(i * nprocs + rank) * REC, rec, REC, MPI_BYTE, &st), "record");
     }
     long long s = 0;
     for (int i = 0; i < NREC; i++) {
         check(MPI_File_read_at(fh, (MPI_Offset)(i * nprocs + rank) * REC, back, REC, MPI_BYTE, &st), "record back");
-        s = (s * 17 + sum(back, REC)) % 1000000007;
+        s = (s * 17 + byte_sum(back, REC)) % 1000000007;
     }
     report("strided records read back sum %lld of %lld", s, NREC);
 
@@ -81,7 +71,7 @@ int main(int argc, char **argv) {
 
     /* 3. records past the size set next, then a collective set_size. */
     MPI_Offset cut = base + 8 * STRIPE;
-    fill(rec, 64, rank);
+    byte_fill(rec, 64, rank);
     check(MPI_File_write_at(fh, cut + 1000 + rank * 64, rec, 64, MPI_BYTE, &st), "record past the cut");
     check(MPI_File_set_size(fh, cut), "set_size");
     MPI_Offset size;
@@ -90,16 +80,16 @@ int main(int argc, char **argv) {
 
     /* 4. written, a barrier, read by the peer. */
     MPI_Offset four = base + 2 * STRIPE + 200;
-    fill(rec, 50, 500 + rank);
+    byte_fill(rec, 50, 500 + rank);
     check(MPI_File_write_at(fh, four + rank * 50, rec, 50, MPI_BYTE, &st), "record for the peer");
     MPI_Barrier(MPI_COMM_WORLD);
     check(MPI_File_read_at(fh, four + peer * 50, back, 50, MPI_BYTE, &st), "the peer's record");
-    report("after a barrier the peer's record sum %lld count %lld", sum(back, 50), 50);
+    report("after a barrier the peer's record sum %lld count %lld", byte_sum(back, 50), 50);
 
     /* 5. a rank's own held write counts in the size it asks for. */
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == nprocs - 1) {
-        fill(rec, 10, 9);
+        byte_fill(rec, 10, 9);
         check(MPI_File_write_at(fh, cut + 5000, rec, 10, MPI_BYTE, &st), "record at the end");
         check(MPI_File_get_size(fh, &size), "get_size after own write");
     } else {
@@ -110,13 +100,13 @@ int main(int argc, char **argv) {
 
     /* 6. sync, barrier, sync: the peer reads. */
     MPI_Offset six = base + 3 * STRIPE;
-    fill(rec, 80, 600 + rank);
+    byte_fill(rec, 80, 600 + rank);
     check(MPI_File_write_at(fh, six + rank * 80, rec, 80, MPI_BYTE, &st), "record before sync");
     check(MPI_File_sync(fh), "sync 6");
     MPI_Barrier(MPI_COMM_WORLD);
     check(MPI_File_sync(fh), "sync 6 again");
     check(MPI_File_read_at(fh, six + peer * 80, back, 80, MPI_BYTE, &st), "the peer's synced record");
-    report("after sync the peer's record sum %lld count %lld", sum(back, 80), 80);
+    report("after sync the peer's record sum %lld count %lld", byte_sum(back, 80), 80);
 
     /* 7. write-behind off. */
     MPI_Info off;
@@ -124,11 +114,11 @@ int main(int argc, char **argv) {
     MPI_Info_set(off, "weft_write_behind", "0");
     check(MPI_File_set_info(fh, off), "set_info off");
     MPI_Offset seven = base + 4 * STRIPE;
-    fill(rec, 30, 700 + rank);
+    byte_fill(rec, 30, 700 + rank);
     check(MPI_File_write_at(fh, seven + rank * 30, rec, 30, MPI_BYTE, &st), "record, write-behind off");
     MPI_Barrier(MPI_COMM_WORLD);
     check(MPI_File_read_at(fh, seven + peer * 30, back, 30, MPI_BYTE, &st), "the peer's record, write-behind off");
-    report("write-behind off: the peer's record sum %lld count %lld", sum(back, 30), 30);
+    report("write-behind off: the peer's record sum %lld count %lld", byte_sum(back, 30), 30);
 
     check(MPI_File_close(&fh), "close");
     MPI_Info_free(&off);

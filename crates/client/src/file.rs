@@ -12,6 +12,8 @@ mod transfer;
 mod write_behind;
 
 pub(crate) use plan::{bytes_before, Chunk};
+pub use read_ahead::MOST_READ_AHEAD;
+pub use write_behind::MOST_WRITE_BEHIND;
 
 use crate::atomic::LockGranularity;
 use crate::lock_session::LockGuard;

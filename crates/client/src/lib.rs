@@ -33,7 +33,7 @@ pub use client::{Client, CreateOptions, ServerStatus};
 pub use options::ClientOptions;
 pub use weft_lock::Extent;
 pub use error::{Error, Result};
-pub use file::File;
+pub use file::{File, MOST_READ_AHEAD, MOST_WRITE_BEHIND};
 pub use random::random_u64;
 pub use schedule::Schedule;
 pub use weft_sched::Strategy;

@@ -18,6 +18,10 @@ use super::File;
 use crate::{Result, Schedule};
 use weft_layout::Segment;
 
+/// Most bytes a handle may be asked to fetch at once (a hint is a user's
+/// value; a fetch allocates its budget).
+pub const MOST_READ_AHEAD: u64 = 256 << 20;
+
 /// Most records one fetch asks for.
 const MOST_RECORDS: u64 = 4096;
 
@@ -72,11 +76,11 @@ impl ReadAhead {
 
 impl File {
     /// Reads ahead of small sequential or strided reads, at most `budget`
-    /// bytes at a time (see the module's notes); 0 turns it off (the
-    /// default).
+    /// bytes at a time (at most [`MOST_READ_AHEAD`]; see the module's
+    /// notes); 0 turns it off (the default).
     pub fn set_read_ahead(&self, budget: u64) {
         let mut ra = self.ahead();
-        *ra = ReadAhead { budget, ..Default::default() };
+        *ra = ReadAhead { budget: budget.min(MOST_READ_AHEAD), ..Default::default() };
     }
 
     fn ahead(&self) -> std::sync::MutexGuard<'_, ReadAhead> {

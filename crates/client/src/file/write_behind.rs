@@ -23,6 +23,9 @@ use weft_layout::Segment;
 /// few even when the records are tiny.
 const MOST_PIECES: usize = 16_384;
 
+/// Most bytes a handle may be asked to hold (a hint is a user's value).
+pub const MOST_WRITE_BEHIND: u64 = 256 << 20;
+
 /// Writes ending past this offset (1 TiB) are never held: a server's disk
 /// may refuse them (EFBIG), and that is the write's own error.
 const MOST_HELD_OFFSET: u64 = 1 << 40;
@@ -38,9 +41,9 @@ pub(crate) struct WriteBehind {
     /// `data`). Runs never overlap (an overlapping write flushes first);
     /// adjacent ones are joined.
     runs: BTreeMap<u64, (u64, usize)>,
-    /// A send of held writes failed since the last fsync or close reported
-    /// it: the server it names and what went wrong.
-    lost: Option<(std::net::SocketAddr, String)>,
+    /// The first send of held writes that failed since the last fsync or
+    /// close reported it (as `Io`, or `NoSpace` when the disk was full).
+    lost: Option<Error>,
 }
 
 impl WriteBehind {
@@ -74,10 +77,13 @@ impl File {
     /// Gathers writes smaller than an eighth of `budget` bytes and sends
     /// them together (see the module's notes); 0 turns it off (the
     /// default), sending what is held first.
+    /// At most [`MOST_WRITE_BEHIND`]. The budget is set even if sending
+    /// what was held fails (that error is returned, and reported again by
+    /// the next fsync or close).
     pub fn set_write_behind(&self, budget: u64) -> Result<()> {
-        self.flush_writes()?;
-        self.behind().budget = budget;
-        Ok(())
+        let sent = self.flush_writes();
+        self.behind().budget = budget.min(MOST_WRITE_BEHIND);
+        sent
     }
 
     fn behind(&self) -> std::sync::MutexGuard<'_, WriteBehind> {
@@ -129,11 +135,9 @@ impl File {
     }
 
     /// The failure of a send since the last report, taken (fsync and close).
-    pub(super) fn take_lost_writes(&self) -> Result<()> {
-        match self.behind().lost.take() {
-            Some((addr, what)) => Err(Error::Io { addr, message: format!("writes held to be sent together were lost: {what}") }),
-            None => Ok(()),
-        }
+    /// (MPI-IO's close of a rank's handle reports it too.)
+    pub fn take_lost_writes(&self) -> Result<()> {
+        self.behind().lost.take().map_or(Ok(()), Err)
     }
 
     /// Sends what `wb` holds, under its lock (a read that flushes waits for
@@ -146,12 +150,15 @@ impl File {
         let data = std::mem::take(&mut wb.data);
         let segments: Vec<Segment> = runs.into_iter().map(|(file, (len, mem))| Segment { file, mem, len }).collect();
         let sent = self.write_now(&segments, &data);
-        if let Err(e) = &sent {
-            let addr = match e {
-                Error::Io { addr, .. } | Error::NoSpace { addr, .. } => *addr,
-                _ => self.servers[0],
-            };
-            wb.lost = Some((addr, e.to_string()));
+        if let Err(e) = &sent
+            && wb.lost.is_none()
+        {
+            let message = format!("writes held to be sent together were lost: {e}");
+            wb.lost = Some(match e {
+                Error::NoSpace { addr, .. } => Error::NoSpace { addr: *addr, message },
+                Error::Io { addr, .. } => Error::Io { addr: *addr, message },
+                _ => Error::Io { addr: self.servers[0], message },
+            });
         }
         sent.map(|_| ())
     }

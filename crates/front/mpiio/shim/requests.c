@@ -359,11 +359,14 @@ static int body_Request_free(free_fn *next, MPI_Request *req) {
 }
 BOTH(int, Request_free, (MPI_Request * req), req)
 
-/* Before MPI ends: the freed requests' accesses run to their end. */
+/* Before MPI ends: the freed requests' accesses run to their end, and
+ * held writes of files left open are sent. */
 typedef int finalize_fn(void);
 static int body_Finalize(finalize_fn *next, int unused) {
     (void)unused;
     sweep_freed(1);
+    /* Files the program never closed: their held writes are sent. */
+    weftio_at_barrier();
     return next();
 }
 int MPI_Finalize(void) { return body_Finalize(NEXT_AS(MPI_Finalize, "MPI_Finalize"), 0); }
@@ -378,7 +381,11 @@ int PMPI_Finalize(void) { return body_Finalize(NEXT_AS(MPI_Finalize, "PMPI_Final
 typedef int barrier_fn(MPI_Comm);
 static int body_Barrier(barrier_fn *next, MPI_Comm comm) {
     weftio_at_barrier();
-    return next(comm);
+    int rc = next(comm);
+    /* Again after: a read of this process's worker may have fetched ahead
+     * while the others were still sending. */
+    weftio_at_barrier();
+    return rc;
 }
 BOTH(int, Barrier, (MPI_Comm comm), comm)
 

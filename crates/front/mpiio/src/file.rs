@@ -248,8 +248,9 @@ impl OpenFile {
             let line = format!("weft: rank {}: collective calls so far: two-phase {two}, server-directed {server}, independent {own}\n", self.comm.rank());
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
         }
-        // This rank's held writes land before rank 0 measures the size.
-        let sent = self.file.flush_writes().map_err(Fail::from);
+        // This rank's held writes land before rank 0 measures the size; a
+        // send that failed earlier (at a barrier, say) is this close's error.
+        let sent = self.file.flush_writes().and_then(|()| self.file.take_lost_writes()).map_err(Fail::from);
         self.comm.barrier()?;
         let mine = if self.comm.rank() == 0 {
             (|| {
@@ -514,7 +515,11 @@ impl OpenFile {
             (0, Err(e)) => Err(e.clone()),
             _ => Ok(()),
         };
-        sent.and(agree(&self.comm, mine))
+        let r = sent.and(agree(&self.comm, mine));
+        // Rank 0's truncate dropped its own read-ahead; the size changed
+        // for every rank.
+        self.file.drop_read_ahead();
+        r
     }
 
     /// MPI_File_sync, collective: every rank's data durable, then a barrier.

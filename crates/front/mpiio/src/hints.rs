@@ -12,8 +12,8 @@
 //! | `weft_coll_server_window` | any | bytes a server holds of one server-directed collective (64 MiB) |
 //! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
 //! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
-//! | `weft_write_behind` | any | bytes of small independent writes a rank holds to send together (4 MiB; 0: off) |
-//! | `weft_read_ahead` | any | bytes a rank fetches ahead of small sequential or strided reads (4 MiB; 0: off) |
+//! | `weft_write_behind` | any | bytes of small independent writes a rank holds to send together (4 MiB; 0: off; at most 256 MiB) |
+//! | `weft_read_ahead` | any | bytes a rank fetches ahead of small sequential or strided reads (4 MiB; 0: off; at most 256 MiB) |
 //!
 //! Unknown keys are ignored and invalid values keep the previous value, as
 //! MPI asks of hints; neither is an error.
@@ -96,12 +96,14 @@ impl Hints {
                     // Changing it sends what is held; a failure of that send
                     // is reported by the next sync or close.
                     if let Ok(n) = v.parse::<u64>() {
+                        let n = n.min(weft_client::MOST_WRITE_BEHIND);
                         let _ = file.set_write_behind(n);
                         self.kept.insert("weft_write_behind", n.to_string());
                     }
                 }
                 "weft_read_ahead" => {
                     if let Ok(n) = v.parse::<u64>() {
+                        let n = n.min(weft_client::MOST_READ_AHEAD);
                         file.set_read_ahead(n);
                         self.kept.insert("weft_read_ahead", n.to_string());
                     }

@@ -55,4 +55,12 @@ __attribute__((unused)) static void byte_fill(unsigned char *b, int n, int seed)
     for (int i = 0; i < n; i++) b[i] = (unsigned char)(seed * 7 + i * 13 + 1);
 }
 
+/* A token from the rank before to the rank after: MPI's synchronisation
+ * without MPI_Barrier (at which Weft's library also sends held writes and
+ * drops what it read ahead). */
+__attribute__((unused)) static void ring(void) {
+    int out = rank, in;
+    MPI_Sendrecv(&out, 1, MPI_INT, (rank + 1) % nprocs, 7, &in, 1, MPI_INT, (rank + nprocs - 1) % nprocs, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
 #endif

@@ -196,6 +196,22 @@ FORTRAN_CREATE_ERRHANDLER(pmpi_file_create_errhandler_)
 FORTRAN_CREATE_ERRHANDLER(pmpi_file_create_errhandler__)
 FORTRAN_CREATE_ERRHANDLER(PMPI_FILE_CREATE_ERRHANDLER)
 
+/* The same from the mpi_f08 module (both MPIs export these names). Its
+ * handlers take TYPE(MPI_File) and INTEGER by reference: a record of one
+ * INTEGER, so the same arguments as above. IERROR is OPTIONAL there: a
+ * null pointer when the program leaves it out. */
+#define FORTRAN08_CREATE_ERRHANDLER(name)                                              \
+    void name(MPI_File_errhandler_function *fn, MPI_Fint *eh, MPI_Fint *ierr);         \
+    void name(MPI_File_errhandler_function *fn, MPI_Fint *eh, MPI_Fint *ierr) {        \
+        static void (*next_)(MPI_File_errhandler_function *, MPI_Fint *, MPI_Fint *);  \
+        if (!next_) next_ = (void (*)(MPI_File_errhandler_function *, MPI_Fint *, MPI_Fint *))weft_next(#name); \
+        next_(fn, eh, ierr);                                                           \
+        MPI_Errhandler made = PMPI_Errhandler_f2c(*eh);                                \
+        if ((!ierr || *ierr == MPI_SUCCESS) && made != MPI_ERRHANDLER_NULL) note(made, fn, 1); \
+    }
+FORTRAN08_CREATE_ERRHANDLER(mpi_file_create_errhandler_f08_)
+FORTRAN08_CREATE_ERRHANDLER(pmpi_file_create_errhandler_f08_)
+
 /* Error handlers are reference-counted objects of the MPI library: a file
  * holds a reference to its handler (so the user may free theirs right
  * after MPI_File_set_errhandler), and MPI_File_get_errhandler hands out a

@@ -412,6 +412,19 @@ fn fortran_programs_use_weft_files_mpich() {
     same_as_local_mpiio(&MPICH, "fortran.f90", MPICH.ranks);
 }
 
+/// The same through the `mpi_f08` module: its file error handlers get the
+/// file's handle and the code as Fortran values (before, the C arguments
+/// they were called with broke the handle compare).
+#[test]
+fn fortran_2008_programs_use_weft_files_openmpi() {
+    same_as_local_mpiio(&OPENMPI, "fortran_f08.f90", 2);
+}
+
+#[test]
+fn fortran_2008_programs_use_weft_files_mpich() {
+    same_as_local_mpiio(&MPICH, "fortran_f08.f90", MPICH.ranks);
+}
+
 #[test]
 fn parallel_hdf5_files_are_the_same_on_weft_openmpi() {
     let (_, report) = same_as_local_mpiio_with(&OPENMPI, "hdf5.c", OPENMPI.ranks, None);

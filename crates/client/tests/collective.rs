@@ -82,7 +82,7 @@ fn every_mode(client: &Client, stripe_count: u32) {
         let path = format!("/coll-{name}-{stripe_count}");
         let name = format!("{name} over {} servers", reference.stripe_count());
         client.create(&path, opts).unwrap();
-        let hints = CollectiveHints { cb_nodes, cb_buffer_size: cb_buffer, mode, node_of_rank: Vec::new(), method, server_window };
+        let hints = CollectiveHints { cb_nodes, cb_buffer_size: cb_buffer, mode, node_of_rank: Vec::new(), method, server_window, small_alone: 0 };
         let before = requests(client);
         let wrote = on_ranks(|r, comm| {
             let f = client.open(&path, true).unwrap();
@@ -285,7 +285,7 @@ fn server_dies_mid_collective(name: &str, method: CollMethod) {
     let mut tc = TestCluster::start(name, 2);
     let client = tc.client();
     client.create("/victim", CreateOptions { stripe_size: 65536, ..Default::default() }).unwrap();
-    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 128 * 1024, mode: CbMode::Enable, node_of_rank: Vec::new(), method, server_window: 256 * 1024 };
+    let hints = CollectiveHints { cb_nodes: 2, cb_buffer_size: 128 * 1024, mode: CbMode::Enable, node_of_rank: Vec::new(), method, server_window: 256 * 1024, small_alone: 0 };
     let started = std::time::Instant::now();
     let clients: Vec<Client> = (0..RANKS).map(|_| tc.client_with_timeout(std::time::Duration::from_secs(5))).collect();
     let outcomes = std::thread::scope(|s| {

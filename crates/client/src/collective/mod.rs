@@ -112,11 +112,17 @@ pub struct CollectiveHints {
     /// Bytes a server holds of one server-directed collective at once
     /// (`weft_coll_server_window`).
     pub server_window: u64,
+    /// A call in which every rank's bytes are one range, apart from the
+    /// others', and at most this many, is each rank's own I/O whatever the
+    /// algorithm asked for (see [`small_and_apart`]); 0: never. The MPI-IO
+    /// library sets it to what a rank holds of small writes, or reads
+    /// ahead of small reads.
+    pub small_alone: u64,
 }
 
 impl Default for CollectiveHints {
     fn default() -> Self {
-        CollectiveHints { cb_nodes: 1, cb_buffer_size: 16 << 20, mode: CbMode::Automatic, node_of_rank: Vec::new(), method: CollMethod::Auto, server_window: DEFAULT_SERVER_WINDOW }
+        CollectiveHints { cb_nodes: 1, cb_buffer_size: 16 << 20, mode: CbMode::Automatic, node_of_rank: Vec::new(), method: CollMethod::Auto, server_window: DEFAULT_SERVER_WINDOW, small_alone: 0 }
     }
 }
 
@@ -137,6 +143,17 @@ pub fn choose(hints: &CollectiveHints, ranges: &[(u64, u64)]) -> CollMethod {
         (CollMethod::Auto, CbMode::Automatic) => CollMethod::Independent,
         (m, _) => m,
     }
+}
+
+/// Whether every rank's access is one range (its bytes fill it), apart
+/// from every other rank's, and at most `small_alone` bytes: nothing to
+/// merge, and each rank's small I/O is held (writes) or read ahead (reads)
+/// across calls, which no algorithm can beat: ior-hard's collective calls
+/// of one 47,008-byte record per rank took 2-9x as long forced through
+/// server-directed or two-phase I/O (docs/benchmarks.md).
+pub fn small_and_apart(hints: &CollectiveHints, all: &[(u64, u64, u64)]) -> bool {
+    let ranges: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi)).collect();
+    hints.small_alone > 0 && all.iter().all(|&(lo, hi, bytes)| bytes <= hints.small_alone && hi.saturating_sub(lo) == bytes) && !interleaved(&ranges)
 }
 
 /// The ranks that aggregate, `cb_nodes` of them: the first rank of each
@@ -182,7 +199,7 @@ struct Agreed {
 }
 
 /// Bytes of each rank's row in the first allgather.
-const ROW: usize = 72;
+const ROW: usize = 80;
 
 fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints: &CollectiveHints) -> Result<Agreed> {
     let lo = segments.iter().filter(|s| s.len > 0).map(|s| s.file).min().unwrap_or(0);
@@ -195,7 +212,7 @@ fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints
     };
     let method = CollMethod::ALL.iter().position(|&m| m == hints.method).unwrap_or(3) as u64;
     let mut mine = Vec::with_capacity(ROW);
-    for v in [lo, hi, bytes, hints.cb_nodes as u64, hints.cb_buffer_size, mode, u64::from(file.atomicity()), method, hints.server_window] {
+    for v in [lo, hi, bytes, hints.cb_nodes as u64, hints.cb_buffer_size, mode, u64::from(file.atomicity()), method, hints.server_window, hints.small_alone] {
         mine.extend_from_slice(&v.to_le_bytes());
     }
     let all = comm.allgather(&mine)?;
@@ -210,6 +227,7 @@ fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints
         node_of_rank: hints.node_of_rank.clone(),
         method: CollMethod::ALL[word(r0, 7).min(3) as usize],
         server_window: word(r0, 8).clamp(1, weft_wire::msg::coll::MAX_WINDOW),
+        small_alone: word(r0, 9),
     };
     Ok(Agreed { extents: rows.iter().map(|c| (word(c, 0), word(c, 1), word(c, 2))).collect(), hints, atomic: rows.iter().any(|c| word(c, 6) != 0) })
 }
@@ -217,13 +235,13 @@ fn agree_first(comm: &dyn Communicator, file: &File, segments: &[Segment], hints
 /// Whether the agreed hints and ranges pick server-directed I/O.
 fn server_directed(hints: &CollectiveHints, all: &[(u64, u64, u64)]) -> bool {
     let ranges: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi)).collect();
-    choose(hints, &ranges) == CollMethod::Server
+    !small_and_apart(hints, all) && choose(hints, &ranges) == CollMethod::Server
 }
 
 /// The plan, or `None` when each rank should do its own I/O.
 fn plan(file: &File, comm: &dyn Communicator, all: &[(u64, u64, u64)], hints: &CollectiveHints) -> Option<Domains> {
     let ranges: Vec<(u64, u64)> = all.iter().map(|&(lo, hi, _)| (lo, hi)).collect();
-    let gather = choose(hints, &ranges) == CollMethod::TwoPhase;
+    let gather = !small_and_apart(hints, all) && choose(hints, &ranges) == CollMethod::TwoPhase;
     let used: Vec<&(u64, u64)> = ranges.iter().filter(|(lo, hi)| hi > lo).collect();
     if !gather || used.is_empty() {
         return None;
@@ -407,6 +425,24 @@ pub fn read_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_contiguous_accesses_apart_go_alone_whatever_the_hint() {
+        let h = CollectiveHints { method: CollMethod::Server, small_alone: 100, ..Default::default() };
+        // (lo, hi, bytes): ior-hard's records, one per rank.
+        let records = [(0, 100, 100), (100, 200, 100), (200, 300, 100)];
+        assert!(small_and_apart(&h, &records));
+        // One rank's bytes do not fill its range (a strided view): merged.
+        assert!(!small_and_apart(&h, &[(0, 100, 50), (100, 200, 100)]));
+        // Ranges that overlap: merged.
+        assert!(!small_and_apart(&h, &[(0, 150, 100), (100, 200, 100)]));
+        // A rank over the limit: merged.
+        assert!(!small_and_apart(&h, &[(0, 101, 101), (200, 300, 100)]));
+        // Off.
+        assert!(!small_and_apart(&CollectiveHints { small_alone: 0, ..h.clone() }, &records));
+        // Ranks with nothing: still alone.
+        assert!(small_and_apart(&h, &[(0, 0, 0), (5, 5, 0), (0, 100, 100)]));
+    }
 
     #[test]
     fn aggregators_go_to_different_nodes_first() {

@@ -216,8 +216,8 @@ impl OpenFile {
         let hosts = allgather_u64(&comm, host_id())?;
         let mut h = Hints::new(hosts);
         // Cannot fail: nothing is held yet.
-        let _ = file.set_write_behind(crate::hints::DEFAULT_WRITE_BEHIND);
-        file.set_read_ahead(crate::hints::DEFAULT_READ_AHEAD);
+        let _ = file.set_write_behind(h.write_behind());
+        file.set_read_ahead(h.read_ahead());
         h.apply(&mut file, &hints);
         Ok(OpenFile { file, comm, amode: mode, view: View::bytes(), pos: start.into(), token, hints: h, registration })
     }

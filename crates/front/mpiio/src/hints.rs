@@ -12,8 +12,8 @@
 //! | `weft_coll_server_window` | any | bytes a server holds of one server-directed collective (64 MiB) |
 //! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
 //! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
-//! | `weft_write_behind` | any | bytes of small independent writes a rank holds to send together (4 MiB; 0: off; at most 256 MiB) |
-//! | `weft_read_ahead` | any | bytes a rank fetches ahead of small sequential or strided reads (4 MiB; 0: off; at most 256 MiB) |
+//! | `weft_write_behind` | any | bytes of small independent writes a rank holds to send together (default `WEFT_MPIIO_WRITE_BEHIND`, else 4 MiB; 0: off; at most 256 MiB) |
+//! | `weft_read_ahead` | any | bytes a rank fetches ahead of small sequential or strided reads (default `WEFT_MPIIO_READ_AHEAD`, else 4 MiB; 0: off; at most 256 MiB) |
 //!
 //! Unknown keys are ignored and invalid values keep the previous value, as
 //! MPI asks of hints; neither is an error.
@@ -43,6 +43,28 @@ pub struct Hints {
 
 const CB_MODES: [&str; 3] = ["enable", "disable", "automatic"];
 
+/// A byte count's default from the environment variable `name` (at most
+/// `most`), else `default`; a value that does not parse is said once per
+/// process and not used (not an error: the ranks must agree on failing an
+/// open, and each reads its own environment).
+fn bytes_from_env(name: &'static str, default: u64, most: u64) -> u64 {
+    static SAID: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    match std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
+        Some(v) => match v.trim().parse::<u64>() {
+            Ok(n) => n.min(most),
+            Err(_) => {
+                let mut said = SAID.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if !said.contains(&name) {
+                    said.push(name);
+                    eprintln!("weft: {name}={v:?} is not a number of bytes: using {default}");
+                }
+                default
+            }
+        },
+        None => default,
+    }
+}
+
 impl Hints {
     /// Defaults for a file opened by ranks on these hosts: one aggregator
     /// per node, as ROMIO does.
@@ -68,9 +90,18 @@ impl Hints {
         };
         kept.insert("weft_coll", method);
         kept.insert("weft_coll_server_window", DEFAULT_SERVER_WINDOW.to_string());
-        kept.insert("weft_write_behind", DEFAULT_WRITE_BEHIND.to_string());
-        kept.insert("weft_read_ahead", DEFAULT_READ_AHEAD.to_string());
+        kept.insert("weft_write_behind", bytes_from_env("WEFT_MPIIO_WRITE_BEHIND", DEFAULT_WRITE_BEHIND, weft_client::MOST_WRITE_BEHIND).to_string());
+        kept.insert("weft_read_ahead", bytes_from_env("WEFT_MPIIO_READ_AHEAD", DEFAULT_READ_AHEAD, weft_client::MOST_READ_AHEAD).to_string());
         Hints { kept, node_of_rank }
+    }
+
+    /// `weft_write_behind` and `weft_read_ahead` in effect (bytes).
+    pub fn write_behind(&self) -> u64 {
+        self.get("weft_write_behind").and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_WRITE_BEHIND)
+    }
+
+    pub fn read_ahead(&self) -> u64 {
+        self.get("weft_read_ahead").and_then(|v| v.parse().ok()).unwrap_or(DEFAULT_READ_AHEAD)
     }
 
     /// Layout wishes at create: (stripe size, stripe count), 0 for default.
@@ -157,6 +188,8 @@ impl Hints {
             node_of_rank: self.node_of_rank.clone(),
             method: self.get("weft_coll").and_then(CollMethod::parse).unwrap_or(CollMethod::Auto),
             server_window: num("weft_coll_server_window", DEFAULT_SERVER_WINDOW),
+            // What a rank holds (writes) or reads ahead of (reads) alone.
+            small_alone: num(if write { "weft_write_behind" } else { "weft_read_ahead" }, 0) / 8,
         }
     }
 }

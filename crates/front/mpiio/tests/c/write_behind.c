@@ -15,6 +15,7 @@
  *      sync).
  * Usage: write_behind PATH */
 #include "check.h"
+#include <stdlib.h>
 #include <string.h>
 
 #define STRIPE 65536
@@ -62,10 +63,14 @@ int main(int argc, char **argv) {
     snprintf(nodes, sizeof nodes, "%d", nprocs);
     MPI_Info_set(coll, "cb_nodes", nodes);
     check(MPI_File_set_info(fh, coll), "set_info");
-    memset(rec, 'A' + rank, 100);
-    /* Every rank writes 100 bytes into a stripe of its own; rank 0's is
-     * the held record's. */
-    check(MPI_File_write_at_all(fh, base + (rank == 0 ? STRIPE : (MPI_Offset)(rank + 1) * STRIPE), rec, 100, MPI_BYTE, &st), "collective over the record");
+    /* Rank 0 writes 600 KiB of 'A' from the held record on (more than a
+     * rank writes alone in a collective: this one goes two-phase), the
+     * others 100 bytes each far beyond. */
+    int mine = rank == 0 ? 600 * 1024 : 100;
+    unsigned char *big = malloc(mine);
+    memset(big, 'A' + rank, mine);
+    check(MPI_File_write_at_all(fh, base + (rank == 0 ? STRIPE : (MPI_Offset)(20 + rank) * STRIPE), big, mine, MPI_BYTE, &st), "collective over the record");
+    free(big);
     check(MPI_File_sync(fh), "sync");
     MPI_Barrier(MPI_COMM_WORLD);
     check(MPI_File_read_at(fh, base + STRIPE, back, 100, MPI_BYTE, &st), "read the record");

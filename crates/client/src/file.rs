@@ -327,8 +327,7 @@ impl File {
     pub fn fsync(&self) -> Result<()> {
         // MPI's sync is also the reader's half of seeing others' writes.
         self.drop_read_ahead();
-        self.flush_writes()?;
-        self.take_lost_writes()?;
+        self.send_and_report_writes()?;
         self.broadcast(DataReq::Fsync { file: self.attr.id })?;
         // The file's name and attributes too, as fsync(2) does.
         self.session.sync_meta()
@@ -344,7 +343,7 @@ impl File {
     /// slower).
     pub fn close(self) -> Result<()> {
         use weft_wire::{MetaReq, Response};
-        let sent = self.flush_writes().and_then(|()| self.take_lost_writes());
+        let sent = self.send_and_report_writes();
         if !self.writer {
             return sent;
         }

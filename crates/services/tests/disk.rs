@@ -101,6 +101,54 @@ fn a_full_disk_refuses_writes_clearly_and_deletes_and_reads_still_work() {
     lc.stop();
 }
 
+/// Small writes held to be sent together (`File::set_write_behind`, on in
+/// the MPI-IO library) that meet a full disk when sent: the write that
+/// held them returned, so the failure must reach the program later, once
+/// and typed: from the fsync that sends them, or, when a send made
+/// elsewhere failed (a barrier's, here `flush_writes` with its error
+/// dropped), from the next close. Space freed, held writes land again.
+#[test]
+#[ignore = "needs root: tmpfs and loop-device mounts (make test runs it as root)"]
+fn held_writes_that_meet_a_full_disk_are_reported_by_the_next_fsync_or_close() {
+    let mnt = Mount(scratch("held"));
+    run("mount", &["-t", "tmpfs", "-o", "size=48m", "tmpfs", mnt.0.to_str().unwrap()]);
+    let spec = ClusterSpec { data_servers: 1, ..ClusterSpec::default() };
+    let mut lc = LocalCluster::start(&weft_testkit::server_bin(), &mnt.0.join("cluster"), &spec).unwrap();
+    let c = client(lc.cluster().clone());
+    let held = |name: &str| {
+        let f = c.create(name, CreateOptions::default()).unwrap();
+        f.set_write_behind(4 << 20).unwrap();
+        f
+    };
+    let (a, b) = (held("/a"), held("/b"));
+    let filler = fill(&mnt.0);
+    let record = weft_testkit::pattern(2, 100_000);
+    // Held: nothing reaches the server, so nothing fails yet.
+    for k in 0..4u64 {
+        a.write_at(k * 1_000_000, &record).unwrap();
+        b.write_at(k * 1_000_000, &record).unwrap();
+    }
+    let r = a.fsync();
+    assert!(matches!(r, Err(Error::NoSpace { .. })), "fsync of held writes on a full disk: {r:?}");
+    // A send made elsewhere fails unseen.
+    assert!(b.flush_writes().is_err());
+    // Space freed (so the closes' own metadata commits have room): the
+    // fsync's failure was reported once, the unseen one by b's close.
+    std::fs::remove_file(filler).unwrap();
+    a.close().unwrap();
+    let r = b.close();
+    assert!(matches!(r, Err(Error::NoSpace { .. })), "close after a failed send: {r:?}");
+    // Held writes land again and read back.
+    let f = c.open("/a", true).unwrap();
+    f.set_write_behind(4 << 20).unwrap();
+    f.write_at(0, &record).unwrap();
+    f.fsync().unwrap();
+    let mut back = vec![0u8; record.len()];
+    assert_eq!(c.open("/a", false).unwrap().read_at(0, &mut back).unwrap(), record.len());
+    assert!(back == record);
+    lc.stop();
+}
+
 /// A power cut right after the client's fsync returned: the servers'
 /// directories live on ext4 in an image file on a loop device; the image
 /// is copied at once (the copy holds only what reached the device, as a

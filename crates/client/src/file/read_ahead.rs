@@ -106,7 +106,7 @@ impl File {
         if ra.budget == 0 || self.atomic || s.len == 0 || s.len > ra.budget / 8 {
             return None;
         }
-        let out = buf.get_mut(s.mem..s.mem + s.len as usize)?;
+        let out = buf.get_mut(s.mem..s.mem.checked_add(usize::try_from(s.len).ok()?)?)?;
         if let Some(bytes) = ra.fetched.as_ref().and_then(|f| f.get(s.file, s.len)) {
             out.copy_from_slice(bytes);
             ra.last = Some((s.file, s.len));

@@ -11,8 +11,9 @@
 //! this process's own accesses flush first. Writes that overlap one held
 //! flush the buffer first, so the order of overlapping bytes is the
 //! program's. Atomic mode never gathers. A failed send is the error of the
-//! call that sent it, and also of the next fsync or close, so a program
-//! that checks only MPI_File_sync or MPI_File_close learns of it.
+//! call that sent it and, unless that was an fsync or close, of the next
+//! fsync or close, so a program that checks only MPI_File_sync or
+//! MPI_File_close learns of it.
 
 use super::File;
 use crate::{Error, Result};
@@ -74,12 +75,11 @@ impl WriteBehind {
 }
 
 impl File {
-    /// Gathers writes smaller than an eighth of `budget` bytes and sends
-    /// them together (see the module's notes); 0 turns it off (the
-    /// default), sending what is held first.
-    /// At most [`MOST_WRITE_BEHIND`]. The budget is set even if sending
-    /// what was held fails (that error is returned, and reported again by
-    /// the next fsync or close).
+    /// Gathers writes smaller than an eighth of `budget` bytes (at most
+    /// [`MOST_WRITE_BEHIND`]) and sends them together (see the module's
+    /// notes); 0 turns it off (the default). What was held is sent first;
+    /// the budget is set even if that fails (the error is returned, and
+    /// reported again by the next fsync or close).
     pub fn set_write_behind(&self, budget: u64) -> Result<()> {
         let sent = self.flush_writes();
         self.behind().budget = budget.min(MOST_WRITE_BEHIND);
@@ -104,7 +104,7 @@ impl File {
         // handle, an offset past what its disk holds) goes at once, so the
         // refusal is the call's own.
         let plain = self.writable && segments.iter().all(|s| s.file.checked_add(s.len).is_some_and(|end| end <= MOST_HELD_OFFSET));
-        let small = plain && !self.atomic && bytes <= wb.budget / 8;
+        let small = plain && !self.atomic && bytes <= wb.budget / 8 && segments.len() <= MOST_PIECES;
         let clash = small && (wb.runs.len() + segments.len() > MOST_PIECES || segments.iter().any(|s| s.len > 0 && wb.overlaps(s.file, s.len)));
         if !small || clash {
             self.send_held(&mut wb)?;
@@ -134,10 +134,14 @@ impl File {
         self.send_held(&mut wb)
     }
 
-    /// The failure of a send since the last report, taken (fsync and close).
-    /// (MPI-IO's close of a rank's handle reports it too.)
-    pub fn take_lost_writes(&self) -> Result<()> {
-        self.behind().lost.take().map_or(Ok(()), Err)
+    /// Sends every held write, and reports a send that failed since the
+    /// last report (a barrier's, say) once: for fsync and close (MPI-IO's
+    /// close of a rank's handle too). A send failing now is reported as
+    /// itself and not again later.
+    pub fn send_and_report_writes(&self) -> Result<()> {
+        let sent = self.flush_writes();
+        let lost = self.behind().lost.take().map_or(Ok(()), Err);
+        sent.and(lost)
     }
 
     /// Sends what `wb` holds, under its lock (a read that flushes waits for
@@ -150,6 +154,8 @@ impl File {
         let data = std::mem::take(&mut wb.data);
         let segments: Vec<Segment> = runs.into_iter().map(|(file, (len, mem))| Segment { file, mem, len }).collect();
         let sent = self.write_now(&segments, &data);
+        // Kept for the next fsync or close unless one is already kept
+        // (the first failure is the one to tell).
         if let Err(e) = &sent
             && wb.lost.is_none()
         {

@@ -250,7 +250,7 @@ impl OpenFile {
         }
         // This rank's held writes land before rank 0 measures the size; a
         // send that failed earlier (at a barrier, say) is this close's error.
-        let sent = self.file.flush_writes().and_then(|()| self.file.take_lost_writes()).map_err(Fail::from);
+        let sent = self.file.send_and_report_writes().map_err(Fail::from);
         self.comm.barrier()?;
         let mine = if self.comm.rank() == 0 {
             (|| {

@@ -66,8 +66,11 @@ fn cpu_accounting_adds_up_to_the_servers_own_cpu_time() {
         let st = client.status().into_iter().find(|s| s.server.id == k as u32).unwrap().stats.unwrap();
         let proc_ns = process_cpu_ns(pid);
         let counted: u64 = st.cpu_ns.iter().sum::<u64>() + st.cpu_loop_ns;
+        // Enough work that the 5% below means something (each data server
+        // takes 290-400 ms of CPU for this on the 2-core CI machine; 300 ms
+        // was once missed by 10).
         if st.services & 2 != 0 {
-            assert!(proc_ns > 300_000_000, "data server {k} should have worked: {proc_ns} ns");
+            assert!(proc_ns > 150_000_000, "data server {k} should have worked: {proc_ns} ns");
         }
         eprintln!("server {k}: counted {counted} ns, process {proc_ns} ns");
         // Within 5%, plus the clock's 10 ms ticks and what the status call

@@ -121,6 +121,8 @@ fn held_writes_that_meet_a_full_disk_are_reported_by_the_next_fsync_or_close() {
         f
     };
     let (a, b) = (held("/a"), held("/b"));
+    // The creates durable before the disk fills (a metadata window is on).
+    c.sync_meta().unwrap();
     let filler = fill(&mnt.0);
     let record = weft_testkit::pattern(2, 100_000);
     // Held: nothing reaches the server, so nothing fails yet.

@@ -141,7 +141,8 @@ impl File {
     pub fn send_and_report_writes(&self) -> Result<()> {
         let sent = self.flush_writes();
         let lost = self.behind().lost.take().map_or(Ok(()), Err);
-        sent.and(lost)
+        // The first failure is the one told.
+        lost.and(sent)
     }
 
     /// Sends what `wb` holds, under its lock (a read that flushes waits for

@@ -205,6 +205,8 @@ FORTRAN_CREATE_ERRHANDLER(PMPI_FILE_CREATE_ERRHANDLER)
     void name(MPI_File_errhandler_function *fn, MPI_Fint *eh, MPI_Fint *ierr) {        \
         static void (*next_)(MPI_File_errhandler_function *, MPI_Fint *, MPI_Fint *);  \
         if (!next_) next_ = (void (*)(MPI_File_errhandler_function *, MPI_Fint *, MPI_Fint *))weft_next(#name); \
+        /* Without IERROR a failure shows only as no handle made. */                  \
+        *eh = PMPI_Errhandler_c2f(MPI_ERRHANDLER_NULL);                                \
         next_(fn, eh, ierr);                                                           \
         MPI_Errhandler made = PMPI_Errhandler_f2c(*eh);                                \
         if ((!ierr || *ierr == MPI_SUCCESS) && made != MPI_ERRHANDLER_NULL) note(made, fn, 1); \

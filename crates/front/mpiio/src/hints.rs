@@ -13,6 +13,7 @@
 //! | `weft_sched`, `weft_sched_block`, `weft_sched_window` | any | request order and size (paper 000) |
 //! | `weft_lock_granularity` | any | what atomic mode locks (`list`, `range`, `file`) |
 //! | `weft_write_behind` | any | bytes of small independent writes a rank holds to send together (default `WEFT_MPIIO_WRITE_BEHIND`, else 4 MiB; 0: off; at most 256 MiB) |
+//! | `weft_coll_alone` | any | largest rank's access of a collective call that goes each rank's own way when every rank's is one range apart from the others' (default `WEFT_COLL_ALONE`, else `auto`: an eighth of `weft_write_behind` / `weft_read_ahead`; 0: never) |
 //! | `weft_read_ahead` | any | bytes a rank fetches ahead of small sequential or strided reads (default `WEFT_MPIIO_READ_AHEAD`, else 4 MiB; 0: off; at most 256 MiB) |
 //!
 //! Unknown keys are ignored and invalid values keep the previous value, as
@@ -92,7 +93,23 @@ impl Hints {
         kept.insert("weft_coll_server_window", DEFAULT_SERVER_WINDOW.to_string());
         kept.insert("weft_write_behind", bytes_from_env("WEFT_MPIIO_WRITE_BEHIND", DEFAULT_WRITE_BEHIND, weft_client::MOST_WRITE_BEHIND).to_string());
         kept.insert("weft_read_ahead", bytes_from_env("WEFT_MPIIO_READ_AHEAD", DEFAULT_READ_AHEAD, weft_client::MOST_READ_AHEAD).to_string());
+        let alone = std::env::var("WEFT_COLL_ALONE").ok().filter(|v| !v.trim().is_empty()).map_or(Ok("auto".to_string()), |v| v.trim().parse::<u64>().map(|n| n.to_string()).map_err(|_| v));
+        kept.insert("weft_coll_alone", alone.unwrap_or_else(|v| {
+            eprintln!("weft: WEFT_COLL_ALONE={v:?} is not a number of bytes: using auto");
+            "auto".into()
+        }));
         Hints { kept, node_of_rank }
+    }
+
+    /// The largest rank's access of a collective call that goes each
+    /// rank's own way when all are contiguous and apart (`weft_coll_alone`:
+    /// bytes, or `auto`: what a rank holds of its writes or reads ahead of,
+    /// an eighth of `weft_write_behind` / `weft_read_ahead`).
+    fn small_alone(&self, write: bool) -> u64 {
+        match self.get("weft_coll_alone").and_then(|v| v.parse::<u64>().ok()) {
+            Some(n) => n,
+            None => (if write { self.write_behind() } else { self.read_ahead() }) / 8,
+        }
     }
 
     /// `weft_write_behind` and `weft_read_ahead` in effect (bytes).
@@ -137,6 +154,11 @@ impl Hints {
                         let n = n.min(weft_client::MOST_READ_AHEAD);
                         file.set_read_ahead(n);
                         self.kept.insert("weft_read_ahead", n.to_string());
+                    }
+                }
+                "weft_coll_alone" => {
+                    if v == "auto" || v.parse::<u64>().is_ok() {
+                        self.kept.insert("weft_coll_alone", v.to_string());
                     }
                 }
                 "weft_coll" => {
@@ -188,8 +210,7 @@ impl Hints {
             node_of_rank: self.node_of_rank.clone(),
             method: self.get("weft_coll").and_then(CollMethod::parse).unwrap_or(CollMethod::Auto),
             server_window: num("weft_coll_server_window", DEFAULT_SERVER_WINDOW),
-            // What a rank holds (writes) or reads ahead of (reads) alone.
-            small_alone: num(if write { "weft_write_behind" } else { "weft_read_ahead" }, 0) / 8,
+            small_alone: self.small_alone(write),
         }
     }
 }

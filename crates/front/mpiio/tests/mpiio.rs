@@ -135,10 +135,10 @@ fn same_as_local_mpiio_with(mpi: &Mpi, source: &str, ranks: u32, coll: Option<&s
     let mut coll_env = env("WEFT_COLL_REPORT", "1");
     coll_env.extend(coll.map(|c| env("WEFT_COLL", c)).unwrap_or_default());
     // A forced algorithm on every collective call: small accesses apart
-    // from each other's would otherwise go each rank's own way.
+    // from each other's would otherwise go each rank's own way. Writes are
+    // still held and reads read ahead around the collective calls.
     if coll.is_some() {
-        coll_env.extend(env("WEFT_MPIIO_WRITE_BEHIND", "0"));
-        coll_env.extend(env("WEFT_MPIIO_READ_AHEAD", "0"));
+        coll_env.extend(env("WEFT_COLL_ALONE", "0"));
     }
     let coll_env: Vec<&str> = coll_env.iter().map(String::as_str).collect();
     let run = mpirun(&tc, mpi, ranks, &exe, &["weft:/out.dat"], &coll_env);

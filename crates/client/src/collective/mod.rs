@@ -353,12 +353,13 @@ pub fn write_all(file: &File, comm: &dyn Communicator, segments: &[Segment], buf
     let guard = union_lock(file, comm, segments, true, atomic)?;
     let mine: u64 = all[comm.rank()].2;
     let plan = plan(file, comm, &all, hints);
-    let alone = plan.is_none() && !server_directed(hints, &all);
+    let to_servers = server_directed(hints, &all);
     // Writes this rank holds (`File::set_write_behind`) land before the
     // collective's: another rank may write this rank's bytes for it. A rank
     // doing its own I/O keeps holding: its bytes stay its own to send.
+    let alone = plan.is_none() && !to_servers;
     let refused = if alone { refused } else { refused.and(file.flush_writes()) };
-    if server_directed(hints, &all) {
+    if to_servers {
         took(CollMethod::Server);
         let own = server::write(file, comm, segments, buf, hints);
         union_unlock(comm, guard, atomic, refused.and(own))?;

@@ -114,10 +114,12 @@ impl File {
         }
         // Pieces of one write must not overlap each other either (a write
         // through a view cannot; a list write could).
-        let mut sorted: Vec<(u64, u64)> = segments.iter().filter(|s| s.len > 0).map(|s| (s.file, s.len)).collect();
-        sorted.sort_unstable();
-        if sorted.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
-            return Ok(false);
+        if segments.len() > 1 {
+            let mut sorted: Vec<(u64, u64)> = segments.iter().filter(|s| s.len > 0).map(|s| (s.file, s.len)).collect();
+            sorted.sort_unstable();
+            if sorted.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+                return Ok(false);
+            }
         }
         wb.hold(segments, buf);
         self.note_held();

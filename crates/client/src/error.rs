@@ -94,6 +94,14 @@ impl Error {
 }
 
 impl Error {
+    /// The server went away (its connection broke or was refused, or it
+    /// is stopping): what a restart looks like to a call that could not be
+    /// sent again by itself (a server-directed collective is tried again
+    /// whole, `collective/server.rs`).
+    pub fn server_went_away(&self) -> bool {
+        matches!(self, Error::Net(NetError::Unreachable { .. } | NetError::Stopping { .. }))
+    }
+
     /// Maps a server's error response to the client's kinds.
     pub(crate) fn from_code(addr: SocketAddr, code: ErrorCode, message: String) -> Self {
         match code {

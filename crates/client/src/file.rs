@@ -278,6 +278,12 @@ impl File {
     /// Remembers that this handle changed the file (its close reports the
     /// size) in a way it cannot follow (others' bytes, a truncate): the
     /// size must be measured.
+    /// How long this file's calls ride through a server's restart
+    /// (`ClientOptions::recovery`).
+    pub(crate) fn recovery_window(&self) -> std::time::Duration {
+        self.session.options.recovery
+    }
+
     pub(crate) fn note_write(&self) {
         self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         self.forget_size();

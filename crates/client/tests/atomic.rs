@@ -375,6 +375,46 @@ fn a_lock_held_across_a_lock_service_restart_is_taken_back() {
     b.lock_within(&fb, true, &[Extent::range(50, 150).unwrap()], Duration::ZERO).expect("free once released").release().unwrap();
 }
 
+/// An atomic-mode write held up at its data server while the lock service
+/// restarts: the holder takes its lock back during the grace, the data
+/// server then refuses the write's pieces under the old lease (it ran out
+/// while they waited), and the write is sent again whole under the new
+/// lease and lands: no error reaches the writer.
+#[test]
+fn an_atomic_write_refused_under_the_old_lease_is_sent_again_under_the_new() {
+    let ttl = Duration::from_millis(4_000);
+    let mut tc = TestCluster::start_spec("reclaim-resend", ClusterSpec { data_servers: 1, lock_ttl_ms: ttl.as_millis() as u64, ..ClusterSpec::default() });
+    // The data server is stopped for longer than a lease: the liveness
+    // watch would give it up (that is another test's subject).
+    let mut o = weft_client::ClientOptions::default();
+    o.endpoint.ping_after = Duration::ZERO;
+    let a = Client::with_options(tc.cluster(), o).unwrap();
+    let mut fa = a.create("/resent", CreateOptions::default()).unwrap();
+    fa.write_at(0, &[b'o'; 8192]).unwrap();
+    fa.set_atomicity(true).unwrap();
+    tc.lc.pause(1, true);
+    let started = Instant::now();
+    let writer = std::thread::spawn(move || {
+        let r = fa.write_at(0, &[b'A'; 4096]);
+        (r.map_err(|e| e.to_string()), fa)
+    });
+    // The lock is granted and the write waits in the data server's socket;
+    // then the lock service restarts, and the writer's keeper reclaims.
+    std::thread::sleep(Duration::from_millis(500));
+    tc.lc.restart(0).unwrap();
+    // Past the old lease as the data server counts it (a quarter TTL short
+    // of the service's), and within the new one.
+    std::thread::sleep((ttl + Duration::from_millis(500)).saturating_sub(started.elapsed()));
+    tc.lc.pause(1, false);
+    let (r, fa) = writer.join().unwrap();
+    assert_eq!(r, Ok(4096), "the write refused under the old lease was not sent again");
+    drop(fa);
+    let b = tc.client();
+    let mut back = vec![0u8; 8192];
+    assert_eq!(b.open("/resent", false).unwrap().read_at(0, &mut back).unwrap(), 8192);
+    assert!(back[..4096].iter().all(|&x| x == b'A') && back[4096..].iter().all(|&x| x == b'o'), "the write's bytes are not there");
+}
+
 /// The service's side of a reclaim: refused when it did not restart (a
 /// client paused past its lease must not get its bytes back that way);
 /// after a restart, granted under the old id during the grace, refused to

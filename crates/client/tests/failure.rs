@@ -199,12 +199,7 @@ fn clients_ride_through_a_server_restart() {
             Ok(rounds)
         })
     };
-    for victim in [2, 0] {
-        std::thread::sleep(Duration::from_millis(500));
-        tc.lc.kill(victim);
-        std::thread::sleep(Duration::from_millis(1500));
-        tc.lc.restart(victim).unwrap();
-    }
+    tc.kill_and_restart(&[2, 0], Duration::from_millis(500), Duration::from_millis(1500));
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let rounds = worker.join().unwrap().unwrap_or_else(|e| panic!("the application saw an error across the restarts: {e}"));

@@ -48,6 +48,19 @@ impl TestCluster {
         Client::with_options(self.cluster(), o).unwrap()
     }
 
+    /// Kills each server of `victims` in turn with -9 and starts it again:
+    /// `before` after the last step, then the kill, `down` later the
+    /// restart (what a crash and an operator's restart look like to a
+    /// running workload).
+    pub fn kill_and_restart(&mut self, victims: &[usize], before: Duration, down: Duration) {
+        for &victim in victims {
+            std::thread::sleep(before);
+            self.lc.kill(victim);
+            std::thread::sleep(down);
+            self.lc.restart(victim).unwrap();
+        }
+    }
+
     /// A path under the cluster's scratch folder (removed with it).
     pub fn scratch(&self, name: &str) -> PathBuf {
         let p = self.dir.join("scratch");

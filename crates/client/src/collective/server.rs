@@ -14,9 +14,18 @@
 //! the server answered the last. A rank that fails tells every server it
 //! touches that it abandons the collective, so the others fail at once
 //! instead of waiting for the server's timeout.
+//!
+//! A collective is not sent again by the recovery layer (a server that
+//! restarted knows none of its members' pieces), so a server going away
+//! during one (killed, restarting) is ridden through here: every rank
+//! learns whether any met that, and then all try the whole collective
+//! again under a new id, until it goes through or the client's recovery
+//! window passes (as rank 0 counts it, so all decide alike). Its writes
+//! are of the same bytes at the same offsets, its reads read again, so a
+//! part that landed the first time is written or read as it was.
 
 use super::CollectiveHints;
-use crate::comm::Communicator;
+use crate::comm::{allgather_u64, Communicator};
 use crate::file::Chunk;
 use crate::{File, Result};
 use weft_layout::Segment;
@@ -129,8 +138,37 @@ impl Agreed<'_> {
     }
 }
 
+/// Runs `attempt` (one whole collective) on every rank, again while any
+/// rank's failed because a server went away and rank 0's recovery
+/// `window` lasts; returns this rank's last outcome.
+fn riding_restarts<T>(window: std::time::Duration, comm: &dyn Communicator, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    const WENT_AWAY: u64 = 1;
+    const WINDOW_OVER: u64 = 2;
+    let began = std::time::Instant::now();
+    loop {
+        let outcome = attempt();
+        let mut mine = match &outcome {
+            Err(e) if e.server_went_away() => WENT_AWAY,
+            _ => 0,
+        };
+        if began.elapsed() >= window {
+            mine |= WINDOW_OVER;
+        }
+        let all = allgather_u64(comm, mine)?;
+        let again = all.iter().any(|&c| c & WENT_AWAY != 0) && all[0] & WINDOW_OVER == 0;
+        if !again {
+            return outcome;
+        }
+        tracing::info!(target: "weft::client", "a data server went away during a server-directed collective: every rank tries it again");
+    }
+}
+
 /// This rank's part of a server-directed collective write.
 pub(super) fn write(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<()> {
+    riding_restarts(file.recovery_window(), comm, || write_once(file, comm, segments, buf, hints))
+}
+
+fn write_once(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<()> {
     let a = agree(file, comm, segments, hints)?;
     for r in 0..a.rounds() {
         if let Err(e) = a.round(r, true).and_then(|(chunks, bodies)| file.send_chunks(&chunks, bodies, buf, usize::MAX)) {
@@ -144,6 +182,10 @@ pub(super) fn write(file: &File, comm: &dyn Communicator, segments: &[Segment], 
 /// This rank's part of a server-directed collective read; returns the
 /// bytes of its stream before the end of the file.
 pub(super) fn read(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
+    riding_restarts(file.recovery_window(), comm, || read_once(file, comm, segments, buf, hints))
+}
+
+fn read_once(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
     let a = agree(file, comm, segments, hints)?;
     let mut known_end = 0;
     for r in 0..a.rounds() {
@@ -156,4 +198,52 @@ pub(super) fn read(file: &File, comm: &dyn Communicator, segments: &[Segment], b
         }
     }
     file.count_before_end(segments, known_end).map(|n| n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::ThreadComm;
+    use crate::Error;
+    use std::time::Duration;
+    use weft_net::NetError;
+
+    fn gone() -> Error {
+        Error::Net(NetError::Unreachable { addr: "127.0.0.1:9".parse().unwrap(), source: std::io::Error::other("connection closed by server") })
+    }
+
+    /// Runs `riding_restarts` on three thread ranks, rank 1 failing its
+    /// first `failures` tries with `error`; returns each rank's tries and outcome.
+    fn run(window: Duration, failures: usize, error: fn() -> Error) -> Vec<(usize, std::result::Result<(), String>)> {
+        let handles: Vec<_> = ThreadComm::group(3)
+            .into_iter()
+            .map(|comm| {
+                std::thread::spawn(move || {
+                    let mut tries = 0;
+                    let r = riding_restarts(window, &comm, || {
+                        tries += 1;
+                        if comm.rank() == 1 && tries <= failures { Err(error()) } else { Ok(()) }
+                    });
+                    (tries, r.map_err(|e| e.to_string()))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    }
+
+    #[test]
+    fn every_rank_tries_again_when_one_met_a_server_going_away() {
+        let got = run(Duration::from_secs(60), 2, gone);
+        assert!(got.iter().all(|(tries, r)| *tries == 3 && r.is_ok()), "{got:?}");
+    }
+
+    #[test]
+    fn other_failures_and_a_window_run_out_are_not_tried_again() {
+        let got = run(Duration::from_secs(60), 1, || Error::BadRequest("no".into()));
+        assert!(got.iter().all(|(tries, _)| *tries == 1), "{got:?}");
+        assert!(got[1].1.is_err() && got[0].1.is_ok());
+        let got = run(Duration::ZERO, 1, gone);
+        assert!(got.iter().all(|(tries, _)| *tries == 1), "{got:?}");
+        assert!(got[1].1.as_ref().is_err_and(|e| e.contains("connection closed")));
+    }
 }

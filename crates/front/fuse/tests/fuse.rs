@@ -653,12 +653,7 @@ fn the_mount_rides_through_server_restarts() {
             Ok(i)
         })
     };
-    for victim in [1, 0] {
-        std::thread::sleep(Duration::from_millis(700));
-        tc.lc.kill(victim);
-        std::thread::sleep(Duration::from_millis(1_000));
-        tc.lc.restart(victim).unwrap();
-    }
+    tc.kill_and_restart(&[1, 0], Duration::from_millis(700), Duration::from_millis(1_000));
     std::thread::sleep(Duration::from_millis(700));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let files = worker.join().unwrap().unwrap_or_else(|e| panic!("a program on the mount saw a restart: {e}"));

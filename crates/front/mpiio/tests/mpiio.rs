@@ -398,6 +398,48 @@ fn a_rank_killed_mid_collective_ends_the_job_and_frees_the_servers() {
     assert!(memory() <= idle, "servers hold {} bytes after the job died ({} idle)", memory(), idle);
 }
 
+/// A running MPI program rides through restarts (issue 25): while its
+/// rounds of create, write, collective write, sync, close, read, check
+/// and delete go on, a data server and then the metadata and lock server
+/// are killed with -9 and started again. No error may reach the program
+/// (any ends the job) and every byte it reads back is right. Every change
+/// is durable at once (`meta_sync_window_ms = 0`): a window's changes are
+/// what a crash may lose.
+fn a_running_program_rides_through_server_restarts(mpi: &Mpi) {
+    let spec = ClusterSpec { data_servers: 2, meta_sync_window_ms: 0, ..ClusterSpec::default() };
+    let mut tc = TestCluster::start_spec(&format!("mpiio-restarts-{}", mpi.name), spec);
+    let exe = compile(&tc, mpi, "restarts.c");
+    tc.client().mkdir("/rounds", 0o755).unwrap();
+    let (started, stop) = (tc.scratch("started"), tc.scratch("stop"));
+    let mut job = mpirun_command(&tc, mpi, mpi.ranks, &exe, &["weft:/rounds", started.to_str().unwrap(), stop.to_str().unwrap()], &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let since = Instant::now();
+    while !started.exists() && job.try_wait().unwrap().is_none() && since.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if started.exists() {
+        tc.kill_and_restart(&[1, 0], Duration::from_millis(700), Duration::from_millis(1_000));
+        std::thread::sleep(Duration::from_millis(1_500));
+    }
+    std::fs::write(&stop, b"").unwrap();
+    let out = job.wait_with_output().unwrap();
+    assert!(started.exists(), "the program never finished its first round");
+    assert_eq!(ok(&out, "the program across the restarts"), "rounds until told, wrong bytes 0\n");
+}
+
+#[test]
+fn a_running_program_rides_through_server_restarts_openmpi() {
+    a_running_program_rides_through_server_restarts(&OPENMPI);
+}
+
+#[test]
+fn a_running_program_rides_through_server_restarts_mpich() {
+    a_running_program_rides_through_server_restarts(&MPICH);
+}
+
 #[test]
 fn server_directed_hdf5_collective_writes_match() {
     same_as_local_mpiio_server_directed(&OPENMPI, "hdf5.c", OPENMPI.ranks);

@@ -105,9 +105,11 @@ impl Request {
     /// (`MetaReq::Once`): the service answers a resend from the answer it
     /// kept. A write open is: applied twice it leaves one writer more
     /// counted, so stat asks the data servers (correct, slower), never a
-    /// wrong size. Not: untagged creates, directory and name changes and
-    /// deletions, closes (a second one would leave a writer uncounted),
-    /// shared pointers, collectives, locks.
+    /// wrong size. A shared pointer's set and release are (a set creates
+    /// the pointer a restart forgot). Not: untagged creates, directory and
+    /// name changes and deletions, closes (a second one would leave a
+    /// writer uncounted), a shared pointer's fetch-and-add, collectives,
+    /// locks.
     pub fn is_idempotent(&self) -> bool {
         match self {
             Request::Ping | Request::Status | Request::Sink | Request::Source { .. } => true,
@@ -129,6 +131,7 @@ impl Request {
                     | MetaReq::Renew { .. }
                     | MetaReq::Sync
                     | MetaReq::Once { .. }
+                    | MetaReq::SharedPointer { op: crate::PointerOp::Set(_) | crate::PointerOp::Release, .. }
             ),
             Request::Lock(_) => false,
         }

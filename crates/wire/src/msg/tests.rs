@@ -278,6 +278,24 @@ fn tags_only_wrap_namespace_changes_and_never_nest() {
     assert!(Request::decode(&body).is_err());
 }
 
+/// What a client riding through a restart may send again: a shared
+/// pointer's set and release (the set recreates a pointer the restart
+/// forgot), never its fetch-and-add (two would skip a range), nor an
+/// untagged create or a lock request.
+#[test]
+fn only_requests_safe_to_apply_twice_are_idempotent() {
+    let cred = Cred::with_groups(1, 1, &[]);
+    let meta = |op: MetaReq| Request::Meta { cred, op }.is_idempotent();
+    assert!(meta(MetaReq::SharedPointer { token: 5, op: PointerOp::Set(0) }));
+    assert!(meta(MetaReq::SharedPointer { token: 5, op: PointerOp::Release }));
+    assert!(!meta(MetaReq::SharedPointer { token: 5, op: PointerOp::FetchAdd(8) }));
+    assert!(meta(MetaReq::Stat { path: "/a".into() }));
+    let create = MetaReq::Create { path: "/a".into(), mode: 0o600, exclusive: true, hint: LayoutHint::default() };
+    assert!(!meta(create.clone()));
+    assert!(meta(MetaReq::Once { client: 7, seq: 9, op: Box::new(create) }));
+    assert!(!Request::Lock(LockReq::Renew { session: 1 }).is_idempotent());
+}
+
 #[test]
 fn huge_piece_count_is_rejected_before_allocating() {
     let mut e = Encoder::new();

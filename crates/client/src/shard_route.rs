@@ -50,7 +50,7 @@ impl ShardRouter {
         match (op.file(), op.path()) {
             (Some(file), _) => home_shard(file, k),
             (None, Some(path)) => self.of_path(path),
-            (None, None) => match op {
+            (None, None) => match op.untagged() {
                 // Shared file pointers by their token.
                 MetaReq::SharedPointer { token, .. } => (token % u64::from(k)) as u32,
                 _ => 0,

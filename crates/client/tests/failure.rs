@@ -338,6 +338,32 @@ fn a_resent_change_is_answered_not_applied_twice() {
     );
 }
 
+/// MPI-IO shared file pointers outlive a kill -9 of the metadata server
+/// (their log): a pointer is where it was after the restart, and a tagged
+/// fetch-and-add resent after its answer was lost is answered as before,
+/// not applied twice. Without the log the pointer is lost ("NotFound").
+#[test]
+fn shared_pointers_outlive_a_killed_metadata_server() {
+    use weft_client::PointerOp;
+    use weft_net::{Endpoint, EndpointConfig};
+    use weft_wire::{Cred, MetaReq, Response};
+    let mut tc = TestCluster::start("pointers-kill", 1);
+    let c = tc.client();
+    c.shared_pointer(77, PointerOp::Set(0)).unwrap();
+    for k in 0..3 {
+        assert_eq!(c.shared_pointer(77, PointerOp::FetchAdd(10)).unwrap(), 10 * k);
+    }
+    let cf = tc.cluster();
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    let add = |ep: &Endpoint, seq: u64| weft_testkit::meta_call(ep, cf.meta_server().addr, Cred::new(0, 0), MetaReq::Once { client: 9, seq, op: Box::new(MetaReq::SharedPointer { token: 77, op: PointerOp::FetchAdd(5) }) });
+    assert_eq!(add(&ep, 1), Response::Pointer { value: 30 });
+    tc.lc.kill(0);
+    tc.lc.restart(0).unwrap();
+    let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+    assert_eq!(add(&ep, 1), Response::Pointer { value: 30 }, "the resend after the restart was applied again");
+    assert_eq!(c.shared_pointer(77, PointerOp::FetchAdd(1)).unwrap(), 35, "the pointer did not outlive the restart");
+}
+
 /// Issue 25, item 5: a change sent to a metadata server that stopped (it
 /// never read it) and then died is sent again once the server is back:
 /// the application sees no error. Before tags, such a change failed at

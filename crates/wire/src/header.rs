@@ -42,8 +42,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// granted payload over any connection of the same identity. 22: a
 /// regular file's `Change` is answered `Stat` (with its size when known).
 /// 23: lock op 6 `Reclaim` (locks taken back after a lock service restart)
-/// and the grant's seal in `Locked`.
-pub const PROTOCOL_VERSION: u8 = 23;
+/// and the grant's seal in `Locked`. 24: a shared pointer's `FetchAdd`
+/// tagged in `Once` (answered once by the pointer table).
+pub const PROTOCOL_VERSION: u8 = 24;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

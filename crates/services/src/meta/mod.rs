@@ -34,6 +34,7 @@ mod reads;
 mod replies;
 mod sharded;
 mod shards;
+mod pointer_log;
 mod shared_pointers;
 mod store;
 mod sizes;
@@ -184,7 +185,7 @@ impl MetaService {
             store,
             data_servers,
             default_stripe_size,
-            pointers: Default::default(),
+            pointers: shared_pointers::SharedPointers::open(dir),
             commits: Default::default(),
             window: window.filter(|w| !w.is_zero()),
             pending: Default::default(),
@@ -290,8 +291,12 @@ impl MetaService {
             return answer;
         }
         // In memory, no database: the pointer table answers on its own.
-        if let MetaReq::SharedPointer { token, op } = op {
-            return match self.pointers.apply(cred.uid, token, op) {
+        let tag = match &op {
+            MetaReq::Once { client, seq, .. } => Some((*client, *seq)),
+            _ => None,
+        };
+        if let MetaReq::SharedPointer { token, op } = *op.untagged() {
+            return match self.pointers.apply(cred.uid, token, op, tag) {
                 Ok(value) => Response::Pointer { value },
                 Err((code, message)) => Response::error(code, message),
             };

@@ -5,17 +5,28 @@
 //!
 //! A pointer lives from its job's open (rank 0 sets it) to its close (rank
 //! 0 releases it); a job that dies leaves it behind, so the table is
-//! capped and pointers idle for an hour are dropped when it is full. A
-//! restart of the metadata service forgets every pointer: the next access
-//! fails with `NotFound` ("shared file pointer lost"), never a silent
-//! restart at 0.
+//! capped and pointers idle for an hour are dropped when it is full.
+//!
+//! Every change is logged before it is answered ([`pointer_log`]), so a
+//! restarted server (its process killed, the machine up) has every
+//! pointer where it was; a change that cannot be logged is refused. A
+//! fetch-and-add comes tagged (`MetaReq::Once`) and a pointer keeps the
+//! answers of its last [`ANSWERS_KEPT`] tagged ones (logged with them):
+//! one resent after its answer was lost in a restart is answered again,
+//! not applied twice. After a reboot, or without a log, pointers are
+//! lost: the next access fails with `NotFound` ("shared file pointer
+//! lost"), never a silent restart at 0.
+//!
+//! [`pointer_log`]: super::pointer_log
 
-use std::collections::HashMap;
+use super::pointer_log::{Entry, PointerLog};
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_wire::{ErrorCode, PointerOp};
 
-/// Most pointers held at once (a few dozen bytes each).
+/// Most pointers held at once (a few dozen bytes each, and their answers).
 pub const MAX_POINTERS: usize = 65_536;
 /// Most pointers one user holds: a user who opens files collectively in a
 /// loop without closing them fills their own share, not the table every
@@ -23,12 +34,33 @@ pub const MAX_POINTERS: usize = 65_536;
 pub const MAX_POINTERS_PER_USER: usize = 1024;
 /// Idle time after which a pointer may be dropped to make room.
 const IDLE: Duration = Duration::from_secs(3600);
+/// Tagged fetch-and-adds whose answers a pointer keeps: a restart may
+/// lose the answers of as many applied at its moment (24 bytes each).
+pub const ANSWERS_KEPT: usize = 16;
+/// The log is rewritten once it holds this many records more than its
+/// live pointers need.
+const REWRITE_PAST: u64 = 16_384;
 
-/// One pointer: its value, its owner, when it was last used.
+/// One pointer: its value, its owner, when it was last used, and the
+/// answers of its last tagged fetch-and-adds: (client, seq, old value).
 struct Pointer {
     value: u64,
     uid: u32,
     used: Instant,
+    answers: VecDeque<(u64, u64, u64)>,
+}
+
+impl Pointer {
+    fn new(value: u64, uid: u32, now: Instant) -> Self {
+        Pointer { value, uid, used: now, answers: VecDeque::new() }
+    }
+
+    fn answered(&mut self, client: u64, seq: u64, old: u64) {
+        if self.answers.len() >= ANSWERS_KEPT {
+            self.answers.pop_front();
+        }
+        self.answers.push_back((client, seq, old));
+    }
 }
 
 #[derive(Default)]
@@ -38,21 +70,80 @@ struct Table {
     refused: u64,
     /// Pointers held per user.
     held: HashMap<u32, usize>,
+    /// Where changes are logged (none: pointers die with the process).
+    log: Option<PointerLog>,
 }
 
 impl Table {
-    fn drop_idle(&mut self, now: Instant, only: Option<u32>) {
-        let held = &mut self.held;
-        self.pointers.retain(|_, p| {
-            let keep = now.duration_since(p.used) < IDLE || only.is_some_and(|u| u != p.uid);
-            if !keep
-                && let Some(n) = held.get_mut(&p.uid)
-            {
-                *n -= 1;
+    fn drop_idle(&mut self, now: Instant, only: Option<u32>) -> Result<(), (ErrorCode, String)> {
+        let idle: Vec<u64> = self.pointers.iter().filter(|(_, p)| now.duration_since(p.used) >= IDLE && only.is_none_or(|u| u == p.uid)).map(|(&t, _)| t).collect();
+        for token in idle {
+            self.log(&Entry::Released { token })?;
+            self.remove(token);
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, token: u64) -> Option<Pointer> {
+        let p = self.pointers.remove(&token)?;
+        if let Some(n) = self.held.get_mut(&p.uid) {
+            *n -= 1;
+            if *n == 0 {
+                self.held.remove(&p.uid);
             }
-            keep
-        });
-        self.held.retain(|_, n| *n > 0);
+        }
+        Some(p)
+    }
+
+    /// Logs `e` before its change is made (and answered).
+    fn log(&mut self, e: &Entry) -> Result<(), (ErrorCode, String)> {
+        let Some(log) = &mut self.log else { return Ok(()) };
+        log.append(e).map_err(|e| (ErrorCode::Io, format!("cannot log the shared file pointer's change: {e}")))
+    }
+
+    /// Rewrites the log with the live pointers alone once it is long.
+    fn compact(&mut self) {
+        let live = self.pointers.len() as u64 + self.pointers.values().map(|p| p.answers.len() as u64).sum::<u64>();
+        let Some(log) = &mut self.log else { return };
+        if log.records() <= live.saturating_add(REWRITE_PAST) {
+            return;
+        }
+        let entries: Vec<Entry> = self
+            .pointers
+            .iter()
+            .flat_map(|(&token, p)| {
+                let set = Entry::Set { token, uid: p.uid, value: p.value };
+                std::iter::once(set).chain(p.answers.iter().map(move |&(client, seq, old)| Entry::Added { token, uid: p.uid, value: p.value, client, seq, old }))
+            })
+            .collect();
+        if let Err(e) = log.rewrite(&entries) {
+            // The old log still holds every change: it only stays long.
+            tracing::warn!(target: "weft::meta", error = %e, "could not rewrite the shared file pointers' log");
+        }
+    }
+
+    /// Replays logged changes (their order is the order they were made in).
+    fn replay(&mut self, entries: Vec<Entry>, now: Instant) {
+        for e in entries {
+            match e {
+                Entry::Set { token, uid, value } => match self.pointers.get_mut(&token) {
+                    Some(p) => p.value = value,
+                    None => {
+                        self.pointers.insert(token, Pointer::new(value, uid, now));
+                        *self.held.entry(uid).or_insert(0) += 1;
+                    }
+                },
+                Entry::Added { token, value, client, seq, old, .. } => {
+                    if let Some(p) = self.pointers.get_mut(&token) {
+                        p.value = value;
+                        p.answered(client, seq, old);
+                    }
+                }
+                Entry::Released { token } => {
+                    self.remove(token);
+                }
+            }
+        }
     }
 }
 
@@ -62,6 +153,25 @@ pub struct SharedPointers {
 }
 
 impl SharedPointers {
+    /// The table of a service in `dir`, with the pointers its log kept
+    /// (see the module's documentation). A log that cannot be opened
+    /// leaves the pointers in memory alone (lost at a restart, as they
+    /// were before the log).
+    pub fn open(dir: &Path) -> Self {
+        let mut table = Table::default();
+        match PointerLog::open(dir) {
+            Ok((log, entries)) => {
+                table.replay(entries, Instant::now());
+                table.log = Some(log);
+                if !table.pointers.is_empty() {
+                    tracing::info!(target: "weft::meta", pointers = table.pointers.len(), "shared file pointers taken back from their log");
+                }
+            }
+            Err(e) => tracing::warn!(target: "weft::meta", dir = %dir.display(), error = %e, "cannot open the shared file pointers' log: pointers will not outlive this process"),
+        }
+        SharedPointers { table: Mutex::new(table) }
+    }
+
     /// Sets refused for a full share or table since start (metrics).
     pub fn refused(&self) -> u64 {
         self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner).refused
@@ -69,59 +179,79 @@ impl SharedPointers {
 
     /// Applies `op`, asked by user `uid`, to pointer `token`; returns its
     /// value before. A pointer is its creator's: another user's token
-    /// reads as absent.
-    pub fn apply(&self, uid: u32, token: u64, op: PointerOp) -> Result<u64, (ErrorCode, String)> {
+    /// reads as absent. `tag` (client, seq): a fetch-and-add answered
+    /// under it before is answered the same again, not applied.
+    pub fn apply(&self, uid: u32, token: u64, op: PointerOp, tag: Option<(u64, u64)>) -> Result<u64, (ErrorCode, String)> {
         let mut t = self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         let theirs = t.pointers.get(&token).is_some_and(|p| p.uid != uid);
-        match op {
+        let answer = match op {
             _ if theirs => Err(lost()),
             PointerOp::Set(v) => {
-                if let Some(p) = t.pointers.get_mut(&token) {
+                if let Some(old) = t.pointers.get(&token).map(|p| p.value) {
+                    t.log(&Entry::Set { token, uid, value: v })?;
+                    let p = t.pointers.get_mut(&token).expect("present");
                     p.used = now;
-                    return Ok(std::mem::replace(&mut p.value, v));
+                    p.value = v;
+                    return Ok(old);
                 }
                 if t.held.get(&uid).copied().unwrap_or(0) >= MAX_POINTERS_PER_USER {
-                    t.drop_idle(now, Some(uid));
+                    t.drop_idle(now, Some(uid))?;
                     if t.held.get(&uid).copied().unwrap_or(0) >= MAX_POINTERS_PER_USER {
                         t.refused += 1;
                         return Err((ErrorCode::Busy, format!("uid {uid} holds {MAX_POINTERS_PER_USER} shared file pointers, the most one user may: close the files opened with MPI_File_open (pointers idle for an hour are dropped)")));
                     }
                 }
                 if t.pointers.len() >= MAX_POINTERS {
-                    t.drop_idle(now, None);
+                    t.drop_idle(now, None)?;
                     if t.pointers.len() >= MAX_POINTERS {
                         t.refused += 1;
                         return Err((ErrorCode::Busy, format!("{MAX_POINTERS} shared file pointers in use")));
                     }
                 }
-                t.pointers.insert(token, Pointer { value: v, uid, used: now });
+                t.log(&Entry::Set { token, uid, value: v })?;
+                t.pointers.insert(token, Pointer::new(v, uid, now));
                 *t.held.entry(uid).or_insert(0) += 1;
                 Ok(0)
             }
             PointerOp::FetchAdd(n) => {
-                let p = t.pointers.get_mut(&token).ok_or_else(lost)?;
+                let p = t.pointers.get(&token).ok_or_else(lost)?;
+                if let Some((client, seq)) = tag
+                    && let Some(&(_, _, old)) = p.answers.iter().find(|a| (a.0, a.1) == (client, seq))
+                {
+                    return Ok(old);
+                }
                 let old = p.value;
-                p.value = old.checked_add(n).ok_or_else(|| (ErrorCode::BadRequest, format!("shared file pointer {old} + {n} overflows")))?;
+                let value = old.checked_add(n).ok_or_else(|| (ErrorCode::BadRequest, format!("shared file pointer {old} + {n} overflows")))?;
+                match tag {
+                    Some((client, seq)) => t.log(&Entry::Added { token, uid, value, client, seq, old })?,
+                    // An untagged add of 0 (a position asked) changes nothing.
+                    None if n == 0 => {}
+                    None => t.log(&Entry::Set { token, uid, value })?,
+                }
+                let p = t.pointers.get_mut(&token).expect("present");
+                p.value = value;
                 p.used = now;
+                if let Some((client, seq)) = tag {
+                    p.answered(client, seq, old);
+                }
                 Ok(old)
             }
-            PointerOp::Release => {
-                let Some(p) = t.pointers.remove(&token) else { return Ok(0) };
-                if let Some(n) = t.held.get_mut(&p.uid) {
-                    *n -= 1;
-                    if *n == 0 {
-                        t.held.remove(&p.uid);
-                    }
+            PointerOp::Release => match t.pointers.contains_key(&token) {
+                false => Ok(0),
+                true => {
+                    t.log(&Entry::Released { token })?;
+                    Ok(t.remove(token).map_or(0, |p| p.value))
                 }
-                Ok(p.value)
-            }
-        }
+            },
+        };
+        t.compact();
+        answer
     }
 }
 
 fn lost() -> (ErrorCode, String) {
-    (ErrorCode::NotFound, "shared file pointer lost (the metadata service restarted, or the file was closed)".into())
+    (ErrorCode::NotFound, "shared file pointer lost (the metadata service restarted after a reboot, or the file was closed)".into())
 }
 
 #[cfg(test)]
@@ -131,13 +261,13 @@ mod tests {
     #[test]
     fn fetch_add_hands_out_disjoint_ranges_and_needs_a_set_pointer() {
         let p = SharedPointers::default();
-        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(1)).unwrap_err().0, ErrorCode::NotFound);
-        assert_eq!(p.apply(1, 7, PointerOp::Set(100)).unwrap(), 0);
-        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10)).unwrap(), 100);
-        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(5)).unwrap(), 110);
-        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(u64::MAX)).unwrap_err().0, ErrorCode::BadRequest);
-        assert_eq!(p.apply(1, 7, PointerOp::Release).unwrap(), 115);
-        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(1)).unwrap_err().0, ErrorCode::NotFound);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(1), None).unwrap_err().0, ErrorCode::NotFound);
+        assert_eq!(p.apply(1, 7, PointerOp::Set(100), None).unwrap(), 0);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), None).unwrap(), 100);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(5), None).unwrap(), 110);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(u64::MAX), None).unwrap_err().0, ErrorCode::BadRequest);
+        assert_eq!(p.apply(1, 7, PointerOp::Release, None).unwrap(), 115);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(1), None).unwrap_err().0, ErrorCode::NotFound);
     }
 
     #[test]
@@ -145,30 +275,78 @@ mod tests {
         let p = SharedPointers::default();
         // Many users, each within their share, fill the table.
         for k in 0..MAX_POINTERS as u64 {
-            p.apply((k / MAX_POINTERS_PER_USER as u64) as u32, k, PointerOp::Set(k)).unwrap();
+            p.apply((k / MAX_POINTERS_PER_USER as u64) as u32, k, PointerOp::Set(k), None).unwrap();
         }
-        assert_eq!(p.apply(9999, u64::MAX, PointerOp::Set(0)).unwrap_err().0, ErrorCode::Busy);
-        assert_eq!(p.apply(0, 3, PointerOp::FetchAdd(1)).unwrap(), 3);
-        assert_eq!(p.apply(0, 3, PointerOp::Set(0)).unwrap(), 4);
+        assert_eq!(p.apply(9999, u64::MAX, PointerOp::Set(0), None).unwrap_err().0, ErrorCode::Busy);
+        assert_eq!(p.apply(0, 3, PointerOp::FetchAdd(1), None).unwrap(), 3);
+        assert_eq!(p.apply(0, 3, PointerOp::Set(0), None).unwrap(), 4);
     }
 
     #[test]
     fn one_user_fills_only_their_own_share_and_cannot_touch_anothers() {
         let p = SharedPointers::default();
         for k in 0..MAX_POINTERS_PER_USER as u64 {
-            p.apply(1000, k, PointerOp::Set(0)).unwrap();
+            p.apply(1000, k, PointerOp::Set(0), None).unwrap();
         }
-        let (code, msg) = p.apply(1000, 1 << 40, PointerOp::Set(0)).unwrap_err();
+        let (code, msg) = p.apply(1000, 1 << 40, PointerOp::Set(0), None).unwrap_err();
         assert!(code == ErrorCode::Busy && msg.contains("uid 1000"), "{msg}");
         // Everyone else is served (before: the whole table was one pool).
-        assert_eq!(p.apply(1001, 1 << 41, PointerOp::Set(5)).unwrap(), 0);
+        assert_eq!(p.apply(1001, 1 << 41, PointerOp::Set(5), None).unwrap(), 0);
         // Another user's token reads as absent, for every operation.
-        assert_eq!(p.apply(1001, 3, PointerOp::FetchAdd(1)).unwrap_err().0, ErrorCode::NotFound);
-        assert_eq!(p.apply(1001, 3, PointerOp::Set(9)).unwrap_err().0, ErrorCode::NotFound);
-        assert_eq!(p.apply(1001, 3, PointerOp::Release).unwrap_err().0, ErrorCode::NotFound);
-        assert_eq!(p.apply(1000, 3, PointerOp::FetchAdd(1)).unwrap(), 0);
+        assert_eq!(p.apply(1001, 3, PointerOp::FetchAdd(1), None).unwrap_err().0, ErrorCode::NotFound);
+        assert_eq!(p.apply(1001, 3, PointerOp::Set(9), None).unwrap_err().0, ErrorCode::NotFound);
+        assert_eq!(p.apply(1001, 3, PointerOp::Release, None).unwrap_err().0, ErrorCode::NotFound);
+        assert_eq!(p.apply(1000, 3, PointerOp::FetchAdd(1), None).unwrap(), 0);
         // A release gives the share back.
-        p.apply(1000, 3, PointerOp::Release).unwrap();
-        assert_eq!(p.apply(1000, 1 << 40, PointerOp::Set(0)).unwrap(), 0);
+        p.apply(1000, 3, PointerOp::Release, None).unwrap();
+        assert_eq!(p.apply(1000, 1 << 40, PointerOp::Set(0), None).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_tagged_fetch_add_resent_is_answered_again_not_applied_twice() {
+        let p = SharedPointers::default();
+        p.apply(1, 7, PointerOp::Set(0), None).unwrap();
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((5, 1))).unwrap(), 0);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((6, 1))).unwrap(), 10);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((5, 1))).unwrap(), 0, "the resend is answered as the first send was");
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((5, 2))).unwrap(), 20);
+        // Only the last ANSWERS_KEPT are kept.
+        for seq in 3..3 + ANSWERS_KEPT as u64 {
+            p.apply(1, 7, PointerOp::FetchAdd(1), Some((5, seq))).unwrap();
+        }
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(0), Some((5, 1))).unwrap(), 30 + ANSWERS_KEPT as u64);
+    }
+
+    /// A table opened again in the same directory (a restarted process)
+    /// has every pointer where it was, its owner, and its kept answers.
+    #[test]
+    fn pointers_and_their_answers_outlive_the_table_through_its_log() {
+        let d = crate::meta::pointer_log::tests::dir("reopen");
+        {
+            let p = SharedPointers::open(&d);
+            p.apply(1, 7, PointerOp::Set(100), None).unwrap();
+            p.apply(1, 7, PointerOp::FetchAdd(10), Some((5, 1))).unwrap();
+            p.apply(1, 7, PointerOp::FetchAdd(5), None).unwrap();
+            p.apply(2, 8, PointerOp::Set(3), None).unwrap();
+            p.apply(2, 9, PointerOp::Set(4), None).unwrap();
+            p.apply(2, 9, PointerOp::Release, None).unwrap();
+        }
+        let p = SharedPointers::open(&d);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((5, 1))).unwrap(), 100, "the kept answer");
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(0), None).unwrap(), 115);
+        assert_eq!(p.apply(1, 8, PointerOp::FetchAdd(0), None).unwrap_err().0, ErrorCode::NotFound, "another user's");
+        assert_eq!(p.apply(2, 8, PointerOp::FetchAdd(0), None).unwrap(), 3);
+        assert_eq!(p.apply(2, 9, PointerOp::FetchAdd(0), None).unwrap_err().0, ErrorCode::NotFound, "released");
+        // Many changes later the log is rewritten short, and still right.
+        for k in 0..2 * REWRITE_PAST {
+            p.apply(1, 7, PointerOp::FetchAdd(1), Some((6, k))).unwrap();
+        }
+        let log = d.join("shared-pointers.log");
+        assert!(std::fs::metadata(&log).unwrap().len() < 56 * (REWRITE_PAST + 100), "the log was not rewritten");
+        drop(p);
+        let p = SharedPointers::open(&d);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(0), None).unwrap(), 115 + 2 * REWRITE_PAST);
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(1), Some((6, 2 * REWRITE_PAST - 1))).unwrap(), 114 + 2 * REWRITE_PAST, "answers outlive a rewrite");
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

@@ -218,7 +218,8 @@ pub enum MetaReq {
     /// A directory change pushed by metadata shard `coord` (its `seq`-th);
     /// only servers may send it (`mac`, see [`super::replica`]).
     Replica { coord: u32, seq: u64, op: Box<super::replica::ReplicaOp>, mac: [u8; 32] },
-    /// A namespace change ([`MetaReq::answered_once`]) tagged so that
+    /// A namespace change or a pointer's fetch-and-add
+    /// ([`MetaReq::answered_once`]) tagged so that
     /// sending it again is answered, not applied again: `client` is a
     /// random number the client drew, `seq` its count of such requests.
     /// The service keeps the answer under the tag, durable when the change
@@ -513,11 +514,21 @@ fn readdir_page(d: &mut Decoder<'_>) -> Result<(String, String, u32), DecodeErro
 impl MetaReq {
     /// The namespace changes a client tags ([`MetaReq::Once`]) so that a
     /// resend after its connection broke (a server restart) is answered
-    /// once: each would fail or do something else when applied twice.
+    /// once: each would fail or do something else when applied twice. And
+    /// a shared pointer's fetch-and-add, which the pointer table answers
+    /// once the same way (its answers are kept with the pointer).
     pub fn answered_once(&self) -> bool {
         matches!(
             self,
-            MetaReq::Create { .. } | MetaReq::Mkdir { .. } | MetaReq::Symlink { .. } | MetaReq::Mknod { .. } | MetaReq::Link { .. } | MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }
+            MetaReq::Create { .. }
+                | MetaReq::Mkdir { .. }
+                | MetaReq::Symlink { .. }
+                | MetaReq::Mknod { .. }
+                | MetaReq::Link { .. }
+                | MetaReq::Unlink { .. }
+                | MetaReq::Rmdir { .. }
+                | MetaReq::Rename { .. }
+                | MetaReq::SharedPointer { op: PointerOp::FetchAdd(_), .. }
         )
     }
 

@@ -265,6 +265,10 @@ fn tags_only_wrap_namespace_changes_and_never_nest() {
     let create = MetaReq::Create { path: "/a".into(), mode: 0o600, exclusive: true, hint: LayoutHint::default() };
     assert!(Request::decode(&tagged(create.clone())).is_ok());
     assert!(matches!(Request::decode(&tagged(MetaReq::Stat { path: "/a".into() })), Err(DecodeError::Invalid(_))));
+    // A shared pointer's fetch-and-add is tagged too (the pointer table
+    // keeps its answer); its set, safe to apply twice, is not.
+    assert!(Request::decode(&tagged(MetaReq::SharedPointer { token: 3, op: PointerOp::FetchAdd(8) })).is_ok());
+    assert!(matches!(Request::decode(&tagged(MetaReq::SharedPointer { token: 3, op: PointerOp::Set(8) })), Err(DecodeError::Invalid(_))));
     assert!(matches!(Request::decode(&tagged(MetaReq::Once { client: 1, seq: 2, op: Box::new(create) })), Err(DecodeError::Invalid(_))));
     // Deeply nested tags are refused at the second, not by recursing
     // through them all (which would overflow the stack).

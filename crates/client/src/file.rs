@@ -275,15 +275,21 @@ impl File {
         self.session.acquire_lock(self.attr.id, &|| self.capability(), exclusive, &extents, None).map(Some)
     }
 
-    /// Remembers that this handle changed the file (its close reports the
-    /// size) in a way it cannot follow (others' bytes, a truncate): the
-    /// size must be measured.
     /// How long this file's calls ride through a server's restart
     /// (`ClientOptions::recovery`).
     pub(crate) fn recovery_window(&self) -> std::time::Duration {
         self.session.options.recovery
     }
 
+    /// Whether `e` is a server of this client's going away, which a call
+    /// waits for within the recovery window (`Session::may_ride_through`).
+    pub(crate) fn may_ride_through(&self, e: &Error) -> bool {
+        self.session.may_ride_through(e)
+    }
+
+    /// Remembers that this handle changed the file (its close reports the
+    /// size) in a way it cannot follow (others' bytes, a truncate): the
+    /// size must be measured.
     pub(crate) fn note_write(&self) {
         self.wrote.store(true, std::sync::atomic::Ordering::Relaxed);
         self.forget_size();

@@ -94,6 +94,12 @@ impl Recovery {
         self.gone.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether calls to `addr` are waited for when it goes away: this
+    /// client reached it before, and has not given up on it.
+    pub(crate) fn may_come_back(&self, ep: &Endpoint, addr: SocketAddr) -> bool {
+        ep.has_connected(addr) && !(self.any_gone.load(Ordering::Relaxed) && self.lock().contains(&addr))
+    }
+
     /// Runs `calls` with `run` (given the deadline of that run), then sends
     /// again those that may be, until their servers answer or `window`
     /// passes; a resend's deadline ends with the window.

@@ -54,6 +54,13 @@ impl Session {
 
     /// Runs a batch of calls on the shared endpoint (threads run theirs
     /// concurrently), riding through a restart of their servers.
+    /// Whether `e` is a server this session reached going away (killed,
+    /// restarting, stopping), which its calls wait for within the
+    /// recovery window: not one never reached, nor one given up on.
+    pub(crate) fn may_ride_through(&self, e: &Error) -> bool {
+        e.server_went_away() && matches!(e, Error::Net(n) if self.recovery.may_come_back(&self.endpoint, n.addr()))
+    }
+
     pub(crate) fn run(&self, calls: &mut [Call<'_>]) {
         let ep = &self.endpoint;
         self.recovery.run(ep, self.options.recovery, calls, |c, t| ep.run_within(c, usize::MAX, t));

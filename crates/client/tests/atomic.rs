@@ -337,7 +337,22 @@ fn a_restarted_lock_service_waits_out_the_old_leases() {
     let r = lock_call(&ep, addr, acquire_within(79, 0));
     assert!(matches!(&r, Response::Error { code: ErrorCode::Busy, message } if message.contains("restarted")), "{r:?}");
     assert!(asked.elapsed() < ttl / 2, "answered after {:?}", asked.elapsed());
-    let r = lock_call(&ep, addr, acquire(79));
+    // Session 79 is renewed while its acquire waits, as a client's keeper
+    // does (else its lease, begun a moment after the grace, could end
+    // before the grant the grace's end makes).
+    let waiting = std::sync::atomic::AtomicBool::new(true);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            let renewer = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
+            while waiting.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(ttl / 4);
+                lock_call(&renewer, addr, LockReq::Renew { session: 79 });
+            }
+        });
+        let r = lock_call(&ep, addr, acquire(79));
+        waiting.store(false, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
     let granted = before_restart.elapsed();
     assert!(matches!(r, Response::Locked { .. }), "{r:?}");
     assert!(granted >= ttl, "granted {granted:?} after the restart began, within one lease time ({ttl:?})");

@@ -355,7 +355,9 @@ fn shared_pointers_outlive_a_killed_metadata_server() {
     }
     let cf = tc.cluster();
     let ep = Endpoint::new(cf.secret(), EndpointConfig::default()).unwrap();
-    let add = |ep: &Endpoint, seq: u64| weft_testkit::meta_call(ep, cf.meta_server().addr, Cred::new(0, 0), MetaReq::Once { client: 9, seq, op: Box::new(MetaReq::SharedPointer { token: 77, op: PointerOp::FetchAdd(5) }) });
+    // As the pointer's owner (whoever runs the test).
+    let me: Cred = weft_client::ClientOptions::default().cred;
+    let add = |ep: &Endpoint, seq: u64| weft_testkit::meta_call(ep, cf.meta_server().addr, me, MetaReq::Once { client: 9, seq, op: Box::new(MetaReq::SharedPointer { token: 77, op: PointerOp::FetchAdd(5) }) });
     assert_eq!(add(&ep, 1), Response::Pointer { value: 30 });
     tc.lc.kill(0);
     tc.lc.restart(0).unwrap();

@@ -15,19 +15,21 @@
 //! touches that it abandons the collective, so the others fail at once
 //! instead of waiting for the server's timeout.
 //!
-//! A collective is not sent again by the recovery layer (a server that
-//! restarted knows none of its members' pieces), so a server going away
-//! during one (killed, restarting) is ridden through here: every rank
-//! learns whether any met that, and then all try the whole collective
-//! again under a new id, until it goes through or the client's recovery
-//! window passes (as rank 0 counts it, so all decide alike). Its writes
-//! are of the same bytes at the same offsets, its reads read again, so a
-//! part that landed the first time is written or read as it was.
+//! A collective request the server may have taken is not sent again by
+//! the recovery layer (a server that restarted knows none of its members'
+//! pieces; one never sent, refused at connect, is), so a server going
+//! away during one (killed, restarting) is ridden through here: every
+//! rank learns whether any met that, and then all try the whole
+//! collective again under a new id, until it goes through or the client's
+//! recovery window passes (as rank 0 counts it, so all decide alike). Its
+//! writes are of the same bytes at the same offsets, its reads read again,
+//! so a part that landed the first time is written or read as it was.
 
 use super::CollectiveHints;
 use crate::comm::{allgather_u64, Communicator};
 use crate::file::Chunk;
 use crate::{File, Result};
+use std::time::{Duration, Instant};
 use weft_layout::Segment;
 use weft_wire::limits::{MAX_BODY_LEN, MAX_PAYLOAD_LEN};
 use weft_wire::{CollTag, DataReq, Request};
@@ -139,16 +141,19 @@ impl Agreed<'_> {
 }
 
 /// Runs `attempt` (one whole collective) on every rank, again while any
-/// rank's failed because a server went away and rank 0's recovery
-/// `window` lasts; returns this rank's last outcome.
-fn riding_restarts<T>(window: std::time::Duration, comm: &dyn Communicator, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+/// rank's failed because a server went away that it may wait for
+/// (`went_away`: one it reached before and has not given up on) and rank
+/// 0's recovery `window` lasts, after a backoff (50 ms, doubling up to
+/// 1 s, as the recovery layer's); returns this rank's last outcome.
+fn riding_restarts<T>(window: Duration, comm: &dyn Communicator, went_away: impl Fn(&crate::Error) -> bool, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
     const WENT_AWAY: u64 = 1;
     const WINDOW_OVER: u64 = 2;
-    let began = std::time::Instant::now();
+    let began = Instant::now();
+    let mut backoff = Duration::from_millis(50);
     loop {
         let outcome = attempt();
         let mut mine = match &outcome {
-            Err(e) if e.server_went_away() => WENT_AWAY,
+            Err(e) if went_away(e) => WENT_AWAY,
             _ => 0,
         };
         if began.elapsed() >= window {
@@ -160,12 +165,14 @@ fn riding_restarts<T>(window: std::time::Duration, comm: &dyn Communicator, mut 
             return outcome;
         }
         tracing::info!(target: "weft::client", "a data server went away during a server-directed collective: every rank tries it again");
+        std::thread::sleep(backoff.min(window.saturating_sub(began.elapsed())));
+        backoff = (backoff * 2).min(Duration::from_secs(1));
     }
 }
 
 /// This rank's part of a server-directed collective write.
 pub(super) fn write(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<()> {
-    riding_restarts(file.recovery_window(), comm, || write_once(file, comm, segments, buf, hints))
+    riding_restarts(file.recovery_window(), comm, |e| file.may_ride_through(e), || write_once(file, comm, segments, buf, hints))
 }
 
 fn write_once(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &[u8], hints: &CollectiveHints) -> Result<()> {
@@ -182,7 +189,7 @@ fn write_once(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &
 /// This rank's part of a server-directed collective read; returns the
 /// bytes of its stream before the end of the file.
 pub(super) fn read(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
-    riding_restarts(file.recovery_window(), comm, || read_once(file, comm, segments, buf, hints))
+    riding_restarts(file.recovery_window(), comm, |e| file.may_ride_through(e), || read_once(file, comm, segments, buf, hints))
 }
 
 fn read_once(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &mut [u8], hints: &CollectiveHints) -> Result<u64> {
@@ -205,7 +212,6 @@ mod tests {
     use super::*;
     use crate::comm::ThreadComm;
     use crate::Error;
-    use std::time::Duration;
     use weft_net::NetError;
 
     fn gone() -> Error {
@@ -220,7 +226,7 @@ mod tests {
             .map(|comm| {
                 std::thread::spawn(move || {
                     let mut tries = 0;
-                    let r = riding_restarts(window, &comm, || {
+                    let r = riding_restarts(window, &comm, Error::server_went_away, || {
                         tries += 1;
                         if comm.rank() == 1 && tries <= failures { Err(error()) } else { Ok(()) }
                     });

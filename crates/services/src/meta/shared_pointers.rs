@@ -9,13 +9,14 @@
 //!
 //! Every change is logged before it is answered ([`pointer_log`]), so a
 //! restarted server (its process killed, the machine up) has every
-//! pointer where it was; a change that cannot be logged is refused. A
-//! fetch-and-add comes tagged (`MetaReq::Once`) and a pointer keeps the
-//! answers of its last [`ANSWERS_KEPT`] tagged ones (logged with them):
-//! one resent after its answer was lost in a restart is answered again,
-//! not applied twice. After a reboot, or without a log, pointers are
-//! lost: the next access fails with `NotFound` ("shared file pointer
-//! lost"), never a silent restart at 0.
+//! pointer where it was. A fetch-and-add comes tagged (`MetaReq::Once`),
+//! and a pointer keeps each client's last answer (logged with it; up to
+//! [`CLIENTS_KEPT`] clients a pointer, [`ANSWERS_KEPT`] in all): one
+//! resent after its answer was lost in a restart is answered again, not
+//! applied twice. A log that cannot be written is made void and the
+//! pointers go on in memory, as they did before the log; after a reboot,
+//! or with the log void, a restart loses them: the next access fails with
+//! `NotFound` ("shared file pointer lost"), never a silent restart at 0.
 //!
 //! [`pointer_log`]: super::pointer_log
 
@@ -23,7 +24,7 @@ use super::pointer_log::{Entry, PointerLog};
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use weft_wire::{ErrorCode, PointerOp};
 
 /// Most pointers held at once (a few dozen bytes each, and their answers).
@@ -34,32 +35,31 @@ pub const MAX_POINTERS: usize = 65_536;
 pub const MAX_POINTERS_PER_USER: usize = 1024;
 /// Idle time after which a pointer may be dropped to make room.
 const IDLE: Duration = Duration::from_secs(3600);
-/// Tagged fetch-and-adds whose answers a pointer keeps: a restart may
-/// lose the answers of as many applied at its moment (24 bytes each).
-pub const ANSWERS_KEPT: usize = 16;
+/// Clients whose last answer a pointer keeps: a job of more ranks may find
+/// the answer of an early one gone when it resends (the oldest client's
+/// goes first).
+pub const CLIENTS_KEPT: usize = 1024;
+/// Answers kept in all (about 50 bytes each): past it a pointer keeps new
+/// clients' answers only in place of its oldest.
+pub const ANSWERS_KEPT: usize = 1 << 20;
 /// The log is rewritten once it holds this many records more than its
 /// live pointers need.
 const REWRITE_PAST: u64 = 16_384;
 
-/// One pointer: its value, its owner, when it was last used, and the
-/// answers of its last tagged fetch-and-adds: (client, seq, old value).
+/// One pointer: its value, its owner, when it was last used, and each
+/// client's last tagged fetch-and-add: client -> (seq, old value), with
+/// the clients in the order they came.
 struct Pointer {
     value: u64,
     uid: u32,
     used: Instant,
-    answers: VecDeque<(u64, u64, u64)>,
+    answers: HashMap<u64, (u64, u64)>,
+    clients: VecDeque<u64>,
 }
 
 impl Pointer {
-    fn new(value: u64, uid: u32, now: Instant) -> Self {
-        Pointer { value, uid, used: now, answers: VecDeque::new() }
-    }
-
-    fn answered(&mut self, client: u64, seq: u64, old: u64) {
-        if self.answers.len() >= ANSWERS_KEPT {
-            self.answers.pop_front();
-        }
-        self.answers.push_back((client, seq, old));
+    fn new(value: u64, uid: u32, used: Instant) -> Self {
+        Pointer { value, uid, used, answers: HashMap::new(), clients: VecDeque::new() }
     }
 }
 
@@ -70,8 +70,20 @@ struct Table {
     refused: u64,
     /// Pointers held per user.
     held: HashMap<u32, usize>,
+    /// Answers kept by every pointer.
+    answers: usize,
     /// Where changes are logged (none: pointers die with the process).
     log: Option<PointerLog>,
+    /// The log could not be written nor made void: a restart would bring
+    /// back old values, so no change is made any more.
+    broken: bool,
+    /// No rewrite is tried before the log holds this many records (a
+    /// failed one waits for as many more).
+    rewrite_at: u64,
+}
+
+fn wall_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl Table {
@@ -86,6 +98,7 @@ impl Table {
 
     fn remove(&mut self, token: u64) -> Option<Pointer> {
         let p = self.pointers.remove(&token)?;
+        self.answers -= p.answers.len();
         if let Some(n) = self.held.get_mut(&p.uid) {
             *n -= 1;
             if *n == 0 {
@@ -95,48 +108,89 @@ impl Table {
         Some(p)
     }
 
-    /// Logs `e` before its change is made (and answered).
+    /// Keeps `client`'s answer `old` to its fetch-and-add `seq` on `token`.
+    fn keep_answer(&mut self, token: u64, client: u64, seq: u64, old: u64) {
+        let full = self.answers >= ANSWERS_KEPT;
+        let Some(p) = self.pointers.get_mut(&token) else { return };
+        if p.answers.insert(client, (seq, old)).is_some() {
+            return;
+        }
+        p.clients.push_back(client);
+        self.answers += 1;
+        if (p.clients.len() > CLIENTS_KEPT || full)
+            && let Some(gone) = p.clients.pop_front()
+        {
+            p.answers.remove(&gone);
+            self.answers -= 1;
+        }
+    }
+
+    /// Logs `e` before its change is made (and answered). A log that fails
+    /// is made void and dropped: the change is made in memory alone.
     fn log(&mut self, e: &Entry) -> Result<(), (ErrorCode, String)> {
+        if self.broken {
+            return Err((ErrorCode::Io, "the shared file pointers' log could not be written nor made void: no pointer changes until the metadata server restarts".into()));
+        }
         let Some(log) = &mut self.log else { return Ok(()) };
-        log.append(e).map_err(|e| (ErrorCode::Io, format!("cannot log the shared file pointer's change: {e}")))
+        let Err(e) = log.append(e) else { return Ok(()) };
+        tracing::error!(target: "weft::meta", error = %e, "cannot log a shared file pointer's change: the log is made void, pointers will not outlive this process");
+        let voided = log.make_void();
+        self.log = None;
+        voided.map_err(|v| {
+            self.broken = true;
+            (ErrorCode::Io, format!("cannot log the shared file pointer's change ({e}) nor make the log void ({v})"))
+        })
     }
 
     /// Rewrites the log with the live pointers alone once it is long.
     fn compact(&mut self) {
-        let live = self.pointers.len() as u64 + self.pointers.values().map(|p| p.answers.len() as u64).sum::<u64>();
+        let live = (self.pointers.len() + self.answers) as u64;
         let Some(log) = &mut self.log else { return };
-        if log.records() <= live.saturating_add(REWRITE_PAST) {
+        let records = log.records();
+        if records <= live.saturating_add(REWRITE_PAST) || records < self.rewrite_at {
             return;
         }
+        let secs = wall_secs();
+        let now = Instant::now();
         let entries: Vec<Entry> = self
             .pointers
             .iter()
             .flat_map(|(&token, p)| {
-                let set = Entry::Set { token, uid: p.uid, value: p.value };
-                std::iter::once(set).chain(p.answers.iter().map(move |&(client, seq, old)| Entry::Added { token, uid: p.uid, value: p.value, client, seq, old }))
+                let secs = secs.saturating_sub(now.duration_since(p.used).as_secs());
+                let set = Entry::Set { token, uid: p.uid, value: p.value, secs };
+                let answers = p.clients.iter().filter_map(move |c| p.answers.get(c).map(|&(seq, old)| Entry::Added { token, uid: p.uid, value: p.value, client: *c, seq, old, secs }));
+                std::iter::once(set).chain(answers)
             })
             .collect();
         if let Err(e) = log.rewrite(&entries) {
             // The old log still holds every change: it only stays long.
             tracing::warn!(target: "weft::meta", error = %e, "could not rewrite the shared file pointers' log");
+            self.rewrite_at = records.saturating_add(REWRITE_PAST);
         }
     }
 
     /// Replays logged changes (their order is the order they were made in).
-    fn replay(&mut self, entries: Vec<Entry>, now: Instant) {
+    fn replay(&mut self, entries: Vec<Entry>) {
+        let (now, secs_now) = (Instant::now(), wall_secs());
+        // As idle as it was when logged (an hour at most).
+        let at = |secs: u64| now.checked_sub(Duration::from_secs(secs_now.saturating_sub(secs)).min(IDLE)).unwrap_or(now);
         for e in entries {
             match e {
-                Entry::Set { token, uid, value } => match self.pointers.get_mut(&token) {
-                    Some(p) => p.value = value,
+                Entry::Set { token, uid, value, secs } => match self.pointers.get_mut(&token) {
+                    Some(p) => {
+                        p.value = value;
+                        p.used = at(secs);
+                    }
                     None => {
-                        self.pointers.insert(token, Pointer::new(value, uid, now));
+                        self.pointers.insert(token, Pointer::new(value, uid, at(secs)));
                         *self.held.entry(uid).or_insert(0) += 1;
                     }
                 },
-                Entry::Added { token, value, client, seq, old, .. } => {
+                Entry::Added { token, value, client, seq, old, secs, .. } => {
                     if let Some(p) = self.pointers.get_mut(&token) {
                         p.value = value;
-                        p.answered(client, seq, old);
+                        p.used = at(secs);
+                        self.keep_answer(token, client, seq, old);
                     }
                 }
                 Entry::Released { token } => {
@@ -154,20 +208,23 @@ pub struct SharedPointers {
 
 impl SharedPointers {
     /// The table of a service in `dir`, with the pointers its log kept
-    /// (see the module's documentation). A log that cannot be opened
-    /// leaves the pointers in memory alone (lost at a restart, as they
-    /// were before the log).
+    /// (see the module's documentation).
     pub fn open(dir: &Path) -> Self {
         let mut table = Table::default();
         match PointerLog::open(dir) {
             Ok((log, entries)) => {
-                table.replay(entries, Instant::now());
-                table.log = Some(log);
+                table.replay(entries);
+                table.log = log;
                 if !table.pointers.is_empty() {
                     tracing::info!(target: "weft::meta", pointers = table.pointers.len(), "shared file pointers taken back from their log");
                 }
             }
-            Err(e) => tracing::warn!(target: "weft::meta", dir = %dir.display(), error = %e, "cannot open the shared file pointers' log: pointers will not outlive this process"),
+            Err(e) => {
+                // Not read, and perhaps not void: a later restart could
+                // replay it, so no pointer changes are made.
+                tracing::error!(target: "weft::meta", dir = %dir.display(), error = %e, "cannot open the shared file pointers' log: MPI-IO shared pointers are refused");
+                table.broken = true;
+            }
         }
         SharedPointers { table: Mutex::new(table) }
     }
@@ -184,56 +241,60 @@ impl SharedPointers {
     pub fn apply(&self, uid: u32, token: u64, op: PointerOp, tag: Option<(u64, u64)>) -> Result<u64, (ErrorCode, String)> {
         let mut t = self.table.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
-        let theirs = t.pointers.get(&token).is_some_and(|p| p.uid != uid);
+        let secs = wall_secs();
+        if t.pointers.get(&token).is_some_and(|p| p.uid != uid) {
+            return Err(lost());
+        }
         let answer = match op {
-            _ if theirs => Err(lost()),
             PointerOp::Set(v) => {
                 if let Some(old) = t.pointers.get(&token).map(|p| p.value) {
-                    t.log(&Entry::Set { token, uid, value: v })?;
+                    t.log(&Entry::Set { token, uid, value: v, secs })?;
                     let p = t.pointers.get_mut(&token).expect("present");
                     p.used = now;
                     p.value = v;
-                    return Ok(old);
-                }
-                if t.held.get(&uid).copied().unwrap_or(0) >= MAX_POINTERS_PER_USER {
-                    t.drop_idle(now, Some(uid))?;
+                    Ok(old)
+                } else {
                     if t.held.get(&uid).copied().unwrap_or(0) >= MAX_POINTERS_PER_USER {
-                        t.refused += 1;
-                        return Err((ErrorCode::Busy, format!("uid {uid} holds {MAX_POINTERS_PER_USER} shared file pointers, the most one user may: close the files opened with MPI_File_open (pointers idle for an hour are dropped)")));
+                        t.drop_idle(now, Some(uid))?;
+                        if t.held.get(&uid).copied().unwrap_or(0) >= MAX_POINTERS_PER_USER {
+                            t.refused += 1;
+                            return Err((ErrorCode::Busy, format!("uid {uid} holds {MAX_POINTERS_PER_USER} shared file pointers, the most one user may: close the files opened with MPI_File_open (pointers idle for an hour are dropped)")));
+                        }
                     }
-                }
-                if t.pointers.len() >= MAX_POINTERS {
-                    t.drop_idle(now, None)?;
                     if t.pointers.len() >= MAX_POINTERS {
-                        t.refused += 1;
-                        return Err((ErrorCode::Busy, format!("{MAX_POINTERS} shared file pointers in use")));
+                        t.drop_idle(now, None)?;
+                        if t.pointers.len() >= MAX_POINTERS {
+                            t.refused += 1;
+                            return Err((ErrorCode::Busy, format!("{MAX_POINTERS} shared file pointers in use")));
+                        }
                     }
+                    t.log(&Entry::Set { token, uid, value: v, secs })?;
+                    t.pointers.insert(token, Pointer::new(v, uid, now));
+                    *t.held.entry(uid).or_insert(0) += 1;
+                    Ok(0)
                 }
-                t.log(&Entry::Set { token, uid, value: v })?;
-                t.pointers.insert(token, Pointer::new(v, uid, now));
-                *t.held.entry(uid).or_insert(0) += 1;
-                Ok(0)
             }
             PointerOp::FetchAdd(n) => {
                 let p = t.pointers.get(&token).ok_or_else(lost)?;
                 if let Some((client, seq)) = tag
-                    && let Some(&(_, _, old)) = p.answers.iter().find(|a| (a.0, a.1) == (client, seq))
+                    && let Some(&(kept, old)) = p.answers.get(&client)
+                    && kept == seq
                 {
                     return Ok(old);
                 }
                 let old = p.value;
                 let value = old.checked_add(n).ok_or_else(|| (ErrorCode::BadRequest, format!("shared file pointer {old} + {n} overflows")))?;
                 match tag {
-                    Some((client, seq)) => t.log(&Entry::Added { token, uid, value, client, seq, old })?,
+                    Some((client, seq)) => t.log(&Entry::Added { token, uid, value, client, seq, old, secs })?,
                     // An untagged add of 0 (a position asked) changes nothing.
                     None if n == 0 => {}
-                    None => t.log(&Entry::Set { token, uid, value })?,
+                    None => t.log(&Entry::Set { token, uid, value, secs })?,
                 }
                 let p = t.pointers.get_mut(&token).expect("present");
                 p.value = value;
                 p.used = now;
                 if let Some((client, seq)) = tag {
-                    p.answered(client, seq, old);
+                    t.keep_answer(token, client, seq, old);
                 }
                 Ok(old)
             }
@@ -310,11 +371,18 @@ mod tests {
         assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((6, 1))).unwrap(), 10);
         assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((5, 1))).unwrap(), 0, "the resend is answered as the first send was");
         assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((5, 2))).unwrap(), 20);
-        // Only the last ANSWERS_KEPT are kept.
-        for seq in 3..3 + ANSWERS_KEPT as u64 {
-            p.apply(1, 7, PointerOp::FetchAdd(1), Some((5, seq))).unwrap();
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(10), Some((6, 1))).unwrap(), 10, "another client's answer is kept beside");
+        // Each client's last answer, for up to CLIENTS_KEPT clients: the
+        // first of CLIENTS_KEPT + 1 more is gone, the second still kept.
+        for client in 100..101 + CLIENTS_KEPT as u64 {
+            p.apply(1, 7, PointerOp::FetchAdd(1), Some((client, 1))).unwrap();
         }
-        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(0), Some((5, 1))).unwrap(), 30 + ANSWERS_KEPT as u64);
+        let now = 30 + 1 + CLIENTS_KEPT as u64;
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(1), Some((101, 1))).unwrap(), 31, "a kept answer");
+        assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(1), Some((100, 1))).unwrap(), now, "the oldest client's answer was not dropped");
+        let t = p.table.lock().unwrap();
+        assert_eq!(t.answers, CLIENTS_KEPT, "answers counted");
+        assert!(t.pointers[&7].answers.len() == CLIENTS_KEPT && t.pointers[&7].clients.len() == CLIENTS_KEPT);
     }
 
     /// A table opened again in the same directory (a restarted process)
@@ -342,7 +410,7 @@ mod tests {
             p.apply(1, 7, PointerOp::FetchAdd(1), Some((6, k))).unwrap();
         }
         let log = d.join("shared-pointers.log");
-        assert!(std::fs::metadata(&log).unwrap().len() < 56 * (REWRITE_PAST + 100), "the log was not rewritten");
+        assert!(std::fs::metadata(&log).unwrap().len() < 64 * (REWRITE_PAST + 100), "the log was not rewritten");
         drop(p);
         let p = SharedPointers::open(&d);
         assert_eq!(p.apply(1, 7, PointerOp::FetchAdd(0), None).unwrap(), 115 + 2 * REWRITE_PAST);

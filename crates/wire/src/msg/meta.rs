@@ -518,6 +518,10 @@ impl MetaReq {
     /// a shared pointer's fetch-and-add, which the pointer table answers
     /// once the same way (its answers are kept with the pointer).
     pub fn answered_once(&self) -> bool {
+        // An add of 0 (a position asked) changes nothing: sent again as is.
+        if let MetaReq::SharedPointer { op, .. } = self {
+            return matches!(op, PointerOp::FetchAdd(n) if *n != 0);
+        }
         matches!(
             self,
             MetaReq::Create { .. }
@@ -528,7 +532,6 @@ impl MetaReq {
                 | MetaReq::Unlink { .. }
                 | MetaReq::Rmdir { .. }
                 | MetaReq::Rename { .. }
-                | MetaReq::SharedPointer { op: PointerOp::FetchAdd(_), .. }
         )
     }
 

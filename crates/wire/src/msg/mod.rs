@@ -105,11 +105,11 @@ impl Request {
     /// (`MetaReq::Once`): the service answers a resend from the answer it
     /// kept. A write open is: applied twice it leaves one writer more
     /// counted, so stat asks the data servers (correct, slower), never a
-    /// wrong size. A shared pointer's set and release are (a set creates
-    /// the pointer a restart forgot). Not: untagged creates, directory and
-    /// name changes and deletions, closes (a second one would leave a
-    /// writer uncounted), a shared pointer's fetch-and-add, collectives,
-    /// locks.
+    /// wrong size. A shared pointer's set, release and add of 0 (its
+    /// position asked) are (a set creates the pointer a reboot forgot).
+    /// Not: untagged creates, directory and name changes and deletions,
+    /// closes (a second one would leave a writer uncounted), an untagged
+    /// fetch-and-add of more than 0, collectives, locks.
     pub fn is_idempotent(&self) -> bool {
         match self {
             Request::Ping | Request::Status | Request::Sink | Request::Source { .. } => true,
@@ -131,7 +131,7 @@ impl Request {
                     | MetaReq::Renew { .. }
                     | MetaReq::Sync
                     | MetaReq::Once { .. }
-                    | MetaReq::SharedPointer { op: crate::PointerOp::Set(_) | crate::PointerOp::Release, .. }
+                    | MetaReq::SharedPointer { op: crate::PointerOp::Set(_) | crate::PointerOp::Release | crate::PointerOp::FetchAdd(0), .. }
             ),
             Request::Lock(_) => false,
         }

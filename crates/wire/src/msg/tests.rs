@@ -269,6 +269,7 @@ fn tags_only_wrap_namespace_changes_and_never_nest() {
     // keeps its answer); its set, safe to apply twice, is not.
     assert!(Request::decode(&tagged(MetaReq::SharedPointer { token: 3, op: PointerOp::FetchAdd(8) })).is_ok());
     assert!(matches!(Request::decode(&tagged(MetaReq::SharedPointer { token: 3, op: PointerOp::Set(8) })), Err(DecodeError::Invalid(_))));
+    assert!(matches!(Request::decode(&tagged(MetaReq::SharedPointer { token: 3, op: PointerOp::FetchAdd(0) })), Err(DecodeError::Invalid(_))));
     assert!(matches!(Request::decode(&tagged(MetaReq::Once { client: 1, seq: 2, op: Box::new(create) })), Err(DecodeError::Invalid(_))));
     // Deeply nested tags are refused at the second, not by recursing
     // through them all (which would overflow the stack).
@@ -293,6 +294,7 @@ fn only_requests_safe_to_apply_twice_are_idempotent() {
     assert!(meta(MetaReq::SharedPointer { token: 5, op: PointerOp::Set(0) }));
     assert!(meta(MetaReq::SharedPointer { token: 5, op: PointerOp::Release }));
     assert!(!meta(MetaReq::SharedPointer { token: 5, op: PointerOp::FetchAdd(8) }));
+    assert!(meta(MetaReq::SharedPointer { token: 5, op: PointerOp::FetchAdd(0) }));
     assert!(meta(MetaReq::Stat { path: "/a".into() }));
     let create = MetaReq::Create { path: "/a".into(), mode: 0o600, exclusive: true, hint: LayoutHint::default() };
     assert!(!meta(create.clone()));

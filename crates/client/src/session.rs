@@ -52,8 +52,6 @@ impl Session {
         self.cluster.server(id).map(|s| s.addr).ok_or_else(|| Error::Protocol { addr: meta, what: format!("layout names server {} that is not in the cluster file", id.0) })
     }
 
-    /// Runs a batch of calls on the shared endpoint (threads run theirs
-    /// concurrently), riding through a restart of their servers.
     /// Whether `e` is a server this session reached going away (killed,
     /// restarting, stopping), which its calls wait for within the
     /// recovery window: not one never reached, nor one given up on.
@@ -61,6 +59,8 @@ impl Session {
         e.server_went_away() && matches!(e, Error::Net(n) if self.recovery.may_come_back(&self.endpoint, n.addr()))
     }
 
+    /// Runs a batch of calls on the shared endpoint (threads run theirs
+    /// concurrently), riding through a restart of their servers.
     pub(crate) fn run(&self, calls: &mut [Call<'_>]) {
         let ep = &self.endpoint;
         self.recovery.run(ep, self.options.recovery, calls, |c, t| ep.run_within(c, usize::MAX, t));

@@ -29,12 +29,12 @@ mod name_moves;
 mod migrate;
 mod group_commit;
 mod path;
+mod pointer_log;
 mod reaper;
 mod reads;
 mod replies;
 mod sharded;
 mod shards;
-mod pointer_log;
 mod shared_pointers;
 mod store;
 mod sizes;
@@ -290,7 +290,8 @@ impl MetaService {
         if let Some(answer) = self.sharded_request(cred, op.untagged()) {
             return answer;
         }
-        // In memory, no database: the pointer table answers on its own.
+        // No database: the pointer table answers on its own (and logs the
+        // change first, `pointer_log.rs`).
         let tag = match &op {
             MetaReq::Once { client, seq, .. } => Some((*client, *seq)),
             _ => None,

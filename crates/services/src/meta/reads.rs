@@ -15,11 +15,13 @@ const LOOP_WALK: usize = 64;
 /// Whether a server's event loop may answer `op` itself rather than hand
 /// it to a worker: a read transaction or memory alone, a short walk, never
 /// the commit turn nor a disk write. (Not listings: a page may be as large
-/// as a body. Not tagged requests: those are changes. Not shared
-/// pointers: their changes are logged, `pointer_log.rs`.) The caller also
+/// as a body. Not tagged requests: those are changes, but a shared
+/// pointer's, whose log write is one record to the page cache and whose
+/// rewrite is bounded, see `shared_pointers.rs`: a worker's hand-off
+/// halved `write_shared`'s rate.) The caller also
 /// checks the database is at hand ([`super::MetaService::answers_on_the_loop`]).
 pub(super) fn answers_on_the_loop(op: &MetaReq) -> bool {
-    let cheap = matches!(op, MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Readlink { .. } | MetaReq::Open { write: false, .. } | MetaReq::Close { .. } | MetaReq::SetSize { .. });
+    let cheap = matches!(op, MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Readlink { .. } | MetaReq::Open { write: false, .. } | MetaReq::Close { .. } | MetaReq::SetSize { .. }) || matches!(op.untagged(), MetaReq::SharedPointer { .. });
     cheap && op.path().is_none_or(|p| p.bytes().filter(|&b| b == b'/').count() <= LOOP_WALK)
 }
 

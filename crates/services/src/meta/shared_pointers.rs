@@ -40,8 +40,10 @@ const IDLE: Duration = Duration::from_secs(3600);
 /// goes first).
 pub const CLIENTS_KEPT: usize = 1024;
 /// Answers kept in all (about 50 bytes each): past it a pointer keeps new
-/// clients' answers only in place of its oldest.
-pub const ANSWERS_KEPT: usize = 1 << 20;
+/// clients' answers only in place of its oldest. With [`MAX_POINTERS`] it
+/// bounds a rewrite of the log (8 MiB at most), which the server's event
+/// loop may make (it answers pointer changes itself).
+pub const ANSWERS_KEPT: usize = 1 << 16;
 /// The log is rewritten once it holds this many records more than its
 /// live pointers need.
 const REWRITE_PAST: u64 = 16_384;

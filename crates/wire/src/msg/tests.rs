@@ -284,9 +284,9 @@ fn tags_only_wrap_namespace_changes_and_never_nest() {
 }
 
 /// What a client riding through a restart may send again: a shared
-/// pointer's set and release (the set recreates a pointer the restart
-/// forgot), never its fetch-and-add (two would skip a range), nor an
-/// untagged create or a lock request.
+/// pointer's set, release and add of 0 (the set recreates a pointer a
+/// reboot forgot), never an untagged fetch-and-add of more (two would skip
+/// a range), nor an untagged create or a lock request.
 #[test]
 fn only_requests_safe_to_apply_twice_are_idempotent() {
     let cred = Cred::with_groups(1, 1, &[]);

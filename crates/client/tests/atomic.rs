@@ -413,9 +413,23 @@ fn an_atomic_write_refused_under_the_old_lease_is_sent_again_under_the_new() {
         let r = fa.write_at(0, &[b'A'; 4096]);
         (r.map_err(|e| e.to_string()), fa)
     });
-    // The lock is granted and the write waits in the data server's socket;
-    // then the lock service restarts, and the writer's keeper reclaims.
-    std::thread::sleep(Duration::from_millis(500));
+    // The lock is granted (another client's try-lock is refused: else the
+    // write could be granted only after the restart, under a fresh lease,
+    // and nothing would be refused) and the write waits in the data
+    // server's socket; then the lock service restarts, and the writer's
+    // keeper reclaims.
+    let b = tc.client();
+    let fb = b.open("/resent", true).unwrap();
+    loop {
+        match b.lock_within(&fb, true, &[Extent::range(0, 4096).unwrap()], Duration::ZERO) {
+            Err(weft_client::Error::Busy { .. }) => break,
+            Ok(g) => g.release().unwrap(),
+            Err(e) => panic!("try-lock: {e}"),
+        }
+        assert!(started.elapsed() < ttl / 2, "the writer did not get its lock in time");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     tc.lc.restart(0).unwrap();
     // Past the old lease as the data server counts it (a quarter TTL short
     // of the service's), and within the new one.
@@ -424,7 +438,6 @@ fn an_atomic_write_refused_under_the_old_lease_is_sent_again_under_the_new() {
     let (r, fa) = writer.join().unwrap();
     assert_eq!(r, Ok(4096), "the write refused under the old lease was not sent again");
     drop(fa);
-    let b = tc.client();
     let mut back = vec![0u8; 8192];
     assert_eq!(b.open("/resent", false).unwrap().read_at(0, &mut back).unwrap(), 8192);
     assert!(back[..4096].iter().all(|&x| x == b'A') && back[4096..].iter().all(|&x| x == b'o'), "the write's bytes are not there");

@@ -5,6 +5,7 @@
 //! bytes).
 
 mod access;
+mod local_reads;
 mod order;
 mod plan;
 mod read_ahead;
@@ -72,6 +73,9 @@ pub struct File {
     /// The file's name now, when it was renamed since the open (a mount
     /// knows): renewals walk it (see [`File::renamed`]).
     renamed: Mutex<Option<String>>,
+    /// The objects this node's servers lent, by layout index (empty until
+    /// the first read; see `local_reads.rs`).
+    lent: Mutex<Vec<local_reads::Lent>>,
 }
 
 /// A handle dropped without [`File::close`] still sends the writes it
@@ -125,6 +129,7 @@ impl File {
             write_behind: Mutex::default(),
             read_ahead: Mutex::default(),
             renamed: Mutex::new(None),
+            lent: Mutex::default(),
         })
     }
 

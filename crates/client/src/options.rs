@@ -25,6 +25,9 @@ pub struct ClientOptions {
     pub lock_granularity: crate::LockGranularity,
     /// How long an atomic access waits for its locks (`WEFT_LOCK_WAIT_MS`).
     pub lock_wait: std::time::Duration,
+    /// Objects on this node's servers are read straight from them
+    /// (`WEFT_LOCAL_READS`, on by default; see `file/local_reads.rs`).
+    pub local_reads: bool,
 }
 
 /// The defaults: no variables read (a front end passes its own to
@@ -43,6 +46,7 @@ impl Default for ClientOptions {
             recovery: crate::recovery::DEFAULT_WINDOW,
             lock_granularity: crate::LockGranularity::List,
             lock_wait: std::time::Duration::from_secs(60),
+            local_reads: true,
         }
     }
 }
@@ -60,6 +64,7 @@ impl ClientOptions {
             lock_granularity: vars.choice("WEFT_LOCK_GRANULARITY", "not file, range or list", |v| v.parse().ok())?.unwrap_or(d.lock_granularity),
             // 0 is a try-lock: granted only if free now.
             lock_wait: vars.u64("WEFT_LOCK_WAIT_MS")?.map_or(d.lock_wait, std::time::Duration::from_millis),
+            local_reads: vars.flag("WEFT_LOCAL_READS")?.unwrap_or(d.local_reads),
             ..d
         })
     }
@@ -74,6 +79,7 @@ impl ClientOptions {
             Setting::new(vars, "WEFT_RECOVERY_MS", ms(self.recovery), "calls ride through a server's restart this long before failing (0: fail at once)"),
             Setting::new(vars, "WEFT_LOCK_GRANULARITY", self.lock_granularity.name(), "what atomic mode locks: file, range or list"),
             Setting::new(vars, "WEFT_LOCK_WAIT_MS", ms(self.lock_wait), "how long an atomic access waits for its locks"),
+            Setting::new(vars, "WEFT_LOCAL_READS", u8::from(self.local_reads), "objects on this node's servers are read straight from them (0: through the servers)"),
         ]);
         all
     }

@@ -43,8 +43,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// regular file's `Change` is answered `Stat` (with its size when known).
 /// 23: lock op 6 `Reclaim` (locks taken back after a lock service restart)
 /// and the grant's seal in `Locked`. 24: a shared pointer's `FetchAdd`
-/// tagged in `Once` (answered once by the pointer table).
-pub const PROTOCOL_VERSION: u8 = 24;
+/// tagged in `Once` (answered once by the pointer table). 25: data op 10
+/// `Lend` (an object's descriptor lent to a client on the node).
+pub const PROTOCOL_VERSION: u8 = 25;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -196,7 +196,7 @@ fn read_once(file: &File, comm: &dyn Communicator, segments: &[Segment], buf: &m
     let a = agree(file, comm, segments, hints)?;
     let mut known_end = 0;
     for r in 0..a.rounds() {
-        match a.round(r, false).and_then(|(chunks, bodies)| file.fetch_chunks(&chunks, bodies, buf, usize::MAX)) {
+        match a.round(r, false).and_then(|(chunks, bodies)| file.fetch_chunks(&chunks, bodies, buf, usize::MAX, false)) {
             Ok(end) => known_end = known_end.max(end),
             Err(e) => {
                 a.abandon(r);

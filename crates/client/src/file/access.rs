@@ -220,7 +220,7 @@ impl File {
                 Request::data(cap, DataReq::Read { file: self.attr.id, pieces: plan[k].pieces.clone(), order }).encode()
             })
             .collect();
-        let known_end = self.fetch_chunks(&chunks, bodies, buf, sched.window)?;
+        let known_end = self.fetch_chunks(&chunks, bodies, buf, sched.window, true)?;
         if let Some(g) = guard {
             g.release_soon()?;
         }

@@ -53,7 +53,10 @@ impl File {
 
     /// Receives each chunk's bytes into `buf`, at most `window` requests in
     /// flight; returns the largest end of file the answering objects imply.
-    pub(crate) fn fetch_chunks(&self, chunks: &[&Chunk], bodies: Vec<Vec<u8>>, buf: &mut [u8], window: usize) -> Result<u64> {
+    /// `bodies` are plain reads (`DataReq::Read`) when `local`, which lets
+    /// chunks of this node's servers be read here; other requests (a
+    /// server-directed collective's rounds) must all reach their servers.
+    pub(crate) fn fetch_chunks(&self, chunks: &[&Chunk], bodies: Vec<Vec<u8>>, buf: &mut [u8], window: usize, local: bool) -> Result<u64> {
         let mut calls: Vec<Call<'_>> = chunks.iter().zip(bodies).map(|(c, body)| Call::new(self.servers[c.server], body)).collect();
         // Many tiny memory pieces arrive in one buffer per request and are
         // scattered afterwards; the rest land in place.
@@ -84,12 +87,33 @@ impl File {
                 None => s.into_iter().map(|p| p.expect("every range placed")).collect(),
             };
         }
-        self.session.run_window(&mut calls, window);
         // The largest end of file any answering object implies.
         let mut known_end = 0;
-        for (call, chunk) in calls.into_iter().zip(chunks) {
+        // Chunks of objects on this node's servers are read here
+        // (`local_reads.rs`); a failure sends them through the server.
+        let lent = if local { self.lent_objects(chunks) } else { vec![None; chunks.len()] };
+        let mut remote = Vec::with_capacity(calls.len());
+        for ((mut call, &chunk), object) in calls.into_iter().zip(chunks).zip(lent) {
+            if let Some(object) = object {
+                match super::local_reads::read_chunk(&object, chunk, &mut call.recv) {
+                    Ok(object_size) => {
+                        known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!(target: "weft::client", file = self.attr.id.0, error = %e, "a local read failed: reading through the server");
+                        self.stop_local_reads(chunk.server);
+                    }
+                }
+            }
+            remote.push((call, chunk));
+        }
+        let (mut calls, remote_chunks): (Vec<Call<'_>>, Vec<&Chunk>) = remote.into_iter().unzip();
+        self.session.run_window(&mut calls, window);
+        for (call, chunk) in calls.into_iter().zip(remote_chunks) {
             match Session::response(call)? {
                 (Response::Read { object_size }, n) if n as u64 == chunk.len => {
+                    self.object_seen(chunk.server, object_size);
                     known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
                 }
                 (other, n) => {

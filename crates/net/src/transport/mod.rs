@@ -3,6 +3,7 @@
 //! between a machine and its transport: TCP, or shared memory ([`shm`])
 //! for a client on the server's node.
 
+pub mod lend;
 pub mod ring;
 pub mod shm;
 

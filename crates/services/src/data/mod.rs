@@ -149,6 +149,22 @@ impl DataService {
         Ok(Some(o.clone()))
     }
 
+    /// A read-only descriptor of `file`'s object, for a client on this
+    /// node to read it itself (`DataReq::Lend`); `None` while the object
+    /// does not exist. Not in caching mode, whose writes may not be in the
+    /// object yet. A descriptor of its own, never the service's (which is
+    /// open for writing too).
+    pub fn lend(&self, file: FileId) -> io::Result<Option<File>> {
+        if self.cache.is_some() {
+            return Err(io::Error::new(io::ErrorKind::Unsupported, "objects are not lent in caching mode"));
+        }
+        match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).open(self.path(file)) {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Writes `payload` to the pieces in list order (pieces were validated
     /// by the decoder; `payload.len()` equals their total).
     ///

@@ -23,7 +23,7 @@ pub struct Gate {
 fn needed(op: &DataReq) -> u8 {
     match op {
         DataReq::Write { .. } | DataReq::LeasedWrite { .. } | DataReq::CollWrite { .. } | DataReq::Truncate { .. } => rights::WRITE,
-        DataReq::Read { .. } | DataReq::CollRead { .. } => rights::READ,
+        DataReq::Read { .. } | DataReq::CollRead { .. } | DataReq::Lend { .. } => rights::READ,
         // fsync(2) works on a descriptor open for reading too.
         DataReq::Fsync { .. } => rights::READ | rights::WRITE,
         DataReq::Size { .. } => rights::SIZE,

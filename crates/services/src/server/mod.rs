@@ -350,6 +350,16 @@ impl Server {
                     DataReq::Truncate { file, size } => d.truncate(file, size).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::Fsync { file } => d.fsync(file).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::Delete { file } => d.delete(file).map(|()| Response::Ok).unwrap_or_else(io_err),
+                    // The descriptor goes to the mailbox before the answer,
+                    // so a client that has the answer has the descriptor.
+                    DataReq::Lend { file, to, nonce } => match d.lend(file) {
+                        Ok(Some(f)) => match weft_net::transport::lend::lend(std::os::fd::AsFd::as_fd(&f), &to, nonce) {
+                            Ok(()) => Response::Ok,
+                            Err(e) => Response::error(ErrorCode::Io, format!("cannot lend file {}'s object to a mailbox on this node: {e}", file.0)),
+                        },
+                        Ok(None) => Response::error(ErrorCode::NotFound, format!("file {} has no object here yet", file.0)),
+                        Err(e) => io_err(e),
+                    },
                     DataReq::CollWrite { .. } | DataReq::CollRead { .. } => Response::error(ErrorCode::Internal, "collective requests are held by the worker pool"),
                     DataReq::LeasedWrite { .. } => unreachable!("checked above"),
                 }

@@ -49,6 +49,11 @@ pub enum DataReq {
     CollWrite { file: FileId, tag: CollTag, pieces: Vec<Piece> },
     /// One member's round of a server-directed collective read.
     CollRead { file: FileId, tag: CollTag, pieces: Vec<Piece> },
+    /// Lend the client on this node a read-only descriptor of the file's
+    /// object: sent to the client's mailbox `to` (an abstract Unix socket,
+    /// `weft_net::transport::lend`) with `nonce` before the answer (`Ok`;
+    /// `NotFound` while the object does not exist yet).
+    Lend { file: FileId, to: [u8; 16], nonce: u64 },
 }
 
 /// What `weft status` shows for one server.
@@ -170,7 +175,8 @@ impl DataReq {
             | DataReq::Fsync { file }
             | DataReq::Delete { file }
             | DataReq::CollWrite { file, .. }
-            | DataReq::CollRead { file, .. } => *file,
+            | DataReq::CollRead { file, .. }
+            | DataReq::Lend { file, .. } => *file,
         }
     }
 
@@ -207,6 +213,9 @@ impl DataReq {
                 tag.encode(e);
                 encode_runs(e, &compact(pieces));
             }
+            DataReq::Lend { file, to, nonce } => {
+                e.u8(10).u64(file.0).raw(to).u64(*nonce);
+            }
         }
     }
 
@@ -234,6 +243,7 @@ impl DataReq {
             }
             5 => DataReq::Fsync { file },
             6 => DataReq::Delete { file },
+            10 => DataReq::Lend { file, to: d.fixed()?, nonce: d.u64()? },
             7 | 8 => {
                 let tag = CollTag::decode(d)?;
                 let pieces = decode_runs(d)?;

@@ -37,8 +37,10 @@ fn expected(model: &[u8], off: u64, len: usize) -> &[u8] {
 
 /// Random reads (contiguous, and lists of pieces scattered in memory, some
 /// of them tiny) through `a` and `b` must both give what `model` says.
-fn reads_agree(a: &weft_client::File, b: &weft_client::File, model: &[u8], seed: u64, rounds: usize) {
+/// Returns the bytes `b` asked for.
+fn reads_agree(a: &weft_client::File, b: &weft_client::File, model: &[u8], seed: u64, rounds: usize) -> u64 {
     let mut rng = Rng(seed);
+    let mut asked = 0;
     let end = model.len() as u64 + 3 * STRIPE;
     for round in 0..rounds {
         if round % 2 == 0 {
@@ -46,6 +48,7 @@ fn reads_agree(a: &weft_client::File, b: &weft_client::File, model: &[u8], seed:
             let len = 1 + rng.below(6 * STRIPE) as usize;
             let (mut x, mut y) = (vec![0xEEu8; len], vec![0xDDu8; len]);
             let (nx, ny) = (a.read_at(off, &mut x).unwrap(), b.read_at(off, &mut y).unwrap());
+            asked += len as u64;
             let want = expected(model, off, len);
             assert_eq!((nx, ny), (want.len(), want.len()), "round {round}: read of {len} at {off}: counts");
             assert!(x[..nx] == *want, "round {round}: read of {len} at {off}: local bytes differ from the file's");
@@ -73,6 +76,7 @@ fn reads_agree(a: &weft_client::File, b: &weft_client::File, model: &[u8], seed:
             let (mut x, mut y) = (vec![0xEEu8; total as usize], vec![0xDDu8; total as usize]);
             a.read_pieces(segments.clone(), &mut x).unwrap();
             b.read_pieces(segments.clone(), &mut y).unwrap();
+            asked += total;
             for s in &segments {
                 let got = &x[s.mem..s.mem + s.len as usize];
                 let mut want = expected(model, s.file, s.len as usize).to_vec();
@@ -83,6 +87,7 @@ fn reads_agree(a: &weft_client::File, b: &weft_client::File, model: &[u8], seed:
             }
         }
     }
+    asked
 }
 
 #[test]
@@ -116,12 +121,28 @@ fn reads_on_the_servers_node_skip_the_servers_and_give_their_bytes() {
     assert_eq!(a.read_at(0, &mut x).unwrap(), model.len());
     assert!(x == model, "a whole local read differs from the file");
     assert_eq!(bytes_read(&local), before, "the servers served a read the client could make itself");
-    let before_through = bytes_read(&local);
-    reads_agree(&a, &b, &model, 0x5eed, 200);
-    let served = bytes_read(&local) - before_through;
-    // Only `b`'s reads went through the servers (the random reads move
-    // at least one byte each).
-    assert!(served > 0, "the reads through the servers were counted");
+    // Only `b`'s reads go through the servers: a local read that failed
+    // and went through a server would show here.
+    let before = bytes_read(&local);
+    let asked = reads_agree(&a, &b, &model, 0x5eed, 200);
+    assert_eq!(bytes_read(&local) - before, asked, "the servers served exactly the reads with local reads off");
+
+    // One piece of an object filling more buffer ranges than one preadv
+    // takes (IOV_MAX): 1 MiB of one server's stripe read into 2,048
+    // ranges placed back to front.
+    let big = local.create("/one-stripe", CreateOptions { stripe_size: 1 << 20, stripe_count: 1, ..CreateOptions::default() }).unwrap();
+    let data = pattern(4, 1 << 20);
+    big.write_at(0, &data).unwrap();
+    big.close().unwrap();
+    let big = local.open("/one-stripe", false).unwrap();
+    let segments: Vec<Segment> = (0..2048u64).map(|k| Segment { file: k * 512, mem: ((2047 - k) * 512) as usize, len: 512 }).collect();
+    let before = bytes_read(&local);
+    let mut x = vec![0u8; 1 << 20];
+    assert_eq!(big.read_pieces(segments, &mut x).unwrap(), 1 << 20);
+    for k in 0..2048usize {
+        assert!(x[(2047 - k) * 512..(2048 - k) * 512] == data[k * 512..(k + 1) * 512], "range {k} differs");
+    }
+    assert_eq!(bytes_read(&local), before, "2,048 buffer ranges of one piece were read locally");
 
     // A file with an object on one server only: the others have none to
     // lend yet. Once written there (by another handle), the same open
@@ -145,59 +166,80 @@ fn reads_on_the_servers_node_skip_the_servers_and_give_their_bytes() {
     assert_eq!(bytes_read(&local), before, "objects made after the first read are read locally too");
 }
 
-/// The server lends only what the capability lets its holder read, only to
-/// a mailbox on its node, and stays up for everyone else.
+/// The server lends only what the capability lets its holder read, only
+/// over a shared-memory connection (a client on its node), and stays up
+/// for everyone else.
 #[test]
-fn a_lend_needs_the_read_right_and_a_mailbox_on_the_node() {
-    let tc = TestCluster::start("lend-refusals", 1);
+fn a_lend_needs_the_read_right_and_a_connection_on_the_node() {
+    let tc = TestCluster::start("lend-refusals", 2);
     let c = tc.client();
-    let f = c.create("/x", CreateOptions::default()).unwrap();
+    let cf = tc.cluster();
+    let data: Vec<_> = cf.data_servers().into_iter().map(|s| cf.server(s).unwrap().addr).collect();
+    // One server keeps the object (found by asking both).
+    let f = c.create("/x", CreateOptions { stripe_count: 1, ..CreateOptions::default() }).unwrap();
     f.write_at(0, b"secret bytes").unwrap();
     f.close().unwrap();
-    let cf = tc.cluster();
-    let data = cf.server(cf.data_servers()[0]).unwrap().addr;
-    let ep = Endpoint::new(cf.secret(), weft_net::EndpointConfig { op_timeout: Duration::from_secs(5), ..Default::default() }).unwrap();
     let id = c.stat("/x").unwrap().0.id;
-    let mailbox = weft_net::transport::lend::Mailbox::bind().unwrap();
-    let ask = |rights: u8, to: [u8; 16], nonce: u64| {
-        let cap = CapKey::derive(&cf.secret()).issue(id, rights, u64::MAX);
-        let reply = ep.call(data, Request::data(cap, DataReq::Lend { file: id, to, nonce }).encode()).unwrap();
+    let endpoint = |transport| Endpoint::new(cf.secret(), weft_net::EndpointConfig { transport, op_timeout: Duration::from_secs(5), ..Default::default() }).unwrap();
+    let (shm, tcp) = (endpoint(weft_net::TransportChoice::Shm), endpoint(weft_net::TransportChoice::Tcp));
+    let ask = |ep: &Endpoint, server, file: FileId, rights: u8| {
+        let cap = CapKey::derive(&cf.secret()).issue(file, rights, u64::MAX);
+        let reply = ep.call(server, Request::data(cap, DataReq::Lend { file }).encode()).unwrap();
         Response::decode(&reply.body).unwrap()
     };
-    let trusted = [0, nix::unistd::geteuid().as_raw()];
-    let quick = Duration::from_millis(300);
-    // Write right only: refused, and nothing arrives.
-    match ask(rights::WRITE | rights::SIZE, *mailbox.id(), 7) {
+    let home = data.iter().copied().find(|&a| matches!(ask(&shm, a, id, rights::READ), Response::Ok)).expect("the object's server lends it");
+    drop(shm.take_lent(home));
+    // Write right only: refused, and nothing comes.
+    match ask(&shm, home, id, rights::WRITE | rights::SIZE) {
         Response::Error { code: ErrorCode::Permission, .. } => {}
         other => panic!("a lend without the read right: {other:?}"),
     }
-    assert!(mailbox.take(&[7], &trusted, quick).unwrap()[0].is_none(), "a refused lend sent a descriptor");
-    // No mailbox of that name on this node: an error, not a hang.
-    match ask(rights::READ, [9; 16], 8) {
+    assert!(shm.take_lent(home).is_empty(), "a refused lend sent a descriptor");
+    // Over TCP (a client that may be on another node): refused.
+    match ask(&tcp, home, id, rights::READ) {
         Response::Error { code: ErrorCode::Io, .. } => {}
-        other => panic!("a lend to no mailbox: {other:?}"),
+        other => panic!("a lend over TCP: {other:?}"),
     }
-    // A file without an object here: not found.
-    let cap = CapKey::derive(&cf.secret()).issue(FileId(id.0 + 1000), rights::READ, u64::MAX);
-    let reply = ep.call(data, Request::data(cap, DataReq::Lend { file: FileId(id.0 + 1000), to: *mailbox.id(), nonce: 9 }).encode()).unwrap();
-    assert!(matches!(Response::decode(&reply.body).unwrap(), Response::Error { code: ErrorCode::NotFound, .. }));
-    // The read right: the descriptor arrives with its nonce, reads the
+    // A file without an object there: not found.
+    assert!(matches!(ask(&shm, home, FileId(id.0 + 1000), rights::READ), Response::Error { code: ErrorCode::NotFound, .. }));
+    // The read right: the descriptor comes before the answer, reads the
     // object, and cannot write it.
-    assert!(matches!(ask(rights::READ, *mailbox.id(), 11), Response::Ok));
-    let fd = mailbox.take(&[11], &trusted, quick).unwrap().pop().unwrap().expect("the lent descriptor arrives");
-    let object = std::fs::File::from(fd);
+    assert!(matches!(ask(&shm, home, id, rights::READ), Response::Ok));
+    let mut lent = shm.take_lent(home);
+    assert_eq!(lent.len(), 1, "one descriptor per lend");
+    let object = std::fs::File::from(lent.pop().unwrap());
     let mut b = [0u8; 12];
     std::os::unix::fs::FileExt::read_exact_at(&object, &mut b, 0).unwrap();
     assert_eq!(&b, b"secret bytes");
     assert!(std::os::unix::fs::FileExt::write_at(&object, b"x", 0).is_err(), "a lent descriptor writes");
-    // A lend whose nonce nobody waits for is dropped on the way to the
-    // one waited for.
-    assert!(matches!(ask(rights::READ, *mailbox.id(), 12), Response::Ok));
-    assert!(matches!(ask(rights::READ, *mailbox.id(), 13), Response::Ok));
-    let got = mailbox.take(&[13], &trusted, quick).unwrap();
-    assert!(got[0].is_some(), "the awaited descriptor behind another one");
-    // Still serving.
+    // Still serving; and a reader through the client gets the bytes
+    // whichever way it reads them.
     let mut back = [0u8; 12];
     c.open("/x", false).unwrap().read_at(0, &mut back).unwrap();
     assert_eq!(&back, b"secret bytes");
+}
+
+/// In caching mode a server's writes may not be in its objects yet: it
+/// lends none, and a client reads through it.
+#[test]
+fn a_server_in_caching_mode_lends_nothing() {
+    let env = vec![("WEFT_DATA_CACHE".into(), "64k".into()), ("WEFT_CACHE_BLOCK".into(), "4k".into())];
+    let tc = TestCluster::start_spec("lend-cache", weft_launch::ClusterSpec { data_servers: 1, server_env: env, ..Default::default() });
+    let c = tc.client();
+    let f = c.create("/c", CreateOptions::default()).unwrap();
+    let data = pattern(5, 20_000);
+    f.write_at(0, &data).unwrap();
+    let cf = tc.cluster();
+    let server = cf.server(cf.data_servers()[0]).unwrap().addr;
+    let ep = Endpoint::new(cf.secret(), weft_net::EndpointConfig { transport: weft_net::TransportChoice::Shm, ..Default::default() }).unwrap();
+    let id = c.stat("/c").unwrap().0.id;
+    let cap = CapKey::derive(&cf.secret()).issue(id, rights::READ, u64::MAX);
+    let reply = ep.call(server, Request::data(cap, DataReq::Lend { file: id }).encode()).unwrap();
+    assert!(matches!(Response::decode(&reply.body).unwrap(), Response::Error { code: ErrorCode::Io, .. }), "a server in caching mode lent its object");
+    assert!(ep.take_lent(server).is_empty());
+    let before = bytes_read(&c);
+    let mut back = vec![0u8; data.len()];
+    assert_eq!(f.read_at(0, &mut back).unwrap(), data.len());
+    assert!(back == data, "bytes still in the cache are read");
+    assert!(bytes_read(&c) >= before + data.len() as u64, "the read went through the server");
 }

@@ -1,33 +1,59 @@
 //! Local reads: the stripe objects a file has on this node's servers are
 //! read straight from the objects, through read-only descriptors the
-//! servers lend (`weft_net::transport::lend`), so a byte is copied once
-//! (page cache or disk to the caller's buffer), as a local file's is,
-//! instead of by the server, through a transport and out again.
+//! servers lend (`DataReq::Lend`, sent over the shared-memory connection's
+//! Unix socket, so only to a client on the server's node), so a byte is
+//! copied once (page cache or disk to the caller's buffer), as a local
+//! file's is, instead of by the server, through a transport and out again.
 //!
 //! What a read sees is what the server's own read would: the object is the
 //! one the server writes, and this client's held writes are sent before
-//! any read. A server asked for its descriptor once per open file: one
-//! that refuses (another node, caching mode, no read right, an older
-//! server) is read through as always; one whose object does not exist
-//! yet is asked again once a read through it finds the object.
+//! any read. A server is asked for its descriptor once per open file: one
+//! that refuses (another node, a TCP connection, caching mode, no read
+//! right) is read through as always; one whose object does not exist yet
+//! is asked again once a read through it finds the object. An object
+//! removed since (its last name unlinked) is read through the server
+//! again, which answers as it does for a removed file. A process keeps at
+//! most [`MAX_LENT`] lent descriptors (a quarter of its descriptor limit
+//! at most): past that, files are read through the servers.
 //! `WEFT_LOCAL_READS=0` turns local reads off.
 
 use super::plan::Chunk;
 use super::File;
 use crate::session::Session;
 use std::fs;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use weft_net::transport::lend::Mailbox;
 use weft_net::Call;
 use weft_wire::{DataReq, Request, Response};
 
-/// How long a lent descriptor may take to arrive once the server answered
-/// (it is sent before the answer: only a very busy node waits at all).
-const ARRIVAL_BUDGET: Duration = Duration::from_millis(200);
+/// How long servers may take to answer a lend (a local server answers in
+/// well under a millisecond): not ridden through a restart, and never the
+/// whole operation deadline, so a server that is hung is read through and
+/// found out by the read's own deadline, not by the lend's.
+const LEND_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// How long servers may take to answer a lend.
-const LEND_TIMEOUT: Duration = Duration::from_secs(2);
+/// The most lent descriptors a process holds at once.
+const MAX_LENT: usize = 4096;
+
+/// Most iovecs in one `preadv` (the kernel's `IOV_MAX`).
+const IOV_MAX: usize = 1024;
+
+/// Lent descriptors held by this process now.
+static LENT_HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// Lends are made one batch at a time in a process, so the descriptors
+/// waiting on a connection are the batch's own.
+static LENDING: Mutex<()> = Mutex::new(());
+
+/// A lent object's descriptor, counted while held.
+pub(crate) struct LentObject(fs::File);
+
+impl Drop for LentObject {
+    fn drop(&mut self) {
+        LENT_HELD.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// What this handle knows of one layout server's object.
 #[derive(Clone, Default)]
@@ -35,35 +61,43 @@ pub(crate) enum Lent {
     /// Not asked yet (or the object was found since it was absent).
     #[default]
     Untried,
-    Object(Arc<fs::File>),
+    Object(Arc<LentObject>),
     /// The server had no object for the file when asked.
     Absent,
     /// Read through the server: not on this node, or refused.
     Off,
 }
 
-/// The process's mailbox, made on first use (and again in a child after
-/// `fork`, which must not share its parent's), with its owner's pid.
-static MAILBOX: Mutex<Option<(u32, Mailbox)>> = Mutex::new(None);
+/// How many lent descriptors this process may hold: [`MAX_LENT`], and no
+/// more than a quarter of its descriptor limit.
+fn most_held() -> usize {
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+    MAX_LENT.min(usize::try_from(soft / 4).unwrap_or(MAX_LENT))
+}
 
 impl File {
     /// For each chunk, the object descriptor its server lent, asking the
     /// servers not asked yet (all at once).
-    pub(super) fn lent_objects(&self, chunks: &[&Chunk]) -> Vec<Option<Arc<fs::File>>> {
+    pub(super) fn lent_objects(&self, chunks: &[&Chunk]) -> Vec<Option<Arc<LentObject>>> {
         if !self.session.options.local_reads {
             return vec![None; chunks.len()];
         }
-        let mut lent = self.lent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if lent.is_empty() {
-            *lent = self.servers.iter().map(|&a| if weft_net::transport::shm::is_local(a) { Lent::Untried } else { Lent::Off }).collect();
-        }
-        let mut ask: Vec<usize> = chunks.iter().map(|c| c.server).filter(|&s| matches!(lent[s], Lent::Untried)).collect();
-        ask.sort_unstable();
-        ask.dedup();
-        if !ask.is_empty() {
-            for (s, got) in ask.iter().zip(self.borrow(&ask)) {
-                lent[*s] = got;
+        let ask: Vec<usize> = {
+            let mut lent = self.lent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if lent.is_empty() {
+                *lent = self.servers.iter().map(|&a| if weft_net::transport::shm::is_local(a) { Lent::Untried } else { Lent::Off }).collect();
             }
+            let mut ask: Vec<usize> = chunks.iter().map(|c| c.server).filter(|&s| matches!(lent[s], Lent::Untried)).collect();
+            ask.sort_unstable();
+            ask.dedup();
+            ask
+        };
+        // Asked without the handle's lock held: a lend may renew the
+        // capability (a metadata call) and wait for its servers.
+        let got = if ask.is_empty() { Vec::new() } else { self.borrow(&ask) };
+        let mut lent = self.lent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for (&s, g) in ask.iter().zip(got) {
+            lent[s] = g;
         }
         chunks.iter().map(|c| if let Lent::Object(f) = &lent[c.server] { Some(f.clone()) } else { None }).collect()
     }
@@ -71,48 +105,34 @@ impl File {
     /// Asks `servers` (layout indices) for their objects' descriptors.
     fn borrow(&self, servers: &[usize]) -> Vec<Lent> {
         let off = || vec![Lent::Off; servers.len()];
-        let Ok(cap) = self.capability() else { return off() };
-        let mut mailbox = MAILBOX.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let pid = std::process::id();
-        if mailbox.as_ref().is_none_or(|(owner, _)| *owner != pid) {
-            match Mailbox::bind() {
-                Ok(m) => *mailbox = Some((pid, m)),
-                Err(e) => {
-                    tracing::debug!(target: "weft::client", error = %e, "no mailbox for lent objects: reading through the servers");
-                    return off();
-                }
-            }
+        if LENT_HELD.load(Ordering::Relaxed) + servers.len() > most_held() {
+            return off();
         }
-        let (_, mailbox) = mailbox.as_ref().expect("made above");
-        // Never 0: a malformed datagram reads as nonce 0.
-        let nonces: Vec<u64> = servers.iter().map(|_| rand::random::<u64>() | 1).collect();
-        let mut calls: Vec<Call<'_>> = servers
-            .iter()
-            .zip(&nonces)
-            .map(|(&s, &nonce)| Call::new(self.servers[s], Request::data(cap, DataReq::Lend { file: self.attr.id, to: *mailbox.id(), nonce }).encode()))
-            .collect();
-        // Not ridden through a restart (as `Session::run` would, for up to
-        // a minute, with every lend of the process waiting on the mailbox):
-        // a server that does not answer soon is read through.
-        self.session.endpoint.run_within(&mut calls, usize::MAX, LEND_TIMEOUT);
-        // Only the nonces of answered lends are waited for: the others'
-        // descriptors never come.
-        let answers: Vec<Result<(Response, usize), crate::Error>> = calls.into_iter().map(Session::response).collect();
-        let lent: Vec<u64> = answers.iter().zip(&nonces).filter(|(a, _)| matches!(a, Ok((Response::Ok, _)))).map(|(_, &n)| n).collect();
-        let mut fds = match mailbox.take(&lent, &self.session.endpoint.server_uids(), ARRIVAL_BUDGET) {
-            Ok(fds) => fds.into_iter(),
-            Err(e) => {
-                tracing::debug!(target: "weft::client", error = %e, "the mailbox for lent objects failed: reading through the servers");
-                return off();
-            }
-        };
-        answers
+        let Ok(cap) = self.capability() else { return off() };
+        let _one_batch = LENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ep = &self.session.endpoint;
+        // What an earlier batch left behind (its answer timed out) goes.
+        for &s in servers {
+            drop(ep.take_lent(self.servers[s]));
+        }
+        let mut calls: Vec<Call<'_>> =
+            servers.iter().map(|&s| Call::new(self.servers[s], Request::data(cap, DataReq::Lend { file: self.attr.id }).encode())).collect();
+        // Shorter than the endpoint's deadline: a lend that runs out does
+        // not mark its server unanswered (the read after it would fail at
+        // once, not wait out its own deadline).
+        ep.run_within(&mut calls, usize::MAX, LEND_TIMEOUT.min(ep.config().op_timeout / 2));
+        calls
             .into_iter()
-            .map(|a| match a {
-                Ok((Response::Ok, _)) => match fds.next().flatten() {
-                    Some(fd) => Lent::Object(Arc::new(fs::File::from(fd))),
+            .zip(servers)
+            .map(|(call, &s)| match Session::response(call) {
+                // The server sent it before its answer: it is there.
+                Ok((Response::Ok, _)) => match ep.take_lent(self.servers[s]).pop() {
+                    Some(fd) => {
+                        LENT_HELD.fetch_add(1, Ordering::Relaxed);
+                        Lent::Object(Arc::new(LentObject(fs::File::from(fd))))
+                    }
                     None => {
-                        tracing::debug!(target: "weft::client", file = self.attr.id.0, "a lent object did not arrive: reading through the server");
+                        tracing::debug!(target: "weft::client", file = self.attr.id.0, "a lent object did not come: reading through the server");
                         Lent::Off
                     }
                 },
@@ -145,10 +165,12 @@ impl File {
 
 /// Reads the stream of `chunk`'s pieces from `object` into `into` (the
 /// chunk's buffer ranges in the same order), as the server would: bytes
-/// past the object's end read as zeros. One `preadv` a piece (a piece of
+/// past the object's end read as zeros. A `preadv` per piece (a piece of
 /// an object is often several stripes, so several buffer ranges). Returns
-/// the object's size.
-pub(super) fn read_chunk(object: &fs::File, chunk: &Chunk, into: &mut [&mut [u8]]) -> std::io::Result<u64> {
+/// the object's size; an error if the object was removed meanwhile (the
+/// server then answers for it).
+pub(super) fn read_chunk(object: &LentObject, chunk: &Chunk, into: &mut [&mut [u8]]) -> std::io::Result<u64> {
+    let object = &object.0;
     let mut slots = into.iter_mut().map(|s| &mut **s);
     let mut slot: &mut [u8] = &mut [];
     for p in &chunk.pieces {
@@ -165,9 +187,17 @@ pub(super) fn read_chunk(object: &fs::File, chunk: &Chunk, into: &mut [&mut [u8]
             slot = rest;
             left -= n as u64;
         }
-        fill(object, &mut parts, p.offset)?;
+        let mut at = p.offset;
+        for batch in parts.chunks_mut(IOV_MAX) {
+            fill(object, batch, at)?;
+            at += batch.iter().map(|b| b.len() as u64).sum::<u64>();
+        }
     }
-    Ok(object.metadata()?.len())
+    let meta = object.metadata()?;
+    if std::os::unix::fs::MetadataExt::nlink(&meta) == 0 {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "the object was removed"));
+    }
+    Ok(meta.len())
 }
 
 /// Fills `parts` (in order) from `object` at `offset`, zeros past its end.

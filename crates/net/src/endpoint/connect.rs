@@ -131,9 +131,9 @@ impl Endpoint {
 
     /// The uids a server on this node may run as: the servers' uid in
     /// MUNGE mode; in secret mode root or this process's own uid (servers
-    /// started by the user or the system). Only these may offer rings or
-    /// lend descriptors: anyone else could relay the handshake.
-    pub fn server_uids(&self) -> Vec<u32> {
+    /// started by the user or the system). Only these may offer rings:
+    /// anyone else could relay the handshake.
+    fn server_uids(&self) -> Vec<u32> {
         match &self.auth {
             ClientAuth::Munge { server_uid, .. } => vec![*server_uid],
             ClientAuth::Secret(_) => vec![0, nix::unistd::geteuid().as_raw()],

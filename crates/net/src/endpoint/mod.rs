@@ -151,6 +151,22 @@ impl Endpoint {
         }
     }
 
+    /// The descriptors `peer` lent this process on its connection so far
+    /// (`DataReq::Lend`, over shared memory only; none over TCP or with
+    /// no connection), oldest first.
+    pub fn take_lent(&self, peer: SocketAddr) -> Vec<std::os::fd::OwnedFd> {
+        let mut eng = self.lock();
+        let Some(engine::Slot::Ready(c)) = eng.conns.get_mut(&engine::ConnKey::primary(peer)) else { return Vec::new() };
+        let fds = c.transport.take_lent();
+        // Taking them may have taken a doorbell the driver waits for: the
+        // connection is looked at again, and the driver woken to do it.
+        c.readable = true;
+        c.writable = true;
+        drop(eng);
+        let _ = self.waker.wake();
+        fds
+    }
+
     /// Whether this endpoint ever had a connection to `peer`.
     pub fn has_connected(&self, peer: SocketAddr) -> bool {
         self.lock().known.contains(&peer)

@@ -3,7 +3,6 @@
 //! between a machine and its transport: TCP, or shared memory ([`shm`])
 //! for a client on the server's node.
 
-pub mod lend;
 pub mod ring;
 pub mod shm;
 
@@ -27,6 +26,17 @@ pub trait Transport: Send {
     /// (shared memory; a socket answers `false` and is left to the poller).
     fn input_pending(&self) -> bool {
         false
+    }
+    /// Server side: sends the peer a descriptor (an object lent for local
+    /// reads, `DataReq::Lend`), ahead of whatever is written next. Only a
+    /// transport with a Unix socket under it can.
+    fn lend(&mut self, _fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::Unsupported, "objects are lent only over shared memory (a client on the server's node)"))
+    }
+    /// Client side: the descriptors the peer lent so far, oldest first
+    /// (including those still waiting in the socket).
+    fn take_lent(&mut self) -> Vec<std::os::fd::OwnedFd> {
+        Vec::new()
     }
     /// Its readiness source, to register with a poller.
     fn source(&mut self) -> &mut dyn mio::event::Source;

@@ -31,6 +31,32 @@ use std::os::unix::net::{SocketAddr as UnixSocketAddr, UnixStream as StdUnixStre
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
+/// Lent descriptors a client connection keeps until they are taken.
+const MAX_LENT: usize = 16;
+
+/// Reads doorbells from `bell` with room for one descriptor (a server
+/// sends one at a time; the kernel closes any that do not fit): the bytes
+/// read and the descriptor, if one came.
+fn recv_lent(bell: &mio::net::UnixStream, b: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+    let mut iov = [IoSliceMut::new(b)];
+    let msg = recvmsg::<UnixAddr>(bell.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC).map_err(io::Error::from)?;
+    let mut fd = None;
+    // Truncated control data (a full descriptor table) installs nothing.
+    if let Ok(cmsgs) = msg.cmsgs() {
+        for c in cmsgs {
+            if let ControlMessageOwned::ScmRights(fds) = c {
+                for raw in fds {
+                    // SAFETY: the kernel just gave us this descriptor.
+                    let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                    fd.get_or_insert(owned);
+                }
+            }
+        }
+    }
+    Ok((msg.bytes, fd))
+}
+
 /// Bytes of each ring.
 pub const RING_CAP: usize = 1 << 20;
 /// Rings offered outside these bounds are refused.
@@ -113,6 +139,11 @@ pub struct ShmTransport {
     /// The server keeps its memfd to free the pages when the connection
     /// ends (the client may keep the memory mapped).
     memfd: Option<OwnedFd>,
+    /// Client side: descriptors the server lent (`DataReq::Lend`), taken
+    /// from the socket with the doorbells, at most [`MAX_LENT`] kept (a
+    /// server only ever sends one per answered lend). A server's side
+    /// takes none: the kernel closes any a client sends.
+    lent: Option<std::collections::VecDeque<OwnedFd>>,
     // Last: the ring ends point into it.
     _map: Mapping,
 }
@@ -148,7 +179,7 @@ impl ShmTransport {
         let (rx, tx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
         // The client's first bytes (its hello) ring the server.
         rx.set_reader_waiting();
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: Some(fd), _map: map })
+        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: Some(fd), lent: None, _map: map })
     }
 
     /// Client side: the rings of the server on `addr`, if one listens on
@@ -221,7 +252,7 @@ impl ShmTransport {
         bell.set_nonblocking(true)?;
         // SAFETY: as in `offer`, the other way round.
         let (tx, rx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: None, _map: map })
+        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: None, lent: Some(Default::default()), _map: map })
     }
 
     /// Wakes the peer (best effort: a socket with bytes in it has
@@ -230,20 +261,30 @@ impl ShmTransport {
         let _ = nix::sys::socket::send(self.bell.as_raw_fd(), &[1], MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT);
     }
 
-    /// Takes the doorbells rung so far; notes an end of stream. A peer
-    /// rings once each time this side waits, so more than [`MAX_BELLS`]
-    /// at once is a peer flooding the socket to hold this thread: its
-    /// connection breaks.
+    /// Takes the doorbells rung so far, and (client side) the descriptors
+    /// lent with them; notes an end of stream. A peer rings once each time
+    /// this side waits, so more than [`MAX_BELLS`] at once is a peer
+    /// flooding the socket to hold this thread: its connection breaks.
     fn drain_bell(&mut self) {
         let mut b = [0u8; 1024];
         let mut taken = 0;
         loop {
-            match (&self.bell).read(&mut b) {
-                Ok(0) => {
+            let got = match &mut self.lent {
+                None => (&self.bell).read(&mut b).map(|n| (n, None)),
+                Some(_) => recv_lent(&self.bell, &mut b),
+            };
+            match got {
+                Ok((0, _)) => {
                     self.peer_closed = true;
                     return;
                 }
-                Ok(n) => {
+                Ok((n, fd)) => {
+                    if let (Some(fd), Some(lent)) = (fd, &mut self.lent) {
+                        if lent.len() == MAX_LENT {
+                            lent.pop_front();
+                        }
+                        lent.push_back(fd);
+                    }
                     taken += n;
                     if taken > MAX_BELLS {
                         self.broken.get_or_insert_with(|| "the peer floods the doorbell".into());
@@ -360,6 +401,23 @@ impl Transport for ShmTransport {
         // A doorbell means bytes or room, whichever the peer made.
         self.drain_bell();
         (true, true)
+    }
+
+    fn lend(&mut self, fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        // One doorbell byte carries it (a client wakes as for any bell).
+        let fds = [fd.as_raw_fd()];
+        sendmsg::<UnixAddr>(self.bell.as_raw_fd(), &[IoSlice::new(&[1])], &[ControlMessage::ScmRights(&fds)], MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL, None)
+            .map_err(io::Error::from)?;
+        Ok(())
+    }
+
+    fn take_lent(&mut self) -> Vec<OwnedFd> {
+        // A lent descriptor is in the socket before the answer is in the
+        // ring, and the answer may have been read without a doorbell.
+        if self.lent.is_some() {
+            self.drain_bell();
+        }
+        self.lent.as_mut().map(|l| l.drain(..).collect()).unwrap_or_default()
     }
 
     fn source(&mut self) -> &mut dyn mio::event::Source {

@@ -263,6 +263,22 @@ impl Server {
         }
     }
 
+    /// A lend (`DataReq::Lend`, its capability checked): the answer, and
+    /// the object's read-only descriptor, which the event loop sends over
+    /// the connection before the answer (or answers `Io` if it cannot).
+    pub(crate) fn lend(&self, file: weft_wire::FileId) -> (Response, Option<std::fs::File>) {
+        use weft_wire::ErrorCode;
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let Some(d) = &self.data else {
+            return (Response::error(ErrorCode::WrongService, "this server does not host the data service"), None);
+        };
+        match d.lend(file) {
+            Ok(Some(f)) => (Response::Ok, Some(f)),
+            Ok(None) => (Response::error(ErrorCode::NotFound, format!("file {} has no object here yet", file.0)), None),
+            Err(e) => (Response::error(ErrorCode::Io, format!("cannot lend file {}'s object: {e}", file.0)), None),
+        }
+    }
+
     /// Adds `ns` of a worker thread's CPU time to `kind` (the workers
     /// account all of their time: see [`workers`]).
     pub(crate) fn count_cpu(&self, kind: CpuKind, ns: u64) {
@@ -350,16 +366,7 @@ impl Server {
                     DataReq::Truncate { file, size } => d.truncate(file, size).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::Fsync { file } => d.fsync(file).map(|()| Response::Ok).unwrap_or_else(io_err),
                     DataReq::Delete { file } => d.delete(file).map(|()| Response::Ok).unwrap_or_else(io_err),
-                    // The descriptor goes to the mailbox before the answer,
-                    // so a client that has the answer has the descriptor.
-                    DataReq::Lend { file, to, nonce } => match d.lend(file) {
-                        Ok(Some(f)) => match weft_net::transport::lend::lend(std::os::fd::AsFd::as_fd(&f), &to, nonce) {
-                            Ok(()) => Response::Ok,
-                            Err(e) => Response::error(ErrorCode::Io, format!("cannot lend file {}'s object to a mailbox on this node: {e}", file.0)),
-                        },
-                        Ok(None) => Response::error(ErrorCode::NotFound, format!("file {} has no object here yet", file.0)),
-                        Err(e) => io_err(e),
-                    },
+                    DataReq::Lend { .. } => Response::error(ErrorCode::Internal, "lends are answered by the worker pool"),
                     DataReq::CollWrite { .. } | DataReq::CollRead { .. } => Response::error(ErrorCode::Internal, "collective requests are held by the worker pool"),
                     DataReq::LeasedWrite { .. } => unreachable!("checked above"),
                 }

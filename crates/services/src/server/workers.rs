@@ -47,7 +47,8 @@ pub struct Job {
 /// What comes back to the loop.
 pub enum Done {
     /// A job ran; `answer` is `None` when the response comes later ([`Done::Late`]).
-    Job { conn: ConnRef, id: MsgId, answer: Option<(Response, Payload)>, turn: Option<FileId> },
+    /// `lent`: a lend's descriptor, sent over the connection before the answer.
+    Job { conn: ConnRef, id: MsgId, answer: Option<(Response, Payload)>, turn: Option<FileId>, lent: Option<std::fs::File> },
     /// The later response of a job that ran earlier (a lock granted after a
     /// wait, a collective's round done), with its payload.
     Late { conn: ConnRef, id: MsgId, rsp: Response, payload: Payload },
@@ -201,12 +202,20 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 server.count_panic();
                 tracing::error!(target: "weft::server", msg_id = id.0, "a collective round panicked; its members were not answered");
             }
-            replier.send(Done::Job { conn, id, answer: None, turn });
+            replier.send(Done::Job { conn, id, answer: None, turn, lent: None });
             count(kind);
             server.requests.finished();
             continue;
         }
-        let outcome = catch_unwind(AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user)));
+        let mut lent = None;
+        let outcome = catch_unwind(AssertUnwindSafe(|| match req {
+            Request::Data { op: DataReq::Lend { file }, .. } => {
+                let (rsp, f) = server.lend(file);
+                lent = f;
+                Some(rsp)
+            }
+            req => server.handle(req, &payload.bytes, &mut out, &later, user),
+        }));
         drop(payload);
         let answer = match outcome {
             Ok(Some(rsp)) => Some((rsp, Payload { bytes: out, charge: with_body(out_charge, body_charge) })),
@@ -222,7 +231,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         if let Some((_, out)) = &answer {
             server.requests.served(kind, bytes_in, out.bytes.len() as u64, arrived.elapsed());
         }
-        replier.send(Done::Job { conn, id, answer, turn });
+        replier.send(Done::Job { conn, id, answer, turn, lent });
         count(kind);
         server.requests.finished();
     }

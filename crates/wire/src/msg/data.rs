@@ -49,11 +49,11 @@ pub enum DataReq {
     CollWrite { file: FileId, tag: CollTag, pieces: Vec<Piece> },
     /// One member's round of a server-directed collective read.
     CollRead { file: FileId, tag: CollTag, pieces: Vec<Piece> },
-    /// Lend the client on this node a read-only descriptor of the file's
-    /// object: sent to the client's mailbox `to` (an abstract Unix socket,
-    /// `weft_net::transport::lend`) with `nonce` before the answer (`Ok`;
-    /// `NotFound` while the object does not exist yet).
-    Lend { file: FileId, to: [u8; 16], nonce: u64 },
+    /// Lend the client a read-only descriptor of the file's object, sent
+    /// over the connection's own Unix socket before the answer (`Ok`): so
+    /// only a shared-memory connection, from a client on this node, can
+    /// have one (`NotFound` while the object does not exist yet).
+    Lend { file: FileId },
 }
 
 /// What `weft status` shows for one server.
@@ -213,8 +213,8 @@ impl DataReq {
                 tag.encode(e);
                 encode_runs(e, &compact(pieces));
             }
-            DataReq::Lend { file, to, nonce } => {
-                e.u8(10).u64(file.0).raw(to).u64(*nonce);
+            DataReq::Lend { file } => {
+                e.u8(10).u64(file.0);
             }
         }
     }
@@ -243,7 +243,7 @@ impl DataReq {
             }
             5 => DataReq::Fsync { file },
             6 => DataReq::Delete { file },
-            10 => DataReq::Lend { file, to: d.fixed()?, nonce: d.u64()? },
+            10 => DataReq::Lend { file },
             7 | 8 => {
                 let tag = CollTag::decode(d)?;
                 let pieces = decode_runs(d)?;

@@ -99,6 +99,7 @@ fn request() -> impl Strategy<Value = Request> {
         (any::<u64>(), 0u64..1 << 62).prop_map(|(f, size)| Request::data(Capability::none(FileId(0)), DataReq::Truncate { file: FileId(f), size })),
         any::<u64>().prop_map(|f| Request::data(Capability::none(FileId(0)), DataReq::Fsync { file: FileId(f) })),
         any::<u64>().prop_map(|f| Request::data(Capability::none(FileId(0)), DataReq::Delete { file: FileId(f) })),
+        any::<u64>().prop_map(|f| Request::data(Capability::none(FileId(0)), DataReq::Lend { file: FileId(f) })),
         (any::<u64>(), pieces(), any::<u64>(), 1u32..5000, any::<u32>(), any::<u32>(), any::<u8>()).prop_map(|(f, pieces, id, participants, member, round, flags)| {
             let tag = crate::CollTag { id, participants, member: member % participants, round, window: crate::msg::coll::MAX_WINDOW, last: flags & 1 != 0, abandon: flags & 2 != 0 };
             // Within the member's share, as the decoder demands.

@@ -501,13 +501,20 @@ impl Reactor {
         while let Ok(d) = self.done.try_recv() {
             let now = Instant::now();
             match d {
-                Done::Job { conn, id, answer, turn } => {
+                Done::Job { conn, id, answer, turn, lent } => {
                     if let Some(file) = turn {
                         self.next_turn(file);
                     }
                     if let Some(slot) = self.slot_of(conn) {
                         slot.in_service = slot.in_service.saturating_sub(1);
-                        if let Some((rsp, payload)) = answer {
+                        if let Some((mut rsp, payload)) = answer {
+                            // Before the answer: a client that has the
+                            // answer finds the descriptor in its socket.
+                            if let Some(f) = lent
+                                && let Err(e) = slot.stream.lend(std::os::fd::AsFd::as_fd(&f))
+                            {
+                                rsp = Response::error(weft_wire::ErrorCode::Io, format!("cannot lend the object over this connection: {e}"));
+                            }
                             slot.conn.respond(id, &rsp, payload, now);
                         }
                         touched.push(conn.slot);

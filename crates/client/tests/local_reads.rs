@@ -187,7 +187,7 @@ fn a_lend_needs_the_read_right_and_a_connection_on_the_node() {
         let reply = ep.call(server, Request::data(cap, DataReq::Lend { file }).encode()).unwrap();
         Response::decode(&reply.body).unwrap()
     };
-    let home = data.iter().copied().find(|&a| matches!(ask(&shm, a, id, rights::READ), Response::Ok)).expect("the object's server lends it");
+    let home = data.iter().copied().find(|&a| matches!(ask(&shm, a, id, rights::READ), Response::Lent { .. })).expect("the object's server lends it");
     drop(shm.take_lent(home));
     // Write right only: refused, and nothing comes.
     match ask(&shm, home, id, rights::WRITE | rights::SIZE) {
@@ -202,16 +202,30 @@ fn a_lend_needs_the_read_right_and_a_connection_on_the_node() {
     }
     // A file without an object there: not found.
     assert!(matches!(ask(&shm, home, FileId(id.0 + 1000), rights::READ), Response::Error { code: ErrorCode::NotFound, .. }));
-    // The read right: the descriptor comes before the answer, reads the
-    // object, and cannot write it.
-    assert!(matches!(ask(&shm, home, id, rights::READ), Response::Ok));
+    // The read right: the descriptor comes before the answer, which names
+    // its object; it reads the object, and cannot write it.
+    let Response::Lent { dev, ino } = ask(&shm, home, id, rights::READ) else { panic!("a lend with the read right refused") };
     let mut lent = shm.take_lent(home);
     assert_eq!(lent.len(), 1, "one descriptor per lend");
     let object = std::fs::File::from(lent.pop().unwrap());
+    let st = nix::sys::stat::fstat(&object).unwrap();
+    assert_eq!((st.st_dev, st.st_ino), (dev, ino), "the answer names the object lent");
     let mut b = [0u8; 12];
     std::os::unix::fs::FileExt::read_exact_at(&object, &mut b, 0).unwrap();
     assert_eq!(&b, b"secret bytes");
     assert!(std::os::unix::fs::FileExt::write_at(&object, b"x", 0).is_err(), "a lent descriptor writes");
+    // Descriptors not taken wait in order: a later lend's answer names
+    // its own object, so a client tells it from an earlier one's.
+    let g = c.create("/y", CreateOptions { stripe_count: 2, stripe_size: 4096, ..CreateOptions::default() }).unwrap();
+    g.write_at(0, &pattern(6, 8192)).unwrap();
+    let gid = c.stat("/y").unwrap().0.id;
+    drop(shm.take_lent(home));
+    assert!(matches!(ask(&shm, home, id, rights::READ), Response::Lent { .. }));
+    let Response::Lent { dev, ino } = ask(&shm, home, gid, rights::READ) else { panic!("the second file's lend refused") };
+    let waiting = shm.take_lent(home);
+    assert_eq!(waiting.len(), 2, "both lends' descriptors wait");
+    let named: Vec<bool> = waiting.iter().map(|fd| nix::sys::stat::fstat(fd).is_ok_and(|st| (st.st_dev, st.st_ino) == (dev, ino))).collect();
+    assert_eq!(named, [false, true], "the answer names the second file's object, not the first's");
     // Still serving; and a reader through the client gets the bytes
     // whichever way it reads them.
     let mut back = [0u8; 12];

@@ -1,7 +1,9 @@
 //! Local reads: the stripe objects a file has on this node's servers are
 //! read straight from the objects, through read-only descriptors the
 //! servers lend (`DataReq::Lend`, sent over the shared-memory connection's
-//! Unix socket, so only to a client on the server's node), so a byte is
+//! Unix socket, so only to a client on the server's node; the answer names
+//! the object by device and inode, so a descriptor an earlier lend left
+//! behind is never taken for it; docs/protocol.md), so a byte is
 //! copied once (page cache or disk to the caller's buffer), as a local
 //! file's is, instead of by the server, through a transport and out again.
 //!
@@ -68,6 +70,11 @@ pub(crate) enum Lent {
     Off,
 }
 
+/// Whether `fd` is the object with device `dev` and inode `ino`.
+fn is_object(fd: &std::os::fd::OwnedFd, dev: u64, ino: u64) -> bool {
+    nix::sys::stat::fstat(fd).is_ok_and(|st| st.st_dev == dev && st.st_ino == ino)
+}
+
 /// How many lent descriptors this process may hold: [`MAX_LENT`], and no
 /// more than a quarter of its descriptor limit.
 fn most_held() -> usize {
@@ -79,7 +86,8 @@ impl File {
     /// For each chunk, the object descriptor its server lent, asking the
     /// servers not asked yet (all at once).
     pub(super) fn lent_objects(&self, chunks: &[&Chunk]) -> Vec<Option<Arc<LentObject>>> {
-        if !self.session.options.local_reads {
+        // Only shared memory can carry a lent descriptor.
+        if !self.session.options.local_reads || self.session.endpoint.config().transport == weft_net::TransportChoice::Tcp {
             return vec![None; chunks.len()];
         }
         let ask: Vec<usize> = {
@@ -105,8 +113,9 @@ impl File {
     /// Asks `servers` (layout indices) for their objects' descriptors.
     fn borrow(&self, servers: &[usize]) -> Vec<Lent> {
         let off = || vec![Lent::Off; servers.len()];
+        // Past the cap, later reads may find room again.
         if LENT_HELD.load(Ordering::Relaxed) + servers.len() > most_held() {
-            return off();
+            return vec![Lent::Untried; servers.len()];
         }
         let Ok(cap) = self.capability() else { return off() };
         let _one_batch = LENDING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -125,8 +134,10 @@ impl File {
             .into_iter()
             .zip(servers)
             .map(|(call, &s)| match Session::response(call) {
-                // The server sent it before its answer: it is there.
-                Ok((Response::Ok, _)) => match ep.take_lent(self.servers[s]).pop() {
+                // The server sent it before its answer, so it is there,
+                // perhaps behind another (an earlier lend that ran out of
+                // time): the one of the object named is taken.
+                Ok((Response::Lent { dev, ino }, _)) => match ep.take_lent(self.servers[s]).into_iter().find(|fd| is_object(fd, dev, ino)) {
                     Some(fd) => {
                         LENT_HELD.fetch_add(1, Ordering::Relaxed);
                         Lent::Object(Arc::new(LentObject(fs::File::from(fd))))

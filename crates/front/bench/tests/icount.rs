@@ -29,7 +29,7 @@ const CHECKED_IN: [(&str, &str, &str, f64); 8] = [
     ("tcp", "server", "small_request", 5_614.0),
     ("tcp", "client", "bulk_per_kib", 10.0),
     ("tcp", "server", "bulk_per_kib", 12.5),
-    ("shm", "client", "small_request", 9_546.0),
+    ("shm", "client", "small_request", 9_889.0),
     ("shm", "server", "small_request", 7_849.0),
     ("shm", "client", "bulk_per_kib", 1_039.2),
     ("shm", "server", "bulk_per_kib", 1_038.1),

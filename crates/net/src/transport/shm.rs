@@ -34,23 +34,30 @@ use std::time::{Duration, Instant};
 /// Lent descriptors a client connection keeps until they are taken.
 const MAX_LENT: usize = 16;
 
-/// Reads doorbells from `bell` with room for one descriptor (a server
-/// sends one at a time; the kernel closes any that do not fit): the bytes
-/// read and the descriptor, if one came.
-fn recv_lent(bell: &mio::net::UnixStream, b: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
-    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 1]);
+/// Bytes a server lets wait unread in a client's socket before it lends
+/// no more over it: a client that never reads its socket parks a few
+/// descriptors, not hundreds (they count against the server user's limit
+/// of descriptors in flight, and a root server's are not limited at all).
+const LEND_QUEUE_MAX: i32 = 16 * 1024;
+
+/// Reads doorbells from `bell` into `b` with room (`cmsg`, kept between
+/// calls) for one descriptor: the bytes read and the descriptor, if one
+/// came. More than fits is the peer breaking the rules (a server sends one
+/// at a time): an error, and the connection breaks (the kernel closes what
+/// did not fit; what did is lost with the broken connection's process,
+/// at most one more).
+fn recv_lent(bell: &mio::net::UnixStream, b: &mut [u8], cmsg: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
     let mut iov = [IoSliceMut::new(b)];
-    let msg = recvmsg::<UnixAddr>(bell.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC).map_err(io::Error::from)?;
+    let msg = recvmsg::<UnixAddr>(bell.as_raw_fd(), &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC).map_err(io::Error::from)?;
     let mut fd = None;
-    // Truncated control data (a full descriptor table) installs nothing.
-    if let Ok(cmsgs) = msg.cmsgs() {
-        for c in cmsgs {
-            if let ControlMessageOwned::ScmRights(fds) = c {
-                for raw in fds {
-                    // SAFETY: the kernel just gave us this descriptor.
-                    let owned = unsafe { OwnedFd::from_raw_fd(raw) };
-                    fd.get_or_insert(owned);
-                }
+    let cmsgs = msg.cmsgs().map_err(|_| bad("the server sent more descriptors than one lend"))?;
+    for c in cmsgs {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            for raw in fds {
+                // SAFETY: the kernel just gave us this descriptor; all but
+                // the first are closed here.
+                let owned = unsafe { OwnedFd::from_raw_fd(raw) };
+                fd.get_or_insert(owned);
             }
         }
     }
@@ -144,6 +151,9 @@ pub struct ShmTransport {
     /// server only ever sends one per answered lend). A server's side
     /// takes none: the kernel closes any a client sends.
     lent: Option<std::collections::VecDeque<OwnedFd>>,
+    /// Room for the control message that carries one (kept: the doorbells
+    /// are drained often).
+    cmsg: Vec<u8>,
     // Last: the ring ends point into it.
     _map: Mapping,
 }
@@ -179,7 +189,7 @@ impl ShmTransport {
         let (rx, tx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
         // The client's first bytes (its hello) ring the server.
         rx.set_reader_waiting();
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: Some(fd), lent: None, _map: map })
+        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: Some(fd), lent: None, cmsg: Vec::new(), _map: map })
     }
 
     /// Client side: the rings of the server on `addr`, if one listens on
@@ -252,7 +262,7 @@ impl ShmTransport {
         bell.set_nonblocking(true)?;
         // SAFETY: as in `offer`, the other way round.
         let (tx, rx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: None, lent: Some(Default::default()), _map: map })
+        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: None, lent: Some(Default::default()), cmsg: nix::cmsg_space!([std::os::fd::RawFd; 1]), _map: map })
     }
 
     /// Wakes the peer (best effort: a socket with bytes in it has
@@ -271,7 +281,7 @@ impl ShmTransport {
         loop {
             let got = match &mut self.lent {
                 None => (&self.bell).read(&mut b).map(|n| (n, None)),
-                Some(_) => recv_lent(&self.bell, &mut b),
+                Some(_) => recv_lent(&self.bell, &mut b, &mut self.cmsg),
             };
             match got {
                 Ok((0, _)) => {
@@ -292,6 +302,10 @@ impl ShmTransport {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    self.broken.get_or_insert_with(|| e.to_string());
+                    return;
+                }
                 // WouldBlock, or the peer is gone (reset): either way done.
                 Err(e) => {
                     if e.kind() != io::ErrorKind::WouldBlock {
@@ -404,6 +418,15 @@ impl Transport for ShmTransport {
     }
 
     fn lend(&mut self, fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: SIOCOUTQ writes one int: the bytes of this socket's
+        // sends its peer has not read yet.
+        if unsafe { libc::ioctl(self.bell.as_raw_fd(), libc::TIOCOUTQ, &mut queued) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if queued > LEND_QUEUE_MAX {
+            return Err(io::Error::new(io::ErrorKind::WouldBlock, "the client does not read what was sent to it"));
+        }
         // One doorbell byte carries it (a client wakes as for any bell).
         let fds = [fd.as_raw_fd()];
         sendmsg::<UnixAddr>(self.bell.as_raw_fd(), &[IoSlice::new(&[1])], &[ControlMessage::ScmRights(&fds)], MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL, None)

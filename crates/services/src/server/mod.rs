@@ -273,7 +273,10 @@ impl Server {
             return (Response::error(ErrorCode::WrongService, "this server does not host the data service"), None);
         };
         match d.lend(file) {
-            Ok(Some(f)) => (Response::Ok, Some(f)),
+            Ok(Some(f)) => match f.metadata() {
+                Ok(m) => (Response::Lent { dev: std::os::unix::fs::MetadataExt::dev(&m), ino: std::os::unix::fs::MetadataExt::ino(&m) }, Some(f)),
+                Err(e) => (Response::error(ErrorCode::Io, format!("cannot lend file {}'s object: {e}", file.0)), None),
+            },
             Ok(None) => (Response::error(ErrorCode::NotFound, format!("file {} has no object here yet", file.0)), None),
             Err(e) => (Response::error(ErrorCode::Io, format!("cannot lend file {}'s object: {e}", file.0)), None),
         }

@@ -50,9 +50,10 @@ pub enum DataReq {
     /// One member's round of a server-directed collective read.
     CollRead { file: FileId, tag: CollTag, pieces: Vec<Piece> },
     /// Lend the client a read-only descriptor of the file's object, sent
-    /// over the connection's own Unix socket before the answer (`Ok`): so
-    /// only a shared-memory connection, from a client on this node, can
-    /// have one (`NotFound` while the object does not exist yet).
+    /// over the connection's own Unix socket before the answer (`Lent`,
+    /// naming the object): so only a shared-memory connection, from a
+    /// client on this node, can have one (`NotFound` while the object does
+    /// not exist yet).
     Lend { file: FileId },
 }
 

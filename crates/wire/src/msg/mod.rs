@@ -86,6 +86,10 @@ pub enum Response {
     /// of a directory it keeps entries of, an `Adopt` rename(2) would
     /// refuse): unlike `Error`, the change counts as taken.
     Refused { code: ErrorCode, message: String },
+    /// A lend's descriptor was sent over the connection before this answer:
+    /// it is of the object with this device and inode number (`fstat`), so
+    /// the client takes that one whatever else came before it.
+    Lent { dev: u64, ino: u64 },
 }
 
 impl Request {
@@ -313,6 +317,9 @@ impl Response {
             Response::Refused { code, message } => {
                 e.u8(18).u16(*code as u16).str(message);
             }
+            Response::Lent { dev, ino } => {
+                e.u8(20).u64(*dev).u64(*ino);
+            }
         }
         e.finish()
     }
@@ -380,6 +387,7 @@ impl Response {
                 let code = ErrorCode::from_u16(raw).ok_or(DecodeError::BadTag { what: "error code", tag: raw.into() })?;
                 Response::Refused { code, message: d.str("error message", MAX_ERROR_MSG)? }
             }
+            20 => Response::Lent { dev: d.u64()?, ino: d.u64()? },
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;

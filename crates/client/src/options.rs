@@ -26,7 +26,8 @@ pub struct ClientOptions {
     /// How long an atomic access waits for its locks (`WEFT_LOCK_WAIT_MS`).
     pub lock_wait: std::time::Duration,
     /// Objects on this node's servers are read straight from them
-    /// (`WEFT_LOCAL_READS`, on by default; see `file/local_reads.rs`).
+    /// (`WEFT_LOCAL_READS=1`; off by default until every front end's
+    /// tests run with it; see `file/local_reads.rs`).
     pub local_reads: bool,
 }
 
@@ -46,7 +47,7 @@ impl Default for ClientOptions {
             recovery: crate::recovery::DEFAULT_WINDOW,
             lock_granularity: crate::LockGranularity::List,
             lock_wait: std::time::Duration::from_secs(60),
-            local_reads: true,
+            local_reads: false,
         }
     }
 }
@@ -79,7 +80,7 @@ impl ClientOptions {
             Setting::new(vars, "WEFT_RECOVERY_MS", ms(self.recovery), "calls ride through a server's restart this long before failing (0: fail at once)"),
             Setting::new(vars, "WEFT_LOCK_GRANULARITY", self.lock_granularity.name(), "what atomic mode locks: file, range or list"),
             Setting::new(vars, "WEFT_LOCK_WAIT_MS", ms(self.lock_wait), "how long an atomic access waits for its locks"),
-            Setting::new(vars, "WEFT_LOCAL_READS", u8::from(self.local_reads), "objects on this node's servers are read straight from them (0: through the servers)"),
+            Setting::new(vars, "WEFT_LOCAL_READS", u8::from(self.local_reads), "objects on this node's servers are read straight from them (1), or through the servers (0)"),
         ]);
         all
     }

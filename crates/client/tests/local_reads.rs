@@ -93,7 +93,7 @@ fn reads_agree(a: &weft_client::File, b: &weft_client::File, model: &[u8], seed:
 #[test]
 fn reads_on_the_servers_node_skip_the_servers_and_give_their_bytes() {
     let tc = TestCluster::start("local-reads", 4);
-    let local = tc.client();
+    let local = Client::with_options(tc.cluster(), ClientOptions { local_reads: true, ..ClientOptions::default() }).unwrap();
     let through = Client::with_options(tc.cluster(), ClientOptions { local_reads: false, ..ClientOptions::default() }).unwrap();
     let opts = CreateOptions { stripe_size: STRIPE, stripe_count: 4, ..CreateOptions::default() };
 
@@ -239,7 +239,7 @@ fn a_lend_needs_the_read_right_and_a_connection_on_the_node() {
 fn a_server_in_caching_mode_lends_nothing() {
     let env = vec![("WEFT_DATA_CACHE".into(), "64k".into()), ("WEFT_CACHE_BLOCK".into(), "4k".into())];
     let tc = TestCluster::start_spec("lend-cache", weft_launch::ClusterSpec { data_servers: 1, server_env: env, ..Default::default() });
-    let c = tc.client();
+    let c = Client::with_options(tc.cluster(), ClientOptions { local_reads: true, ..ClientOptions::default() }).unwrap();
     let f = c.create("/c", CreateOptions::default()).unwrap();
     let data = pattern(5, 20_000);
     f.write_at(0, &data).unwrap();

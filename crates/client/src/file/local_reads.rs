@@ -17,7 +17,7 @@
 //! again, which answers as it does for a removed file. A process keeps at
 //! most [`MAX_LENT`] lent descriptors (a quarter of its descriptor limit
 //! at most): past that, files are read through the servers.
-//! `WEFT_LOCAL_READS=0` turns local reads off.
+//! Off by default for now: `WEFT_LOCAL_READS=1` turns local reads on.
 
 use super::plan::Chunk;
 use super::File;

@@ -29,24 +29,7 @@ fn run<E: Experiment>(common: &Common, mut e: E) -> Result<()> {
     conduct(&mut e, &out)
 }
 
-/// The papers' experiments measure what the servers do with reads (their
-/// order, list I/O, collectives, caching): on one machine every server is
-/// this node's, and local reads (`WEFT_LOCAL_READS`) would skip them. So
-/// these run their workers with local reads off unless the variable is
-/// set; the comparisons with a local file system (`ior`, `everyday`,
-/// `fuse`, `io500`, `md`) read as a user on the servers' node would.
-#[allow(unsafe_code)]
-fn reads_through_the_servers(which: &Which) {
-    let user_view = matches!(which, Which::Ior { .. } | Which::Everyday { .. } | Which::Fuse { .. } | Which::Io500 { .. } | Which::Md { .. });
-    if !user_view && std::env::var_os("WEFT_LOCAL_READS").is_none() {
-        // SAFETY: called first thing in `weft bench`, before any thread
-        // of this process starts; workers and MPI ranks inherit it.
-        unsafe { std::env::set_var("WEFT_LOCAL_READS", "0") };
-    }
-}
-
 pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
-    reads_through_the_servers(&a.which);
     let exe = std::env::current_exe().context("cannot find the weft binary")?;
     let exe = exe.as_path();
     match a.which {

@@ -41,11 +41,12 @@ const MAX_LENT: usize = 16;
 const LEND_QUEUE_MAX: i32 = 16 * 1024;
 
 /// Reads doorbells from `bell` into `b` with room (`cmsg`, kept between
-/// calls) for one descriptor: the bytes read and the descriptor, if one
-/// came. More than fits is the peer breaking the rules (a server sends one
-/// at a time): an error, and the connection breaks (the kernel closes what
-/// did not fit; what did is lost with the broken connection's process,
-/// at most one more).
+/// calls) for a descriptor: the bytes read and the first descriptor, if
+/// one came (a second that fits the room is closed). A server sends one
+/// at a time; a message with more than the room holds is an error and the
+/// connection breaks: the kernel closes those that did not fit, and the
+/// two it installed stay open (their numbers are not readable from a
+/// truncated message), a bounded loss on a peer that broke the rules.
 fn recv_lent(bell: &mio::net::UnixStream, b: &mut [u8], cmsg: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
     let mut iov = [IoSliceMut::new(b)];
     let msg = recvmsg::<UnixAddr>(bell.as_raw_fd(), &mut iov, Some(cmsg), MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_CMSG_CLOEXEC).map_err(io::Error::from)?;

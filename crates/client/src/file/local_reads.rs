@@ -84,11 +84,12 @@ fn most_held() -> usize {
 
 impl File {
     /// For each chunk, the object descriptor its server lent, asking the
-    /// servers not asked yet (all at once).
-    pub(super) fn lent_objects(&self, chunks: &[&Chunk]) -> Vec<Option<Arc<LentObject>>> {
+    /// servers not asked yet (all at once); `None` when local reads are
+    /// off (nothing is allocated on that path).
+    pub(super) fn lent_objects(&self, chunks: &[&Chunk]) -> Option<Vec<Option<Arc<LentObject>>>> {
         // Only shared memory can carry a lent descriptor.
         if !self.session.options.local_reads || self.session.endpoint.config().transport == weft_net::TransportChoice::Tcp {
-            return vec![None; chunks.len()];
+            return None;
         }
         let ask: Vec<usize> = {
             let mut lent = self.lent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -107,7 +108,7 @@ impl File {
         for (&s, g) in ask.iter().zip(got) {
             lent[s] = g;
         }
-        chunks.iter().map(|c| if let Lent::Object(f) = &lent[c.server] { Some(f.clone()) } else { None }).collect()
+        Some(chunks.iter().map(|c| if let Lent::Object(f) = &lent[c.server] { Some(f.clone()) } else { None }).collect())
     }
 
     /// Asks `servers` (layout indices) for their objects' descriptors.

@@ -91,26 +91,31 @@ impl File {
         let mut known_end = 0;
         // Chunks of objects on this node's servers are read here
         // (`local_reads.rs`); a failure sends them through the server.
-        let lent = if local { self.lent_objects(chunks) } else { vec![None; chunks.len()] };
-        let mut remote = Vec::with_capacity(calls.len());
-        for ((mut call, &chunk), object) in calls.into_iter().zip(chunks).zip(lent) {
-            if let Some(object) = object {
-                match super::local_reads::read_chunk(&object, chunk, &mut call.recv) {
-                    Ok(object_size) => {
-                        known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
-                        continue;
+        let (mut calls, remote_chunks): (Vec<Call<'_>>, std::borrow::Cow<'_, [&Chunk]>) = match local.then(|| self.lent_objects(chunks)).flatten() {
+            None => (calls, std::borrow::Cow::Borrowed(chunks)),
+            Some(lent) => {
+                let mut remote = Vec::with_capacity(calls.len());
+                for ((mut call, &chunk), object) in calls.into_iter().zip(chunks).zip(lent) {
+                    if let Some(object) = object {
+                        match super::local_reads::read_chunk(&object, chunk, &mut call.recv) {
+                            Ok(object_size) => {
+                                known_end = known_end.max(self.striping.file_end(chunk.server, object_size));
+                                continue;
+                            }
+                            Err(e) => {
+                                tracing::debug!(target: "weft::client", file = self.attr.id.0, error = %e, "a local read failed: reading through the server");
+                                self.stop_local_reads(chunk.server);
+                            }
+                        }
                     }
-                    Err(e) => {
-                        tracing::debug!(target: "weft::client", file = self.attr.id.0, error = %e, "a local read failed: reading through the server");
-                        self.stop_local_reads(chunk.server);
-                    }
+                    remote.push((call, chunk));
                 }
+                let (calls, remote_chunks): (Vec<Call<'_>>, Vec<&Chunk>) = remote.into_iter().unzip();
+                (calls, std::borrow::Cow::Owned(remote_chunks))
             }
-            remote.push((call, chunk));
-        }
-        let (mut calls, remote_chunks): (Vec<Call<'_>>, Vec<&Chunk>) = remote.into_iter().unzip();
+        };
         self.session.run_window(&mut calls, window);
-        for (call, chunk) in calls.into_iter().zip(remote_chunks) {
+        for (call, &chunk) in calls.into_iter().zip(remote_chunks.iter()) {
             match Session::response(call)? {
                 (Response::Read { object_size }, n) if n as u64 == chunk.len => {
                     self.object_seen(chunk.server, object_size);

@@ -129,19 +129,14 @@ impl Endpoint {
         }
     }
 
-    /// The uids a server on this node may run as: the servers' uid in
-    /// MUNGE mode; in secret mode root or this process's own uid (servers
-    /// started by the user or the system). Only these may offer rings:
-    /// anyone else could relay the handshake.
-    fn server_uids(&self) -> Vec<u32> {
-        match &self.auth {
+    fn connect_shm(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
+        // Who may offer the rings: the servers' uid in MUNGE mode; in secret
+        // mode root or this process's own uid (servers started by the user
+        // or the system). Anyone else could relay the handshake.
+        let trusted = match &self.auth {
             ClientAuth::Munge { server_uid, .. } => vec![*server_uid],
             ClientAuth::Secret(_) => vec![0, nix::unistd::geteuid().as_raw()],
-        }
-    }
-
-    fn connect_shm(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
-        let trusted = self.server_uids();
+        };
         let mut t = ShmTransport::connect(addr, self.config.connect_timeout, &trusted).map_err(|source| NetError::Unreachable { addr, source })?;
         client_handshake(&mut t.blocking(Instant::now() + self.config.connect_timeout), addr, &self.auth, rand::random())?;
         Ok(Box::new(t))

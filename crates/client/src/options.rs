@@ -25,9 +25,9 @@ pub struct ClientOptions {
     pub lock_granularity: crate::LockGranularity,
     /// How long an atomic access waits for its locks (`WEFT_LOCK_WAIT_MS`).
     pub lock_wait: std::time::Duration,
-    /// Objects on this node's servers are read straight from them
-    /// (`WEFT_LOCAL_READS=1`; off by default until every front end's
-    /// tests run with it; see `file/local_reads.rs`).
+    /// Objects on this node's servers are read straight from them (on by
+    /// default; `WEFT_LOCAL_READS=0` sends every read through the servers;
+    /// see `file/local_reads.rs`).
     pub local_reads: bool,
 }
 
@@ -47,7 +47,7 @@ impl Default for ClientOptions {
             recovery: crate::recovery::DEFAULT_WINDOW,
             lock_granularity: crate::LockGranularity::List,
             lock_wait: std::time::Duration::from_secs(60),
-            local_reads: false,
+            local_reads: true,
         }
     }
 }

@@ -33,6 +33,13 @@ impl TestCluster {
         Client::connect(&self.lc.cluster_file()).unwrap()
     }
 
+    /// A client whose reads all go through the servers, never through
+    /// objects they lend (local reads): for tests that count what the
+    /// servers served.
+    pub fn client_through_servers(&self) -> Client {
+        Client::with_options(self.cluster(), ClientOptions { local_reads: false, ..ClientOptions::default() }).unwrap()
+    }
+
     /// A client whose operations give up after `timeout`, and at once
     /// when a server went away (no riding through restarts).
     pub fn client_with_timeout(&self, timeout: Duration) -> Client {

@@ -40,9 +40,22 @@ pub fn connect(path: &Path) -> Result<weft_client::Client> {
     Ok(weft_client::Client::with_options(weft_net::ClusterFile::load(path)?, client_options()?)?)
 }
 
-/// The client options this process's variables give.
+/// The client options this process's variables give, with reads through
+/// the servers unless `WEFT_LOCAL_READS` is set: the papers' clients are
+/// on other nodes than their servers, and here every server is on this
+/// node (docs/benchmarks.md says which benchmarks read locally).
 pub fn client_options() -> Result<weft_client::ClientOptions> {
-    Ok(weft_client::ClientOptions::from_vars(&Vars::env())?)
+    let vars = Vars::env();
+    let mut o = weft_client::ClientOptions::from_vars(&vars)?;
+    if !local_reads_chosen() {
+        o.local_reads = false;
+    }
+    Ok(o)
+}
+
+/// Whether the caller chose local reads on or off (`WEFT_LOCAL_READS`).
+pub fn local_reads_chosen() -> bool {
+    Vars::env().text("WEFT_LOCAL_READS").is_some()
 }
 
 /// The cluster file `WEFT_CLUSTER` names.

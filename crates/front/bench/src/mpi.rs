@@ -23,6 +23,10 @@ pub struct MpiJob {
     pub mpi: String,
     exe: PathBuf,
     lib: PathBuf,
+    /// Ranks on a server's node read its objects themselves (the library's
+    /// default); false, unless `WEFT_LOCAL_READS` is set, sends reads
+    /// through the servers, as from the papers' compute nodes.
+    pub local_reads: bool,
 }
 
 impl MpiJob {
@@ -50,7 +54,7 @@ impl MpiJob {
         if !out.status.success() {
             bail!("{cc} failed: {}", String::from_utf8_lossy(&out.stderr));
         }
-        Ok(MpiJob { mpi: mpi.into(), exe, lib })
+        Ok(MpiJob { mpi: mpi.into(), exe, lib, local_reads: false })
     }
 
     /// Runs the program as `procs` ranks (`args` after the program name);
@@ -88,6 +92,10 @@ impl MpiJob {
             }
         } else if weft {
             c.arg("-genv").arg("LD_PRELOAD").arg(&self.lib);
+        }
+        if weft && !self.local_reads && !crate::local_reads_chosen() {
+            // Local ranks inherit mpiexec's environment.
+            c.env("WEFT_LOCAL_READS", "0");
         }
         c.arg(&self.exe).args(args).env("WEFT_CLUSTER", cluster_file);
         let out = c.output().with_context(|| format!("cannot run mpiexec.{}", self.mpi))?;

@@ -113,8 +113,12 @@ impl File {
             return Some(Ok(s.len as usize));
         }
         let (step, count) = ra.pattern(s.file, s.len)?;
-        ra.fetched = None;
-        let mut data = vec![0u8; (count * s.len) as usize];
+        // The last fetch's buffer again: a fresh one of megabytes costs a
+        // page fault and a page's zeroing per 4 KiB, more than the copy.
+        // Its old bytes are never served: the read overwrites every record
+        // (holes and the end of the file come back as zeros).
+        let mut data = ra.fetched.take().map(|f| f.data).unwrap_or_default();
+        data.resize((count * s.len) as usize, 0);
         let wanted: Vec<Segment> = if step == s.len {
             vec![Segment { file: s.file, mem: 0, len: count * s.len }]
         } else {

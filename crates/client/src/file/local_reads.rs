@@ -87,6 +87,21 @@ impl File {
     /// servers not asked yet (all at once); `None` when local reads are
     /// off (nothing is allocated on that path).
     pub(super) fn lent_objects(&self, chunks: &[&Chunk]) -> Option<Vec<Option<Arc<LentObject>>>> {
+        let lent = self.ask_lends(chunks.iter().map(|c| c.server))?;
+        Some(chunks.iter().map(|c| if let Lent::Object(f) = &lent[c.server] { Some(f.clone()) } else { None }).collect())
+    }
+
+    /// Whether every server of the layout lends its object (asking those
+    /// not asked yet), so that a read is one copy from the page cache or
+    /// the disk into the caller's buffer, with no round trip to save.
+    pub(super) fn lent_everywhere(&self) -> bool {
+        self.ask_lends(0..self.servers.len()).is_some_and(|lent| lent.iter().all(|l| matches!(l, Lent::Object(_))))
+    }
+
+    /// Asks `servers` (layout indices) not asked yet to lend their
+    /// objects; returns what every server lent, with the handle's lock
+    /// held. `None` when local reads are off.
+    fn ask_lends(&self, servers: impl Iterator<Item = usize>) -> Option<std::sync::MutexGuard<'_, Vec<Lent>>> {
         // Only shared memory can carry a lent descriptor.
         if !self.session.options.local_reads || self.session.endpoint.config().transport == weft_net::TransportChoice::Tcp {
             return None;
@@ -96,7 +111,7 @@ impl File {
             if lent.is_empty() {
                 *lent = self.servers.iter().map(|&a| if weft_net::transport::shm::is_local(a) { Lent::Untried } else { Lent::Off }).collect();
             }
-            let mut ask: Vec<usize> = chunks.iter().map(|c| c.server).filter(|&s| matches!(lent[s], Lent::Untried)).collect();
+            let mut ask: Vec<usize> = servers.filter(|&s| matches!(lent[s], Lent::Untried)).collect();
             ask.sort_unstable();
             ask.dedup();
             ask
@@ -108,7 +123,7 @@ impl File {
         for (&s, g) in ask.iter().zip(got) {
             lent[s] = g;
         }
-        Some(chunks.iter().map(|c| if let Lent::Object(f) = &lent[c.server] { Some(f.clone()) } else { None }).collect())
+        Some(lent)
     }
 
     /// Asks `servers` (layout indices) for their objects' descriptors.

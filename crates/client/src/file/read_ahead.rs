@@ -6,6 +6,9 @@
 //! budget's worth, as one list read (a request per server, all at once)
 //! and serves the reads that follow from them.
 //!
+//! A handle whose every server lends its object (local reads) reads
+//! nothing ahead: each read is then one copy from the page cache.
+//!
 //! MPI's consistency rules allow it: another process's writes are only
 //! promised to a reader after the writer's sync and the reader's (MPI-3.1
 //! §13.6.1), and a reader's `File::fsync` drops what was fetched. So does
@@ -113,6 +116,12 @@ impl File {
             return Some(Ok(s.len as usize));
         }
         let (step, count) = ra.pattern(s.file, s.len)?;
+        // Read ahead saves round trips. With every object lent there are
+        // none to save, and its buffer would add a second copy (ior-hard's
+        // warm reads, 16 MiB a rank: 30 ms with it, 22 ms without).
+        if self.lent_everywhere() {
+            return None;
+        }
         // The last fetch's buffer again: a fresh one of megabytes costs a
         // page fault and a page's zeroing per 4 KiB, more than the copy.
         // Its old bytes are never served: the read overwrites every record

@@ -107,7 +107,7 @@ impl File {
         let small = plain && !self.atomic && bytes <= wb.budget / 8 && segments.len() <= MOST_PIECES;
         let clash = small && (wb.runs.len() + segments.len() > MOST_PIECES || segments.iter().any(|s| s.len > 0 && wb.overlaps(s.file, s.len)));
         if !small || clash {
-            self.send_held(&mut wb)?;
+            self.send_held(&mut wb, false)?;
             if !small {
                 return Ok(false);
             }
@@ -121,10 +121,18 @@ impl File {
                 return Ok(false);
             }
         }
+        if wb.data.capacity() == 0 {
+            // Room for a full buffer and the write that fills it: growing
+            // by doubling would copy what is held again and again.
+            let room = wb.budget + wb.budget / 8;
+            wb.data.reserve(room as usize);
+        }
         wb.hold(segments, buf);
         self.note_held();
         if wb.data.len() as u64 >= wb.budget {
-            self.send_held(&mut wb)?;
+            // Kept for the next writes: a fresh buffer of megabytes costs a
+            // page fault and a page's zeroing per 4 KiB.
+            self.send_held(&mut wb, true)?;
         }
         Ok(true)
     }
@@ -133,7 +141,7 @@ impl File {
     /// them and is also reported by the next fsync or close.
     pub fn flush_writes(&self) -> Result<()> {
         let mut wb = self.behind();
-        self.send_held(&mut wb)
+        self.send_held(&mut wb, false)
     }
 
     /// Sends every held write, and reports a send that failed since the
@@ -148,15 +156,20 @@ impl File {
     }
 
     /// Sends what `wb` holds, under its lock (a read that flushes waits for
-    /// a send another thread started).
-    fn send_held(&self, wb: &mut WriteBehind) -> Result<()> {
+    /// a send another thread started); `keep`: the buffer stays allocated
+    /// for the writes that follow (a flush, which ends a phase, frees it).
+    fn send_held(&self, wb: &mut WriteBehind, keep: bool) -> Result<()> {
         if wb.runs.is_empty() {
             return Ok(());
         }
         let runs = std::mem::take(&mut wb.runs);
-        let data = std::mem::take(&mut wb.data);
+        let mut data = std::mem::take(&mut wb.data);
         let segments: Vec<Segment> = runs.into_iter().map(|(file, (len, mem))| Segment { file, mem, len }).collect();
         let sent = self.write_now(&segments, &data);
+        if keep {
+            data.clear();
+            wb.data = data;
+        }
         // Kept for the next fsync or close unless one is already kept
         // (the first failure is the one to tell).
         if let Err(e) = &sent

@@ -11,6 +11,7 @@ pub mod coll_plan;
 mod sieve;
 mod spares;
 mod tombstones;
+mod write_back;
 
 pub use sieve::sieve_extent;
 
@@ -22,10 +23,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use weft_wire::{FileId, Piece};
-
-/// Writes of at least this many bytes start their write-back at once (see
-/// [`DataService::write`]); smaller ones are left to the page cache.
-const WRITE_BEHIND_MIN: u64 = 256 * 1024;
 
 /// Most object files kept open; past it the cache is cleared (opens are cheap,
 /// running out of descriptors is not).
@@ -199,13 +196,15 @@ impl DataService {
         Ok(payload.len() as u64)
     }
 
+    /// Starts the write-back of what a write of `pieces` just put in the
+    /// page cache (`write_back.rs` says which runs).
     fn start_write_back(&self, f: &File, pieces: &[Piece]) {
         if !self.write_behind {
             return;
         }
-        for p in pieces.iter().filter(|p| p.len >= WRITE_BEHIND_MIN) {
+        for (start, end) in write_back::runs(pieces) {
             // Advisory: a failure changes only timing, never data.
-            let _ = nix::fcntl::posix_fadvise(f, p.offset as i64, p.len as i64, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+            let _ = nix::fcntl::posix_fadvise(f, start as i64, (end - start) as i64, nix::fcntl::PosixFadviseAdvice::POSIX_FADV_DONTNEED);
         }
     }
 
@@ -274,9 +273,7 @@ impl DataService {
                 Err(e) => return Err(e.into()),
             }
         }
-        if total >= WRITE_BEHIND_MIN {
-            self.start_write_back(&o.file, &[Piece { offset, len: total }]);
-        }
+        self.start_write_back(&o.file, &[Piece { offset, len: total }]);
         Ok(())
     }
 

@@ -189,10 +189,9 @@ impl Filesystem for WeftFs {
         // more) and as much read-ahead as the kernel offers, so a stream
         // costs few round trips.
         let _ = config.set_max_write(1 << 20);
-        // Listings with attributes on every page, not only the first (the
-        // kernel's "auto" mode): the entries a program lists are then known,
-        // so `rm -rf`'s unlinks, `ls -l`, `find` and `du` send no lookups.
-        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS) {
+        // Listings with attributes when the kernel sees lookups follow a
+        // readdir (`ls -l`, `find`, `du`).
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO) {
             tracing::info!(target: "weft::fuse", ?missing, "the kernel lists directories without attributes");
         }
         // Append handles bypass the page cache (see `fopen_flags`); they

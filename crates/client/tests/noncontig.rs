@@ -78,8 +78,9 @@ fn the_papers_patterns_match_a_local_file() {
 #[test]
 fn list_io_and_per_piece_requests_give_the_same_bytes() {
     let tc = TestCluster::start("perpiece", 3);
-    let slow = Client::with_options(tc.cluster(), ClientOptions { list_io: false, ..ClientOptions::default() }).unwrap();
-    let fast = tc.client();
+    // Both read through the servers: one request per server, or per piece.
+    let slow = Client::with_options(tc.cluster(), ClientOptions { list_io: false, local_reads: false, ..ClientOptions::default() }).unwrap();
+    let fast = tc.client_through_servers();
     let p = Pattern::Hpf1d { records: 3000, record: 8, dist: Distrib::Cyclic(1) };
     for (name, c) in [("list", &fast), ("piece", &slow)] {
         run_pattern(c, &tc, name, &p, 2, 4096);

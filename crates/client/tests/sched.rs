@@ -21,12 +21,12 @@ fn every_strategy_writes_and_reads_back_the_reference_bytes() {
     for (n, strategy) in Strategy::ALL.into_iter().enumerate() {
         for block in [STRIPE / 2, STRIPE, 3 * STRIPE + 5, 1 << 20] {
             let name = format!("/s-{n}-{block}");
-            tc.client().create(&name, CreateOptions { stripe_size: STRIPE, ..CreateOptions::default() }).unwrap();
+            tc.client_through_servers().create(&name, CreateOptions { stripe_size: STRIPE, ..CreateOptions::default() }).unwrap();
             std::thread::scope(|s| {
                 for rank in 0..clients {
                     let (tc, name, accesses) = (&tc, &name, accesses.clone());
                     s.spawn(move || {
-                        let f = tc.client().open(name, true).unwrap();
+                        let f = tc.client_through_servers().open(name, true).unwrap();
                         let sc = sched(strategy, block, rank, clients, Some(accesses));
                         let data = pattern(u64::from(rank) + 10 * block, region as usize);
                         f.write_at_with(u64::from(rank) * region, &data, &sc).unwrap();
@@ -36,7 +36,7 @@ fn every_strategy_writes_and_reads_back_the_reference_bytes() {
                     });
                 }
             });
-            let f = tc.client().open(&name, false).unwrap();
+            let f = tc.client_through_servers().open(&name, false).unwrap();
             let mut all = vec![0u8; (u64::from(clients) * region) as usize];
             assert_eq!(f.read_at(0, &mut all).unwrap(), all.len());
             for rank in 0..u64::from(clients) {
@@ -50,7 +50,7 @@ fn every_strategy_writes_and_reads_back_the_reference_bytes() {
 #[test]
 fn sending_order_follows_each_definition() {
     let tc = TestCluster::start("schedorder", SERVERS);
-    let f = tc.client().create("/o", CreateOptions { stripe_size: STRIPE, ..CreateOptions::default() }).unwrap();
+    let f = tc.client_through_servers().create("/o", CreateOptions { stripe_size: STRIPE, ..CreateOptions::default() }).unwrap();
     let len = 10 * STRIPE * SERVERS as u64 + 123;
     for rank in 0..3u32 {
         for block in [STRIPE, STRIPE / 4, 2 * STRIPE] {
@@ -89,7 +89,7 @@ fn sending_order_follows_each_definition() {
 #[test]
 fn colour_slots_never_collide_across_the_group() {
     let tc = TestCluster::start("schedcolour", SERVERS);
-    let f = tc.client().create("/c", CreateOptions { stripe_size: STRIPE, ..CreateOptions::default() }).unwrap();
+    let f = tc.client_through_servers().create("/c", CreateOptions { stripe_size: STRIPE, ..CreateOptions::default() }).unwrap();
     let clients = 6u32;
     let region = 7 * STRIPE + 100;
     let acc: Arc<Vec<(u64, u64)>> = Arc::new((0..u64::from(clients)).map(|i| (i * region, region)).collect());

@@ -47,9 +47,10 @@ impl TestCluster {
     }
 
     /// A client whose operations give up after `timeout`, and ride through
-    /// a server's restart for `recovery`.
+    /// a server's restart for `recovery`. Its reads go through the servers
+    /// (no local reads), so a server's failure meets reads too.
     pub fn client_with(&self, timeout: Duration, recovery: Duration) -> Client {
-        let mut o = ClientOptions { recovery, ..ClientOptions::default() };
+        let mut o = ClientOptions { recovery, local_reads: false, ..ClientOptions::default() };
         o.endpoint.op_timeout = timeout;
         o.endpoint.connect_timeout = timeout;
         Client::with_options(self.cluster(), o).unwrap()

@@ -17,7 +17,7 @@
 //! again, which answers as it does for a removed file. A process keeps at
 //! most [`MAX_LENT`] lent descriptors (a quarter of its descriptor limit
 //! at most): past that, files are read through the servers.
-//! Off by default for now: `WEFT_LOCAL_READS=1` turns local reads on.
+//! On by default: `WEFT_LOCAL_READS=0` sends every read through the servers.
 
 use super::plan::Chunk;
 use super::File;
@@ -87,21 +87,6 @@ impl File {
     /// servers not asked yet (all at once); `None` when local reads are
     /// off (nothing is allocated on that path).
     pub(super) fn lent_objects(&self, chunks: &[&Chunk]) -> Option<Vec<Option<Arc<LentObject>>>> {
-        let lent = self.ask_lends(chunks.iter().map(|c| c.server))?;
-        Some(chunks.iter().map(|c| if let Lent::Object(f) = &lent[c.server] { Some(f.clone()) } else { None }).collect())
-    }
-
-    /// Whether every server of the layout lends its object (asking those
-    /// not asked yet), so that a read is one copy from the page cache or
-    /// the disk into the caller's buffer, with no round trip to save.
-    pub(super) fn lent_everywhere(&self) -> bool {
-        self.ask_lends(0..self.servers.len()).is_some_and(|lent| lent.iter().all(|l| matches!(l, Lent::Object(_))))
-    }
-
-    /// Asks `servers` (layout indices) not asked yet to lend their
-    /// objects; returns what every server lent, with the handle's lock
-    /// held. `None` when local reads are off.
-    fn ask_lends(&self, servers: impl Iterator<Item = usize>) -> Option<std::sync::MutexGuard<'_, Vec<Lent>>> {
         // Only shared memory can carry a lent descriptor.
         if !self.session.options.local_reads || self.session.endpoint.config().transport == weft_net::TransportChoice::Tcp {
             return None;
@@ -111,7 +96,7 @@ impl File {
             if lent.is_empty() {
                 *lent = self.servers.iter().map(|&a| if weft_net::transport::shm::is_local(a) { Lent::Untried } else { Lent::Off }).collect();
             }
-            let mut ask: Vec<usize> = servers.filter(|&s| matches!(lent[s], Lent::Untried)).collect();
+            let mut ask: Vec<usize> = chunks.iter().map(|c| c.server).filter(|&s| matches!(lent[s], Lent::Untried)).collect();
             ask.sort_unstable();
             ask.dedup();
             ask
@@ -123,7 +108,15 @@ impl File {
         for (&s, g) in ask.iter().zip(got) {
             lent[s] = g;
         }
-        Some(lent)
+        Some(chunks.iter().map(|c| if let Lent::Object(f) = &lent[c.server] { Some(f.clone()) } else { None }).collect())
+    }
+
+    /// Whether every server of the layout has lent its object (none is
+    /// asked here: reads lend what they touch), so that a read is one copy
+    /// from the page cache or the disk, with no round trip to save.
+    pub(super) fn lent_everywhere(&self) -> bool {
+        let lent = self.lent.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        !lent.is_empty() && lent.iter().all(|l| matches!(l, Lent::Object(_)))
     }
 
     /// Asks `servers` (layout indices) for their objects' descriptors.

@@ -120,6 +120,7 @@ impl File {
         // none to save, and its buffer would add a second copy (ior-hard's
         // warm reads, 16 MiB a rank: 30 ms with it, 22 ms without).
         if self.lent_everywhere() {
+            ra.fetched = None;
             return None;
         }
         // The last fetch's buffer again: a fresh one of megabytes costs a

@@ -107,7 +107,8 @@ impl File {
         let small = plain && !self.atomic && bytes <= wb.budget / 8 && segments.len() <= MOST_PIECES;
         let clash = small && (wb.runs.len() + segments.len() > MOST_PIECES || segments.iter().any(|s| s.len > 0 && wb.overlaps(s.file, s.len)));
         if !small || clash {
-            self.send_held(&mut wb, false)?;
+            // Kept when holding goes on (a clash), freed otherwise.
+            self.send_held(&mut wb, small)?;
             if !small {
                 return Ok(false);
             }
@@ -120,12 +121,6 @@ impl File {
             if sorted.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
                 return Ok(false);
             }
-        }
-        if wb.data.capacity() == 0 {
-            // Room for a full buffer and the write that fills it: growing
-            // by doubling would copy what is held again and again.
-            let room = wb.budget + wb.budget / 8;
-            wb.data.reserve(room as usize);
         }
         wb.hold(segments, buf);
         self.note_held();
@@ -160,6 +155,9 @@ impl File {
     /// for the writes that follow (a flush, which ends a phase, frees it).
     fn send_held(&self, wb: &mut WriteBehind, keep: bool) -> Result<()> {
         if wb.runs.is_empty() {
+            if !keep {
+                wb.data = Vec::new();
+            }
             return Ok(());
         }
         let runs = std::mem::take(&mut wb.runs);

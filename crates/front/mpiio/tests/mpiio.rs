@@ -203,10 +203,9 @@ fn held_small_writes_keep_mpis_order_mpich() {
 /// Small steady reads served from records fetched ahead (`read_ahead.c`):
 /// strided and sequential, past the end of the file, after the reader's
 /// own rewrite, after the peer's rewrite with sync-barrier-sync and with a
-/// barrier alone, over a hole. Read ahead runs only while some server of
-/// the file lends no object (with all lent, a read is one local copy):
-/// under Open MPI local reads are off; under MPICH they are on, and the
-/// file's two stripes leave two of the four servers without an object.
+/// barrier alone, over a hole. Local reads are off: a file whose every
+/// server lends its object is not read ahead (each read is one local
+/// copy), and every other program here runs with them on.
 #[test]
 fn reads_ahead_read_what_plain_reads_do_openmpi() {
     same_as_local_mpiio_env(&OPENMPI, "read_ahead.c", OPENMPI.ranks, None, &[("WEFT_LOCAL_READS", "0")]);
@@ -214,7 +213,7 @@ fn reads_ahead_read_what_plain_reads_do_openmpi() {
 
 #[test]
 fn reads_ahead_read_what_plain_reads_do_mpich() {
-    same_as_local_mpiio(&MPICH, "read_ahead.c", MPICH.ranks);
+    same_as_local_mpiio_env(&MPICH, "read_ahead.c", MPICH.ranks, None, &[("WEFT_LOCAL_READS", "0")]);
 }
 
 /// Nonblocking independent accesses run in the background (`nonblocking.c`):

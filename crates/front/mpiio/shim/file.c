@@ -56,8 +56,8 @@ static int cb_bcast(void *ctx, void *buf, int64_t len, int root) {
 /* Waits for `r`, giving the CPU away once it has waited SPIN_NS: MPICH's
  * blocking collectives busy-poll, so a rank that finished its own I/O
  * first took a core from the servers the other ranks still waited on
- * (collective 1 MiB strided writes, 2 ranks on 2 cores: 66 -> 38 ms a
- * call of 16 MiB a rank). The spin keeps calls whose ranks arrive
+ * (collective 1 MiB strided writes, 2 ranks on 2 cores: 66 -> 38 ms for
+ * 16 MiB a rank). The spin keeps calls whose ranks arrive
  * together (ior-hard's held records) as fast as before. Open MPI yields
  * by itself when oversubscribed, and its nonblocking collectives were
  * slower (collective ior-hard reads 23 -> 34 ms): it keeps the blocking

@@ -3,7 +3,7 @@
 //! [`WRITE_BEHIND_MIN`] bytes, in all its pieces, starts the write-back of
 //! its runs, so the disk works while the client sends more and its fsync
 //! finds little left (ior-hard's 47,008-byte records, 4 MiB of them a
-//! request: 80 ms -> 58 ms for 64 MiB written and fsync'd, 4 ranks).
+//! request: 83 ms -> 63 ms for 64 MiB written and fsync'd, 4 ranks).
 //!
 //! The kernel is asked with `POSIX_FADV_DONTNEED`, which starts write-back
 //! of the dirty pages of a range and then drops its clean pages. So a run

@@ -47,9 +47,7 @@ pub fn connect(path: &Path) -> Result<weft_client::Client> {
 pub fn client_options() -> Result<weft_client::ClientOptions> {
     let vars = Vars::env();
     let mut o = weft_client::ClientOptions::from_vars(&vars)?;
-    if !local_reads_chosen() {
-        o.local_reads = false;
-    }
+    o.local_reads &= vars.text("WEFT_LOCAL_READS").is_some();
     Ok(o)
 }
 

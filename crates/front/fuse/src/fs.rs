@@ -93,8 +93,11 @@ pub struct WeftFs {
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     /// Signalled (with `open_inodes`) when a file set aside is removed.
     pub(crate) closes: std::sync::Condvar,
-    /// Hidden names whose last close is removing them now.
-    pub(crate) removing: Mutex<Vec<String>>,
+    /// Shared from asking a file's attributes until giving them to the
+    /// kernel, exclusive while a last close removes a set-aside name: a
+    /// link count asked before that removal has the name in it, and
+    /// `kernel_attr` leaves it out only while the name is still set aside.
+    pub(crate) attrs_gate: std::sync::RwLock<()>,
     /// Requests waiting in `wait_hidden_closed` (each holds a thread the
     /// releases they wait for need).
     pub(crate) release_waiters: AtomicUsize,
@@ -116,10 +119,6 @@ pub struct WeftFs {
     pub(crate) next_fh: AtomicU64,
 }
 
-
-
-
-
 impl WeftFs {
     pub fn new(client: Client, opts: MountOptions) -> Self {
         let sizes = Arc::new(LocalSizes::new(opts.attr_timeout));
@@ -131,7 +130,7 @@ impl WeftFs {
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
             closes: std::sync::Condvar::new(),
-            removing: Mutex::new(Vec::new()),
+            attrs_gate: std::sync::RwLock::new(()),
             release_waiters: AtomicUsize::new(0),
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
@@ -204,6 +203,7 @@ impl WeftFs {
             local.set(local.get() || size.is_some());
             size
         };
+        let _asking = self.asking_attrs();
         let (a, size) = self.settled(|| c.stat_knowing(path, &known), &local)?;
         if let Some(ino) = ino
             && a.id.0 == ino
@@ -261,6 +261,12 @@ impl WeftFs {
         }
     }
 
+    /// Held from asking attributes until [`WeftFs::kernel_attr`] (see
+    /// `attrs_gate`); never while another is held.
+    pub(crate) fn asking_attrs(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.attrs_gate.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The attributes the kernel is given for `a` of `size` bytes: a name
     /// this mount set aside for an open file (unlink while open) is not
     /// counted among its links, as the kernel counts none for it (fstat of
@@ -308,6 +314,7 @@ impl WeftFs {
         // The path names another file now, or nothing (another client
         // renamed or replaced it): ask for the inode itself, as the mount
         // (the kernel checked the path when it looked the inode up).
+        let _asking = self.asking_attrs();
         match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0)), &std::cell::Cell::new(false)) {
             Ok((a, size)) => Ok(self.kernel_attr(&a, size)),
             Err(e) if e == Errno::ENOENT || e == Errno::EACCES => Err(Errno::ESTALE),
@@ -338,6 +345,7 @@ impl WeftFs {
     /// A directory's entries, "." and ".." first, remembering each child's path.
     pub(crate) fn list(&self, c: &weft_client::Client, ino: INodeNo) -> Result<Listing, Errno> {
         let path = self.path_of(ino)?;
+        let _asking = self.asking_attrs();
         let entries = c.readdir(&path).map_err(|e| errno::of(&e))?;
         let taken = std::time::Instant::now();
         let dot = |name: &str| Listed { ino: ino.0, kind: FileType::Directory, name: name.into(), path: None, attr: None, exact: false };

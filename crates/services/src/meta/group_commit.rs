@@ -44,6 +44,26 @@ impl<R, T> GroupCommit<R, T> {
         f()
     }
 
+    /// Runs `request` alone, on the calling thread and at once, if no
+    /// batch runs and none waits (the event loop's way to serve a change
+    /// without two thread wake-ups); gives it back otherwise. A panic in
+    /// `run` answers it `failed(request)`.
+    pub fn try_now(&self, request: R, run: impl Fn(&[&R]) -> Vec<T>, failed: impl Fn(&R) -> T) -> Result<T, R> {
+        let _turn = match self.turn.try_lock() {
+            Ok(turn) => turn,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Err(request),
+        };
+        if !lock(&self.queue).is_empty() {
+            return Err(request);
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&[&request]))).ok().and_then(|r| r.into_iter().next());
+        Ok(result.unwrap_or_else(|| {
+            tracing::error!(target: "weft::meta", "a commit panicked: its request fails, the service goes on");
+            failed(&request)
+        }))
+    }
+
     /// Runs `request` in some batch; `run` gets a batch's requests and
     /// returns their results in the same order. If `run` panics (a bug),
     /// every request of that batch gets `failed(request)` and later
@@ -113,6 +133,42 @@ mod tests {
         let b = batches.lock().unwrap();
         assert_eq!(b.iter().sum::<usize>(), 16, "every request ran exactly once");
         assert!(b.len() < 16, "some commits carried several requests: {b:?}");
+    }
+
+    #[test]
+    fn try_now_runs_alone_when_the_turn_is_free_and_gives_back_otherwise() {
+        let g: Arc<GroupCommit<u32, u32>> = Arc::new(GroupCommit::default());
+        let runs = Mutex::new(Vec::new());
+        let run = |reqs: &[&u32]| {
+            runs.lock().unwrap().push(reqs.len());
+            reqs.iter().map(|&&r| r + 1).collect()
+        };
+        // Free: run at once, alone.
+        assert_eq!(g.try_now(1, run, |_| u32::MAX).ok(), Some(2));
+        // A batch (or the flusher) holds the turn: given back, not run.
+        let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let holder = {
+            let g = g.clone();
+            std::thread::spawn(move || {
+                g.exclusive(|| {
+                    held.0.send(()).unwrap();
+                    release.1.recv().unwrap();
+                })
+            })
+        };
+        held.1.recv().unwrap();
+        assert_eq!(g.try_now(5, run, |_| u32::MAX).err(), Some(5));
+        release.0.send(()).unwrap();
+        holder.join().unwrap();
+        // A request queued for the turn goes first: given back too.
+        lock(&g.queue).push(Arc::new(Slot { request: 7, result: Mutex::new(None) }));
+        assert_eq!(g.try_now(9, run, |_| u32::MAX).err(), Some(9));
+        lock(&g.queue).clear();
+        assert_eq!(g.try_now(9, run, |_| u32::MAX).ok(), Some(10));
+        assert!(runs.lock().unwrap().iter().all(|&n| n == 1), "try_now runs its request alone");
+        // A panic answers with `failed`, and the next one runs.
+        assert_eq!(g.try_now(3, |_: &[&u32]| -> Vec<u32> { panic!("injected") }, |_| u32::MAX).ok(), Some(u32::MAX));
+        assert_eq!(g.try_now(3, run, |_| u32::MAX).ok(), Some(4));
     }
 
     #[test]

@@ -22,7 +22,17 @@ const LOOP_WALK: usize = 64;
 /// checks the database is at hand ([`super::MetaService::answers_on_the_loop`]).
 pub(super) fn answers_on_the_loop(op: &MetaReq) -> bool {
     let cheap = matches!(op, MetaReq::Stat { .. } | MetaReq::StatSize { .. } | MetaReq::StatId { .. } | MetaReq::Readlink { .. } | MetaReq::Open { write: false, .. } | MetaReq::Close { .. } | MetaReq::SetSize { .. }) || matches!(op.untagged(), MetaReq::SharedPointer { .. });
-    cheap && op.path().is_none_or(|p| p.bytes().filter(|&b| b == b'/').count() <= LOOP_WALK)
+    cheap && bounded_walk(op)
+}
+
+/// Whether the paths `op` names are short enough to walk on the loop.
+pub(super) fn bounded_walk(op: &MetaReq) -> bool {
+    let short = |p: &str| p.bytes().filter(|&b| b == b'/').count() <= LOOP_WALK;
+    let second = match op.untagged() {
+        MetaReq::Rename { to, .. } | MetaReq::Link { to, .. } => Some(to.as_str()),
+        _ => None,
+    };
+    op.path().is_none_or(short) && second.is_none_or(short)
 }
 
 /// The entry at `path`; on a sharded cluster, a route (as an error) if

@@ -229,6 +229,27 @@ impl Server {
         }
     }
 
+    /// Whether the event loop may try to serve change `req` itself
+    /// ([`Server::try_change_now`]): a metadata change whose commit does
+    /// not wait for the disk, served at once when no other commit runs or
+    /// waits, which saves the two thread wake-ups of a worker hand-off
+    /// (a chmod through the mount: 225 -> 175 us).
+    pub(crate) fn changes_on_the_loop(&self, req: &Request) -> bool {
+        match req {
+            Request::Meta { op, .. } => self.meta.as_ref().is_some_and(|m| m.changes_on_the_loop(op)),
+            _ => false,
+        }
+    }
+
+    /// Serves change `req` (one [`Server::changes_on_the_loop`] allows) at
+    /// once; `None` when another commit runs or waits (a worker serves it).
+    pub(crate) fn try_change_now(&self, req: &Request) -> Option<Response> {
+        let (Request::Meta { cred, op }, Some(m)) = (req, &self.meta) else { return None };
+        let rsp = m.try_change_now(squash(*cred, self.root_squash), op)?;
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        Some(rsp)
+    }
+
     /// Records the event loop thread's CPU time so far (it calls this itself).
     pub(crate) fn note_loop_cpu(&self) {
         let lent = self.counters.cpu_loop_lent_ns.load(Ordering::Relaxed);

@@ -396,9 +396,38 @@ impl Reactor {
                 }
                 continue;
             }
+            // Only with none of the connection's requests at a worker, so
+            // its requests still start in arrival order.
+            if slot.in_service == 0
+                && self.server.changes_on_the_loop(&job.req)
+                && let Some(rsp) = self.try_change_inline(&job)
+            {
+                if let Some(Some(slot)) = self.slots.get_mut(k) {
+                    slot.conn.respond(job.id, &rsp, Payload::default(), Instant::now());
+                }
+                continue;
+            }
             self.start(k, job);
             return;
         }
+    }
+
+    /// Serves a metadata change on the loop's thread if no other commit
+    /// runs or waits (see `Server::changes_on_the_loop`), counted as a
+    /// worker counts it; `None` otherwise. A panic is contained as on a
+    /// worker.
+    fn try_change_inline(&self, job: &Job) -> Option<Response> {
+        let (kind, bytes_in, cpu_before) = (super::cpu_kind(&job.req), job.payload.bytes.len() as u64, super::thread_cpu_ns());
+        let server = &self.server;
+        let rsp = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.try_change_now(&job.req))) {
+            Ok(rsp) => rsp?,
+            Err(_) => {
+                server.count_panic();
+                Response::error(ErrorCode::Internal, "the server failed while serving this request")
+            }
+        };
+        server.count_inline(kind, bytes_in, 0, job.arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
+        Some(rsp)
     }
 
     /// Serves a request on the loop's thread (see `Server::answers_on_the_loop`); a panic

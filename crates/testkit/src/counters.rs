@@ -1,4 +1,4 @@
-//! What the data servers report of themselves, and waiting on it.
+//! What the servers report of themselves, and waiting on it.
 
 /// The counters of every data server that answers.
 pub fn data_stats(c: &weft_client::Client) -> Vec<weft_wire::ServerStats> {
@@ -40,4 +40,28 @@ pub fn data_servers_quiet(c: &weft_client::Client) {
         }
         last = now;
     }
+}
+
+/// Requests the metadata server has received so far (a status request,
+/// counted too, asks).
+pub fn meta_requests(c: &weft_client::Client) -> u64 {
+    c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Meta)).filter_map(|s| s.stats.ok()).map(|s| s.requests).sum()
+}
+
+/// The metadata server's count once nothing but these asks reach it for
+/// three looks in a row (the kernel's release of a closed file comes after
+/// close(2) returns).
+pub fn meta_quiet(c: &weft_client::Client) -> u64 {
+    let mut last = meta_requests(c);
+    let mut still = 0;
+    for _ in 0..100 {
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let now = meta_requests(c);
+        still = if now == last + 1 { still + 1 } else { 0 };
+        last = now;
+        if still == 3 {
+            break;
+        }
+    }
+    last
 }

@@ -24,7 +24,7 @@ pub mod shards;
 pub use binary::{server_bin, target_dir, weft};
 pub use children::run_children;
 pub use cluster::TestCluster;
-pub use counters::{data_servers_quiet, data_stats, objects_when};
+pub use counters::{data_servers_quiet, data_stats, meta_quiet, meta_requests, objects_when};
 pub use frames::{cap_for, capped, meta_call, response};
 pub use http::{get, try_get, value};
 pub use pattern::pattern;

@@ -84,6 +84,8 @@ pub struct WeftFs {
     pub(crate) opts: MountOptions,
     /// The inodes (Weft file ids) the kernel knows, and their paths.
     pub(crate) known: Mutex<Known>,
+    /// Directories made here moments ago (see `fresh_dirs`).
+    pub(crate) fresh: Mutex<crate::fresh_dirs::FreshDirs>,
     pub(crate) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
@@ -126,6 +128,7 @@ impl WeftFs {
             client: client.clone(),
             opts,
             known: Mutex::new(Known::new()),
+            fresh: Mutex::new(crate::fresh_dirs::FreshDirs::new(opts.entry_timeout)),
             handles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
@@ -189,6 +192,14 @@ impl WeftFs {
     /// from [`WeftFs::caller`]).
     pub(crate) fn stat(&self, c: &weft_client::Client, path: &str) -> Result<FileAttr, Errno> {
         self.stat_keeping(c, path, None)
+    }
+
+    /// A request that may make `name` in directory `parent` is about to
+    /// be sent (see `fresh_dirs`).
+    pub(crate) fn naming(&self, parent: INodeNo, name: &OsStr) {
+        if let Some(name) = name.to_str() {
+            lock(&self.fresh).naming(parent.0, name);
+        }
     }
 
     /// [`WeftFs::stat`]; a size the data servers give for inode `ino` (the

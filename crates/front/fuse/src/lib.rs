@@ -9,6 +9,7 @@
 
 mod attrs;
 mod errno;
+mod fresh_dirs;
 mod fs;
 mod handle;
 mod identity;

@@ -24,6 +24,10 @@ const RELEASE_BUDGET: Duration = Duration::from_secs(2);
 impl Filesystem for WeftFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let r = self.child(parent, name).and_then(|p| {
+            // A name never asked for in a directory made here moments ago.
+            if name.to_str().is_some_and(|n| lock(&self.fresh).surely_absent(parent.0, n, std::time::Instant::now())) {
+                return Err(Errno::ENOENT);
+            }
             let a = self.stat(&self.caller(req), &p)?;
             self.counted(a.ino.0, &p);
             Ok(a)
@@ -89,7 +93,9 @@ impl Filesystem for WeftFs {
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = self.child(parent, name).and_then(|p| {
+            self.naming(parent, name);
             let a = self.caller(req).mkdir(&p, mode & !umask & 0o7777).map_err(|e| errno::of(&e))?;
+            lock(&self.fresh).made(a.id.0, std::time::Instant::now());
             self.counted(a.id.0, &p);
             Ok(fuse_attr(&a, 0))
         });
@@ -130,6 +136,7 @@ impl Filesystem for WeftFs {
             if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 return Err(Errno::EINVAL);
             }
+            self.naming(newparent, newname);
             let target = c.stat(&to).ok();
             if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
                 return Err(Errno::EEXIST);
@@ -216,6 +223,7 @@ impl Filesystem for WeftFs {
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &std::path::Path, reply: ReplyEntry) {
         let r = self.child(parent, link_name).and_then(|p| {
             let target = target.to_str().ok_or(Errno::EINVAL)?;
+            self.naming(parent, link_name);
             // Linux's limit: PATH_MAX with the NUL.
             if target.len() >= weft_client::limits::MAX_LINK_TARGET_LEN {
                 return Err(Errno::ENAMETOOLONG);
@@ -279,6 +287,7 @@ impl Filesystem for WeftFs {
     fn create(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         let r = (|| -> Result<(FileAttr, FileHandle), Errno> {
             let path = self.child(parent, name)?;
+            self.naming(parent, name);
             let opts = CreateOptions { mode: mode & !umask & 0o7777, exclusive: flags & libc::O_EXCL != 0, ..Default::default() };
             let opener = self.caller(req);
             let file = opener.create(&path, opts).map_err(|e| errno::of(&e))?;
@@ -568,6 +577,7 @@ impl Filesystem for WeftFs {
         let r = (|| -> Result<FileAttr, Errno> {
             let (from, to) = (self.path_of(ino)?, self.child(newparent, newname)?);
             let e = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
+            self.naming(newparent, newname);
             let a = c.link(&from, &to).map_err(e)?;
             if a.id.0 != ino.0 {
                 // `from` named another file by now: undo, and say so.
@@ -589,6 +599,7 @@ impl Filesystem for WeftFs {
     fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
         let c = self.caller(req);
         let r = self.child(parent, name).and_then(|p| {
+            self.naming(parent, name);
             let perm = mode & !umask & 0o7777;
             let a = match mode & libc::S_IFMT {
                 libc::S_IFIFO => c.mknod(&p, perm, FileKind::Fifo),

@@ -6,33 +6,8 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::time::Duration;
 use weft_testkit::mount::Mount;
-use weft_testkit::TestCluster;
-
-/// Requests the metadata server has received so far (a status request,
-/// counted too, asks).
-fn meta_requests(c: &weft_client::Client) -> u64 {
-    c.status().into_iter().filter(|s| s.server.services.contains(&weft_net::Service::Meta)).filter_map(|s| s.stats.ok()).map(|s| s.requests).sum()
-}
-
-/// The metadata server's count once nothing but these asks reach it for
-/// three looks in a row (the kernel's release of a closed file comes after
-/// close(2) returns).
-fn meta_quiet(c: &weft_client::Client) -> u64 {
-    let mut last = meta_requests(c);
-    let mut still = 0;
-    for _ in 0..100 {
-        std::thread::sleep(Duration::from_millis(30));
-        let now = meta_requests(c);
-        still = if now == last + 1 { still + 1 } else { 0 };
-        last = now;
-        if still == 3 {
-            break;
-        }
-    }
-    last
-}
+use weft_testkit::{meta_quiet, meta_requests, TestCluster};
 
 /// chmod, utimens and chown of a file closed earlier each take one
 /// request: the change, answered with the size the service knows, and no

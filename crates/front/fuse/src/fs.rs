@@ -26,6 +26,10 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
 /// last close (as NFS clients' silly-renamed `.nfs<hex>` files); listings and lookups hide them.
 pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
 
+/// Asks of a file's attributes while last closes remove set-aside names
+/// (see [`WeftFs::attrs_settled`]); each is one round trip.
+const ATTR_ASKS: usize = 4;
+
 /// How many handles of this mount have an inode open, and where it went if
 /// it was unlinked (or renamed over) while open.
 #[derive(Default)]
@@ -95,11 +99,11 @@ pub struct WeftFs {
     pub(crate) open_inodes: Mutex<HashMap<u64, OpenInode>>,
     /// Signalled (with `open_inodes`) when a file set aside is removed.
     pub(crate) closes: std::sync::Condvar,
-    /// Shared from asking a file's attributes until giving them to the
-    /// kernel, exclusive while a last close removes a set-aside name: a
-    /// link count asked before that removal has the name in it, and
-    /// `kernel_attr` leaves it out only while the name is still set aside.
-    pub(crate) attrs_gate: std::sync::RwLock<()>,
+    /// Hidden names whose last close is removing them now.
+    pub(crate) removing: Mutex<Vec<String>>,
+    /// Removals of set-aside names started so far (see
+    /// [`WeftFs::removals_mark`]).
+    pub(crate) removals: AtomicU64,
     /// Requests waiting in `wait_hidden_closed` (each holds a thread the
     /// releases they wait for need).
     pub(crate) release_waiters: AtomicUsize,
@@ -133,7 +137,8 @@ impl WeftFs {
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
             closes: std::sync::Condvar::new(),
-            attrs_gate: std::sync::RwLock::new(()),
+            removing: Mutex::new(Vec::new()),
+            removals: AtomicU64::new(0),
             release_waiters: AtomicUsize::new(0),
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
@@ -214,17 +219,18 @@ impl WeftFs {
             local.set(local.get() || size.is_some());
             size
         };
-        let _asking = self.asking_attrs();
-        let (a, size) = self.settled(|| c.stat_knowing(path, &known), &local)?;
-        if let Some(ino) = ino
-            && a.id.0 == ino
-            && a.kind == weft_client::FileKind::File
-            && !local.get()
-        {
-            self.sizes.learned(ino, ask, size);
-        }
-        self.remember(a.id.0, path);
-        Ok(self.kernel_attr(&a, size))
+        self.attrs_settled(|| {
+            let (a, size) = self.settled(|| c.stat_knowing(path, &known), &local)?;
+            if let Some(ino) = ino
+                && a.id.0 == ino
+                && a.kind == weft_client::FileKind::File
+                && !local.get()
+            {
+                self.sizes.learned(ino, ask, size);
+            }
+            self.remember(a.id.0, path);
+            Ok(self.kernel_attr(&a, size))
+        })
     }
 
     /// What `ask` says of a file, with every write answered before this
@@ -272,10 +278,33 @@ impl WeftFs {
         }
     }
 
-    /// Held from asking attributes until [`WeftFs::kernel_attr`] (see
-    /// `attrs_gate`); never while another is held.
-    pub(crate) fn asking_attrs(&self) -> std::sync::RwLockReadGuard<'_, ()> {
-        self.attrs_gate.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// What `ask` gives (attributes asked of the metadata service, then
+    /// made the kernel's by [`WeftFs::kernel_attr`]), asked again when a
+    /// last close removed a set-aside name meanwhile: the link count asked
+    /// may count that name while the mount no longer knows to leave it
+    /// out. At most `ATTR_ASKS` asks; the last answer stands.
+    pub(crate) fn attrs_settled<T>(&self, mut ask: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
+        for _ in 1..ATTR_ASKS {
+            let mark = self.removals_mark();
+            let r = ask();
+            if !self.removed_since(mark) {
+                return r;
+            }
+        }
+        ask()
+    }
+
+    /// Where removals of set-aside names stand: how many started, or
+    /// `None` while one is under way.
+    pub(crate) fn removals_mark(&self) -> Option<u64> {
+        let started = self.removals.load(Ordering::Acquire);
+        lock(&self.removing).is_empty().then_some(started)
+    }
+
+    /// Whether a set-aside name was being removed at `mark` or one started
+    /// since (a link count asked meanwhile may count it or not).
+    pub(crate) fn removed_since(&self, mark: Option<u64>) -> bool {
+        mark.is_none_or(|m| self.removals.load(Ordering::Acquire) != m)
     }
 
     /// The attributes the kernel is given for `a` of `size` bytes: a name
@@ -325,12 +354,11 @@ impl WeftFs {
         // The path names another file now, or nothing (another client
         // renamed or replaced it): ask for the inode itself, as the mount
         // (the kernel checked the path when it looked the inode up).
-        let _asking = self.asking_attrs();
-        match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0)), &std::cell::Cell::new(false)) {
+        self.attrs_settled(|| match self.settled(|| self.client.stat_id(weft_client::FileId(ino.0)), &std::cell::Cell::new(false)) {
             Ok((a, size)) => Ok(self.kernel_attr(&a, size)),
             Err(e) if e == Errno::ENOENT || e == Errno::EACCES => Err(Errno::ESTALE),
             Err(e) => Err(e),
-        }
+        })
     }
 
     /// Forgets the inodes at `path` and below (removed or replaced).
@@ -356,7 +384,7 @@ impl WeftFs {
     /// A directory's entries, "." and ".." first, remembering each child's path.
     pub(crate) fn list(&self, c: &weft_client::Client, ino: INodeNo) -> Result<Listing, Errno> {
         let path = self.path_of(ino)?;
-        let _asking = self.asking_attrs();
+        let removals = self.removals_mark();
         let entries = c.readdir(&path).map_err(|e| errno::of(&e))?;
         let taken = std::time::Instant::now();
         let dot = |name: &str| Listed { ino: ino.0, kind: FileType::Directory, name: name.into(), path: None, attr: None, exact: false };
@@ -373,6 +401,13 @@ impl WeftFs {
             };
             let attr = Some(self.kernel_attr(&e.attr, size.unwrap_or(0)));
             all.push(Listed { ino: e.attr.id.0, kind: kind_of(&e.attr), name: e.name, path: Some(child), attr, exact: size.is_some() });
+        }
+        // A set-aside name removed meanwhile: a file's link count may be
+        // off by it, so the kernel asks for the files' attributes again.
+        if self.removed_since(removals) {
+            for e in all.iter_mut().filter(|e| e.kind != FileType::Directory) {
+                e.exact = false;
+            }
         }
         Ok(Listing { taken, entries: all })
     }

@@ -87,7 +87,7 @@ impl WeftFs {
         let deadline = std::time::Instant::now() + budget;
         let mut open = lock(&self.open_inodes);
         loop {
-            if !open.values().any(in_dir) {
+            if !open.values().any(in_dir) && !lock(&self.removing).iter().any(|h| h.starts_with(&prefix)) {
                 return true;
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
@@ -177,40 +177,38 @@ impl WeftFs {
     /// A handle closed: the last close of a file removed while open
     /// removes it for good.
     pub(crate) fn closed(&self, ino: u64) {
-        // A last close that removes a set-aside name waits for attributes
-        // being asked meanwhile (`attrs_gate`), taken before the open-inode
-        // lock as they take it.
-        let mut gate = None;
-        let mut open = loop {
-            let open = lock(&self.open_inodes);
-            let Some(o) = open.get(&ino) else { return };
-            if o.handles == 1 && o.hidden.is_some() && gate.is_none() {
-                drop(open);
-                gate = Some(self.attrs_gate.write().unwrap_or_else(std::sync::PoisonError::into_inner));
-                continue;
+        let hidden = {
+            let mut open = lock(&self.open_inodes);
+            let Some(o) = open.get_mut(&ino) else { return };
+            o.handles -= 1;
+            if o.handles > 0 {
+                return;
             }
-            break open;
+            // Where it is now: its directory may have been renamed since.
+            // Its hidden name (kept through renames of its directory), never
+            // the inode's path: another name of a hard-linked file may be it.
+            let hidden = open.remove(&ino).and_then(|o| o.hidden);
+            if let Some((h, _)) = &hidden {
+                // Counted until its unlink is done, for `wait_hidden_closed`.
+                lock(&self.removing).push(h.clone());
+                // After the push: see `removals_mark`.
+                self.removals.fetch_add(1, Ordering::AcqRel);
+            }
+            hidden
         };
-        let Some(o) = open.get_mut(&ino) else { return };
-        o.handles -= 1;
-        if o.handles > 0 {
-            return;
-        }
-        // Its hidden name (kept through renames of its directory), never
-        // the inode's path: another name of a hard-linked file may be it.
-        let hidden = open.remove(&ino).and_then(|o| o.hidden);
-        if let Some((h, by)) = &hidden {
-            // Removed under the open-inode lock (as `remove_file` sets it
-            // aside), so `wait_hidden_closed` sees it set aside or gone.
-            if let Err(e) = by.unlink(h) {
+        self.locks.release_inode(ino);
+        if let Some((h, by)) = hidden {
+            if let Err(e) = by.unlink(&h) {
                 tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
             }
             lock(&self.known).lost(ino);
-        }
-        drop(open);
-        drop(gate);
-        self.locks.release_inode(ino);
-        if hidden.is_some() {
+            let open = lock(&self.open_inodes);
+            let mut removing = lock(&self.removing);
+            if let Some(i) = removing.iter().position(|r| *r == h) {
+                removing.swap_remove(i);
+            }
+            drop(removing);
+            drop(open);
             self.closes.notify_all();
         }
     }

@@ -84,7 +84,15 @@ impl Filesystem for WeftFs {
         // someone without CAP_FSETID), which it leaves to the file system.
         let drop_privileges = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && mtime.is_none() && _atime.is_none();
         let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0, drop_privileges };
-        let r = self.set_attrs(&self.caller(req), ino, wanted);
+        let c = self.caller(req);
+        let before = self.removals_mark();
+        let r = self.set_attrs(&c, ino, wanted);
+        // The link count the change answered with may count a set-aside
+        // name removed meanwhile: asked again (see `attrs_settled`).
+        let r = match r {
+            Ok(a) if self.removed_since(before) => Ok(self.stat_ino(&c, ino).unwrap_or(a)),
+            r => r,
+        };
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
             Err(e) => reply.error(e),
@@ -299,7 +307,8 @@ impl Filesystem for WeftFs {
             // A file made here by O_EXCL, or just truncated, is empty: no
             // need to ask every data server.
             let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
-            let attr = fuse_attr(file.attr(), size);
+            // An existing file opened may have a name set aside here.
+            let attr = self.kernel_attr(file.attr(), size);
             self.counted(attr.ino.0, &path);
             if flags & libc::O_ACCMODE != libc::O_RDONLY {
                 // A file this create made is empty (one it opened: asked later).
@@ -578,6 +587,7 @@ impl Filesystem for WeftFs {
             let (from, to) = (self.path_of(ino)?, self.child(newparent, newname)?);
             let e = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
             self.naming(newparent, newname);
+            let before = self.removals_mark();
             let a = c.link(&from, &to).map_err(e)?;
             if a.id.0 != ino.0 {
                 // `from` named another file by now: undo, and say so.
@@ -586,7 +596,9 @@ impl Filesystem for WeftFs {
             }
             let size = if a.kind == FileKind::File { self.size_now(&c, ino)? } else { self.stat_ino(&c, ino)?.size };
             self.counted(ino.0, &to);
-            Ok(self.kernel_attr(&a, size))
+            let k = self.kernel_attr(&a, size);
+            // As setattr: a set-aside name removed meanwhile.
+            Ok(if self.removed_since(before) { self.stat_ino(&c, ino).unwrap_or(k) } else { k })
         })();
         match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),

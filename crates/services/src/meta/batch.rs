@@ -11,12 +11,13 @@ impl MetaService {
     /// more, with the space reserve released if it frees space (so a
     /// delete on a full disk succeeds).
     pub(super) fn commit_batch(&self, batch: &[&(Cred, MetaReq)]) -> Vec<Result<Response>> {
-        match self.try_batch(batch) {
+        let all = |r: Result<Option<Vec<Result<Response>>>>| r.map(|r| r.unwrap_or_default());
+        match all(self.try_batch(batch, false)) {
             Ok(r) => self.report_loss(batch, r),
             Err(e) if e.storage => {
                 let frees = batch.iter().any(|(_, op)| matches!(op.untagged(), MetaReq::Unlink { .. } | MetaReq::Rmdir { .. } | MetaReq::Rename { .. }));
                 self.reopen(frees && e.code == ErrorCode::NoSpace);
-                self.try_batch(batch).map(|r| self.report_loss(batch, r)).unwrap_or_else(|e| {
+                all(self.try_batch(batch, false)).map(|r| self.report_loss(batch, r)).unwrap_or_else(|e| {
                     // Reads must keep working: redb refuses everything
                     // after a failed commit until reopened.
                     if e.storage {
@@ -27,6 +28,16 @@ impl MetaService {
             }
             Err(e) => batch.iter().map(|_| Err(e.duplicate())).collect(),
         }
+    }
+
+    /// One change committed at once on the calling thread (the event
+    /// loop's, see `inline`), or `None` if its commit would wait for the
+    /// disk (durable: the window's flush overdue, the id ceiling moved, the
+    /// disk nearly full) or failed: then it is aborted, and a worker's
+    /// batch makes it (reopening the database after a storage error).
+    pub(super) fn commit_inline(&self, change: &(Cred, MetaReq)) -> Option<Result<Response>> {
+        let r = self.try_batch(&[change], true).ok()??;
+        self.report_loss(&[change], r).into_iter().next()
     }
 
     /// A Sync after answered changes were lost (a reopen after a storage
@@ -43,10 +54,15 @@ impl MetaService {
             .collect()
     }
 
-    fn try_batch(&self, batch: &[&(Cred, MetaReq)]) -> Result<Vec<Result<Response>>> {
+    /// The batch's results; `None` only `inline`, for a commit that would
+    /// wait for the disk (nothing is then changed).
+    fn try_batch(&self, batch: &[&(Cred, MetaReq)], inline: bool) -> Result<Option<Vec<Result<Response>>>> {
         // Nearly full: answered changes go to disk first, and this batch's
         // are durable before their answers (see [`sync_window`]).
         let low = self.window.is_some() && self.store.space_low();
+        if inline && (low || self.window.is_none()) {
+            return Ok(None);
+        }
         if low && self.pending.is_pending() {
             sync_window::durable_empty_commit(&self.store, &self.pending)?;
             self.pending.note_durable();
@@ -91,6 +107,10 @@ impl MetaService {
         }
         let overdue = self.window.is_some_and(|w| self.pending.older_than(w));
         let durable = self.window.is_none() || low || overdue || self.ceiling_moved.load(Ordering::Relaxed) || self.logged.load(Ordering::Relaxed) || batch.iter().any(|(_, op)| must_be_durable(op));
+        if inline && durable {
+            // Dropped uncommitted: the transaction is aborted.
+            return Ok(None);
+        }
         // The batch's kept answers: in this commit if it is durable (with
         // all that wait), else in memory once it is made.
         let answers = kept.map(|k| k.done(durable)).transpose()?.unwrap_or_default();
@@ -128,6 +148,6 @@ impl MetaService {
                 _ => {}
             }
         }
-        Ok(results)
+        Ok(Some(results))
     }
 }

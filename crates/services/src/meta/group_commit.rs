@@ -46,9 +46,10 @@ impl<R, T> GroupCommit<R, T> {
 
     /// Runs `request` alone, on the calling thread and at once, if no
     /// batch runs and none waits (the event loop's way to serve a change
-    /// without two thread wake-ups); gives it back otherwise. A panic in
-    /// `run` answers it `failed(request)`.
-    pub fn try_now(&self, request: R, run: impl Fn(&[&R]) -> Vec<T>, failed: impl Fn(&R) -> T) -> Result<T, R> {
+    /// without two thread wake-ups); gives it back otherwise, or when
+    /// `run` declines it (`None`). A panic in `run` answers it
+    /// `failed(request)`.
+    pub fn try_now(&self, request: R, run: impl FnOnce(&R) -> Option<T>, failed: impl Fn(&R) -> T) -> Result<T, R> {
         let _turn = match self.turn.try_lock() {
             Ok(turn) => turn,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -57,11 +58,14 @@ impl<R, T> GroupCommit<R, T> {
         if !lock(&self.queue).is_empty() {
             return Err(request);
         }
-        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&[&request]))).ok().and_then(|r| r.into_iter().next());
-        Ok(result.unwrap_or_else(|| {
-            tracing::error!(target: "weft::meta", "a commit panicked: its request fails, the service goes on");
-            failed(&request)
-        }))
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&request))) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Err(request),
+            Err(_) => {
+                tracing::error!(target: "weft::meta", "a commit panicked: its request fails, the service goes on");
+                Ok(failed(&request))
+            }
+        }
     }
 
     /// Runs `request` in some batch; `run` gets a batch's requests and
@@ -138,14 +142,14 @@ mod tests {
     #[test]
     fn try_now_runs_alone_when_the_turn_is_free_and_gives_back_otherwise() {
         let g: Arc<GroupCommit<u32, u32>> = Arc::new(GroupCommit::default());
-        let runs = Mutex::new(Vec::new());
-        let run = |reqs: &[&u32]| {
-            runs.lock().unwrap().push(reqs.len());
-            reqs.iter().map(|&&r| r + 1).collect()
-        };
-        // Free: run at once, alone.
+        let run = |r: &u32| Some(r + 1);
+        // Free: run at once.
         assert_eq!(g.try_now(1, run, |_| u32::MAX).ok(), Some(2));
-        // A batch (or the flusher) holds the turn: given back, not run.
+        // Declined by `run`: given back.
+        assert_eq!(g.try_now(1, |_| None, |_| u32::MAX).err(), Some(1));
+        // A batch (or the flusher) holds the turn: given back, not run. (A
+        // try_now that waited for the turn would hang here, not fail: the
+        // turn is released only after it returns.)
         let (held, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
         let holder = {
             let g = g.clone();
@@ -157,17 +161,28 @@ mod tests {
             })
         };
         held.1.recv().unwrap();
-        assert_eq!(g.try_now(5, run, |_| u32::MAX).err(), Some(5));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let g = g.clone();
+            std::thread::spawn(move || tx.send(g.try_now(5, run, |_| u32::MAX)).unwrap());
+        }
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
         release.0.send(()).unwrap();
         holder.join().unwrap();
+        assert_eq!(got.expect("try_now returns at once while the turn is held").err(), Some(5));
         // A request queued for the turn goes first: given back too.
         lock(&g.queue).push(Arc::new(Slot { request: 7, result: Mutex::new(None) }));
         assert_eq!(g.try_now(9, run, |_| u32::MAX).err(), Some(9));
         lock(&g.queue).clear();
         assert_eq!(g.try_now(9, run, |_| u32::MAX).ok(), Some(10));
-        assert!(runs.lock().unwrap().iter().all(|&n| n == 1), "try_now runs its request alone");
-        // A panic answers with `failed`, and the next one runs.
-        assert_eq!(g.try_now(3, |_: &[&u32]| -> Vec<u32> { panic!("injected") }, |_| u32::MAX).ok(), Some(u32::MAX));
+        // A panic answers with `failed`, and the next one runs; so does a
+        // turn left poisoned by a panic elsewhere.
+        assert_eq!(g.try_now(3, |_| -> Option<u32> { panic!("injected") }, |_| u32::MAX).ok(), Some(u32::MAX));
+        let _ = std::thread::spawn({
+            let g = g.clone();
+            move || g.exclusive(|| panic!("poisons the turn"))
+        })
+        .join();
         assert_eq!(g.try_now(3, run, |_| u32::MAX).ok(), Some(4));
     }
 

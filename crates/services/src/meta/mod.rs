@@ -24,6 +24,7 @@ mod create;
 mod dir_moves;
 mod entries;
 mod grants;
+mod inline;
 mod links_across;
 mod name_moves;
 mod migrate;
@@ -347,42 +348,6 @@ impl MetaService {
             (Ok(rsp), Some(op)) => self.grants.attach(cred, &op, rsp),
             (r, _) => r.unwrap_or_else(MetaError::into_response),
         }
-    }
-
-    /// Whether the event loop may try change `op` itself
-    /// ([`MetaService::try_change_now`]): within a window (its commit
-    /// does not wait for the disk), on one shard (no peer to wait for),
-    /// and a change [`MetaService::handle`] commits as it is.
-    pub fn changes_on_the_loop(&self, op: &MetaReq) -> bool {
-        let plain = matches!(
-            op.untagged(),
-            MetaReq::Create { .. }
-                | MetaReq::Mkdir { .. }
-                | MetaReq::Unlink { .. }
-                | MetaReq::Rmdir { .. }
-                | MetaReq::Rename { .. }
-                | MetaReq::Change { .. }
-                | MetaReq::Chmod { .. }
-                | MetaReq::Chown { .. }
-                | MetaReq::SetTimes { .. }
-                | MetaReq::Symlink { .. }
-                | MetaReq::Link { .. }
-                | MetaReq::Mknod { .. }
-        );
-        plain && self.window.is_some() && !self.shards.sharded() && self.store.at_hand() && reads::bounded_walk(op)
-    }
-
-    /// Change `op` (one [`MetaService::changes_on_the_loop`] allows),
-    /// committed on the calling thread at once if no other commit runs or
-    /// waits and the window's flush is not overdue (its commit would wait
-    /// for the disk); given back otherwise (a worker then serves it).
-    pub fn try_change_now(&self, cred: Cred, op: &MetaReq) -> Option<Response> {
-        if self.window.is_none_or(|w| self.pending.older_than(w)) {
-            return None;
-        }
-        let failed = |_: &(Cred, MetaReq)| Err(err(ErrorCode::Internal, "the metadata commit of this change failed inside the server (a bug; see its log): the change was not made"));
-        let r = self.commits.try_now((cred, op.clone()), |batch| self.commit_batch(batch), failed).ok()?;
-        Some(self.answer_change(cred, op, r))
     }
 
     /// The answer to change `op` once committed with result `r`.

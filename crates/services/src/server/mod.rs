@@ -245,9 +245,13 @@ impl Server {
     /// once; `None` when another commit runs or waits (a worker serves it).
     pub(crate) fn try_change_now(&self, req: &Request) -> Option<Response> {
         let (Request::Meta { cred, op }, Some(m)) = (req, &self.meta) else { return None };
-        let rsp = m.try_change_now(squash(*cred, self.root_squash), op)?;
+        // Counted first, as `handle` counts (a panic is a request served).
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        Some(rsp)
+        let rsp = m.try_change_now(squash(*cred, self.root_squash), op);
+        if rsp.is_none() {
+            self.counters.requests.fetch_sub(1, Ordering::Relaxed);
+        }
+        rsp
     }
 
     /// Records the event loop thread's CPU time so far (it calls this itself).

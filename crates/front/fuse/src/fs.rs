@@ -30,6 +30,10 @@ pub(crate) const HIDDEN_PREFIX: &str = ".weft-unlinked-";
 /// (see [`WeftFs::attrs_settled`]); each is one round trip.
 const ATTR_ASKS: usize = 4;
 
+/// How long an ask of attributes waits for removals of set-aside names
+/// under way (each one metadata round trip) before asking anyway.
+const REMOVAL_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How many handles of this mount have an inode open, and where it went if
 /// it was unlinked (or renamed over) while open.
 #[derive(Default)]
@@ -203,7 +207,7 @@ impl WeftFs {
     /// be sent (see `fresh_dirs`).
     pub(crate) fn naming(&self, parent: INodeNo, name: &OsStr) {
         if let Some(name) = name.to_str() {
-            lock(&self.fresh).naming(parent.0, name);
+            lock(&self.fresh).naming(parent.0, name, std::time::Instant::now());
         }
     }
 
@@ -285,13 +289,35 @@ impl WeftFs {
     /// out. At most `ATTR_ASKS` asks; the last answer stands.
     pub(crate) fn attrs_settled<T>(&self, mut ask: impl FnMut() -> Result<T, Errno>) -> Result<T, Errno> {
         for _ in 1..ATTR_ASKS {
-            let mark = self.removals_mark();
+            let mark = self.removals_mark_after_waiting();
             let r = ask();
             if !self.removed_since(mark) {
                 return r;
             }
         }
         ask()
+    }
+
+    /// [`WeftFs::removals_mark`] once no removal is under way, waiting at
+    /// most `REMOVAL_WAIT` for those that are (one round trip each).
+    fn removals_mark_after_waiting(&self) -> Option<u64> {
+        if let Some(mark) = self.removals_mark() {
+            return Some(mark);
+        }
+        let deadline = std::time::Instant::now() + REMOVAL_WAIT;
+        // Checked under the open-inode lock, which a removal's end takes
+        // before it signals `closes`: no signal is missed.
+        let mut open = lock(&self.open_inodes);
+        loop {
+            if lock(&self.removing).is_empty() {
+                return Some(self.removals.load(Ordering::Acquire));
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            open = self.closes.wait_timeout(open, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
     }
 
     /// Where removals of set-aside names stand: how many started, or

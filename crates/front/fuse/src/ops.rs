@@ -298,6 +298,7 @@ impl Filesystem for WeftFs {
             self.naming(parent, name);
             let opts = CreateOptions { mode: mode & !umask & 0o7777, exclusive: flags & libc::O_EXCL != 0, ..Default::default() };
             let opener = self.caller(req);
+            let before = self.removals_mark();
             let file = opener.create(&path, opts).map_err(|e| errno::of(&e))?;
             if flags & libc::O_TRUNC != 0 {
                 let r = file.truncate(0);
@@ -307,8 +308,14 @@ impl Filesystem for WeftFs {
             // A file made here by O_EXCL, or just truncated, is empty: no
             // need to ask every data server.
             let size = if flags & (libc::O_EXCL | libc::O_TRUNC) != 0 { 0 } else { file.size().map_err(|e| errno::of(&e))? };
-            // An existing file opened may have a name set aside here.
-            let attr = self.kernel_attr(file.attr(), size);
+            // An existing file opened may have a name set aside here (and
+            // being removed: asked again, as setattr does).
+            let mut attr = self.kernel_attr(file.attr(), size);
+            if self.removed_since(before)
+                && let Ok(a) = self.stat_ino(&opener, INodeNo(file.attr().id.0))
+            {
+                attr = a;
+            }
             self.counted(attr.ino.0, &path);
             if flags & libc::O_ACCMODE != libc::O_RDONLY {
                 // A file this create made is empty (one it opened: asked later).

@@ -60,7 +60,9 @@ impl MetaService {
         // Nearly full: answered changes go to disk first, and this batch's
         // are durable before their answers (see [`sync_window`]).
         let low = self.window.is_some() && self.store.space_low();
-        if inline && (low || self.window.is_none()) {
+        // Nor a database closed after a storage error: opening it is a
+        // worker's (`Store::db` reopens).
+        if inline && (low || self.window.is_none() || !self.store.at_hand()) {
             return Ok(None);
         }
         if low && self.pending.is_pending() {

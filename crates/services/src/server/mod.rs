@@ -245,13 +245,16 @@ impl Server {
     /// once; `None` when another commit runs or waits (a worker serves it).
     pub(crate) fn try_change_now(&self, req: &Request) -> Option<Response> {
         let (Request::Meta { cred, op }, Some(m)) = (req, &self.meta) else { return None };
-        // Counted first, as `handle` counts (a panic is a request served).
+        // A panic is contained as on a worker, and counted as served.
+        let rsp = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.try_change_now(squash(*cred, self.root_squash), op))) {
+            Ok(rsp) => rsp?,
+            Err(_) => {
+                self.count_panic();
+                Response::error(weft_wire::ErrorCode::Internal, "the server failed while serving this request")
+            }
+        };
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let rsp = m.try_change_now(squash(*cred, self.root_squash), op);
-        if rsp.is_none() {
-            self.counters.requests.fetch_sub(1, Ordering::Relaxed);
-        }
-        rsp
+        Some(rsp)
     }
 
     /// Records the event loop thread's CPU time so far (it calls this itself).

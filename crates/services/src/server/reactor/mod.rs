@@ -418,19 +418,11 @@ impl Reactor {
 
     /// Serves a metadata change on the loop's thread if no other commit
     /// runs or waits (see `Server::changes_on_the_loop`), counted as a
-    /// worker counts it; `None` otherwise. A panic is contained as on a
-    /// worker.
+    /// worker counts it; `None` otherwise.
     fn try_change_inline(&self, job: &Job) -> Option<Response> {
         let (kind, bytes_in, cpu_before) = (super::cpu_kind(&job.req), job.payload.bytes.len() as u64, super::thread_cpu_ns());
-        let server = &self.server;
-        let rsp = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.try_change_now(&job.req))) {
-            Ok(rsp) => rsp?,
-            Err(_) => {
-                server.count_panic();
-                Response::error(ErrorCode::Internal, "the server failed while serving this request")
-            }
-        };
-        server.count_inline(kind, bytes_in, 0, job.arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
+        let rsp = self.server.try_change_now(&job.req)?;
+        self.server.count_inline(kind, bytes_in, 0, job.arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
         Some(rsp)
     }
 
@@ -615,14 +607,13 @@ fn admit_user(quota: &mut ConnQuota, slot: &mut Slot, server: &Server, now: Inst
     }
 }
 
-
-/// Bytes of response payload a request produces (drawn before it runs).
 /// Metadata changes one connection may have made on the loop per pass
 /// (each a commit of tens of microseconds); the rest of what it sent goes
 /// to the workers, within its share (`per_connection`), so a client that
 /// streams changes does not keep the loop from the others.
 const CHANGES_PER_PASS: usize = 4;
 
+/// Bytes of response payload a request produces (drawn before it runs).
 fn response_len(req: &Request) -> u64 {
     match req {
         Request::Data { op: DataReq::Read { pieces, .. } | DataReq::CollRead { pieces, .. }, .. } => pieces.iter().map(|p| p.len).sum(),

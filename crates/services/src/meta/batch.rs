@@ -11,6 +11,7 @@ impl MetaService {
     /// more, with the space reserve released if it frees space (so a
     /// delete on a full disk succeeds).
     pub(super) fn commit_batch(&self, batch: &[&(Cred, MetaReq)]) -> Vec<Result<Response>> {
+        // Never `None` when not inline.
         let all = |r: Result<Option<Vec<Result<Response>>>>| r.map(|r| r.unwrap_or_default());
         match all(self.try_batch(batch, false)) {
             Ok(r) => self.report_loss(batch, r),
@@ -55,7 +56,7 @@ impl MetaService {
     }
 
     /// The batch's results; `None` only `inline`, for a commit that would
-    /// wait for the disk (nothing is then changed).
+    /// wait for the disk or a database to reopen (nothing is then changed).
     fn try_batch(&self, batch: &[&(Cred, MetaReq)], inline: bool) -> Result<Option<Vec<Result<Response>>>> {
         // Nearly full: answered changes go to disk first, and this batch's
         // are durable before their answers (see [`sync_window`]).

@@ -242,7 +242,8 @@ impl Server {
     }
 
     /// Serves change `req` (one [`Server::changes_on_the_loop`] allows) at
-    /// once; `None` when another commit runs or waits (a worker serves it).
+    /// once; `None` when another commit runs or waits, or its commit would
+    /// wait for the disk (a worker serves it).
     pub(crate) fn try_change_now(&self, req: &Request) -> Option<Response> {
         let (Request::Meta { cred, op }, Some(m)) = (req, &self.meta) else { return None };
         // A panic is contained as on a worker, and counted as served.

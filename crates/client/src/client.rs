@@ -226,8 +226,17 @@ impl Client {
     /// knows it (a file no one has open for writing): what a stat after
     /// the change would say, without asking.
     pub fn change_sized(&self, file: FileId, change: AttrChange) -> Result<(FileAttr, Option<u64>)> {
+        self.changes_sized(file, &[change])
+    }
+
+    /// [`Client::change_sized`] of several changes, made in order in one
+    /// request, all or none (1 to [`weft_wire::MAX_ATTR_CHANGES`]).
+    pub fn changes_sized(&self, file: FileId, changes: &[AttrChange]) -> Result<(FileAttr, Option<u64>)> {
+        if changes.is_empty() || changes.len() > weft_wire::MAX_ATTR_CHANGES {
+            return Err(Error::BadRequest(format!("{} attribute changes in one request: 1 to {} may go", changes.len(), weft_wire::MAX_ATTR_CHANGES)));
+        }
         let addr = self.session.cluster.meta_server().addr;
-        match self.session.meta(MetaReq::Change { file, change })? {
+        match self.session.meta(MetaReq::Change { file, changes: changes.to_vec() })? {
             Response::Stat { attr, size, .. } => Ok((attr, size)),
             // Not a regular file (a directory, a symbolic link, ...).
             Response::Attr(attr) => Ok((attr, None)),

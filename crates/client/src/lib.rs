@@ -39,7 +39,7 @@ pub use schedule::Schedule;
 pub use weft_sched::Strategy;
 pub use weft_layout::{sort_and_coalesce, Datatype, Distrib, Order, Pattern, Segment, View, ViewError};
 pub use weft_wire::limits;
-pub use weft_wire::{AttrChange, Cred, DirEntry, FileAttr, FileId, FileKind, PointerOp, ServerStats, KEEP_ID, TIME_NOW};
+pub use weft_wire::{AttrChange, Cred, DirEntry, FileAttr, FileId, FileKind, PointerOp, ServerStats, KEEP_ID, MAX_ATTR_CHANGES, TIME_NOW};
 
 // The layout floor repeats the wire's striping limits (it does not depend on
 // wire); the client, which uses both, checks they agree.

@@ -45,7 +45,7 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// and the grant's seal in `Locked`. 24: a shared pointer's `FetchAdd`
 /// tagged in `Once` (answered once by the pointer table). 25: data op 10
 /// `Lend` (an object's descriptor lent to a client on the node).
-pub const PROTOCOL_VERSION: u8 = 25;
+pub const PROTOCOL_VERSION: u8 = 26;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -94,6 +94,8 @@ pub struct WeftFs {
     pub(crate) known: Mutex<Known>,
     /// Directories made here moments ago (see `fresh_dirs`).
     pub(crate) fresh: Mutex<crate::fresh_dirs::FreshDirs>,
+    /// Attribute changes of files made here and still open, not yet sent.
+    pub(crate) held: crate::held_attrs::HeldAttrs,
     pub(crate) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
@@ -137,6 +139,7 @@ impl WeftFs {
             opts,
             known: Mutex::new(Known::new()),
             fresh: Mutex::new(crate::fresh_dirs::FreshDirs::new(opts.entry_timeout)),
+            held: Default::default(),
             handles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
@@ -333,11 +336,24 @@ impl WeftFs {
         mark.is_none_or(|m| self.removals.load(Ordering::Acquire) != m)
     }
 
+    /// Sends every attribute change held (`held_attrs`) before a request
+    /// whose checks at the metadata service may read a held file's owner
+    /// or mode (an unlink or rename in a sticky directory, a link). A
+    /// failure is logged: the request's own answer follows.
+    pub(crate) fn send_held(&self) {
+        if let Err(e) = self.held.send_all() {
+            tracing::warn!(target: "weft::fuse", error = %e, "attribute changes held for a file's close failed");
+        }
+    }
+
     /// The attributes the kernel is given for `a` of `size` bytes: a name
     /// this mount set aside for an open file (unlink while open) is not
     /// counted among its links, as the kernel counts none for it (fstat of
     /// a removed open file shows 0).
     pub(crate) fn kernel_attr(&self, a: &weft_client::FileAttr, size: u64) -> FileAttr {
+        // Changes this mount holds are this node's truth (held_attrs.rs).
+        let held = if a.kind == weft_client::FileKind::File { self.held.overlay(a) } else { None };
+        let a = held.as_ref().unwrap_or(a);
         let mut k = fuse_attr(a, size);
         if a.kind != weft_client::FileKind::Dir && lock(&self.open_inodes).get(&a.id.0).is_some_and(|o| o.hidden.is_some()) {
             k.nlink = k.nlink.saturating_sub(1);

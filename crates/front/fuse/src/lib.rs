@@ -12,6 +12,7 @@ mod errno;
 mod fresh_dirs;
 mod fs;
 mod handle;
+mod held_attrs;
 mod identity;
 mod known;
 mod local_sizes;

@@ -153,6 +153,9 @@ impl WeftFs {
             return Ok(None);
         }
         let Ok(path) = self.path_of(INodeNo(id.0)) else { return Ok(None) };
+        // From the mode with the changes held here (a chmod u+s held, then
+        // a write), and sent before this change.
+        self.held.send(id.0)?;
         let (a, _) = c.stat(&path)?;
         let mode = a.mode & 0o7777;
         let kept = without_privileges(mode, c.cred().in_group(a.gid));

@@ -114,6 +114,7 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.send_held();
         match self.child(parent, name).and_then(|p| self.remove_file(&self.caller(req), &p)) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -144,6 +145,7 @@ impl Filesystem for WeftFs {
             if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 return Err(Errno::EINVAL);
             }
+            self.send_held();
             self.naming(newparent, newname);
             let target = c.stat(&to).ok();
             if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
@@ -257,6 +259,8 @@ impl Filesystem for WeftFs {
         self.reserve(ino.0);
         let r = (|| -> Result<FileHandle, Errno> {
             let path = self.path_of(ino)?;
+            // The open's checks read the file's mode: with this node's.
+            self.held.send(ino.0).map_err(|e| errno::of(&e))?;
             let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
             // As the user: its capability carries that user's rights.
             let opener = self.caller(req);
@@ -320,6 +324,10 @@ impl Filesystem for WeftFs {
             if flags & libc::O_ACCMODE != libc::O_RDONLY {
                 // A file this create made is empty (one it opened: asked later).
                 self.sizes.opened(attr.ino.0, (flags & libc::O_EXCL != 0).then_some(0));
+                if flags & libc::O_EXCL != 0 {
+                    // Its attribute changes may wait for its close.
+                    self.held.made(file.attr());
+                }
             }
             Ok((attr, self.keep(Handle::new(file, flags, opener))))
         })();
@@ -406,10 +414,14 @@ impl Filesystem for WeftFs {
         // Any close of the file by a process drops its record locks on it
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
+        // Attribute changes held for the close go now, before the mtime
+        // of writes since them.
+        self.held.closing(ino.0);
+        let sent = self.held.send(ino.0).map_err(|e| errno::of(&e));
         if let Ok(h) = &h {
             self.touch_if_written(h);
         }
-        match written {
+        match written.and(sent) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -425,8 +437,13 @@ impl Filesystem for WeftFs {
             if let Err(e) = h.take_error() {
                 tracing::warn!(target: "weft::fuse", ino = ino.0, ?e, "a queued write failed and its handle was closed without a flush");
             }
-            self.touch_if_written(&h);
             let id = h.file.attr().id.0;
+            // Held changes of a file closed without a flush (none came).
+            self.held.closing(id);
+            if let Err(e) = self.held.send(id) {
+                tracing::warn!(target: "weft::fuse", ino = id, error = %e, "attribute changes held for a file's close failed");
+            }
+            self.touch_if_written(&h);
             let writer = h.writer;
             // The write open ends at the metadata service, with the size if
             // it wrote (stat then answers without the data servers). A
@@ -457,6 +474,7 @@ impl Filesystem for WeftFs {
             if writer {
                 self.sizes.closed(id);
             }
+            self.held.forget(id);
             self.closed(id);
         }
         reply.ok();
@@ -465,6 +483,7 @@ impl Filesystem for WeftFs {
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.handle(fh).and_then(|h| {
             self.writes.settle(&h)?;
+            self.held.send(h.file.attr().id.0).map_err(|e| errno::of(&e))?;
             h.file.fsync().map_err(|e| errno::of(&e))
         }) {
             Ok(()) => reply.ok(),
@@ -593,6 +612,7 @@ impl Filesystem for WeftFs {
         let r = (|| -> Result<FileAttr, Errno> {
             let (from, to) = (self.path_of(ino)?, self.child(newparent, newname)?);
             let e = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
+            self.send_held();
             self.naming(newparent, newname);
             let before = self.removals_mark();
             let a = c.link(&from, &to).map_err(e)?;

@@ -32,6 +32,12 @@ impl WeftFs {
         // mount may have moved meanwhile (it would change whatever the
         // path names now); a file gone is ESTALE.
         let e = |e: weft_client::Error| if matches!(e, weft_client::Error::NotFound(_)) { Errno::ESTALE } else { errno::of(&e) };
+        // Held for the file's close (held_attrs.rs), or sent now, after
+        // what is held.
+        if let Some(a) = self.hold_attrs(c, ino, &w) {
+            return Ok(a);
+        }
+        self.held.send(ino.0).map_err(e)?;
         // Changing mode or owner without the right is EPERM (chmod(2)).
         let owner_err = |err: weft_client::Error| if matches!(err, weft_client::Error::Permission(_)) { Errno::EPERM } else { e(err) };
         // The attributes the last change answered with: the reply, with
@@ -132,5 +138,48 @@ impl WeftFs {
             Some((a, _)) if a.kind == FileKind::Dir => Ok(fuse_attr(&a, 0)),
             _ => self.stat_ino(c, ino),
         }
+    }
+
+    /// Holds `w` for the close of inode `ino` if it is a file made here
+    /// and open, and `w` changes only what its owner (or root) may: the
+    /// attributes after. `None`: it must be sent now.
+    fn hold_attrs(&self, c: &Client, ino: INodeNo, w: &Wanted) -> Option<FileAttr> {
+        if w.size.is_some() || w.drop_privileges {
+            return None;
+        }
+        // This mount knows its size (it made and writes the file).
+        let size = self.sizes.get(ino.0)?;
+        let cred = c.cred();
+        // Root acts as nobody there: the service decides.
+        if cred.uid == 0 && c.cluster().root_squash {
+            return None;
+        }
+        let mut changes = Vec::with_capacity(3);
+        if let Some(m) = w.mode {
+            changes.push(AttrChange::Mode(m & 0o7777));
+        }
+        if w.uid.is_some() || w.gid.is_some() {
+            changes.push(AttrChange::Owner { uid: w.uid.unwrap_or(weft_client::KEEP_ID), gid: w.gid.unwrap_or(weft_client::KEEP_ID) });
+        }
+        let explicit_time = match w.mtime {
+            Some(TimeOrNow::SpecificTime(t)) => {
+                changes.push(AttrChange::Mtime(nanos(t)));
+                true
+            }
+            // The service's clock, at the change.
+            Some(TimeOrNow::Now) => return None,
+            None => false,
+        };
+        if changes.is_empty() {
+            return None;
+        }
+        let a = self.held.hold(ino.0, c, cred.uid, &changes, nanos(std::time::SystemTime::now()))?;
+        if explicit_time {
+            // As when sent: earlier writes no longer touch the time.
+            for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {
+                h.wrote.store(false, Ordering::Relaxed);
+            }
+        }
+        Some(self.kernel_attr(&a, size))
     }
 }

@@ -9,6 +9,11 @@ use std::os::unix::fs::PermissionsExt;
 use weft_testkit::mount::Mount;
 use weft_testkit::{meta_quiet, meta_requests, TestCluster};
 
+/// One test at a time: a process another test starts (`weft mount`,
+/// `weft umount`) inherits this one's descriptors until its exec closes
+/// them, and each such close is a close of the file (a flush).
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// chmod, utimens and chown of a file closed earlier each take one
 /// request: the change, answered with the size the service knows, and no
 /// stat after it; nor one before a chown (the kernel's refresh of the
@@ -17,6 +22,7 @@ use weft_testkit::{meta_quiet, meta_requests, TestCluster};
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn an_attribute_change_of_a_closed_file_is_one_request() {
+    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let tc = TestCluster::start("fuse-requests", 2);
     let m = Mount::new(&tc, "mnt");
     let c = tc.client();
@@ -45,5 +51,82 @@ fn an_attribute_change_of_a_closed_file_is_one_request() {
     let md = fs::metadata(&file).unwrap();
     use std::os::unix::fs::MetadataExt;
     assert_eq!((md.len(), md.permissions().mode() & 0o7777, md.mtime()), (5000, 0o600, 1_000_000_000), "the size, mode and time as changed");
+    m.unmount();
+}
+
+/// What a file's metadata says, to compare a local file's with the
+/// mount's and the metadata service's: mode, owner, group, mtime (ns).
+type Attrs = (u32, u32, u32, i64);
+
+fn local_attrs(f: &fs::File) -> Attrs {
+    use std::os::unix::fs::MetadataExt;
+    let md = f.metadata().unwrap();
+    (md.mode() & 0o7777, md.uid(), md.gid(), md.mtime() * 1_000_000_000 + md.mtime_nsec())
+}
+
+/// `futimens(fd, {omit, mtime_s})`, as tar sets a file's time.
+fn set_mtime(f: &fs::File, mtime_s: i64) {
+    use std::os::fd::AsRawFd;
+    let times = [libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT }, libc::timespec { tv_sec: mtime_s, tv_nsec: 0 }];
+    // SAFETY: an open descriptor and two timespecs, as futimens(3) takes.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::futimens(f.as_raw_fd(), times.as_ptr()) };
+    assert_eq!(rc, 0, "futimens: {}", std::io::Error::last_os_error());
+}
+
+/// tar sets the time, owner and mode of each file it writes, before its
+/// close: for a file made here and still open the mount holds them
+/// (`held_attrs`) and sends them as one request at the close. In the
+/// orders that matter (a chown drops setuid, and setgid with group
+/// execute), the mount and then the metadata service end up where a
+/// local file does; this node sees the changes at once, even once the
+/// kernel asks the mount again; another client sees them when the first
+/// close returns (a duplicate descriptor still open: no release yet).
+#[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
+fn attribute_changes_of_a_file_made_here_go_with_its_close() {
+    use std::os::unix::fs::{fchown, FileExt, MetadataExt};
+    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tc = TestCluster::start("fuse-held-attrs", 2);
+    let m = Mount::new(&tc, "mnt");
+    let c = tc.client();
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    type Step = fn(&fs::File);
+    let orders: [(&str, [Step; 3]); 2] = [
+        // tar's: the owner, then the mode, which keeps its setuid.
+        ("tar", [|f| set_mtime(f, 1_000_000_000), |f| fchown(f, Some(1234), Some(1234)).unwrap(), |f| f.set_permissions(fs::Permissions::from_mode(0o4755)).unwrap()]),
+        // The mode first: the chown then drops setuid and setgid.
+        ("chown last", [|f| f.set_permissions(fs::Permissions::from_mode(0o6755)).unwrap(), |f| set_mtime(f, 1_200_000_000), |f| fchown(f, Some(4321), None).unwrap()]),
+    ];
+    for (i, (what, steps)) in orders.iter().enumerate() {
+        let name = format!("f{i}");
+        let want = {
+            let f = fs::File::create_new(local.join(&name)).unwrap();
+            f.write_all_at(b"tar's bytes", 0).unwrap();
+            steps.iter().for_each(|s| s(&f));
+            local_attrs(&f)
+        };
+        let f = fs::File::create_new(m.point.join(&name)).unwrap();
+        f.write_all_at(b"tar's bytes", 0).unwrap();
+        let before = meta_quiet(&c);
+        steps.iter().for_each(|s| s(&f));
+        let n = meta_requests(&c) - before - 1;
+        assert_eq!(n, 0, "{what}: the changes of a file made here and open asked the metadata service {n} times");
+        assert_eq!(local_attrs(&f), want, "{what}: this node sees the changes at once");
+        // Past the kernel's attribute time: it asks the mount, which
+        // answers with the changes it holds.
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        let md = fs::metadata(m.point.join(&name)).unwrap();
+        assert_eq!((md.mode() & 0o7777, md.uid(), md.gid(), md.mtime() * 1_000_000_000 + md.mtime_nsec()), want, "{what}: a stat by name after the attribute time");
+        let kept = f.try_clone().unwrap();
+        let before = meta_quiet(&c);
+        drop(f);
+        let n = meta_requests(&c) - before - 1;
+        assert_eq!(n, 1, "{what}: the close sent the changes in {n} requests");
+        let (a, _) = c.stat(&format!("/{name}")).unwrap();
+        assert_eq!((a.mode & 0o7777, a.uid, a.gid, a.mtime_ns), want, "{what}: another client, after the first close");
+        drop(kept);
+    }
     m.unmount();
 }

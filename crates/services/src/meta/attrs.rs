@@ -7,9 +7,10 @@ use super::tables::{check, encode_attr, err, may, now_ns, Result, Tables, DIRENT
 use redb::{ReadableTable, WriteTransaction};
 use weft_wire::{AttrChange, Cred, ErrorCode, FileAttr, FileId, FileKind};
 
-/// Applies `change` to the entry at `path`, or with id `file`, as `cred`;
-/// returns its attributes after.
-pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, change: AttrChange) -> Result<FileAttr> {
+/// Applies `changes`, in order, to the entry at `path`, or with id `file`,
+/// as `cred`; returns its attributes after. One refused refuses them all
+/// (the caller aborts the transaction).
+pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, changes: &[AttrChange]) -> Result<FileAttr> {
     let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
     let (mut a, name) = match target {
         Target::Path(path) => {
@@ -30,10 +31,12 @@ pub(super) fn change(tx: &WriteTransaction, cred: Cred, target: Target<'_>, chan
         }
     };
     super::shards::check_not_moving(tx, a.id, &name)?;
-    match change {
-        AttrChange::Mode(mode) => chmod(cred, &mut a, mode, &name)?,
-        AttrChange::Owner { uid, gid } => chown(cred, &mut a, uid, gid, &name)?,
-        AttrChange::Mtime(t) => set_times(cred, &mut a, t, &name)?,
+    for change in changes {
+        match *change {
+            AttrChange::Mode(mode) => chmod(cred, &mut a, mode, &name)?,
+            AttrChange::Owner { uid, gid } => chown(cred, &mut a, uid, gid, &name)?,
+            AttrChange::Mtime(t) => set_times(cred, &mut a, t, &name)?,
+        }
     }
     a.ctime_ns = now_ns();
     t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;

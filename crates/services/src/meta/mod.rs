@@ -456,10 +456,10 @@ impl MetaService {
             MetaReq::Rename { from, to } => dir_moves::not_a_directory(tx, &self.shards, from)
                 .and_then(|()| entries::rename(tx, cred, from, to, |dir, name| self.check_owner(dir, name)))
                 .map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
-            MetaReq::Chmod { path, mode } => self.change(tx, cred, Target::Path(path), AttrChange::Mode(*mode)),
-            MetaReq::SetTimes { path, mtime_ns } => self.change(tx, cred, Target::Path(path), AttrChange::Mtime(*mtime_ns)),
-            MetaReq::Chown { path, uid, gid } => self.change(tx, cred, Target::Path(path), AttrChange::Owner { uid: *uid, gid: *gid }),
-            MetaReq::Change { file, change } => self.change(tx, cred, Target::Id(*file), *change),
+            MetaReq::Chmod { path, mode } => self.change(tx, cred, Target::Path(path), &[AttrChange::Mode(*mode)]),
+            MetaReq::SetTimes { path, mtime_ns } => self.change(tx, cred, Target::Path(path), &[AttrChange::Mtime(*mtime_ns)]),
+            MetaReq::Chown { path, uid, gid } => self.change(tx, cred, Target::Path(path), &[AttrChange::Owner { uid: *uid, gid: *gid }]),
+            MetaReq::Change { file, changes } => self.change(tx, cred, Target::Id(*file), changes),
             _ => Err(err(ErrorCode::Internal, "not a mutation")),
         }
     }

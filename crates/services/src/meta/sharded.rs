@@ -206,8 +206,8 @@ impl MetaService {
     }
 
     /// An attribute change; a directory's goes into the log.
-    pub(super) fn change(&self, tx: &redb::WriteTransaction, cred: Cred, target: attrs::Target<'_>, change: AttrChange) -> Result<Response> {
-        let a = attrs::change(tx, cred, target, change)?;
+    pub(super) fn change(&self, tx: &redb::WriteTransaction, cred: Cred, target: attrs::Target<'_>, changes: &[AttrChange]) -> Result<Response> {
+        let a = attrs::change(tx, cred, target, changes)?;
         if self.shards.sharded() && a.kind == FileKind::Dir {
             self.shards.log(tx, &ReplicaOp::SetAttr { dir: a.id, mode: a.mode, uid: a.uid, gid: a.gid, mtime_ns: a.mtime_ns, ctime_ns: a.ctime_ns })?;
             self.logged.store(true, Ordering::Relaxed);

@@ -196,8 +196,11 @@ pub enum MetaReq {
     /// An attribute change of file `file` named by its id, not a path (a
     /// mount's inode: another client may have renamed it meanwhile), with
     /// the rules of `Chmod`, `Chown` and `SetTimes`. Answered with `Attr`;
-    /// `NotFound` if the file is gone.
-    Change { file: FileId, change: AttrChange },
+    /// `NotFound` if the file is gone. `changes` (1 to
+    /// [`MAX_ATTR_CHANGES`]) are made in order, all or none: a mount sends
+    /// those it held for a file it made and has open (tar's times, owner
+    /// and mode) as one.
+    Change { file: FileId, changes: Vec<AttrChange> },
     /// `StatSize` of file `file` by its id: root only (a mount, which
     /// stands behind the kernel's own path checks, asking for an inode
     /// another client renamed); answered with `Stat`.
@@ -236,6 +239,9 @@ pub enum AttrChange {
     /// [`TIME_NOW`] for the service's clock.
     Mtime(i64),
 }
+
+/// Most attribute changes one `Change` carries.
+pub const MAX_ATTR_CHANGES: usize = 8;
 
 /// `Chown`'s "leave this one as it is" (chown(2)'s -1).
 pub const KEEP_ID: u32 = u32::MAX;
@@ -397,13 +403,17 @@ impl MetaReq {
                 e.u8(26).u64(*client).u64(*seq);
                 op.encode(e);
             }
-            MetaReq::Change { file, change } => {
-                e.u8(19).u64(file.0);
-                match change {
-                    AttrChange::Mode(m) => e.u8(1).u32(*m),
-                    AttrChange::Owner { uid, gid } => e.u8(2).u32(*uid).u32(*gid),
-                    AttrChange::Mtime(t) => e.u8(3).i64(*t),
-                };
+            MetaReq::Change { file, changes } => {
+                // Callers send 1 to MAX_ATTR_CHANGES (`Client::changes_sized`
+                // checks); a count over 255 would not fit its byte.
+                e.u8(19).u64(file.0).u8(changes.len().min(usize::from(u8::MAX)) as u8);
+                for change in changes.iter().take(usize::from(u8::MAX)) {
+                    match change {
+                        AttrChange::Mode(m) => e.u8(1).u32(*m),
+                        AttrChange::Owner { uid, gid } => e.u8(2).u32(*uid).u32(*gid),
+                        AttrChange::Mtime(t) => e.u8(3).i64(*t),
+                    };
+                }
             }
         }
     }
@@ -455,13 +465,23 @@ impl MetaReq {
             18 => MetaReq::Renew { old: super::cap::Capability::decode(d)?, path: path(d)? },
             19 => {
                 let file = FileId(d.u64()?);
-                let change = match d.u8()? {
-                    1 => AttrChange::Mode(d.u32()?),
-                    2 => AttrChange::Owner { uid: d.u32()?, gid: d.u32()? },
-                    3 => AttrChange::Mtime(d.i64()?),
-                    t => return Err(DecodeError::BadTag { what: "attribute change", tag: t.into() }),
-                };
-                MetaReq::Change { file, change }
+                let n = usize::from(d.u8()?);
+                if n == 0 {
+                    return Err(DecodeError::Invalid("an attribute change of nothing"));
+                }
+                if n > MAX_ATTR_CHANGES {
+                    return Err(DecodeError::TooLong { what: "attribute changes", len: n as u64, limit: MAX_ATTR_CHANGES as u64 });
+                }
+                let mut changes = Vec::with_capacity(n);
+                for _ in 0..n {
+                    changes.push(match d.u8()? {
+                        1 => AttrChange::Mode(d.u32()?),
+                        2 => AttrChange::Owner { uid: d.u32()?, gid: d.u32()? },
+                        3 => AttrChange::Mtime(d.i64()?),
+                        t => return Err(DecodeError::BadTag { what: "attribute change", tag: t.into() }),
+                    });
+                }
+                MetaReq::Change { file, changes }
             }
             20 => MetaReq::StatId { file: FileId(d.u64()?) },
             21 => {

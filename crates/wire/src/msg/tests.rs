@@ -74,9 +74,9 @@ fn untagged_meta_req() -> impl Strategy<Value = MetaReq> {
         Just(MetaReq::Sync),
         (name(), name(), 0u32..=MAX_DIR_PAGE as u32, 1u32..64).prop_map(|(path, after, max, shards)| MetaReq::ReaddirShard { path, after, max, shards }),
         (any::<u32>(), any::<u64>(), any::<u64>(), any::<[u8; 32]>()).prop_map(|(coord, seq, dir, mac)| MetaReq::Replica { coord, seq, op: Box::new(replica::ReplicaOp::Mark { dir: FileId(dir) }), mac }),
-        (any::<u64>(), 0u8..3, any::<u32>(), any::<i64>()).prop_map(|(f, k, v, t)| MetaReq::Change {
+        (any::<u64>(), proptest::collection::vec((0u8..3, any::<u32>(), any::<i64>()), 1..=crate::msg::meta::MAX_ATTR_CHANGES)).prop_map(|(f, changes)| MetaReq::Change {
             file: FileId(f),
-            change: [AttrChange::Mode(v), AttrChange::Owner { uid: v, gid: v / 3 }, AttrChange::Mtime(t)][k as usize],
+            changes: changes.into_iter().map(|(k, v, t)| [AttrChange::Mode(v), AttrChange::Owner { uid: v, gid: v / 3 }, AttrChange::Mtime(t)][k as usize]).collect(),
         }),
     ]
 }

@@ -10,8 +10,24 @@ use std::sync::Arc;
 use weft_net::{Call, ClusterFile, ServerEntry};
 use weft_wire::{AttrChange, Capability, Cred, DirEntry, FileAttr, FileId, FileKind, LayoutHint, MetaReq, PointerOp, Request, Response, ServerStats};
 
-/// How long a rename answered `Busy` (a shard's "try again") is asked again.
-const RENAME_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a request answered `Busy` (a shard's "try again": a rename
+/// across shards under way) is asked again.
+const BUSY_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `ask`, asked again while a shard answers `Busy`, for up to [`BUSY_RETRY`].
+fn while_busy<T>(mut ask: impl FnMut() -> Result<T>) -> Result<T> {
+    let give_up = std::time::Instant::now() + BUSY_RETRY;
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match ask() {
+            Err(Error::Busy { .. }) if std::time::Instant::now() + pause < give_up => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(100));
+            }
+            r => return r,
+        }
+    }
+}
 
 /// How to create a file.
 #[derive(Debug, Clone, Copy)]
@@ -230,13 +246,15 @@ impl Client {
     }
 
     /// [`Client::change_sized`] of several changes, made in order in one
-    /// request, all or none (1 to [`weft_wire::MAX_ATTR_CHANGES`]).
+    /// request, all or none (1 to [`weft_wire::MAX_ATTR_CHANGES`]). A
+    /// shard's `Busy` is retried for up to [`BUSY_RETRY`].
     pub fn changes_sized(&self, file: FileId, changes: &[AttrChange]) -> Result<(FileAttr, Option<u64>)> {
         if changes.is_empty() || changes.len() > weft_wire::MAX_ATTR_CHANGES {
             return Err(Error::BadRequest(format!("{} attribute changes in one request: 1 to {} may go", changes.len(), weft_wire::MAX_ATTR_CHANGES)));
         }
         let addr = self.session.cluster.meta_server().addr;
-        match self.session.meta(MetaReq::Change { file, changes: changes.to_vec() })? {
+        // A file whose name is moving to another shard answers `Busy`.
+        match while_busy(|| self.session.meta(MetaReq::Change { file, changes: changes.to_vec() }))? {
             Response::Stat { attr, size, .. } => Ok((attr, size)),
             // Not a regular file (a directory, a symbolic link, ...).
             Response::Attr(attr) => Ok((attr, None)),
@@ -372,26 +390,13 @@ impl Client {
 
     /// Renames `from` to `to`, replacing a file (or empty directory) at `to`.
     /// A shard's `Busy` (a directory rename under way, on a cluster of
-    /// several metadata shards) is retried for up to [`RENAME_RETRY`].
+    /// several metadata shards) is retried for up to [`BUSY_RETRY`].
     pub fn rename(&self, from: &str, to: &str) -> Result<()> {
         // `Busy` is a shard's "try again" (another directory's rename waits
         // for its votes, the file is on its way to another shard): asked
-        // again for a while before it reaches the caller.
-        let give_up = std::time::Instant::now() + RENAME_RETRY;
-        let mut pause = std::time::Duration::from_millis(1);
-        // A file replaced: the metadata service deletes its objects.
-        loop {
-            match self.session.meta(MetaReq::Rename { from: from.into(), to: to.into() }) {
-                Err(Error::Busy { .. }) if std::time::Instant::now() + pause < give_up => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(std::time::Duration::from_millis(100));
-                }
-                r => {
-                    r?;
-                    break;
-                }
-            }
-        }
+        // again for a while before it reaches the caller. A file replaced:
+        // the metadata service deletes its objects.
+        while_busy(|| self.session.meta(MetaReq::Rename { from: from.into(), to: to.into() }))?;
         // A directory renamed: the ids cached under both names are stale
         // (the shards would send requests on; this saves the round trips).
         self.session.shards.forget_tree(from);

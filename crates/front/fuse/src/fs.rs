@@ -96,6 +96,8 @@ pub struct WeftFs {
     pub(crate) fresh: Mutex<crate::fresh_dirs::FreshDirs>,
     /// Attribute changes of files made here and still open, not yet sent.
     pub(crate) held: crate::held_attrs::HeldAttrs,
+    /// Directories' attributes asked moments ago (see `dir_attrs`).
+    pub(crate) dirs: crate::dir_attrs::DirAttrs,
     pub(crate) handles: Mutex<HashMap<u64, Arc<Handle>>>,
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
@@ -140,6 +142,7 @@ impl WeftFs {
             known: Mutex::new(Known::new()),
             fresh: Mutex::new(crate::fresh_dirs::FreshDirs::new(opts.entry_timeout)),
             held: Default::default(),
+            dirs: Default::default(),
             handles: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
@@ -336,13 +339,15 @@ impl WeftFs {
         mark.is_none_or(|m| self.removals.load(Ordering::Acquire) != m)
     }
 
-    /// Sends every attribute change held (`held_attrs`) before a request
-    /// whose checks at the metadata service may read a held file's owner
-    /// or mode (an unlink or rename in a sticky directory, a link). A
-    /// failure is logged: the request's own answer follows.
-    pub(crate) fn send_held(&self) {
-        if let Err(e) = self.held.send_all() {
-            tracing::warn!(target: "weft::fuse", error = %e, "attribute changes held for a file's close failed");
+    /// Sends the attribute changes held (`held_attrs`) of the file at
+    /// `path` before a request whose checks at the metadata service may
+    /// read its owner or mode (an unlink or rename in a sticky directory,
+    /// a link). A failure is logged here and reported by the holder's
+    /// close; the request's own answer follows.
+    pub(crate) fn send_held_at(&self, path: &str) {
+        let Some(ino) = lock(&self.known).ino_at(path) else { return };
+        if let Err(e) = self.held.send(ino) {
+            tracing::warn!(target: "weft::fuse", ino, error = %e, "attribute changes held for a file's close failed");
         }
     }
 

@@ -8,11 +8,18 @@
 //! Only what the metadata service is sure to accept is held: changes by
 //! the file's owner or root of a file made here by an exclusive create,
 //! an explicit time (not "now", which is the service's clock), a chown by
-//! root alone. Anything else is sent at once, after what is held.
+//! root alone. Nor is a change that takes a right away from others (a
+//! mode with fewer group or other bits, or without setuid or setgid, than
+//! the service's; a chown of a file whose group may use it, or that is
+//! setuid or setgid): that one goes at once, as before. Any change of
+//! the file sent at once, and any other open of it, ends the holding (what
+//! is held is built on what the mount knows of the file, which such a
+//! change may move). A send that fails is reported by the holder's close
+//! or fsync, as a queued write's failure is.
 
 use crate::handle::lock;
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use weft_client::{AttrChange, Client, Error, FileAttr, FileId, FileKind, KEEP_ID, MAX_ATTR_CHANGES, TIME_NOW};
 
 /// Files held at most (each a file made here and still open): past it, new
@@ -20,6 +27,8 @@ use weft_client::{AttrChange, Client, Error, FileAttr, FileId, FileKind, KEEP_ID
 const MAX_FILES: usize = 4096;
 
 struct Held {
+    /// The attributes the metadata service has (as of its last answer).
+    sent: FileAttr,
     /// The attributes after every change held or being sent: what this
     /// node is told.
     attr: FileAttr,
@@ -29,8 +38,11 @@ struct Held {
     by: Option<Client>,
     /// Changes are on their way: another send waits for their answer.
     sending: bool,
-    /// New changes may be held: false after the file's first close.
+    /// New changes may be held: false after the file's first close, a
+    /// change sent at once, another open, or a failed send.
     holding: bool,
+    /// A send failed: the holder's next close or fsync says so.
+    failed: bool,
 }
 
 impl Held {
@@ -47,28 +59,52 @@ pub(crate) struct HeldAttrs {
     sent: Condvar,
 }
 
+/// Clears a file's `sending` when its send ends, even by a panic (every
+/// other send of the file waits for it).
+struct Sending<'a> {
+    held: &'a HeldAttrs,
+    ino: u64,
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.held.files().get_mut(&self.ino) {
+            h.sending = false;
+        }
+        self.held.sent.notify_all();
+    }
+}
+
 impl HeldAttrs {
+    fn files(&self) -> MutexGuard<'_, HashMap<u64, Held>> {
+        lock(&self.files)
+    }
+
     /// File `attr` was made here (an exclusive create, open for writing):
     /// its changes may be held until its first close.
     pub(crate) fn made(&self, attr: &FileAttr) {
-        let mut files = lock(&self.files);
+        let mut files = self.files();
         if files.len() < MAX_FILES && attr.kind == FileKind::File {
-            files.insert(attr.id.0, Held { attr: attr.clone(), changes: Vec::new(), by: None, sending: false, holding: true });
+            files.insert(attr.id.0, Held { sent: attr.clone(), attr: attr.clone(), changes: Vec::new(), by: None, sending: false, holding: true, failed: false });
         }
     }
 
     /// Holds `changes` of file `ino` asked by `caller` (acting as `uid`,
     /// the uid the metadata service will see) if the service is sure to
-    /// accept them: the attributes after them, as of `now_ns`. `None`:
-    /// send them now, after what is held (`send`).
+    /// accept them and they take no right from anyone: the attributes
+    /// after them, as of `now_ns`. `None`: send them now, after what is
+    /// held (`send`), and hold nothing more of the file (`stop`).
     pub(crate) fn hold(&self, ino: u64, caller: &Client, uid: u32, changes: &[AttrChange], now_ns: i64) -> Option<FileAttr> {
-        let mut files = lock(&self.files);
+        let mut files = self.files();
         let h = files.get_mut(&ino)?;
         if !h.holding || h.changes.len() + changes.len() > MAX_ATTR_CHANGES || h.by.as_ref().is_some_and(|by| by.cred() != caller.cred()) {
             return None;
         }
         let mut after = h.attr.clone();
         for &c in changes {
+            if takes_a_right(&h.sent, c) {
+                return None;
+            }
             apply(&mut after, uid, c)?;
         }
         after.ctime_ns = now_ns;
@@ -78,10 +114,10 @@ impl HeldAttrs {
         Some(after)
     }
 
-    /// The file's first close: nothing more is held (what is, is sent by
-    /// the caller).
-    pub(crate) fn closing(&self, ino: u64) {
-        if let Some(h) = lock(&self.files).get_mut(&ino) {
+    /// Nothing more of file `ino` is held: its first close, another open,
+    /// or a change sent at once (what was held is sent by the caller).
+    pub(crate) fn stop(&self, ino: u64) {
+        if let Some(h) = self.files().get_mut(&ino) {
             h.holding = false;
         }
     }
@@ -89,13 +125,14 @@ impl HeldAttrs {
     /// Sends what is held of file `ino`, and waits for a send under way:
     /// once this returns, the metadata service has every change held
     /// before the call. A file removed meanwhile (by another client) has
-    /// nothing left to change. On an error the changes are dropped.
+    /// nothing left to change. On an error the changes are dropped, the
+    /// holding ends, and `failed` says so later.
     pub(crate) fn send(&self, ino: u64) -> Result<(), Error> {
-        let mut files = lock(&self.files);
+        let mut files = self.files();
         loop {
             let Some(h) = files.get_mut(&ino) else { return Ok(()) };
             if h.sending {
-                files = self.sent.wait(files).unwrap_or_else(std::sync::PoisonError::into_inner);
+                files = self.sent.wait(files).unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
             if h.changes.is_empty() {
@@ -105,22 +142,31 @@ impl HeldAttrs {
             let Some(by) = h.by.take() else { return Ok(()) };
             h.sending = true;
             drop(files);
-            let r = by.changes_sized(FileId(ino), &changes);
-            files = lock(&self.files);
+            let r = {
+                let _sending = Sending { held: self, ino };
+                by.changes_sized(FileId(ino), &changes)
+            };
+            files = self.files();
             if let Some(h) = files.get_mut(&ino) {
-                h.sending = false;
                 match &r {
-                    // The service's answer stands, unless more was held meanwhile.
-                    Ok((a, _)) if h.changes.is_empty() => h.attr = a.clone(),
-                    Ok(_) => {}
+                    Ok((a, _)) => {
+                        h.sent = a.clone();
+                        // The service's answer stands, unless more was held meanwhile.
+                        if h.changes.is_empty() {
+                            h.attr = a.clone();
+                        }
+                    }
+                    Err(Error::NotFound(_)) => {}
                     // Dropped: this node is told the service's attributes again.
                     Err(_) => {
                         h.changes.clear();
                         h.by = None;
+                        h.holding = false;
+                        h.failed = true;
+                        h.attr = h.sent.clone();
                     }
                 }
             }
-            self.sent.notify_all();
             match r {
                 Ok(_) | Err(Error::NotFound(_)) => {}
                 Err(e) => return Err(e),
@@ -128,23 +174,15 @@ impl HeldAttrs {
         }
     }
 
-    /// Sends what is held of every file (before a request whose checks at
-    /// the metadata service may read a held file's owner or mode: an
-    /// unlink or rename in a sticky directory, a link). The first error.
-    pub(crate) fn send_all(&self) -> Result<(), Error> {
-        let inos: Vec<u64> = lock(&self.files).iter().filter(|(_, h)| h.ahead()).map(|(&ino, _)| ino).collect();
-        let mut first = Ok(());
-        for ino in inos {
-            if let Err(e) = self.send(ino) {
-                first = first.and(Err(e));
-            }
-        }
-        first
+    /// Whether a send of file `ino`'s held changes failed since the last
+    /// ask (for the holder's close or fsync to report).
+    pub(crate) fn failed(&self, ino: u64) -> bool {
+        self.files().get_mut(&ino).is_some_and(|h| std::mem::take(&mut h.failed))
     }
 
     /// Forgets file `ino` (its last handle closed; anything held was sent).
     pub(crate) fn forget(&self, ino: u64) {
-        let mut files = lock(&self.files);
+        let mut files = self.files();
         if files.get(&ino).is_some_and(|h| !h.ahead()) {
             files.remove(&ino);
         }
@@ -154,11 +192,31 @@ impl HeldAttrs {
     /// service's) unless changes of it are held or being sent, then those
     /// after them, with the service's link count.
     pub(crate) fn overlay(&self, a: &FileAttr) -> Option<FileAttr> {
-        let files = lock(&self.files);
+        let files = self.files();
         let h = files.get(&a.id.0).filter(|h| h.ahead())?;
         let mut after = h.attr.clone();
         after.nlink = a.nlink;
         Some(after)
+    }
+}
+
+/// Whether `change` would take a right from someone other than the file's
+/// owner while the metadata service has `sent`: held, others would keep it
+/// until the close. A mode with fewer group or other bits, or without a
+/// setuid or setgid bit; a chown of a file whose group may use it or that
+/// is setuid or setgid (a chown drops those bits).
+fn takes_a_right(sent: &FileAttr, change: AttrChange) -> bool {
+    const OTHERS: u32 = 0o6077;
+    match change {
+        AttrChange::Mode(m) => sent.mode & OTHERS & !m != 0,
+        AttrChange::Owner { uid, gid } => {
+            // Root loses nothing by giving a file away; the old group loses
+            // what the group bits give it.
+            let owner_loses = uid != KEEP_ID && uid != sent.uid && sent.uid != 0;
+            let group_loses = gid != KEEP_ID && gid != sent.gid && sent.mode & 0o070 != 0;
+            owner_loses || group_loses || sent.mode & 0o6000 != 0
+        }
+        AttrChange::Mtime(_) => false,
     }
 }
 
@@ -208,6 +266,27 @@ mod tests {
         assert_eq!(apply(&mut a, 1000, AttrChange::Mtime(42)), Some(()));
         assert_eq!(a.mtime_ns, 42);
         assert_eq!(apply(&mut a, 1001, AttrChange::Mtime(43)), None, "an explicit time by another");
+    }
+
+    #[test]
+    fn what_takes_a_right_from_others_is_not_held() {
+        // tar's: made 0600 by root, given to a user, opened up to 0644.
+        let made = file(0o600, 0);
+        assert!(!takes_a_right(&made, AttrChange::Owner { uid: 1000, gid: 1000 }));
+        assert!(!takes_a_right(&made, AttrChange::Mode(0o644)));
+        assert!(!takes_a_right(&made, AttrChange::Mtime(5)));
+        // Closing it to others, or dropping setuid, is sent at once.
+        let open = file(0o4755, 1000);
+        assert!(takes_a_right(&open, AttrChange::Mode(0o0700)));
+        assert!(takes_a_right(&open, AttrChange::Mode(0o0755)));
+        assert!(!takes_a_right(&open, AttrChange::Mode(0o4777)));
+        // A chown of a setuid file drops setuid; of a file its group may
+        // read, the group's reading; away from a user, the user's rights.
+        assert!(takes_a_right(&open, AttrChange::Owner { uid: KEEP_ID, gid: KEEP_ID }));
+        let group_reads = file(0o640, 1000);
+        assert!(takes_a_right(&group_reads, AttrChange::Owner { uid: KEEP_ID, gid: 7 }));
+        assert!(!takes_a_right(&group_reads, AttrChange::Owner { uid: KEEP_ID, gid: 1000 }));
+        assert!(takes_a_right(&file(0o600, 1000), AttrChange::Owner { uid: 5, gid: KEEP_ID }));
     }
 
     #[test]

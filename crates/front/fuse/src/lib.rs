@@ -8,6 +8,7 @@
 //! path (the metadata service is path-based) and its open handles.
 
 mod attrs;
+mod dir_attrs;
 mod errno;
 mod fresh_dirs;
 mod fs;

@@ -153,8 +153,8 @@ impl WeftFs {
             return Ok(None);
         }
         let Ok(path) = self.path_of(INodeNo(id.0)) else { return Ok(None) };
-        // From the mode with the changes held here (a chmod u+s held, then
-        // a write), and sent before this change.
+        // After the changes held here (sent first; none held after it).
+        self.held.stop(id.0);
         self.held.send(id.0)?;
         let (a, _) = c.stat(&path)?;
         let mode = a.mode & 0o7777;
@@ -204,6 +204,8 @@ impl WeftFs {
             if let Err(e) = by.unlink(&h) {
                 tracing::warn!(target: "weft::fuse", path = %h, error = %e, "could not remove a file unlinked while open");
             }
+            // Its directory (wherever it went since) changed.
+            self.dirs.changed_all();
             lock(&self.known).lost(ino);
             let open = lock(&self.open_inodes);
             let mut removing = lock(&self.removing);

@@ -45,6 +45,13 @@ impl Filesystem for WeftFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        // A directory asked for moments ago, with this mount's creates in
+        // it since (`dir_attrs`): trusted for what is left of the timeout.
+        let ttl = self.opts.attr_timeout;
+        if let Some((a, left)) = self.dirs.fresh(ino.0, ttl) {
+            return reply.attr(&left, &a);
+        }
+        let (mark, asked) = (self.dirs.mark(), std::time::Instant::now());
         // Fresh attributes by path; an open file whose name is gone keeps
         // the attributes it was opened with (and its current size).
         let r = match (self.stat_ino(&self.caller(req), ino), fh.map(|fh| self.handle(fh))) {
@@ -55,6 +62,9 @@ impl Filesystem for WeftFs {
             }
             (Err(e), _) => Err(e),
         };
+        if let Ok(a) = &r {
+            self.dirs.learned(a, mark, asked);
+        }
         match r {
             Ok(a) => reply.attr(&self.opts.attr_timeout, &a),
             Err(e) => reply.error(e),
@@ -87,6 +97,7 @@ impl Filesystem for WeftFs {
         let c = self.caller(req);
         let before = self.removals_mark();
         let r = self.set_attrs(&c, ino, wanted);
+        self.dirs.changed(ino.0);
         // The link count the change answered with may count a set-aside
         // name removed meanwhile: asked again (see `attrs_settled`).
         let r = match r {
@@ -102,10 +113,14 @@ impl Filesystem for WeftFs {
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let r = self.child(parent, name).and_then(|p| {
             self.naming(parent, name);
+            let (mark, asked) = (self.dirs.mark(), std::time::Instant::now());
             let a = self.caller(req).mkdir(&p, mode & !umask & 0o7777).map_err(|e| errno::of(&e))?;
             lock(&self.fresh).made(a.id.0, std::time::Instant::now());
             self.counted(a.id.0, &p);
-            Ok(fuse_attr(&a, 0))
+            let a = fuse_attr(&a, 0);
+            self.dirs.made_in(parent.0, a.ctime, true, mark);
+            self.dirs.learned(&a, self.dirs.mark(), asked);
+            Ok(a)
         });
         match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
@@ -114,8 +129,12 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.send_held();
-        match self.child(parent, name).and_then(|p| self.remove_file(&self.caller(req), &p)) {
+        let r = self.child(parent, name).and_then(|p| {
+            self.send_held_at(&p);
+            self.remove_file(&self.caller(req), &p)
+        });
+        self.dirs.changed(parent.0);
+        match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
@@ -132,6 +151,8 @@ impl Filesystem for WeftFs {
             }
             r.map(|()| self.forget_path(&p)).map_err(|e| errno::of(&e))
         });
+        // The directory itself and its parent's link count.
+        self.dirs.changed_all();
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -145,7 +166,8 @@ impl Filesystem for WeftFs {
             if flags.contains(RenameFlags::RENAME_EXCHANGE) {
                 return Err(Errno::EINVAL);
             }
-            self.send_held();
+            self.send_held_at(&from);
+            self.send_held_at(&to);
             self.naming(newparent, newname);
             let target = c.stat(&to).ok();
             if flags.contains(RenameFlags::RENAME_NOREPLACE) && target.is_some() {
@@ -181,6 +203,9 @@ impl Filesystem for WeftFs {
             self.rename_handles(&from, &to);
             Ok(())
         })();
+        // A directory moved changes its parents' link counts and its own
+        // time: every directory is asked again.
+        self.dirs.changed_all();
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -238,9 +263,12 @@ impl Filesystem for WeftFs {
             if target.len() >= weft_client::limits::MAX_LINK_TARGET_LEN {
                 return Err(Errno::ENAMETOOLONG);
             }
+            let mark = self.dirs.mark();
             let a = self.caller(req).symlink(target, &p).map_err(|e| errno::of(&e))?;
             self.counted(a.id.0, &p);
-            Ok(fuse_attr(&a, target.len() as u64))
+            let a = fuse_attr(&a, target.len() as u64);
+            self.dirs.made_in(parent.0, a.ctime, false, mark);
+            Ok(a)
         });
         match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
@@ -260,6 +288,8 @@ impl Filesystem for WeftFs {
         let r = (|| -> Result<FileHandle, Errno> {
             let path = self.path_of(ino)?;
             // The open's checks read the file's mode: with this node's.
+            // Another open ends the holding.
+            self.held.stop(ino.0);
             self.held.send(ino.0).map_err(|e| errno::of(&e))?;
             let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
             // As the user: its capability carries that user's rights.
@@ -303,6 +333,7 @@ impl Filesystem for WeftFs {
             let opts = CreateOptions { mode: mode & !umask & 0o7777, exclusive: flags & libc::O_EXCL != 0, ..Default::default() };
             let opener = self.caller(req);
             let before = self.removals_mark();
+            let mark = self.dirs.mark();
             let file = opener.create(&path, opts).map_err(|e| errno::of(&e))?;
             if flags & libc::O_TRUNC != 0 {
                 let r = file.truncate(0);
@@ -321,6 +352,13 @@ impl Filesystem for WeftFs {
                 attr = a;
             }
             self.counted(attr.ino.0, &path);
+            if flags & libc::O_EXCL != 0 {
+                // Made now: the directory's times are the file's.
+                self.dirs.made_in(parent.0, attr.ctime, false, mark);
+            } else {
+                // Made or opened: not known which.
+                self.dirs.changed(parent.0);
+            }
             if flags & libc::O_ACCMODE != libc::O_RDONLY {
                 // A file this create made is empty (one it opened: asked later).
                 self.sizes.opened(attr.ino.0, (flags & libc::O_EXCL != 0).then_some(0));
@@ -415,9 +453,10 @@ impl Filesystem for WeftFs {
         // (after the writes: the next holder must read them).
         self.locks.release_owner(ino.0, lock_owner.0);
         // Attribute changes held for the close go now, before the mtime
-        // of writes since them.
-        self.held.closing(ino.0);
-        let sent = self.held.send(ino.0).map_err(|e| errno::of(&e));
+        // of writes since them; a failed send of them (now or earlier, by
+        // another request) is this close's error.
+        self.held.stop(ino.0);
+        let sent = self.held.send(ino.0).map_err(|e| errno::of(&e)).and_then(|()| if self.held.failed(ino.0) { Err(Errno::EIO) } else { Ok(()) });
         if let Ok(h) = &h {
             self.touch_if_written(h);
         }
@@ -439,7 +478,7 @@ impl Filesystem for WeftFs {
             }
             let id = h.file.attr().id.0;
             // Held changes of a file closed without a flush (none came).
-            self.held.closing(id);
+            self.held.stop(id);
             if let Err(e) = self.held.send(id) {
                 tracing::warn!(target: "weft::fuse", ino = id, error = %e, "attribute changes held for a file's close failed");
             }
@@ -483,7 +522,11 @@ impl Filesystem for WeftFs {
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         match self.handle(fh).and_then(|h| {
             self.writes.settle(&h)?;
-            self.held.send(h.file.attr().id.0).map_err(|e| errno::of(&e))?;
+            let ino = h.file.attr().id.0;
+            self.held.send(ino).map_err(|e| errno::of(&e))?;
+            if self.held.failed(ino) {
+                return Err(Errno::EIO);
+            }
             h.file.fsync().map_err(|e| errno::of(&e))
         }) {
             Ok(()) => reply.ok(),
@@ -612,8 +655,9 @@ impl Filesystem for WeftFs {
         let r = (|| -> Result<FileAttr, Errno> {
             let (from, to) = (self.path_of(ino)?, self.child(newparent, newname)?);
             let e = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
-            self.send_held();
+            self.send_held_at(&from);
             self.naming(newparent, newname);
+            self.dirs.changed(newparent.0);
             let before = self.removals_mark();
             let a = c.link(&from, &to).map_err(e)?;
             if a.id.0 != ino.0 {
@@ -651,7 +695,9 @@ impl Filesystem for WeftFs {
             }
             .map_err(|e| errno::of(&e))?;
             self.counted(a.id.0, &p);
-            Ok(fuse_attr(&a, 0))
+            let a = fuse_attr(&a, 0);
+            self.dirs.changed(parent.0);
+            Ok(a)
         });
         match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),

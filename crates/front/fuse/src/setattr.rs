@@ -37,6 +37,8 @@ impl WeftFs {
         if let Some(a) = self.hold_attrs(c, ino, &w) {
             return Ok(a);
         }
+        // This change may move what held ones would be built on.
+        self.held.stop(ino.0);
         self.held.send(ino.0).map_err(e)?;
         // Changing mode or owner without the right is EPERM (chmod(2)).
         let owner_err = |err: weft_client::Error| if matches!(err, weft_client::Error::Permission(_)) { Errno::EPERM } else { e(err) };

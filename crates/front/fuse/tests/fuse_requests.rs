@@ -85,7 +85,7 @@ fn set_mtime(f: &fs::File, mtime_s: i64) {
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn attribute_changes_of_a_file_made_here_go_with_its_close() {
-    use std::os::unix::fs::{fchown, FileExt, MetadataExt};
+    use std::os::unix::fs::{fchown, FileExt, MetadataExt, OpenOptionsExt};
     let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let tc = TestCluster::start("fuse-held-attrs", 2);
     let m = Mount::new(&tc, "mnt");
@@ -101,13 +101,15 @@ fn attribute_changes_of_a_file_made_here_go_with_its_close() {
     ];
     for (i, (what, steps)) in orders.iter().enumerate() {
         let name = format!("f{i}");
+        // Made as tar makes each file: private until its mode is set.
+        let make = |path: std::path::PathBuf| fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).unwrap();
         let want = {
-            let f = fs::File::create_new(local.join(&name)).unwrap();
+            let f = make(local.join(&name));
             f.write_all_at(b"tar's bytes", 0).unwrap();
             steps.iter().for_each(|s| s(&f));
             local_attrs(&f)
         };
-        let f = fs::File::create_new(m.point.join(&name)).unwrap();
+        let f = make(m.point.join(&name));
         f.write_all_at(b"tar's bytes", 0).unwrap();
         let before = meta_quiet(&c);
         steps.iter().for_each(|s| s(&f));
@@ -128,5 +130,50 @@ fn attribute_changes_of_a_file_made_here_go_with_its_close() {
         assert_eq!((a.mode & 0o7777, a.uid, a.gid, a.mtime_ns), want, "{what}: another client, after the first close");
         drop(kept);
     }
+    // Closing a new file to others is never held: another client sees it
+    // before the chmod returns.
+    let f = fs::File::create_new(m.point.join("private")).unwrap();
+    let before = meta_quiet(&c);
+    f.set_permissions(fs::Permissions::from_mode(0o600)).unwrap();
+    let n = meta_requests(&c) - before - 1;
+    assert_eq!(n, 1, "a chmod taking rights from others asked the metadata service {n} times");
+    assert_eq!(c.stat("/private").unwrap().0.mode & 0o777, 0o600, "another client, before the close");
+    drop(f);
+    m.unmount();
+}
+
+/// Creates in one directory one after another: the kernel asks for the
+/// directory's attributes before each (`default_permissions`, and each
+/// create makes it drop them); the mount answers from what the metadata
+/// service told it moments ago and its own creates since (`dir_attrs`),
+/// so each create is one request. What it answers is what the service
+/// says once asked again: the times of the newest entry, a link more for
+/// each subdirectory.
+#[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
+fn creates_in_a_directory_do_not_each_ask_for_its_attributes() {
+    use std::os::unix::fs::MetadataExt;
+    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let tc = TestCluster::start("fuse-dir-attrs", 2);
+    let m = Mount::new(&tc, "mnt");
+    let c = tc.client();
+    let dir = m.point.join("d");
+    fs::create_dir(&dir).unwrap();
+    assert!(fs::metadata(&dir).unwrap().is_dir());
+    let before = meta_quiet(&c);
+    fs::create_dir(dir.join("sub")).unwrap();
+    let inner = fs::File::create_new(dir.join("sub").join("inner")).unwrap();
+    // Kept open: no close or release is counted.
+    let open: Vec<fs::File> = (0..20).map(|i| fs::File::create_new(dir.join(format!("f{i}"))).unwrap()).collect();
+    let n = meta_requests(&c) - before - 1;
+    assert_eq!(n, 22, "a mkdir, a create below it and 20 creates asked the metadata service {n} times");
+    let told = |md: &fs::Metadata| (md.mode(), md.nlink(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec());
+    let said = told(&fs::metadata(&dir).unwrap());
+    let newest = fs::metadata(dir.join("f19")).unwrap();
+    assert_eq!((said.1, said.2, said.3), (3, newest.ctime(), newest.ctime_nsec()), "the directory's link count and time after the creates");
+    // Past the attribute time: asked of the service.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    assert_eq!(told(&fs::metadata(&dir).unwrap()), said, "the service says what the mount said");
+    drop((open, inner));
     m.unmount();
 }

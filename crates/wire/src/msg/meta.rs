@@ -405,7 +405,9 @@ impl MetaReq {
             }
             MetaReq::Change { file, changes } => {
                 // Callers send 1 to MAX_ATTR_CHANGES (`Client::changes_sized`
-                // checks); a count over 255 would not fit its byte.
+                // checks, and decoders refuse others); a count over 255
+                // would not fit its byte.
+                debug_assert!((1..=MAX_ATTR_CHANGES).contains(&changes.len()), "{} attribute changes in one request", changes.len());
                 e.u8(19).u64(file.0).u8(changes.len().min(usize::from(u8::MAX)) as u8);
                 for change in changes.iter().take(usize::from(u8::MAX)) {
                     match change {

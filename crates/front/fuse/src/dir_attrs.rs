@@ -1,0 +1,172 @@
+//! Attributes of directories this mount asked for moments ago, kept up to
+//! date with the entries it makes in them. Each create makes the kernel
+//! drop its directory's attributes, and with `default_permissions` it asks
+//! for them again before the next create there (for the mode): one round
+//! trip per file `tar xf` or `git clone` writes. The metadata service
+//! gives a new entry's directory the new entry's change time and one more
+//! link for a subdirectory (`create.rs`), so the mount can say what the
+//! directory's attributes are after its own creates. Another client's
+//! changes show once the attribute timeout since the service was last
+//! asked has passed, as with the kernel's own cache; any other change
+//! through this mount (a removal, a rename, a setattr) forgets them.
+
+use crate::handle::lock;
+use fuser::FileAttr;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Directories kept at most; past it, all are forgotten.
+const MAX_DIRS: usize = 1024;
+
+struct Kept {
+    attr: FileAttr,
+    /// When the metadata service said so (own changes since do not renew it).
+    asked: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    dirs: HashMap<u64, Kept>,
+    /// Moves at every change kept or forgotten: an answer asked before a
+    /// change must not replace what the change made.
+    generation: u64,
+}
+
+/// Where the kept attributes stood when a request started.
+#[derive(Clone, Copy)]
+pub(crate) struct Mark(u64);
+
+#[derive(Default)]
+pub(crate) struct DirAttrs {
+    state: Mutex<State>,
+}
+
+impl DirAttrs {
+    /// Taken before asking the metadata service or changing a directory.
+    pub(crate) fn mark(&self) -> Mark {
+        Mark(lock(&self.state).generation)
+    }
+
+    /// Directory attributes `attr` the metadata service gave, asked at
+    /// `asked` after `mark`: kept, unless something changed meanwhile.
+    pub(crate) fn learned(&self, attr: &FileAttr, mark: Mark, asked: Instant) {
+        let mut s = lock(&self.state);
+        if s.generation != mark.0 || attr.kind != fuser::FileType::Directory {
+            return;
+        }
+        if s.dirs.len() >= MAX_DIRS {
+            s.dirs.clear();
+        }
+        s.dirs.insert(attr.ino.0, Kept { attr: *attr, asked });
+    }
+
+    /// The attributes of directory `ino` if the service gave them less than
+    /// `within` ago (with this mount's creates in it since), and what is
+    /// left of that time (the kernel may keep them that long).
+    pub(crate) fn fresh(&self, ino: u64, within: Duration) -> Option<(FileAttr, Duration)> {
+        let s = lock(&self.state);
+        let k = s.dirs.get(&ino)?;
+        let left = within.checked_sub(k.asked.elapsed()).filter(|d| !d.is_zero())?;
+        Some((k.attr, left))
+    }
+
+    /// An entry made in directory `dir` at `ctime` (the service's time of
+    /// the change, the new entry's own), a subdirectory if `subdir`, by a
+    /// request that started at `mark`. Kept only if nothing else changed
+    /// since `mark`: two changes at once may have landed in either order.
+    pub(crate) fn made_in(&self, dir: u64, ctime: SystemTime, subdir: bool, mark: Mark) {
+        let mut s = lock(&self.state);
+        let alone = s.generation == mark.0;
+        s.generation += 1;
+        if !alone {
+            s.dirs.remove(&dir);
+            return;
+        }
+        if let Some(k) = s.dirs.get_mut(&dir) {
+            k.attr.mtime = k.attr.mtime.max(ctime);
+            k.attr.atime = k.attr.mtime;
+            k.attr.ctime = k.attr.ctime.max(ctime);
+            k.attr.crtime = k.attr.ctime;
+            if subdir {
+                k.attr.nlink = k.attr.nlink.saturating_add(1);
+            }
+        }
+    }
+
+    /// Directory `ino` changed in a way not kept here (a removal, a
+    /// rename, a link, a setattr): asked again next time.
+    pub(crate) fn changed(&self, ino: u64) {
+        let mut s = lock(&self.state);
+        s.generation += 1;
+        s.dirs.remove(&ino);
+    }
+
+    /// A change whose directories are not known here (a rename of a
+    /// directory moves its parents' link counts): all asked again.
+    pub(crate) fn changed_all(&self) {
+        let mut s = lock(&self.state);
+        s.generation += 1;
+        s.dirs.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fuser::{FileType, INodeNo};
+
+    fn dir(ino: u64, t: u64) -> FileAttr {
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(t);
+        FileAttr { ino: INodeNo(ino), size: 0, blocks: 0, atime: at, mtime: at, ctime: at, crtime: at, kind: FileType::Directory, perm: 0o755, nlink: 2, uid: 0, gid: 0, rdev: 0, blksize: 4096, flags: 0 }
+    }
+
+    fn secs(t: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(t)
+    }
+
+    #[test]
+    fn creates_move_the_times_and_subdirectories_the_link_count() {
+        let d = DirAttrs::default();
+        d.learned(&dir(5, 100), d.mark(), Instant::now());
+        d.made_in(5, secs(110), false, d.mark());
+        d.made_in(5, secs(120), true, d.mark());
+        let a = d.fresh(5, Duration::from_secs(1)).unwrap().0;
+        assert_eq!((a.mtime, a.ctime, a.atime, a.nlink), (secs(120), secs(120), secs(120), 3));
+        // A later reply with an older time never moves them back.
+        d.made_in(5, secs(115), false, d.mark());
+        assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(120));
+    }
+
+    #[test]
+    fn anything_between_a_mark_and_its_answer_drops_the_answer() {
+        let d = DirAttrs::default();
+        // An answer asked before a create landed must not undo it.
+        let asked = d.mark();
+        d.learned(&dir(5, 100), d.mark(), Instant::now());
+        d.made_in(5, secs(110), false, d.mark());
+        d.learned(&dir(5, 100), asked, Instant::now());
+        assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(110));
+        // Two creates at once: either order at the service, so forgotten.
+        let (a, b) = (d.mark(), d.mark());
+        d.made_in(5, secs(130), true, a);
+        d.made_in(5, secs(125), true, b);
+        assert!(d.fresh(5, Duration::from_secs(1)).is_none());
+        // A removal forgets the directory; an answer asked before it is dropped.
+        d.learned(&dir(6, 100), d.mark(), Instant::now());
+        let before = d.mark();
+        d.changed(6);
+        d.learned(&dir(6, 100), before, Instant::now());
+        assert!(d.fresh(6, Duration::from_secs(1)).is_none());
+    }
+
+    #[test]
+    fn kept_only_within_the_time_given() {
+        let d = DirAttrs::default();
+        d.learned(&dir(5, 100), d.mark(), Instant::now() - Duration::from_secs(2));
+        assert!(d.fresh(5, Duration::from_secs(1)).is_none());
+        assert!(d.fresh(5, Duration::from_secs(3)).is_some());
+        d.changed_all();
+        assert!(d.fresh(5, Duration::from_secs(3)).is_none());
+    }
+}

@@ -11,7 +11,7 @@ pub(crate) fn nanos(t: SystemTime) -> i64 {
     }
 }
 
-fn time(ns: i64) -> SystemTime {
+pub(crate) fn time(ns: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)
 }
 

@@ -5,7 +5,9 @@
 //! trip per file `tar xf` or `git clone` writes. The metadata service
 //! gives a new entry's directory the new entry's change time and one more
 //! link for a subdirectory (`create.rs`), so the mount can say what the
-//! directory's attributes are after its own creates. Another client's
+//! directory's attributes are after its own creates (on one metadata
+//! shard: on several, the directory's home shard learns the time later,
+//! so there the mount asks again). Another client's
 //! changes show once the attribute timeout since the service was last
 //! asked has passed, as with the kernel's own cache; any other change
 //! through this mount (a removal, a rename, a setattr) forgets them.
@@ -49,12 +51,14 @@ impl DirAttrs {
     }
 
     /// Directory attributes `attr` the metadata service gave, asked at
-    /// `asked` after `mark`: kept, unless something changed meanwhile.
+    /// `asked` after `mark`: kept, unless something changed meanwhile. A
+    /// create under way may be in them already: it is not added again.
     pub(crate) fn learned(&self, attr: &FileAttr, mark: Mark, asked: Instant) {
         let mut s = lock(&self.state);
         if s.generation != mark.0 || attr.kind != fuser::FileType::Directory {
             return;
         }
+        s.generation += 1;
         if s.dirs.len() >= MAX_DIRS {
             s.dirs.clear();
         }
@@ -73,8 +77,10 @@ impl DirAttrs {
 
     /// An entry made in directory `dir` at `ctime` (the service's time of
     /// the change, the new entry's own), a subdirectory if `subdir`, by a
-    /// request that started at `mark`. Kept only if nothing else changed
-    /// since `mark`: two changes at once may have landed in either order.
+    /// request that started at `mark`, on a cluster of one metadata shard.
+    /// Kept only if nothing else changed or was learned since `mark`: two
+    /// changes at once may have landed in either order, and an answer
+    /// asked meanwhile may count this one already.
     pub(crate) fn made_in(&self, dir: u64, ctime: SystemTime, subdir: bool, mark: Mark) {
         let mut s = lock(&self.state);
         let alone = s.generation == mark.0;
@@ -83,11 +89,10 @@ impl DirAttrs {
             s.dirs.remove(&dir);
             return;
         }
+        // The service sets both times to the entry's, even back (after a
+        // utimes of the directory to the future).
         if let Some(k) = s.dirs.get_mut(&dir) {
-            k.attr.mtime = k.attr.mtime.max(ctime);
-            k.attr.atime = k.attr.mtime;
-            k.attr.ctime = k.attr.ctime.max(ctime);
-            k.attr.crtime = k.attr.ctime;
+            (k.attr.mtime, k.attr.atime, k.attr.ctime, k.attr.crtime) = (ctime, ctime, ctime, ctime);
             if subdir {
                 k.attr.nlink = k.attr.nlink.saturating_add(1);
             }
@@ -133,9 +138,11 @@ mod tests {
         d.made_in(5, secs(120), true, d.mark());
         let a = d.fresh(5, Duration::from_secs(1)).unwrap().0;
         assert_eq!((a.mtime, a.ctime, a.atime, a.nlink), (secs(120), secs(120), secs(120), 3));
-        // A later reply with an older time never moves them back.
-        d.made_in(5, secs(115), false, d.mark());
-        assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(120));
+        // The service sets them to the entry's time, also back from a
+        // time set in the future.
+        d.learned(&dir(5, 900), d.mark(), Instant::now());
+        d.made_in(5, secs(130), false, d.mark());
+        assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(130));
     }
 
     #[test]
@@ -147,6 +154,15 @@ mod tests {
         d.made_in(5, secs(110), false, d.mark());
         d.learned(&dir(5, 100), asked, Instant::now());
         assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(110));
+        // An answer learned while a mkdir was under way may count it: the
+        // mkdir does not add its link again.
+        let mkdir = d.mark();
+        let mut counted = dir(5, 140);
+        counted.nlink = 4;
+        d.learned(&counted, d.mark(), Instant::now());
+        d.made_in(5, secs(140), true, mkdir);
+        assert!(d.fresh(5, Duration::from_secs(1)).is_none(), "asked again rather than counted twice");
+        d.learned(&dir(5, 100), d.mark(), Instant::now());
         // Two creates at once: either order at the service, so forgotten.
         let (a, b) = (d.mark(), d.mark());
         d.made_in(5, secs(130), true, a);

@@ -339,13 +339,28 @@ impl WeftFs {
         mark.is_none_or(|m| self.removals.load(Ordering::Acquire) != m)
     }
 
+    /// A request that makes an entry in directory `parent`, started at
+    /// `mark`, answered: with the entry `made` (its change time is the
+    /// directory's now), or not (perhaps made all the same: a lost
+    /// answer). On several metadata shards the directory's home shard
+    /// learns the time later: asked again there.
+    pub(crate) fn made_in(&self, parent: INodeNo, made: Option<&weft_client::FileAttr>, mark: crate::dir_attrs::Mark) {
+        match made {
+            Some(a) if self.client.cluster().meta_shard_count() <= 1 => self.dirs.made_in(parent.0, crate::attrs::time(a.ctime_ns), a.kind == weft_client::FileKind::Dir, mark),
+            _ => self.dirs.changed(parent.0),
+        }
+    }
+
     /// Sends the attribute changes held (`held_attrs`) of the file at
-    /// `path` before a request whose checks at the metadata service may
-    /// read its owner or mode (an unlink or rename in a sticky directory,
-    /// a link). A failure is logged here and reported by the holder's
-    /// close; the request's own answer follows.
+    /// `path`, and holds no more, before a request whose checks at the
+    /// metadata service may read its owner or mode (an unlink or rename in
+    /// a sticky directory, a link) and which changes its link count. A
+    /// failure is logged here and reported by the holder's close; the
+    /// request's own answer follows.
     pub(crate) fn send_held_at(&self, path: &str) {
         let Some(ino) = lock(&self.known).ino_at(path) else { return };
+        // Its link count and change time move: nothing more is held.
+        self.held.stop(ino);
         if let Err(e) = self.held.send(ino) {
             tracing::warn!(target: "weft::fuse", ino, error = %e, "attribute changes held for a file's close failed");
         }

@@ -20,6 +20,7 @@
 use crate::handle::lock;
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 use weft_client::{AttrChange, Client, Error, FileAttr, FileId, FileKind, KEEP_ID, MAX_ATTR_CHANGES, TIME_NOW};
 
 /// Files held at most (each a file made here and still open): past it, new
@@ -29,6 +30,8 @@ const MAX_FILES: usize = 4096;
 struct Held {
     /// The attributes the metadata service has (as of its last answer).
     sent: FileAttr,
+    /// When it last answered (the create, or a send).
+    answered: Instant,
     /// The attributes after every change held or being sent: what this
     /// node is told.
     attr: FileAttr,
@@ -59,8 +62,9 @@ pub(crate) struct HeldAttrs {
     sent: Condvar,
 }
 
-/// Clears a file's `sending` when its send ends, even by a panic (every
-/// other send of the file waits for it).
+/// Clears a file's `sending` if its send ends by a panic (every other send
+/// of the file waits for it); a send that returns clears it with its
+/// answer, in one step (a waiting send must not record an answer first).
 struct Sending<'a> {
     held: &'a HeldAttrs,
     ino: u64,
@@ -68,10 +72,12 @@ struct Sending<'a> {
 
 impl Drop for Sending<'_> {
     fn drop(&mut self) {
-        if let Some(h) = self.held.files().get_mut(&self.ino) {
-            h.sending = false;
+        if std::thread::panicking() {
+            if let Some(h) = self.held.files().get_mut(&self.ino) {
+                h.sending = false;
+            }
+            self.held.sent.notify_all();
         }
-        self.held.sent.notify_all();
     }
 }
 
@@ -85,7 +91,7 @@ impl HeldAttrs {
     pub(crate) fn made(&self, attr: &FileAttr) {
         let mut files = self.files();
         if files.len() < MAX_FILES && attr.kind == FileKind::File {
-            files.insert(attr.id.0, Held { sent: attr.clone(), attr: attr.clone(), changes: Vec::new(), by: None, sending: false, holding: true, failed: false });
+            files.insert(attr.id.0, Held { sent: attr.clone(), answered: Instant::now(), attr: attr.clone(), changes: Vec::new(), by: None, sending: false, holding: true, failed: false });
         }
     }
 
@@ -102,7 +108,7 @@ impl HeldAttrs {
         }
         let mut after = h.attr.clone();
         for &c in changes {
-            if takes_a_right(&h.sent, c) {
+            if takes_a_right(&h.sent, uid, c) {
                 return None;
             }
             apply(&mut after, uid, c)?;
@@ -142,15 +148,16 @@ impl HeldAttrs {
             let Some(by) = h.by.take() else { return Ok(()) };
             h.sending = true;
             drop(files);
-            let r = {
-                let _sending = Sending { held: self, ino };
-                by.changes_sized(FileId(ino), &changes)
-            };
+            let guard = Sending { held: self, ino };
+            let r = by.changes_sized(FileId(ino), &changes);
             files = self.files();
+            drop(guard);
             if let Some(h) = files.get_mut(&ino) {
+                h.sending = false;
                 match &r {
                     Ok((a, _)) => {
                         h.sent = a.clone();
+                        h.answered = Instant::now();
                         // The service's answer stands, unless more was held meanwhile.
                         if h.changes.is_empty() {
                             h.attr = a.clone();
@@ -167,6 +174,7 @@ impl HeldAttrs {
                     }
                 }
             }
+            self.sent.notify_all();
             match r {
                 Ok(_) | Err(Error::NotFound(_)) => {}
                 Err(e) => return Err(e),
@@ -174,16 +182,31 @@ impl HeldAttrs {
         }
     }
 
+    /// The attributes of file `ino` while it is held, if the metadata
+    /// service answered for it less than `within` ago, and what is left of
+    /// that time: nothing but this mount has changed it since, short of
+    /// another client (seen after `within`, as the kernel's cache would
+    /// show it). A stat of a file being written (git records each file's
+    /// attributes after writing it) needs no round trip.
+    pub(crate) fn known(&self, ino: u64, within: Duration) -> Option<(FileAttr, Duration)> {
+        let files = self.files();
+        let h = files.get(&ino).filter(|h| h.holding)?;
+        let left = within.checked_sub(h.answered.elapsed()).filter(|d| !d.is_zero())?;
+        Some((h.attr.clone(), left))
+    }
+
     /// Whether a send of file `ino`'s held changes failed since the last
-    /// ask (for the holder's close or fsync to report).
+    /// ask (for the holder's close or fsync to report), and forgets it (a
+    /// close or fsync whose own send failed reports that one, and asks).
     pub(crate) fn failed(&self, ino: u64) -> bool {
         self.files().get_mut(&ino).is_some_and(|h| std::mem::take(&mut h.failed))
     }
 
-    /// Forgets file `ino` (its last handle closed; anything held was sent).
+    /// Forgets file `ino` (a handle of it released; anything held was
+    /// sent), unless a failure is still to be reported to its holder.
     pub(crate) fn forget(&self, ino: u64) {
         let mut files = self.files();
-        if files.get(&ino).is_some_and(|h| !h.ahead()) {
+        if files.get(&ino).is_some_and(|h| !h.ahead() && !h.failed) {
             files.remove(&ino);
         }
     }
@@ -200,15 +223,16 @@ impl HeldAttrs {
     }
 }
 
-/// Whether `change` would take a right from someone other than the file's
-/// owner while the metadata service has `sent`: held, others would keep it
-/// until the close. A mode with fewer group or other bits, or without a
-/// setuid or setgid bit; a chown of a file whose group may use it or that
-/// is setuid or setgid (a chown drops those bits).
-fn takes_a_right(sent: &FileAttr, change: AttrChange) -> bool {
-    const OTHERS: u32 = 0o6077;
+/// Whether `change` by `uid` would take a right from someone else while
+/// the metadata service has `sent`: held, they would keep it until the
+/// close. A mode with fewer group or other bits, or without a setuid or
+/// setgid bit, or (by root, of another's file) fewer owner bits; a chown of
+/// a file whose group may use it or that is setuid or setgid (a chown
+/// drops those bits), or away from a user.
+fn takes_a_right(sent: &FileAttr, uid: u32, change: AttrChange) -> bool {
+    let others = if uid == sent.uid { 0o6077 } else { 0o6777 };
     match change {
-        AttrChange::Mode(m) => sent.mode & OTHERS & !m != 0,
+        AttrChange::Mode(m) => sent.mode & others & !m != 0,
         AttrChange::Owner { uid, gid } => {
             // Root loses nothing by giving a file away; the old group loses
             // what the group bits give it.
@@ -272,21 +296,24 @@ mod tests {
     fn what_takes_a_right_from_others_is_not_held() {
         // tar's: made 0600 by root, given to a user, opened up to 0644.
         let made = file(0o600, 0);
-        assert!(!takes_a_right(&made, AttrChange::Owner { uid: 1000, gid: 1000 }));
-        assert!(!takes_a_right(&made, AttrChange::Mode(0o644)));
-        assert!(!takes_a_right(&made, AttrChange::Mtime(5)));
+        assert!(!takes_a_right(&made, 0, AttrChange::Owner { uid: 1000, gid: 1000 }));
+        assert!(!takes_a_right(&made, 0, AttrChange::Mode(0o644)));
+        assert!(!takes_a_right(&made, 0, AttrChange::Mtime(5)));
         // Closing it to others, or dropping setuid, is sent at once.
         let open = file(0o4755, 1000);
-        assert!(takes_a_right(&open, AttrChange::Mode(0o0700)));
-        assert!(takes_a_right(&open, AttrChange::Mode(0o0755)));
-        assert!(!takes_a_right(&open, AttrChange::Mode(0o4777)));
+        assert!(takes_a_right(&open, 1000, AttrChange::Mode(0o0700)));
+        assert!(takes_a_right(&open, 1000, AttrChange::Mode(0o0755)));
+        assert!(!takes_a_right(&open, 1000, AttrChange::Mode(0o4777)));
         // A chown of a setuid file drops setuid; of a file its group may
         // read, the group's reading; away from a user, the user's rights.
-        assert!(takes_a_right(&open, AttrChange::Owner { uid: KEEP_ID, gid: KEEP_ID }));
+        assert!(takes_a_right(&open, 1000, AttrChange::Owner { uid: KEEP_ID, gid: KEEP_ID }));
         let group_reads = file(0o640, 1000);
-        assert!(takes_a_right(&group_reads, AttrChange::Owner { uid: KEEP_ID, gid: 7 }));
-        assert!(!takes_a_right(&group_reads, AttrChange::Owner { uid: KEEP_ID, gid: 1000 }));
-        assert!(takes_a_right(&file(0o600, 1000), AttrChange::Owner { uid: 5, gid: KEEP_ID }));
+        assert!(takes_a_right(&group_reads, 0, AttrChange::Owner { uid: KEEP_ID, gid: 7 }));
+        assert!(!takes_a_right(&group_reads, 0, AttrChange::Owner { uid: KEEP_ID, gid: 1000 }));
+        assert!(takes_a_right(&file(0o600, 1000), 0, AttrChange::Owner { uid: 5, gid: KEEP_ID }));
+        // Root closing a user's file to that user.
+        assert!(takes_a_right(&file(0o600, 1000), 0, AttrChange::Mode(0o000)));
+        assert!(!takes_a_right(&file(0o600, 1000), 1000, AttrChange::Mode(0o400)), "the owner's own bits are the owner's");
     }
 
     #[test]

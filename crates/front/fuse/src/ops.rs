@@ -51,6 +51,12 @@ impl Filesystem for WeftFs {
         if let Some((a, left)) = self.dirs.fresh(ino.0, ttl) {
             return reply.attr(&left, &a);
         }
+        // A file made here and open, with its size known here (`held_attrs`).
+        if let Some((a, left)) = self.held.known(ino.0, ttl)
+            && let Some(size) = self.sizes.get(ino.0)
+        {
+            return reply.attr(&left, &self.kernel_attr(&a, size));
+        }
         let (mark, asked) = (self.dirs.mark(), std::time::Instant::now());
         // Fresh attributes by path; an open file whose name is gone keeps
         // the attributes it was opened with (and its current size).
@@ -114,11 +120,12 @@ impl Filesystem for WeftFs {
         let r = self.child(parent, name).and_then(|p| {
             self.naming(parent, name);
             let (mark, asked) = (self.dirs.mark(), std::time::Instant::now());
-            let a = self.caller(req).mkdir(&p, mode & !umask & 0o7777).map_err(|e| errno::of(&e))?;
+            let r = self.caller(req).mkdir(&p, mode & !umask & 0o7777);
+            self.made_in(parent, r.as_ref().ok(), mark);
+            let a = r.map_err(|e| errno::of(&e))?;
             lock(&self.fresh).made(a.id.0, std::time::Instant::now());
             self.counted(a.id.0, &p);
             let a = fuse_attr(&a, 0);
-            self.dirs.made_in(parent.0, a.ctime, true, mark);
             self.dirs.learned(&a, self.dirs.mark(), asked);
             Ok(a)
         });
@@ -264,11 +271,11 @@ impl Filesystem for WeftFs {
                 return Err(Errno::ENAMETOOLONG);
             }
             let mark = self.dirs.mark();
-            let a = self.caller(req).symlink(target, &p).map_err(|e| errno::of(&e))?;
+            let r = self.caller(req).symlink(target, &p);
+            self.made_in(parent, r.as_ref().ok(), mark);
+            let a = r.map_err(|e| errno::of(&e))?;
             self.counted(a.id.0, &p);
-            let a = fuse_attr(&a, target.len() as u64);
-            self.dirs.made_in(parent.0, a.ctime, false, mark);
-            Ok(a)
+            Ok(fuse_attr(&a, target.len() as u64))
         });
         match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),
@@ -334,7 +341,16 @@ impl Filesystem for WeftFs {
             let opener = self.caller(req);
             let before = self.removals_mark();
             let mark = self.dirs.mark();
-            let file = opener.create(&path, opts).map_err(|e| errno::of(&e))?;
+            let file = opener.create(&path, opts);
+            // Made now by an exclusive create; else made or opened, not
+            // known which.
+            self.made_in(parent, file.as_ref().ok().filter(|_| flags & libc::O_EXCL != 0).map(|f| f.attr()), mark);
+            let file = file.map_err(|e| errno::of(&e))?;
+            if flags & libc::O_EXCL == 0 {
+                // One held here (made between the lookup and this create)
+                // is held no more: this is another open of it.
+                self.held.stop(file.attr().id.0);
+            }
             if flags & libc::O_TRUNC != 0 {
                 let r = file.truncate(0);
                 self.sizes.unknown(file.attr().id.0);
@@ -352,13 +368,6 @@ impl Filesystem for WeftFs {
                 attr = a;
             }
             self.counted(attr.ino.0, &path);
-            if flags & libc::O_EXCL != 0 {
-                // Made now: the directory's times are the file's.
-                self.dirs.made_in(parent.0, attr.ctime, false, mark);
-            } else {
-                // Made or opened: not known which.
-                self.dirs.changed(parent.0);
-            }
             if flags & libc::O_ACCMODE != libc::O_RDONLY {
                 // A file this create made is empty (one it opened: asked later).
                 self.sizes.opened(attr.ino.0, (flags & libc::O_EXCL != 0).then_some(0));
@@ -456,7 +465,8 @@ impl Filesystem for WeftFs {
         // of writes since them; a failed send of them (now or earlier, by
         // another request) is this close's error.
         self.held.stop(ino.0);
-        let sent = self.held.send(ino.0).map_err(|e| errno::of(&e)).and_then(|()| if self.held.failed(ino.0) { Err(Errno::EIO) } else { Ok(()) });
+        let sent = self.held.send(ino.0).map_err(|e| errno::of(&e));
+        let sent = if self.held.failed(ino.0) { sent.and(Err(Errno::EIO)) } else { sent };
         if let Ok(h) = &h {
             self.touch_if_written(h);
         }
@@ -523,9 +533,9 @@ impl Filesystem for WeftFs {
         match self.handle(fh).and_then(|h| {
             self.writes.settle(&h)?;
             let ino = h.file.attr().id.0;
-            self.held.send(ino).map_err(|e| errno::of(&e))?;
+            let sent = self.held.send(ino).map_err(|e| errno::of(&e));
             if self.held.failed(ino) {
-                return Err(Errno::EIO);
+                sent.and(Err(Errno::EIO))?;
             }
             h.file.fsync().map_err(|e| errno::of(&e))
         }) {
@@ -657,9 +667,10 @@ impl Filesystem for WeftFs {
             let e = |e: weft_client::Error| if matches!(e, weft_client::Error::Permission(_)) { Errno::EPERM } else { errno::of(&e) };
             self.send_held_at(&from);
             self.naming(newparent, newname);
-            self.dirs.changed(newparent.0);
             let before = self.removals_mark();
-            let a = c.link(&from, &to).map_err(e)?;
+            let a = c.link(&from, &to);
+            self.dirs.changed(newparent.0);
+            let a = a.map_err(e)?;
             if a.id.0 != ino.0 {
                 // `from` named another file by now: undo, and say so.
                 let _ = c.unlink(&to);
@@ -692,12 +703,11 @@ impl Filesystem for WeftFs {
                     f.close().map(|()| a)
                 }),
                 _ => return Err(Errno::EPERM),
-            }
-            .map_err(|e| errno::of(&e))?;
-            self.counted(a.id.0, &p);
-            let a = fuse_attr(&a, 0);
+            };
             self.dirs.changed(parent.0);
-            Ok(a)
+            let a = a.map_err(|e| errno::of(&e))?;
+            self.counted(a.id.0, &p);
+            Ok(fuse_attr(&a, 0))
         });
         match r {
             Ok(a) => reply.entry(&self.opts.entry_timeout, &a, Generation(0)),

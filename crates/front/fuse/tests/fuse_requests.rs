@@ -54,6 +54,16 @@ fn an_attribute_change_of_a_closed_file_is_one_request() {
     m.unmount();
 }
 
+/// The usual umask (022) for this process: the tests below expect the
+/// modes new files get under it.
+fn usual_umask() {
+    // SAFETY: umask(2) has no failure and touches no memory.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::umask(0o022);
+    }
+}
+
 /// What a file's metadata says, to compare a local file's with the
 /// mount's and the metadata service's: mode, owner, group, mtime (ns).
 type Attrs = (u32, u32, u32, i64);
@@ -87,6 +97,7 @@ fn set_mtime(f: &fs::File, mtime_s: i64) {
 fn attribute_changes_of_a_file_made_here_go_with_its_close() {
     use std::os::unix::fs::{fchown, FileExt, MetadataExt, OpenOptionsExt};
     let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    usual_umask();
     let tc = TestCluster::start("fuse-held-attrs", 2);
     let m = Mount::new(&tc, "mnt");
     let c = tc.client();
@@ -146,16 +157,21 @@ fn attribute_changes_of_a_file_made_here_go_with_its_close() {
 /// directory's attributes before each (`default_permissions`, and each
 /// create makes it drop them); the mount answers from what the metadata
 /// service told it moments ago and its own creates since (`dir_attrs`),
-/// so each create is one request. What it answers is what the service
-/// says once asked again: the times of the newest entry, a link more for
-/// each subdirectory.
+/// so each create is one request, and a stat of a file it made and still
+/// writes none. What it answers is what the service says once asked
+/// again: the times of the newest entry, a link more for each
+/// subdirectory.
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn creates_in_a_directory_do_not_each_ask_for_its_attributes() {
     use std::os::unix::fs::MetadataExt;
     let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    usual_umask();
     let tc = TestCluster::start("fuse-dir-attrs", 2);
-    let m = Mount::new(&tc, "mnt");
+    // Long enough for the counted steps on a busy machine: the new
+    // directory's names and kept attributes are trusted this long.
+    let trust = std::time::Duration::from_secs(4);
+    let m = Mount::with_args(&tc, "mnt", &["--attr-timeout", "4", "--entry-timeout", "4"]);
     let c = tc.client();
     let dir = m.point.join("d");
     fs::create_dir(&dir).unwrap();
@@ -167,13 +183,25 @@ fn creates_in_a_directory_do_not_each_ask_for_its_attributes() {
     let open: Vec<fs::File> = (0..20).map(|i| fs::File::create_new(dir.join(format!("f{i}"))).unwrap()).collect();
     let n = meta_requests(&c) - before - 1;
     assert_eq!(n, 22, "a mkdir, a create below it and 20 creates asked the metadata service {n} times");
+    // Written, then stat'ed, as git records each file it checks out: the
+    // mount knows a file it made and has open (`held_attrs`).
+    let before = meta_quiet(&c);
+    for (i, f) in open.iter().enumerate() {
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&vec![1u8; i + 1], 0).unwrap();
+        let md = f.metadata().unwrap();
+        assert_eq!((md.len(), md.mode() & 0o7777, md.nlink()), (i as u64 + 1, 0o644, 1), "f{i} as written");
+    }
+    let n = meta_requests(&c) - before - 1;
+    assert_eq!(n, 0, "stats of 20 files made here and open asked the metadata service {n} times");
     let told = |md: &fs::Metadata| (md.mode(), md.nlink(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec());
     let said = told(&fs::metadata(&dir).unwrap());
     let newest = fs::metadata(dir.join("f19")).unwrap();
     assert_eq!((said.1, said.2, said.3), (3, newest.ctime(), newest.ctime_nsec()), "the directory's link count and time after the creates");
     // Past the attribute time: asked of the service.
-    std::thread::sleep(std::time::Duration::from_millis(1200));
+    std::thread::sleep(trust + std::time::Duration::from_millis(200));
     assert_eq!(told(&fs::metadata(&dir).unwrap()), said, "the service says what the mount said");
     drop((open, inner));
     m.unmount();
 }
+

@@ -381,7 +381,17 @@ impl Client {
     /// Removes a name; with a file's last name, the metadata service
     /// deletes its objects once the removal is durable.
     pub fn unlink(&self, path: &str) -> Result<()> {
-        self.session.meta(MetaReq::Unlink { path: path.into() }).map(|_| ())
+        self.unlink_timed(path).map(|_| ())
+    }
+
+    /// [`Client::unlink`], and the time its directory's mtime and ctime
+    /// moved to (the metadata service's clock, in ns), when it says (a
+    /// removal across shards need not).
+    pub fn unlink_timed(&self, path: &str) -> Result<Option<i64>> {
+        match self.session.meta(MetaReq::Unlink { path: path.into() })? {
+            Response::Unlinked { at_ns, .. } => Ok(Some(at_ns)),
+            _ => Ok(None),
+        }
     }
 
     pub fn rmdir(&self, path: &str) -> Result<()> {

@@ -75,13 +75,14 @@ impl DirAttrs {
         Some((k.attr, left))
     }
 
-    /// An entry made in directory `dir` at `ctime` (the service's time of
-    /// the change, the new entry's own), a subdirectory if `subdir`, by a
-    /// request that started at `mark`, on a cluster of one metadata shard.
-    /// Kept only if nothing else changed or was learned since `mark`: two
-    /// changes at once may have landed in either order, and an answer
-    /// asked meanwhile may count this one already.
-    pub(crate) fn made_in(&self, dir: u64, ctime: SystemTime, subdir: bool, mark: Mark) {
+    /// An entry made or removed in directory `dir` at `at` (the service's
+    /// time of the change: a new entry's change time, an unlink's answer),
+    /// `subdirs` its link count's change, by a request that started at
+    /// `mark`, on a cluster of one metadata shard. Kept only if nothing
+    /// else changed or was learned since `mark`: two changes at once may
+    /// have landed in either order, and an answer asked meanwhile may
+    /// count this one already.
+    pub(crate) fn entries_changed(&self, dir: u64, at: SystemTime, subdirs: i32, mark: Mark) {
         let mut s = lock(&self.state);
         let alone = s.generation == mark.0;
         s.generation += 1;
@@ -92,10 +93,8 @@ impl DirAttrs {
         // The service sets both times to the entry's, even back (after a
         // utimes of the directory to the future).
         if let Some(k) = s.dirs.get_mut(&dir) {
-            (k.attr.mtime, k.attr.atime, k.attr.ctime, k.attr.crtime) = (ctime, ctime, ctime, ctime);
-            if subdir {
-                k.attr.nlink = k.attr.nlink.saturating_add(1);
-            }
+            (k.attr.mtime, k.attr.atime, k.attr.ctime, k.attr.crtime) = (at, at, at, at);
+            k.attr.nlink = k.attr.nlink.saturating_add_signed(subdirs);
         }
     }
 
@@ -134,14 +133,14 @@ mod tests {
     fn creates_move_the_times_and_subdirectories_the_link_count() {
         let d = DirAttrs::default();
         d.learned(&dir(5, 100), d.mark(), Instant::now());
-        d.made_in(5, secs(110), false, d.mark());
-        d.made_in(5, secs(120), true, d.mark());
+        d.entries_changed(5, secs(110), 0, d.mark());
+        d.entries_changed(5, secs(120), 1, d.mark());
         let a = d.fresh(5, Duration::from_secs(1)).unwrap().0;
         assert_eq!((a.mtime, a.ctime, a.atime, a.nlink), (secs(120), secs(120), secs(120), 3));
         // The service sets them to the entry's time, also back from a
         // time set in the future.
         d.learned(&dir(5, 900), d.mark(), Instant::now());
-        d.made_in(5, secs(130), false, d.mark());
+        d.entries_changed(5, secs(130), 0, d.mark());
         assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(130));
     }
 
@@ -151,7 +150,7 @@ mod tests {
         // An answer asked before a create landed must not undo it.
         let asked = d.mark();
         d.learned(&dir(5, 100), d.mark(), Instant::now());
-        d.made_in(5, secs(110), false, d.mark());
+        d.entries_changed(5, secs(110), 0, d.mark());
         d.learned(&dir(5, 100), asked, Instant::now());
         assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(110));
         // An answer learned while a mkdir was under way may count it: the
@@ -160,13 +159,13 @@ mod tests {
         let mut counted = dir(5, 140);
         counted.nlink = 4;
         d.learned(&counted, d.mark(), Instant::now());
-        d.made_in(5, secs(140), true, mkdir);
+        d.entries_changed(5, secs(140), 1, mkdir);
         assert!(d.fresh(5, Duration::from_secs(1)).is_none(), "asked again rather than counted twice");
         d.learned(&dir(5, 100), d.mark(), Instant::now());
         // Two creates at once: either order at the service, so forgotten.
         let (a, b) = (d.mark(), d.mark());
-        d.made_in(5, secs(130), true, a);
-        d.made_in(5, secs(125), true, b);
+        d.entries_changed(5, secs(130), 1, a);
+        d.entries_changed(5, secs(125), 1, b);
         assert!(d.fresh(5, Duration::from_secs(1)).is_none());
         // A removal forgets the directory; an answer asked before it is dropped.
         d.learned(&dir(6, 100), d.mark(), Instant::now());

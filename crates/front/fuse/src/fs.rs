@@ -345,8 +345,15 @@ impl WeftFs {
     /// answer). On several metadata shards the directory's home shard
     /// learns the time later: asked again there.
     pub(crate) fn made_in(&self, parent: INodeNo, made: Option<&weft_client::FileAttr>, mark: crate::dir_attrs::Mark) {
-        match made {
-            Some(a) if self.client.cluster().meta_shard_count() <= 1 => self.dirs.made_in(parent.0, crate::attrs::time(a.ctime_ns), a.kind == weft_client::FileKind::Dir, mark),
+        self.entries_changed_in(parent, made.map(|a| (a.ctime_ns, i32::from(a.kind == weft_client::FileKind::Dir))), mark);
+    }
+
+    /// [`WeftFs::made_in`] for any change of `parent`'s entries: `change`
+    /// is the service's time of it and the change of the directory's link
+    /// count, if known.
+    pub(crate) fn entries_changed_in(&self, parent: INodeNo, change: Option<(i64, i32)>, mark: crate::dir_attrs::Mark) {
+        match change {
+            Some((at_ns, subdirs)) if self.client.cluster().meta_shard_count() <= 1 => self.dirs.entries_changed(parent.0, crate::attrs::time(at_ns), subdirs, mark),
             _ => self.dirs.changed(parent.0),
         }
     }

@@ -35,8 +35,9 @@ impl WeftFs {
     /// Removes `path` (a file): at once, or, if this mount has it open, by
     /// renaming it to a hidden name that its last close removes, so open
     /// handles keep reading and writing it (POSIX unlink-while-open).
-    /// Removed as the user behind the request (`c`).
-    pub(crate) fn remove_file(&self, c: &weft_client::Client, path: &str) -> Result<(), Errno> {
+    /// Removed as the user behind the request (`c`). The directory's new
+    /// time, when the metadata service said it (an unlink's answer).
+    pub(crate) fn remove_file(&self, c: &weft_client::Client, path: &str) -> Result<Option<i64>, Errno> {
         let ino = lock(&self.known).ino_at(path);
         let mut open = lock(&self.open_inodes);
         match ino.and_then(|i| open.get_mut(&i).map(|o| (i, o))) {
@@ -53,15 +54,16 @@ impl WeftFs {
                 self.remember(ino, &hidden);
                 drop(open);
                 self.rename_handles(path, &hidden);
+                Ok(None)
             }
             _ => {
                 drop(open);
                 // The metadata service deletes the objects of a last name.
-                c.unlink(path).map_err(|e| errno::of(&e))?;
+                let at = c.unlink_timed(path).map_err(|e| errno::of(&e))?;
                 self.forget_path(path);
+                Ok(at)
             }
         }
-        Ok(())
     }
 
     /// Waits (at most `budget`) until no file this mount set aside in

@@ -28,8 +28,12 @@ impl Filesystem for WeftFs {
             if name.to_str().is_some_and(|n| lock(&self.fresh).surely_absent(parent.0, n, std::time::Instant::now())) {
                 return Err(Errno::ENOENT);
             }
+            let (mark, asked) = (self.dirs.mark(), std::time::Instant::now());
             let a = self.stat(&self.caller(req), &p)?;
             self.counted(a.ino.0, &p);
+            // A directory's, kept as a getattr's would be (`rm -rf` looks
+            // each directory up, then removes what it holds).
+            self.dirs.learned(&a, mark, asked);
             Ok(a)
         });
         match r {
@@ -136,13 +140,16 @@ impl Filesystem for WeftFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let mark = self.dirs.mark();
         let r = self.child(parent, name).and_then(|p| {
             self.send_held_at(&p);
             self.remove_file(&self.caller(req), &p)
         });
-        self.dirs.changed(parent.0);
+        // rm -rf: the next unlink's permission check asks for the
+        // directory's attributes, known here from this one's answer.
+        self.entries_changed_in(parent, r.ok().flatten().map(|at| (at, 0)), mark);
         match r {
-            Ok(()) => reply.ok(),
+            Ok(_) => reply.ok(),
             Err(e) => reply.error(e),
         }
     }

@@ -158,9 +158,10 @@ fn attribute_changes_of_a_file_made_here_go_with_its_close() {
 /// create makes it drop them); the mount answers from what the metadata
 /// service told it moments ago and its own creates since (`dir_attrs`),
 /// so each create is one request, and a stat of a file it made and still
-/// writes none. What it answers is what the service says once asked
-/// again: the times of the newest entry, a link more for each
-/// subdirectory.
+/// writes none; likewise unlinks one after another (`rm -rf`), whose
+/// answers carry the directory's new time. What it answers is what the
+/// service says once asked again: the times of the newest entry or the
+/// last removal, a link more for each subdirectory.
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn creates_in_a_directory_do_not_each_ask_for_its_attributes() {
@@ -202,6 +203,20 @@ fn creates_in_a_directory_do_not_each_ask_for_its_attributes() {
     std::thread::sleep(trust + std::time::Duration::from_millis(200));
     assert_eq!(told(&fs::metadata(&dir).unwrap()), said, "the service says what the mount said");
     drop((open, inner));
+    // Removed one after another, as `rm -rf` does (listed first, so the
+    // kernel knows the names): each unlink's answer says the directory's
+    // new time, so its permission check before the next needs no ask.
+    meta_quiet(&c);
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 21);
+    let before = meta_quiet(&c);
+    for i in 0..20 {
+        fs::remove_file(dir.join(format!("f{i}"))).unwrap();
+    }
+    let n = meta_requests(&c) - before - 1;
+    assert_eq!(n, 20, "20 unlinks asked the metadata service {n} times");
+    let said = told(&fs::metadata(&dir).unwrap());
+    std::thread::sleep(trust + std::time::Duration::from_millis(200));
+    assert_eq!(told(&fs::metadata(&dir).unwrap()), said, "after the unlinks, the service says what the mount said");
     m.unmount();
 }
 

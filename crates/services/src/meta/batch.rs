@@ -144,7 +144,7 @@ impl MetaService {
             }
             match (op.untagged(), r) {
                 (MetaReq::Create { .. }, Ok(Response::Attr(a))) => self.sizes.opened(a.id, created.contains(&k)),
-                (MetaReq::Unlink { .. }, Ok(Response::Attr(a))) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some((a, _)) })) => {
+                (MetaReq::Unlink { .. }, Ok(Response::Unlinked { file: Some(a), .. })) | (MetaReq::Rename { .. }, Ok(Response::Renamed { replaced: Some((a, _)) })) => {
                     self.sizes.forget(a.id);
                     self.reap.notify();
                 }

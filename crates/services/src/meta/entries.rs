@@ -16,6 +16,8 @@ pub(super) struct Removed {
     pub(super) last: bool,
     /// The directory the name was in.
     pub(super) parent: FileId,
+    /// The service's time of the removal: the directory's times now.
+    pub(super) at_ns: i64,
 }
 
 /// Drops what an inode that is going away kept beside its record.
@@ -63,7 +65,7 @@ pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bo
         t.dirents.remove((parent.id.0, name))?;
         let last = drop_name(&mut t, &attr, now)?;
         t.entries_changed(parent.id.0, -i32::from(dir), now)?;
-        Removed { attr, last, parent: parent.id }
+        Removed { attr, last, parent: parent.id, at_ns: now }
     };
     if removed.last {
         forget_inode(tx, &removed.attr)?;

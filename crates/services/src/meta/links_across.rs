@@ -210,11 +210,11 @@ impl MetaService {
             tracing::warn!(target: "weft::meta", path, error = %e, "a removed name is not off its own shard's listing yet");
         }
         if !removed.last {
-            return Response::Ok;
+            return Response::Unlinked { file: None, at_ns: removed.at_ns };
         }
         self.sizes.forget(removed.attr.id);
         let op = MetaReq::Unlink { path: path.to_owned() };
-        self.grants.attach(cred, &op, Response::Attr(removed.attr))
+        self.grants.attach(cred, &op, Response::Unlinked { file: Some(removed.attr), at_ns: removed.at_ns })
     }
 }
 

@@ -440,7 +440,7 @@ impl MetaService {
                 .map(Response::Attr),
             // The file's attributes only with its last name (the service
             // deletes its objects, `reaper`; the answer is then `Ok`).
-            MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| if r.last { Response::Attr(r.attr) } else { Response::Ok }),
+            MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| Response::Unlinked { file: r.last.then_some(r.attr), at_ns: r.at_ns }),
             MetaReq::Rmdir { path } => entries::remove(tx, cred, path, true).map(|_| Response::Ok),
             MetaReq::Link { from, to } => entries::link(tx, cred, from, to, |dir, name| self.check_owner(dir, name)).map(|(a, _)| Response::Attr(a)),
             // Its batch's commit is made durable (`must_be_durable`).

@@ -90,6 +90,11 @@ pub enum Response {
     /// it is of the object with this device and inode number (`fstat`), so
     /// the client takes that one whatever else came before it.
     Lent { dev: u64, ino: u64 },
+    /// An unlink: the directory's times moved to `at_ns` (the service's
+    /// clock), so a mount knows them without asking. `file` is the file
+    /// whose last name it was, inside the service only (its objects are
+    /// the service's to delete); a client is sent `None`.
+    Unlinked { file: Option<FileAttr>, at_ns: i64 },
 }
 
 impl Request {
@@ -320,6 +325,12 @@ impl Response {
             Response::Lent { dev, ino } => {
                 e.u8(20).u64(*dev).u64(*ino);
             }
+            Response::Unlinked { file, at_ns } => {
+                e.u8(21).i64(*at_ns).bool(file.is_some());
+                if let Some(a) = file {
+                    a.encode(&mut e);
+                }
+            }
         }
         e.finish()
     }
@@ -388,6 +399,10 @@ impl Response {
                 Response::Refused { code, message: d.str("error message", MAX_ERROR_MSG)? }
             }
             20 => Response::Lent { dev: d.u64()?, ino: d.u64()? },
+            21 => {
+                let at_ns = d.i64()?;
+                Response::Unlinked { at_ns, file: if d.bool()? { Some(FileAttr::decode(&mut d)?) } else { None } }
+            }
             t => return Err(DecodeError::BadTag { what: "response", tag: t.into() }),
         };
         d.finish()?;

@@ -141,6 +141,7 @@ fn response() -> impl Strategy<Value = Response> {
         cap().prop_map(Response::Cap),
         (1u32..64, any::<u32>(), any::<u64>()).prop_map(|(shards, s, p)| Response::Route { shard: s % shards, shards, parent: FileId(p) }),
         (any::<u64>(), any::<u64>()).prop_map(|(dev, ino)| Response::Lent { dev, ino }),
+        (proptest::option::of(attr()), any::<i64>()).prop_map(|(file, at_ns)| Response::Unlinked { file, at_ns }),
         (0usize..ErrorCode::ALL.len(), "[ -~]{0,50}").prop_map(|(i, message)| Response::Refused { code: ErrorCode::ALL[i], message }),
         any::<u64>().prop_map(|bytes| Response::Written { bytes }),
         any::<u64>().prop_map(|object_size| Response::Read { object_size }),

@@ -385,8 +385,9 @@ impl Client {
     }
 
     /// [`Client::unlink`], and the time its directory's mtime and ctime
-    /// moved to (the metadata service's clock, in ns), when it says (a
-    /// removal across shards need not).
+    /// moved to (the metadata service's clock, in ns; on several metadata
+    /// shards the directory's home shard moves them only forward to it),
+    /// when it says (a service older than version 26 does not).
     pub fn unlink_timed(&self, path: &str) -> Result<Option<i64>> {
         match self.session.meta(MetaReq::Unlink { path: path.into() })? {
             Response::Unlinked { at_ns, .. } => Ok(Some(at_ns)),

@@ -44,7 +44,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// 23: lock op 6 `Reclaim` (locks taken back after a lock service restart)
 /// and the grant's seal in `Locked`. 24: a shared pointer's `FetchAdd`
 /// tagged in `Once` (answered once by the pointer table). 25: data op 10
-/// `Lend` (an object's descriptor lent to a client on the node).
+/// `Lend` (an object's descriptor lent to a client on the node). 26:
+/// 1-8 changes in one `Change`; `Unlink` answered `Unlinked` (response 21)
+/// with its directory's new time.
 pub const PROTOCOL_VERSION: u8 = 26;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;

@@ -5,12 +5,14 @@
 //! trip per file `tar xf` or `git clone` writes. The metadata service
 //! gives a new entry's directory the new entry's change time and one more
 //! link for a subdirectory (`create.rs`), so the mount can say what the
-//! directory's attributes are after its own creates (on one metadata
-//! shard: on several, the directory's home shard learns the time later,
-//! so there the mount asks again). Another client's
-//! changes show once the attribute timeout since the service was last
-//! asked has passed, as with the kernel's own cache; any other change
-//! through this mount (a removal, a rename, a setattr) forgets them.
+//! directory's attributes are after its own creates, and an unlink's
+//! answer carries the directory's new time (on one metadata shard: on
+//! several, the directory's home shard learns the time later, so there
+//! the mount asks again). Attributes come from getattrs and lookups.
+//! Another client's changes show once the attribute timeout since the
+//! service was last asked has passed, as with the kernel's own cache; any
+//! other change through this mount (an rmdir, a rename, a setattr)
+//! forgets them.
 
 use crate::handle::lock;
 use fuser::FileAttr;
@@ -98,8 +100,9 @@ impl DirAttrs {
         }
     }
 
-    /// Directory `ino` changed in a way not kept here (a removal, a
-    /// rename, a link, a setattr): asked again next time.
+    /// Directory `ino` changed in a way not kept here (an rmdir, a
+    /// rename, a link, a setattr, a request that failed): asked again
+    /// next time.
     pub(crate) fn changed(&self, ino: u64) {
         let mut s = lock(&self.state);
         s.generation += 1;

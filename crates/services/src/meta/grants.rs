@@ -66,6 +66,9 @@ impl Grants {
             // A removed file's objects are the service's to delete (see
             // `reaper`): no answer carries the right, nor the file.
             (MetaReq::Unlink { .. }, Response::Unlinked { at_ns, .. }) => Response::Unlinked { file: None, at_ns },
+            // An answer kept by a build before `Unlinked` (version 25),
+            // replayed after an upgrade.
+            (MetaReq::Unlink { .. }, Response::Attr(_)) => Response::Ok,
             (MetaReq::Rename { .. }, Response::Renamed { .. }) => Response::Renamed { replaced: None },
             (MetaReq::StatSize { .. } | MetaReq::StatId { .. }, Response::Stat { attr, size: None, .. }) if is_file(&attr) => {
                 let cap = Some(self.issue(attr.id, rights::SIZE));

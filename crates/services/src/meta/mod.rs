@@ -439,7 +439,8 @@ impl MetaService {
                 .insert_new(tx, cred, path, NewEntry { kind: FileKind::Symlink, mode: 0o777, exclusive: true, hint: LayoutHint::default(), target: Some(target) })
                 .map(Response::Attr),
             // The file's attributes only with its last name (the service
-            // deletes its objects, `reaper`; the answer is then `Ok`).
+            // deletes its objects, `reaper`; `grants` strips them from the
+            // answer); the directory's new time for the asker's cache.
             MetaReq::Unlink { path } => entries::remove(tx, cred, path, false).map(|r| Response::Unlinked { file: r.last.then_some(r.attr), at_ns: r.at_ns }),
             MetaReq::Rmdir { path } => entries::remove(tx, cred, path, true).map(|_| Response::Ok),
             MetaReq::Link { from, to } => entries::link(tx, cred, from, to, |dir, name| self.check_owner(dir, name)).map(|(a, _)| Response::Attr(a)),
@@ -567,6 +568,33 @@ mod window_tests {
         assert!(third.id > second.id && second.id > first.id, "ids {} {} {}", first.id.0, second.id.0, third.id.0);
         assert!(matches!(m.handle(Cred::new(0, 0), MetaReq::Sync), Response::Error { code: ErrorCode::Io, .. }), "the loss is reported");
         assert!(matches!(m.handle(Cred::new(0, 0), MetaReq::Sync), Response::Ok), "once");
+        drop(m);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An unlink of a file's last name tells its directory's new time and
+    /// never the file (its layout is the service's to delete), answered
+    /// first or again to a resend.
+    #[test]
+    fn an_unlink_tells_the_directorys_time_and_never_the_file() {
+        let dir = std::env::temp_dir().join(format!("weft-unlinked-{}", rand::random::<u64>()));
+        let key = weft_wire::CapKey::derive(&weft_wire::Secret::new(*b"0123456789abcdef"));
+        let m = MetaService::open(&dir, vec![ServerId(1)], 65536, key, Some(Duration::from_secs(60)), ShardPlace::alone()).unwrap();
+        let root = Cred::new(0, 0);
+        let dir_times = |m: &MetaService| match m.handle(root, MetaReq::Stat { path: "/".into() }) {
+            Response::Attr(a) | Response::Stat { attr: a, .. } => (a.mtime_ns, a.ctime_ns),
+            other => panic!("stat /: {other:?}"),
+        };
+        create(&m, "/f");
+        match m.handle(root, MetaReq::Unlink { path: "/f".into() }) {
+            Response::Unlinked { file: None, at_ns } => assert_eq!(dir_times(&m), (at_ns, at_ns)),
+            other => panic!("unlink /f: {other:?}"),
+        }
+        create(&m, "/g");
+        let tagged = || MetaReq::Once { client: 7, seq: 1, op: Box::new(MetaReq::Unlink { path: "/g".into() }) };
+        let first = m.handle(root, tagged());
+        assert!(matches!(first, Response::Unlinked { file: None, .. }), "{first:?}");
+        assert_eq!(m.handle(root, tagged()), first, "a resend is answered the same");
         drop(m);
         let _ = std::fs::remove_dir_all(&dir);
     }

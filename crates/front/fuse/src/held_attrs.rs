@@ -90,6 +90,10 @@ impl HeldAttrs {
     /// its changes may be held until its first close.
     pub(crate) fn made(&self, attr: &FileAttr) {
         let mut files = self.files();
+        if files.len() >= MAX_FILES {
+            // Those left only to report a failure whose holder is gone.
+            files.retain(|_, h| h.holding || h.ahead());
+        }
         if files.len() < MAX_FILES && attr.kind == FileKind::File {
             files.insert(attr.id.0, Held { sent: attr.clone(), answered: Instant::now(), attr: attr.clone(), changes: Vec::new(), by: None, sending: false, holding: true, failed: false });
         }

@@ -32,9 +32,33 @@ struct Kept {
 #[derive(Default)]
 struct State {
     dirs: HashMap<u64, Kept>,
-    /// Moves at every change kept or forgotten: an answer asked before a
-    /// change must not replace what the change made.
-    generation: u64,
+    /// Moves at every event below: a request's [`Mark`] is its value when
+    /// the request started.
+    clock: u64,
+    /// When each directory last changed or was learned: an answer asked
+    /// before that must not replace what the change made, and a change
+    /// made after a mark may have landed before the request's.
+    touched: HashMap<u64, u64>,
+    /// When every directory was last forgotten (also when `touched` was
+    /// emptied to bound it).
+    all_touched: u64,
+}
+
+impl State {
+    /// Whether directory `dir` is untouched since `mark`.
+    fn untouched(&self, dir: u64, mark: Mark) -> bool {
+        self.all_touched <= mark.0 && self.touched.get(&dir).is_none_or(|&t| t <= mark.0)
+    }
+
+    /// Records an event of directory `dir`.
+    fn touch(&mut self, dir: u64) {
+        self.clock += 1;
+        if self.touched.len() >= MAX_DIRS {
+            self.touched.clear();
+            self.all_touched = self.clock;
+        }
+        self.touched.insert(dir, self.clock);
+    }
 }
 
 /// Where the kept attributes stood when a request started.
@@ -49,7 +73,7 @@ pub(crate) struct DirAttrs {
 impl DirAttrs {
     /// Taken before asking the metadata service or changing a directory.
     pub(crate) fn mark(&self) -> Mark {
-        Mark(lock(&self.state).generation)
+        Mark(lock(&self.state).clock)
     }
 
     /// Directory attributes `attr` the metadata service gave, asked at
@@ -57,10 +81,10 @@ impl DirAttrs {
     /// create under way may be in them already: it is not added again.
     pub(crate) fn learned(&self, attr: &FileAttr, mark: Mark, asked: Instant) {
         let mut s = lock(&self.state);
-        if s.generation != mark.0 || attr.kind != fuser::FileType::Directory {
+        if attr.kind != fuser::FileType::Directory || !s.untouched(attr.ino.0, mark) {
             return;
         }
-        s.generation += 1;
+        s.touch(attr.ino.0);
         if s.dirs.len() >= MAX_DIRS {
             s.dirs.clear();
         }
@@ -86,8 +110,8 @@ impl DirAttrs {
     /// count this one already.
     pub(crate) fn entries_changed(&self, dir: u64, at: SystemTime, subdirs: i32, mark: Mark) {
         let mut s = lock(&self.state);
-        let alone = s.generation == mark.0;
-        s.generation += 1;
+        let alone = s.untouched(dir, mark);
+        s.touch(dir);
         if !alone {
             s.dirs.remove(&dir);
             return;
@@ -105,7 +129,7 @@ impl DirAttrs {
     /// next time.
     pub(crate) fn changed(&self, ino: u64) {
         let mut s = lock(&self.state);
-        s.generation += 1;
+        s.touch(ino);
         s.dirs.remove(&ino);
     }
 
@@ -113,7 +137,9 @@ impl DirAttrs {
     /// directory moves its parents' link counts): all asked again.
     pub(crate) fn changed_all(&self) {
         let mut s = lock(&self.state);
-        s.generation += 1;
+        s.clock += 1;
+        s.all_touched = s.clock;
+        s.touched.clear();
         s.dirs.clear();
     }
 }
@@ -176,6 +202,24 @@ mod tests {
         d.changed(6);
         d.learned(&dir(6, 100), before, Instant::now());
         assert!(d.fresh(6, Duration::from_secs(1)).is_none());
+    }
+
+    #[test]
+    fn changes_of_other_directories_disturb_nothing() {
+        let d = DirAttrs::default();
+        d.learned(&dir(5, 100), d.mark(), Instant::now());
+        // A create in 5 under way while 6 is looked up and 7 changes.
+        let create = d.mark();
+        d.learned(&dir(6, 100), d.mark(), Instant::now());
+        d.changed(7);
+        d.entries_changed(5, secs(110), 0, create);
+        assert_eq!(d.fresh(5, Duration::from_secs(1)).unwrap().0.mtime, secs(110));
+        assert!(d.fresh(6, Duration::from_secs(1)).is_some());
+        // Forgetting all does disturb it.
+        let create = d.mark();
+        d.changed_all();
+        d.learned(&dir(5, 100), create, Instant::now());
+        assert!(d.fresh(5, Duration::from_secs(1)).is_none());
     }
 
     #[test]

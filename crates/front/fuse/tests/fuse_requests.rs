@@ -22,7 +22,7 @@ static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn an_attribute_change_of_a_closed_file_is_one_request() {
-    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = alone();
     let tc = TestCluster::start("fuse-requests", 2);
     let m = Mount::new(&tc, "mnt");
     let c = tc.client();
@@ -54,14 +54,16 @@ fn an_attribute_change_of_a_closed_file_is_one_request() {
     m.unmount();
 }
 
-/// The usual umask (022) for this process: the tests below expect the
-/// modes new files get under it.
-fn usual_umask() {
+/// This test alone in the process (`ALONE`), under the usual umask (022):
+/// the tests expect the modes new files get under it.
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    let guard = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // SAFETY: umask(2) has no failure and touches no memory.
     #[allow(unsafe_code)]
     unsafe {
         libc::umask(0o022);
     }
+    guard
 }
 
 /// What a file's metadata says, to compare a local file's with the
@@ -96,8 +98,7 @@ fn set_mtime(f: &fs::File, mtime_s: i64) {
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn attribute_changes_of_a_file_made_here_go_with_its_close() {
     use std::os::unix::fs::{fchown, FileExt, MetadataExt, OpenOptionsExt};
-    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    usual_umask();
+    let _alone = alone();
     let tc = TestCluster::start("fuse-held-attrs", 2);
     let m = Mount::new(&tc, "mnt");
     let c = tc.client();
@@ -166,8 +167,7 @@ fn attribute_changes_of_a_file_made_here_go_with_its_close() {
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn creates_in_a_directory_do_not_each_ask_for_its_attributes() {
     use std::os::unix::fs::MetadataExt;
-    let _alone = ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    usual_umask();
+    let _alone = alone();
     let tc = TestCluster::start("fuse-dir-attrs", 2);
     // Long enough for the counted steps on a busy machine: the new
     // directory's names and kept attributes are trusted this long.

@@ -12,6 +12,10 @@ impl Encoder {
     pub fn new() -> Self {
         Self::default()
     }
+    /// Appends to `buf` (a buffer the caller reuses; `finish` gives it back).
+    pub fn onto(buf: Vec<u8>) -> Self {
+        Encoder { buf }
+    }
     pub fn u8(&mut self, v: u8) -> &mut Self {
         self.buf.push(v);
         self

@@ -246,7 +246,12 @@ impl crate::experiment::Experiment for NetIcount<'_> {
 
     fn run(&mut self, _progress: &dyn Fn(&str)) -> Result<Vec<Row>> {
         let rows = run(self.exe, &self.work, &self.params);
-        let _ = std::fs::remove_dir_all(&self.work);
+        // WEFT_ICOUNT_KEEP=1 keeps the callgrind files for callgrind_annotate.
+        if std::env::var_os("WEFT_ICOUNT_KEEP").is_some_and(|v| v == "1") {
+            eprintln!("callgrind files kept in {}", self.work.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.work);
+        }
         rows
     }
 

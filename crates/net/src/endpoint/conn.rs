@@ -7,6 +7,7 @@
 use super::batch::{Batch, CallRef};
 use super::slab::Slab;
 use crate::link::client::{ClientConn, ClientRx, Completion, Hold};
+use crate::link::frames::relent;
 use crate::transport::Transport;
 use crate::NetError;
 use mio::Token;
@@ -178,14 +179,6 @@ fn narrow<'a>(slices: impl Iterator<Item = &'a [u8]>, range: Option<(u64, usize)
         left -= take;
         Some(&s[..take])
     })
-}
-
-/// An empty vector of slices with another lifetime, in the same
-/// allocation (collecting from a vector's own iterator into one of the same
-/// layout reuses it), so a write's iovecs need no allocation per pass.
-fn relent<'b>(mut v: Vec<IoSlice<'_>>) -> Vec<IoSlice<'b>> {
-    v.clear();
-    v.into_iter().map(|_| unreachable!("the vector is empty")).collect()
 }
 
 pub(super) fn violation(addr: SocketAddr, what: impl Into<String>) -> NetError {

@@ -3,7 +3,8 @@
 //! and the queue of frames waiting to go out ([`Outbox`]).
 //!
 //! Each receiving part offers a window of exactly the bytes its part still
-//! needs, so no byte of a later frame is read early; the owner reads into
+//! needs (a [`Stage`] may read a little ahead at a frame boundary, for
+//! small frames); the owner reads into
 //! the window from whatever transport it has and reports how many arrived.
 
 use std::collections::VecDeque;
@@ -72,6 +73,63 @@ impl Filling {
 
     pub fn is_full(&self) -> bool {
         self.filled == self.buf.len()
+    }
+}
+
+/// Bytes read ahead at a frame boundary and not yet taken by the receiver:
+/// small frames are then handled whole from here, several per read. What
+/// it holds is bounded by its length, [`Stage::LEN`].
+#[derive(Debug, Default)]
+pub struct Stage {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Stage {
+    /// Bytes one read may take ahead (most requests and answers are
+    /// smaller than this).
+    pub const LEN: usize = 1024;
+
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// The bytes not yet taken.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
+    /// `n` bytes were taken.
+    pub fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.len(), "more bytes taken than staged");
+        self.start += n;
+        if self.start == self.end {
+            self.clear();
+        }
+    }
+
+    pub fn clear(&mut self) {
+        (self.start, self.end) = (0, 0);
+    }
+
+    /// Where a read goes (only while empty; the buffer is made at first use).
+    pub fn window(&mut self) -> &mut [u8] {
+        debug_assert!(self.is_empty(), "a read ahead would pass bytes not yet taken");
+        if self.buf.is_empty() {
+            self.buf = vec![0; Self::LEN];
+        }
+        &mut self.buf[..]
+    }
+
+    /// `n` bytes arrived in [`Stage::window`].
+    pub fn filled(&mut self, n: usize) {
+        debug_assert!(n <= self.buf.len());
+        (self.start, self.end) = (0, n);
     }
 }
 
@@ -243,6 +301,14 @@ impl<P> Outbox<P> {
     pub fn overdue(&self, now: Instant) -> bool {
         self.head_by.is_some_and(|d| now >= d)
     }
+}
+
+/// An empty vector of slices with another lifetime, in the same
+/// allocation (collecting from a vector's own iterator into one of the same
+/// layout reuses it), so a write's iovecs need no allocation per pass.
+pub fn relent<'b>(mut v: Vec<IoSlice<'_>>) -> Vec<IoSlice<'b>> {
+    v.clear();
+    v.into_iter().map(|_| unreachable!("the vector is empty")).collect()
 }
 
 #[cfg(test)]

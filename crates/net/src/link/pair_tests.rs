@@ -39,6 +39,7 @@ fn server_out(s: &mut ServerConn, wire: &mut Wire, cut: usize) {
 
 fn server_in(s: &mut ServerConn, wire: &mut Wire, cut: usize, events: &mut Vec<Event>) {
     let mut budget = cut;
+    s.pump(Instant::now(), &secret(), events);
     while budget > 0 && !wire.to_server.is_empty() {
         let Some(w) = s.rx_window() else { return };
         let n = w.len().min(budget).min(wire.to_server.len());

@@ -220,7 +220,12 @@ impl Response {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut e = Encoder::new();
+        self.encode_onto(Vec::new())
+    }
+
+    /// [`Response::encode`] appended to `buf`, which it returns.
+    pub fn encode_onto(&self, buf: Vec<u8>) -> Vec<u8> {
+        let mut e = Encoder::onto(buf);
         match self {
             Response::Ok => {
                 e.u8(1);

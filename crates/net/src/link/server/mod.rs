@@ -34,7 +34,7 @@ mod tests;
 pub use admission::{Admission, Identity, MungeOutcome};
 pub use limits::{ConnLimits, IDLE_CLOSE, IDLE_TIMEOUT};
 
-use super::frames::{Filling, HeaderRx, Outbox};
+use super::frames::{Filling, HeaderRx, Outbox, Stage};
 use crate::budget::{Account, Charge, MemoryBudget};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -159,8 +159,27 @@ pub struct ServerConn {
     /// comes late (the client sent again the parts of a rail it lost) and
     /// is dropped, not an error.
     assembled: VecDeque<u64>,
+    /// Where answers are encoded, kept empty between them.
+    encoded: Vec<u8>,
+    /// Bytes read ahead at a frame boundary (once ready), and whether the
+    /// last window [`ServerConn::rx_window`] gave was its.
+    stage: Stage,
+    staging: bool,
 }
 
+
+/// Where the current part of a frame takes its next bytes (`None` while
+/// waiting for memory); never empty (`settle` moves past empty parts).
+fn part_window(rx: &mut Rx) -> Option<&mut [u8]> {
+    let w = match rx {
+        Rx::Header(h) => h.window(),
+        Rx::Stalled { .. } => return None,
+        Rx::Body { body, .. } => body.window(),
+        Rx::Payload { payload, filled, .. } => &mut payload.bytes[*filled..],
+    };
+    debug_assert!(!w.is_empty(), "settle leaves no empty window");
+    Some(w)
+}
 
 impl ServerConn {
     /// `server_nonce` must be fresh and random (it is what makes a
@@ -187,6 +206,9 @@ impl ServerConn {
             last_active: now,
             rail_token: RailToken([0; RAIL_TOKEN_LEN]),
             assembled: VecDeque::new(),
+            encoded: Vec::new(),
+            stage: Stage::default(),
+            staging: false,
         }
     }
 
@@ -224,7 +246,7 @@ impl ServerConn {
 
     /// Nothing in progress: no partial frame, nothing queued or owed.
     pub fn is_idle(&self) -> bool {
-        matches!(&self.rx, Rx::Header(h) if h.is_empty()) && self.out.is_empty() && self.queued == 0 && self.pending.is_empty()
+        matches!(&self.rx, Rx::Header(h) if h.is_empty()) && self.stage.is_empty() && self.out.is_empty() && self.queued == 0 && self.pending.is_empty()
     }
 
     /// Since when a ready connection has had nothing under way; `None`
@@ -258,21 +280,70 @@ impl ServerConn {
         self.closing.is_some() && self.out.is_empty()
     }
 
-    /// Where the next received bytes go, exactly as many as the current
-    /// frame still needs (so no byte of a later frame is read early); `None`
-    /// while the connection must not read (paused or closing).
+    /// Where the next received bytes go; `None` while the connection must
+    /// not read (paused, waiting for memory, closing, or holding bytes read
+    /// ahead: [`ServerConn::pump`] first). Once ready, a read at a frame
+    /// boundary may take up to [`Stage::LEN`] bytes (several small frames,
+    /// handled whole); otherwise the window is exactly what the current
+    /// frame still needs, so a large payload is read straight into its
+    /// buffer. During the handshake nothing is read ahead: a blocking peer
+    /// hands the stream on after it ([`crate::handshake::server_handshake`]).
     pub fn rx_window(&mut self) -> Option<&mut [u8]> {
-        if !self.may_read() {
+        if !self.may_read() || !self.stage.is_empty() {
             return None;
         }
-        let w = match &mut self.rx {
-            Rx::Header(h) => h.window(),
-            Rx::Stalled { .. } => return None,
-            Rx::Body { body, .. } => body.window(),
-            Rx::Payload { payload, filled, .. } => &mut payload.bytes[*filled..],
-        };
-        debug_assert!(!w.is_empty(), "settle leaves no empty window");
-        Some(w)
+        self.staging = matches!(self.phase, Phase::Ready) && matches!(&self.rx, Rx::Header(h) if h.is_empty());
+        if self.staging {
+            return Some(self.stage.window());
+        }
+        part_window(&mut self.rx)
+    }
+
+    /// Hands on the bytes read ahead: whole requests straight from them,
+    /// the rest into the windows of the frame's parts, until none are left
+    /// or the connection cannot take more now (paused, waiting for memory,
+    /// closing). The owner calls it before reading (bytes left here come
+    /// before the socket's) and after a pause ends.
+    pub fn pump(&mut self, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
+        while !self.stage.is_empty() && self.may_read() {
+            if matches!(&self.rx, Rx::Header(h) if h.is_empty()) && self.whole_request(now, gate, events) {
+                continue;
+            }
+            let Some(w) = part_window(&mut self.rx) else { return };
+            let n = w.len().min(self.stage.len());
+            w[..n].copy_from_slice(&self.stage.bytes()[..n]);
+            self.stage.consume(n);
+            self.received_part(n, now, gate, events);
+        }
+    }
+
+    /// Handles a whole `Request` frame at the start of the stage from
+    /// there, with no buffer or state of its own (what most small requests
+    /// are). `false` when it is not whole there or needs anything the
+    /// part-by-part path does (a refusal, waiting for memory): that path
+    /// then takes its bytes as from a read.
+    fn whole_request(&mut self, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) -> bool {
+        let bytes = self.stage.bytes();
+        let Some(Ok(head)) = bytes.get(..weft_wire::HEADER_LEN).map(Header::decode) else { return false };
+        let (body_len, pay_len) = (head.body_len as usize, head.pay_len as usize);
+        let pay_at = weft_wire::HEADER_LEN + body_len;
+        let Some(end) = pay_at.checked_add(pay_len).filter(|&e| e <= bytes.len()) else { return false };
+        if head.kind != FrameKind::Request || self.admit(&head).is_err() {
+            return false;
+        }
+        let Some(charge) = self.budget.try_charge_for((body_len + pay_len) as u64, &self.account, self.limits.memory_share) else { return false };
+        let mut payload = Payload { bytes: crate::buffers::take(pay_len), charge: Some(charge) };
+        payload.bytes.copy_from_slice(&bytes[pay_at..end]);
+        self.last_active = now;
+        // Out of `self` while the frame is handled (which needs `self`).
+        let stage = std::mem::take(&mut self.stage);
+        self.frame_decoded(head, &stage.bytes()[weft_wire::HEADER_LEN..pay_at], payload, now, gate, events);
+        self.stage = stage;
+        self.stage.consume(end);
+        if self.closing.is_some() {
+            self.stage.clear();
+        }
+        true
     }
 
     /// Whether the connection takes more bytes now: not closing, fewer than
@@ -295,6 +366,16 @@ impl ServerConn {
         if n == 0 {
             return;
         }
+        if std::mem::take(&mut self.staging) {
+            self.stage.filled(n);
+            self.pump(now, gate, events);
+            return;
+        }
+        self.received_part(n, now, gate, events);
+    }
+
+    /// `n` bytes arrived in the window of the frame's current part.
+    fn received_part(&mut self, n: usize, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
         self.last_active = now;
         let complete = match &mut self.rx {
             Rx::Header(h) => {
@@ -420,6 +501,8 @@ impl ServerConn {
             }
         }
         self.grant(now);
+        // The frame's bytes may be waiting in the stage.
+        self.pump(now, gate, events);
     }
 
     /// Handles one whole frame.

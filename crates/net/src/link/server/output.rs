@@ -6,6 +6,10 @@ use std::io::IoSlice;
 use std::time::Instant;
 use weft_wire::{ErrorCode, FrameKind, MsgId, Response};
 
+/// The largest answer buffer a connection keeps for the next (a large
+/// listing's goes back to the allocator).
+const KEPT_ENCODE_BYTES: usize = 4096;
+
 impl ServerConn {
     /// Queues the answer to a request handed out earlier. It counts against
     /// the budget until sent (what was drawn for it at dispatch, else its
@@ -13,11 +17,15 @@ impl ServerConn {
     /// most, and then is not read from (see [`ServerConn::may_read`]).
     pub fn respond(&mut self, id: MsgId, rsp: &Response, mut payload: Payload, now: Instant) {
         self.queued = self.queued.saturating_sub(1);
-        let mut body = rsp.encode();
+        // Encoded in a buffer kept for the next answer (the frame's head
+        // takes a copy): no allocation per answer.
+        let mut body = rsp.encode_onto(std::mem::take(&mut self.encoded));
         if body.len() > weft_wire::limits::MAX_BODY_LEN as usize {
             // A service bug (answers are sized to fit); the client gets a
             // clear error instead of a frame it would refuse.
-            body = Response::error(ErrorCode::Internal, format!("answer of {} bytes exceeds the body limit", body.len())).encode();
+            let why = format!("answer of {} bytes exceeds the body limit", body.len());
+            body.clear();
+            body = Response::error(ErrorCode::Internal, why).encode_onto(body);
         }
         // An answer that had memory drawn for it at dispatch (a payload, a
         // listing's page) is covered by that; the small others count now.
@@ -25,6 +33,10 @@ impl ServerConn {
             payload.charge = Some(self.budget.charge_held(body.len() as u64, &self.account));
         }
         self.push(FrameKind::Response, id, &body, payload, now);
+        if body.capacity() <= KEPT_ENCODE_BYTES {
+            body.clear();
+            self.encoded = body;
+        }
     }
 
     pub(super) fn push(&mut self, kind: FrameKind, id: MsgId, body: &[u8], payload: Payload, now: Instant) {
@@ -41,6 +53,7 @@ impl ServerConn {
         self.closing = Some(Close(why));
         // Nothing more will be read: drop the partial frame and its memory.
         self.rx = Rx::idle();
+        self.stage.clear();
         self.pending.clear();
         self.waiting.clear();
     }
@@ -50,6 +63,7 @@ impl ServerConn {
         self.out.clear();
         self.closing = Some(Close(why.into()));
         self.rx = Rx::idle();
+        self.stage.clear();
         self.pending.clear();
         self.waiting.clear();
     }
@@ -57,6 +71,11 @@ impl ServerConn {
     /// The bytes to send next, as slices (at most `max` of them).
     pub fn tx_slices(&self, max: usize) -> Vec<IoSlice<'_>> {
         self.out.slices(max, |p: &Payload| std::iter::once(&p.bytes[..]))
+    }
+
+    /// [`ServerConn::tx_slices`] appended to `v` (a vector the caller reuses).
+    pub fn tx_slices_into<'a>(&'a self, max: usize, v: &mut Vec<IoSlice<'a>>) {
+        self.out.slices_into(max, |p: &Payload| std::iter::once(&p.bytes[..]), v);
     }
 
     pub fn has_output(&self) -> bool {

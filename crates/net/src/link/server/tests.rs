@@ -48,6 +48,7 @@ fn conn(limits: ConnLimits, budget: u64) -> Conn {
 /// event loop's reads; returns how many bytes it took.
 fn feed(c: &mut Conn, mut bytes: &[u8], events: &mut Vec<Event>) -> usize {
     let total = bytes.len();
+    c.pump(Instant::now(), &gate(), events);
     while !bytes.is_empty() {
         let Some(w) = c.rx_window() else { break };
         let n = w.len().min(bytes.len());
@@ -242,9 +243,18 @@ fn too_many_unanswered_requests_pause_reading() {
     let mut ev = Vec::new();
     let ping = frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]);
     let three: Vec<u8> = ping.iter().chain(&ping).chain(&ping).copied().collect();
-    assert_eq!(feed(&mut c, &three, &mut ev), 2 * ping.len());
+    let requests = |ev: &[Event]| ev.iter().filter(|e| matches!(e, Event::Request { .. })).count();
+    // All three are read (ahead, in one read), two handed out.
+    assert_eq!(feed(&mut c, &three, &mut ev), 3 * ping.len());
+    assert_eq!(requests(&ev), 2, "the third waits for an answer to go");
+    assert!(c.rx_window().is_none(), "and nothing more is read meanwhile");
     c.respond(MsgId(1), &Response::Ok, Payload::default(), Instant::now());
+    assert_eq!(feed(&mut c, &ping, &mut ev), 0, "the third comes first, and fills the queue again");
+    assert_eq!(requests(&ev), 3);
+    c.respond(MsgId(1), &Response::Ok, Payload::default(), Instant::now());
+    drain(&mut c);
     assert_eq!(feed(&mut c, &ping, &mut ev), ping.len());
+    assert_eq!(requests(&ev), 4);
 }
 
 /// Review of issue 8: refused requests queue error answers that carry
@@ -256,9 +266,12 @@ fn a_peer_that_does_not_read_its_answers_stops_being_read() {
     let mut ev = Vec::new();
     let bad = frame(FrameKind::Request, 1, &[0xFF], 0, &[]);
     let many: Vec<u8> = bad.iter().copied().cycle().take(bad.len() * 100).collect();
-    assert_eq!(feed(&mut c, &many, &mut ev), bad.len() * 8, "reading stops once 8 answers wait");
+    let taken = feed(&mut c, &many, &mut ev);
+    assert!(taken <= bad.len() * 8 + Stage::LEN, "reading stops once 8 answers wait: {taken} bytes read");
     assert_eq!(drain(&mut c).len(), 8);
-    assert_eq!(feed(&mut c, &many, &mut ev), bad.len() * 8, "and resumes once they are taken");
+    assert!(c.rx_window().is_none() || c.stage.is_empty());
+    feed(&mut c, &many[taken..], &mut ev);
+    assert_eq!(drain(&mut c).len(), 8, "and resumes once they are taken");
 }
 
 #[test]
@@ -546,4 +559,54 @@ fn fuzz_bytes_after_the_handshake() {
         assert!(c.memory() <= budget, "{} bytes held of a budget of {budget}", c.memory());
         assert!(out.iter().all(|(k, ..)| matches!(k, FrameKind::Response | FrameKind::Cts)), "{:?}", out.iter().map(|o| o.0).collect::<Vec<_>>());
     });
+}
+
+/// Several small requests read at once (and one cut off by the read's
+/// end) come out whole and in order, their payloads intact.
+#[test]
+fn requests_read_ahead_come_out_whole_and_in_order() {
+    let mut c = ready(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    let ping = |id| frame(FrameKind::Request, id, &Request::Ping.encode(), 0, &[]);
+    let pay: Vec<u8> = (0..100u8).collect();
+    let mut bytes = ping(1);
+    bytes.extend(frame(FrameKind::Request, 2, &write_req(100), 100, &pay));
+    bytes.extend(ping(3));
+    let cut = bytes.len() - 3;
+    // One read: what the stage takes.
+    let w = c.rx_window().unwrap();
+    assert!(w.len() >= cut, "a read at a frame boundary takes several small frames");
+    w[..cut].copy_from_slice(&bytes[..cut]);
+    c.received(cut, Instant::now(), &gate(), &mut ev);
+    let ids = |ev: &[Event]| ev.iter().filter_map(|e| if let Event::Request { id, .. } = e { Some(id.0) } else { None }).collect::<Vec<_>>();
+    assert_eq!(ids(&ev), [1, 2]);
+    let Event::Request { payload, .. } = &ev[1] else { unreachable!() };
+    assert_eq!(payload.bytes, pay);
+    assert!(c.memory() >= 100, "its payload holds its memory");
+    // The rest of the third arrives exactly into its header.
+    assert_eq!(feed(&mut c, &bytes[cut..], &mut ev), 3);
+    assert_eq!(ids(&ev), [1, 2, 3]);
+    assert!(c.closing().is_none());
+}
+
+/// Requests read ahead while memory is short wait in the stage (nothing
+/// more is read), and come out once memory is returned.
+#[test]
+fn requests_read_ahead_wait_for_memory() {
+    let budget = MemoryBudget::new(1 << 20);
+    let mut c = Conn::new(Instant::now(), Arc::new(ConnLimits::default()), budget.clone(), SERVER_NONCE);
+    let mut ev = Vec::new();
+    handshake(&mut c, &secret(), &mut ev);
+    ev.clear();
+    let hog = budget.try_charge(budget.limit() - budget.used()).unwrap();
+    let pay = [7u8; 10];
+    let mut bytes = frame(FrameKind::Request, 1, &write_req(10), 10, &pay);
+    bytes.extend(frame(FrameKind::Request, 2, &Request::Ping.encode(), 0, &[]));
+    assert_eq!(feed(&mut c, &bytes, &mut ev), bytes.len());
+    assert!(ev.is_empty() && c.is_stalled() && c.rx_window().is_none());
+    drop(hog);
+    c.retry(Instant::now(), &gate(), &mut ev);
+    let got: Vec<(u64, Vec<u8>)> = ev.iter().filter_map(|e| if let Event::Request { id, payload, .. } = e { Some((id.0, payload.bytes.clone())) } else { None }).collect();
+    assert_eq!(got, [(1, pay.to_vec()), (2, vec![])]);
+    assert!(c.rx_window().is_some());
 }

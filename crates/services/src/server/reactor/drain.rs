@@ -19,10 +19,11 @@ impl Reactor {
             crate::server::shutdown::stop_listening(l);
         }
         // Requests read but not started yet get their answer now.
+        let now = Instant::now();
         for k in 0..self.slots.len() {
-            self.service_contained(k);
+            self.service_contained(k, now);
         }
-        Instant::now() + crate::server::DRAIN_LIMIT
+        now + crate::server::DRAIN_LIMIT
     }
 
     /// The drain's last word on every connection: `Stopping`, after the
@@ -40,7 +41,7 @@ impl Reactor {
                     slot.conn.abort("the server is stopping with a request of this connection at work");
                 }
             }
-            self.flush(k);
+            self.flush(k, now);
         }
     }
 

@@ -35,6 +35,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 use weft_net::budget::Charge;
 use weft_net::budget::MemoryBudget;
+use weft_net::link::frames::relent;
 use weft_net::link::{ConnLimits, Event, Payload, ServerConn as Conn};
 use weft_net::transport::Transport;
 use weft_net::transport::shm::socket_addr;
@@ -108,6 +109,8 @@ pub struct Reactor {
     done: Receiver<Done>,
     turns: ReadTurns<Job>,
     events: Vec<Event>,
+    /// A write's iovecs, kept empty between writes (no allocation per write).
+    iovecs: Vec<std::io::IoSlice<'static>>,
     /// Most requests of one connection served at once.
     per_connection: usize,
     /// Since a shutdown began: new requests are answered `Stopping`.
@@ -175,6 +178,7 @@ impl Reactor {
             done,
             turns,
             events: Vec::new(),
+            iovecs: Vec::new(),
             // A client multiplexes all its threads on one connection per
             // server: one request at a time would serialize them (and
             // keep creates from committing as one group).
@@ -209,6 +213,9 @@ impl Reactor {
             {
                 return Err(e);
             }
+            // One clock read for the pass: deadlines start and requests
+            // count their latency from when the poll returned.
+            let now = Instant::now();
             for ev in &events {
                 match ev.token() {
                     LISTENER => self.accept(),
@@ -219,19 +226,18 @@ impl Reactor {
                         if let Some(Some(slot)) = self.slots.get_mut(k) {
                             slot.stream.on_event(ev.is_readable(), ev.is_writable());
                         }
-                        self.service_contained(k);
+                        self.service_contained(k, now);
                     }
                 }
             }
             // Rings found with input while spinning (no doorbell came).
             for k in spun {
-                self.service_contained(k);
+                self.service_contained(k, now);
             }
             self.completions();
             // Current to this pass (one clock read), so a status report
             // never misses the loop's latest work.
             self.server.note_loop_cpu();
-            let now = Instant::now();
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + SWEEP_EVERY;
@@ -266,8 +272,8 @@ impl Reactor {
 
     /// [`Reactor::service`], with a panic (a bug) costing only this
     /// connection: it is closed, and the loop goes on.
-    fn service_contained(&mut self, k: usize) {
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.service(k)));
+    fn service_contained(&mut self, k: usize, now: Instant) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.service(k, now)));
         if r.is_err() {
             self.close_after_panic(k);
         }
@@ -286,16 +292,16 @@ impl Reactor {
 
     /// Reads what the connection may take, hands out its requests, sends
     /// what it has queued, and closes it if it is done.
-    fn service(&mut self, k: usize) {
+    fn service(&mut self, k: usize, now: Instant) {
         // Edge-triggered readiness: a connection that paused with bytes
         // still in its socket gets no new event for them, so after its
         // requests are dispatched (inline ones answered at once) and its
         // answers sent, reading resumes here until the socket is empty.
         loop {
-            let paused = self.read_some(k);
-            self.route_parts(k);
-            self.dispatch(k);
-            self.flush(k);
+            let paused = self.read_some(k, now);
+            self.route_parts(k, now);
+            self.dispatch(k, now);
+            self.flush(k, now);
             let resumable = matches!(self.slots.get(k), Some(Some(slot)) if slot.conn.may_read() && !slot.conn.is_stalled());
             if !(paused && resumable) {
                 return;
@@ -303,15 +309,16 @@ impl Reactor {
         }
     }
 
-    /// Reads exactly what the current frame still needs, until the socket
+    /// Reads into the windows the connection offers (`ServerConn::rx_window`), until the socket
     /// is empty (`false`) or the connection pauses (`true`); queues the
     /// requests that completed.
-    fn read_some(&mut self, k: usize) -> bool {
+    fn read_some(&mut self, k: usize, now: Instant) -> bool {
         let Some(Some(slot)) = self.slots.get_mut(k) else { return false };
-        let now = Instant::now();
         let mut events = std::mem::take(&mut self.events);
         let gate = &self.server.gate;
         let mut paused = true;
+        // Bytes read ahead earlier come first (left when the connection paused).
+        slot.conn.pump(now, gate, &mut events);
         while let Some(window) = slot.conn.rx_window() {
             match slot.stream.read(window) {
                 Ok(0) => {
@@ -358,7 +365,7 @@ impl Reactor {
     /// Starts the connection's next requests: those that need neither disk
     /// nor waiting run here at once; the others go to the pool, up to
     /// `per_connection` of this connection's at a time.
-    fn dispatch(&mut self, k: usize) {
+    fn dispatch(&mut self, k: usize, now: Instant) {
         // Changes made on the loop this pass (see `CHANGES_PER_PASS`).
         let mut changes = 0;
         loop {
@@ -369,7 +376,7 @@ impl Reactor {
             }
             let Some(mut job) = slot.ready.pop_front() else { return };
             if self.draining {
-                slot.conn.respond(job.id, &Response::error(ErrorCode::Stopping, "the server is stopping; the request was not applied: send it again once it is back"), Payload::default(), Instant::now());
+                slot.conn.respond(job.id, &Response::error(ErrorCode::Stopping, "the server is stopping; the request was not applied: send it again once it is back"), Payload::default(), now);
                 continue;
             }
             // The response payload's memory, and a large body's, before
@@ -394,7 +401,7 @@ impl Reactor {
             if self.server.answers_on_the_loop(&job.req) {
                 let (id, rsp, payload) = self.run_inline(job);
                 if let Some(Some(slot)) = self.slots.get_mut(k) {
-                    slot.conn.respond(id, &rsp, payload, Instant::now());
+                    slot.conn.respond(id, &rsp, payload, now);
                 }
                 continue;
             }
@@ -407,7 +414,7 @@ impl Reactor {
             {
                 changes += 1;
                 if let Some(Some(slot)) = self.slots.get_mut(k) {
-                    slot.conn.respond(job.id, &rsp, Payload::default(), Instant::now());
+                    slot.conn.respond(job.id, &rsp, Payload::default(), now);
                 }
                 continue;
             }
@@ -471,12 +478,14 @@ impl Reactor {
     }
 
     /// Writes queued frames until the socket would block.
-    fn flush(&mut self, k: usize) {
+    fn flush(&mut self, k: usize, now: Instant) {
         let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-        let now = Instant::now();
         while slot.conn.has_output() {
-            let slices = slot.conn.tx_slices(MAX_IOVECS);
-            match slot.stream.write_vectored(&slices) {
+            let mut slices = relent(std::mem::take(&mut self.iovecs));
+            slot.conn.tx_slices_into(MAX_IOVECS, &mut slices);
+            let written = slot.stream.write_vectored(&slices);
+            self.iovecs = relent(slices);
+            match written {
                 Ok(0) => {
                     slot.conn.abort("peer stopped taking data");
                     break;
@@ -568,12 +577,12 @@ impl Reactor {
         if touched.is_empty() {
             return;
         }
+        let now = Instant::now();
         for k in touched {
-            self.service_contained(k);
+            self.service_contained(k, now);
         }
         // Memory came back: connections that waited for it try again.
         let stalled: Vec<usize> = self.slots.iter().enumerate().filter(|(_, s)| s.as_ref().is_some_and(|s| s.stalled)).map(|(k, _)| k).collect();
-        let now = Instant::now();
         for k in stalled {
             self.retry(k, now);
         }

@@ -57,11 +57,10 @@ impl Rails {
 impl Reactor {
     /// Hands the parts connection `k` read to the connections they name,
     /// and starts the requests they complete.
-    pub(super) fn route_parts(&mut self, k: usize) {
+    pub(super) fn route_parts(&mut self, k: usize, now: Instant) {
         if self.rails.in_transit.is_empty() {
             return;
         }
-        let now = Instant::now();
         let mut touched = Vec::new();
         for (token, id, offset, payload) in std::mem::take(&mut self.rails.in_transit) {
             let Some(&target) = self.rails.by_token.get(&token) else { continue };
@@ -87,8 +86,8 @@ impl Reactor {
             }
         }
         for t in touched {
-            self.dispatch(t);
-            self.flush(t);
+            self.dispatch(t, now);
+            self.flush(t, now);
         }
     }
 

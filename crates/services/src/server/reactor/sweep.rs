@@ -20,7 +20,7 @@ impl Reactor {
             self.close_after_panic(k);
             return;
         }
-        self.service_contained(k);
+        self.service_contained(k, now);
     }
 
     /// A read of `file` finished: start the next one waiting for its turn,

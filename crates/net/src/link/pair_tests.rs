@@ -132,7 +132,7 @@ fn run(ops: &[Op], cuts: &[usize]) -> Vec<Reply> {
         for e in events.drain(..) {
             let Event::Request { id, req, payload } = e else { panic!("unexpected event {e:?}") };
             let i = id.0 as usize - 1;
-            match req {
+            match *req {
                 Request::Sink => {
                     assert_eq!(payload.bytes, sends[i], "call {i}'s payload arrived intact");
                     s.respond(id, &Response::Written { bytes: payload.bytes.len() as u64 }, Payload::default(), Instant::now());

@@ -38,6 +38,16 @@ pub trait Transport: Send {
     fn take_lent(&mut self) -> Vec<std::os::fd::OwnedFd> {
         Vec::new()
     }
+    /// Whether a read that returns fewer bytes than it asked for says that
+    /// nothing more waits now, and that bytes coming later raise a readiness
+    /// event of their own (an edge-triggered socket: the reader need not
+    /// read again to hear `WouldBlock`). Not so for shared memory, whose
+    /// reader asks for a doorbell only by reading an empty ring. The reader
+    /// still reads on after a poll event that saw the peer close, since the
+    /// end of stream may have come with the bytes.
+    fn short_read_drains(&self) -> bool {
+        false
+    }
     /// Its readiness source, to register with a poller.
     fn source(&mut self) -> &mut dyn mio::event::Source;
     /// A short name for status output.
@@ -57,6 +67,9 @@ impl Transport for mio::net::TcpStream {
     fn idle_is_healthy(&self) -> bool {
         let mut b = [0u8; 1];
         matches!(self.peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+    fn short_read_drains(&self) -> bool {
+        true
     }
     fn source(&mut self) -> &mut dyn mio::event::Source {
         self

@@ -29,7 +29,8 @@ pub struct ConnRef {
 pub struct Job {
     pub conn: ConnRef,
     pub id: MsgId,
-    pub req: Request,
+    /// Boxed: a job moves through queues, and a request is large.
+    pub req: Box<Request>,
     pub payload: Payload,
     /// The response payload's memory, drawn before the job was dispatched.
     pub out_charge: Option<Charge>,
@@ -181,6 +182,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         server.requests.dequeued();
         server.requests.started();
         let Job { conn, id, req, mut payload, out_charge, turn, user, body_charge, arrived } = job;
+        let req = *req;
         let kind = super::cpu_kind(&req);
         let bytes_in = payload.bytes.len() as u64;
         // A status report should not count its own request (1 byte).

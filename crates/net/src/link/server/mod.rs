@@ -68,8 +68,9 @@ impl Drop for Payload {
 /// What the connection hands its owner.
 #[derive(Debug)]
 pub enum Event {
-    /// A request to serve; answer it with [`ServerConn::respond`].
-    Request { id: MsgId, req: Request, payload: Payload },
+    /// A request to serve; answer it with [`ServerConn::respond`]. Boxed:
+    /// it moves through the owner's queues, and a request is large.
+    Request { id: MsgId, req: Box<Request>, payload: Payload },
     /// A request was refused without reaching the server (counted as bad).
     Refused,
     /// The handshake succeeded.
@@ -115,7 +116,7 @@ struct Assembly {
 const ASSEMBLED_KEPT: usize = 256;
 
 struct Pending {
-    req: Request,
+    req: Box<Request>,
     /// The memory of the decoded request, held while it waits.
     body_charge: Charge,
     pay_len: u32,
@@ -547,7 +548,7 @@ impl ServerConn {
         }
         let id = head.msg_id;
         match head.kind {
-            FrameKind::Request => match Request::decode(body).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
+            FrameKind::Request => match Request::decode(body).map(Box::new).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {
                     self.queued += 1;
@@ -555,7 +556,7 @@ impl ServerConn {
                 }
                 Err(e) => self.refuse(id, e, now, events),
             },
-            FrameKind::Rts => match Request::decode(body).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
+            FrameKind::Rts => match Request::decode(body).map(Box::new).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
                 // Before `Cts`: a refused write's data is never sent.
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {

@@ -121,7 +121,7 @@ impl Reactor {
         }
         let token = self.rails.register(ConnRef { slot, generation: self.next_gen });
         let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random()).with_rail_token(token);
-        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None, over_quota: false });
+        self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None, over_quota: false, read_closed: false });
         self.live += 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);
         self.server.shm_connections.store(self.shm_slots.len() as u64, std::sync::atomic::Ordering::Relaxed);

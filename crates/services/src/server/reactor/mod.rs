@@ -71,6 +71,9 @@ struct Slot {
     user: Option<u32>,
     /// Refused for its user's share of connections (not a bad request).
     over_quota: bool,
+    /// A poll event saw the peer close (or an error): read until the end
+    /// of stream, never stopping at a short read.
+    read_closed: bool,
 }
 
 pub struct Reactor {
@@ -192,7 +195,9 @@ impl Reactor {
     /// [`super::shutdown`]).
     pub fn run(mut self, shutdown: &super::Shutdown) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
-        let mut next_sweep = Instant::now() + SWEEP_EVERY;
+        // The clock as of the last pass (one read per pass).
+        let mut now = Instant::now();
+        let mut next_sweep = now + SWEEP_EVERY;
         let mut drain_until: Option<Instant> = None;
         loop {
             if shutdown.is_triggered() {
@@ -203,7 +208,8 @@ impl Reactor {
                     return Ok(());
                 }
             }
-            let timeout = next_sweep.saturating_duration_since(Instant::now());
+            // From the last pass's clock: the sweep is late by a pass at most.
+            let timeout = next_sweep.saturating_duration_since(now);
             // Draining: look often whether the last answers went out.
             let timeout = if drain_until.is_some() { timeout.min(Duration::from_millis(10)) } else { timeout };
             let (spun, polled) = self.spin_for_input(self.shm_poll.min(timeout), &mut events);
@@ -215,16 +221,18 @@ impl Reactor {
             }
             // One clock read for the pass: deadlines start and requests
             // count their latency from when the poll returned.
-            let now = Instant::now();
+            now = Instant::now();
+            let mut woken = false;
             for ev in &events {
                 match ev.token() {
                     LISTENER => self.accept(),
                     SHM_LISTENER => self.accept_shm(),
-                    WAKER => {}
+                    WAKER => woken = true,
                     Token(t) => {
                         let k = t - FIRST_SLOT;
                         if let Some(Some(slot)) = self.slots.get_mut(k) {
                             slot.stream.on_event(ev.is_readable(), ev.is_writable());
+                            slot.read_closed |= ev.is_read_closed() || ev.is_error();
                         }
                         self.service_contained(k, now);
                     }
@@ -234,10 +242,11 @@ impl Reactor {
             for k in spun {
                 self.service_contained(k, now);
             }
-            self.completions();
-            // Current to this pass (one clock read), so a status report
-            // never misses the loop's latest work.
-            self.server.note_loop_cpu();
+            // Every result sent wakes the loop (`Replier::send`): none waits
+            // unless the waker rang.
+            if woken {
+                self.completions();
+            }
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + SWEEP_EVERY;
@@ -319,7 +328,9 @@ impl Reactor {
         let mut paused = true;
         // Bytes read ahead earlier come first (left when the connection paused).
         slot.conn.pump(now, gate, &mut events);
+        let drains = slot.stream.short_read_drains() && !slot.read_closed;
         while let Some(window) = slot.conn.rx_window() {
+            let asked = window.len();
             match slot.stream.read(window) {
                 Ok(0) => {
                     if !slot.conn.is_idle() {
@@ -329,7 +340,14 @@ impl Reactor {
                     paused = false;
                     break;
                 }
-                Ok(n) => slot.conn.received(n, now, gate, &mut events),
+                Ok(n) => {
+                    slot.conn.received(n, now, gate, &mut events);
+                    if n < asked && drains {
+                        // Nothing more waits; what comes raises an event.
+                        paused = false;
+                        break;
+                    }
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     paused = false;
                     break;
@@ -350,7 +368,7 @@ impl Reactor {
                 // answer to learn whether it is alive (`weft_net`'s
                 // liveness watch), and the answer must not wait for the
                 // work the connection has in service.
-                Event::Request { id, req: Request::Ping, payload } => slot.ready.push_front(job(conn, slot.user, id, Request::Ping, payload, now)),
+                Event::Request { id, req, payload } if matches!(*req, Request::Ping) => slot.ready.push_front(job(conn, slot.user, id, req, payload, now)),
                 Event::Request { id, req, payload } => slot.ready.push_back(job(conn, slot.user, id, req, payload, now)),
                 Event::Part { token, id, offset, payload } => self.rails.hold(token, id, offset, payload),
                 Event::Refused => self.server.count_bad_request(),
@@ -370,7 +388,7 @@ impl Reactor {
         let mut changes = 0;
         loop {
             let Some(Some(slot)) = self.slots.get_mut(k) else { return };
-            let ping = matches!(slot.ready.front(), Some(j) if matches!(j.req, Request::Ping));
+            let ping = matches!(slot.ready.front(), Some(j) if matches!(*j.req, Request::Ping));
             if (slot.in_service >= self.per_connection && !ping) || slot.conn.closing().is_some() {
                 return;
             }
@@ -399,10 +417,7 @@ impl Reactor {
                 }
             }
             if self.server.answers_on_the_loop(&job.req) {
-                let (id, rsp, payload) = self.run_inline(job);
-                if let Some(Some(slot)) = self.slots.get_mut(k) {
-                    slot.conn.respond(id, &rsp, payload, now);
-                }
+                self.answer_inline(k, job, now);
                 continue;
             }
             // Only with none of the connection's requests at a worker, so
@@ -433,34 +448,40 @@ impl Reactor {
         Some(rsp)
     }
 
-    /// Serves a request on the loop's thread (see `Server::answers_on_the_loop`); a panic
-    /// is contained as on a worker.
-    fn run_inline(&self, job: Job) -> (MsgId, Response, Payload) {
+    /// Serves a request on the loop's thread (see `Server::answers_on_the_loop`)
+    /// and queues its answer; a panic is contained as on a worker.
+    fn answer_inline(&mut self, k: usize, job: Job, now: Instant) {
         let Job { id, req, payload, out_charge, user, arrived, .. } = job;
         // Requests a worker would serve are counted as a worker counts them.
-        let counted = matches!(req, Request::Meta { .. }).then(|| (super::cpu_kind(&req), payload.bytes.len() as u64, super::thread_cpu_ns()));
+        let counted = matches!(*req, Request::Meta { .. }).then(|| (super::cpu_kind(&req), payload.bytes.len() as u64, super::thread_cpu_ns()));
         let mut out = weft_net::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         // Inline requests never answer later.
         let later = || -> crate::lock::Answer { Box::new(|_| {}) };
         let server = &self.server;
-        let answer = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(req, &payload.bytes, &mut out, &later, user))) {
-            Ok(Some(rsp)) => (id, rsp, Payload { bytes: out, charge: out_charge }),
-            Ok(None) | Err(_) => {
-                server.count_panic();
-                (id, Response::error(ErrorCode::Internal, "the server failed while serving this request"), Payload::default())
-            }
-        };
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(*req, &payload.bytes, &mut out, &later, user)));
         if let Some((kind, bytes_in, cpu_before)) = counted {
-            server.count_inline(kind, bytes_in, answer.2.bytes.len() as u64, arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
+            server.count_inline(kind, bytes_in, out.len() as u64, arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
         }
-        answer
+        let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+        match outcome {
+            Ok(Some(rsp)) => slot.conn.respond(id, &rsp, Payload { bytes: out, charge: out_charge }, now),
+            Ok(None) | Err(_) => {
+                self.server.count_panic();
+                slot.conn.respond(id, &Response::error(ErrorCode::Internal, "the server failed while serving this request"), Payload::default(), now);
+            }
+        }
     }
 
     /// Hands a request to the pool (or to its object's read queue).
     fn start(&mut self, k: usize, mut job: Job) {
+        if matches!(*job.req, Request::Status) {
+            // The loop's CPU time is noted at each sweep, and here, so a
+            // status report misses none of the loop's work before it.
+            self.server.note_loop_cpu();
+        }
         let Some(Some(slot)) = self.slots.get_mut(k) else { return };
         slot.in_service += 1;
-        if let Request::Data { op: DataReq::Read { file, pieces, order }, .. } = &job.req
+        if let Request::Data { op: DataReq::Read { file, pieces, order }, .. } = &*job.req
             && order.strategy != 0
         {
             let (file, order, offset) = (*file, *order, pieces.first().map_or(0, |p| p.offset));
@@ -470,7 +491,7 @@ impl Reactor {
             }
             return;
         }
-        if let Request::Meta { op: weft_wire::MetaReq::Replica { .. }, .. } = &job.req {
+        if let Request::Meta { op: weft_wire::MetaReq::Replica { .. }, .. } = &*job.req {
             self.replicas.submit(job);
             return;
         }
@@ -590,7 +611,7 @@ impl Reactor {
 }
 
 /// A request of connection `conn` (counted for `user`) as the loop queues it.
-fn job(conn: ConnRef, user: Option<u32>, id: MsgId, req: Request, payload: Payload, now: Instant) -> Job {
+fn job(conn: ConnRef, user: Option<u32>, id: MsgId, req: Box<Request>, payload: Payload, now: Instant) -> Job {
     Job { conn, id, req, payload, out_charge: None, body_charge: None, turn: None, user, arrived: now }
 }
 

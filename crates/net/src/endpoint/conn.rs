@@ -7,7 +7,7 @@
 use super::batch::{Batch, CallRef};
 use super::slab::Slab;
 use crate::link::client::{ClientConn, ClientRx, Completion, Hold};
-use crate::link::frames::relent;
+use crate::link::frames::{relent, Stage};
 use crate::transport::Transport;
 use crate::NetError;
 use mio::Token;
@@ -25,9 +25,16 @@ pub(super) struct Conn {
     pub(super) link: ClientConn<CallRef>,
     pub(super) transport: Box<dyn Transport>,
     pub(super) token: Token,
-    /// Edge-triggered readiness: set by poll events, cleared on `WouldBlock`.
+    /// Edge-triggered readiness: set by poll events, cleared on `WouldBlock`
+    /// (or a short read of a socket, see `Transport::short_read_drains`).
     pub(super) readable: bool,
     pub(super) writable: bool,
+    /// A poll event saw the server close (or an error): reads go on to the
+    /// end of stream, never stopping at a short read.
+    pub(super) read_closed: bool,
+    /// Bytes read ahead at a frame boundary: whole answers are taken from
+    /// here, several per read; the rest goes where the frame's parts go.
+    stage: Stage,
     scratch: Vec<u8>,
     /// Kept between passes so that a pass allocates nothing: the calls a
     /// read answered, and the iovecs of a write (empty between uses).
@@ -47,11 +54,11 @@ pub(super) struct Conn {
 
 impl Conn {
     pub(super) fn new(transport: Box<dyn Transport>, token: Token) -> Self {
-        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false, read_bytes: 0, written_bytes: 0, watch: Default::default() }
+        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, read_closed: false, stage: Stage::default(), scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false, read_bytes: 0, written_bytes: 0, watch: Default::default() }
     }
 
     pub(super) fn is_idle(&self) -> bool {
-        self.link.is_idle()
+        self.link.is_idle() && self.stage.is_empty()
     }
 
     /// An idle connection must have nothing to read: EOF or stray bytes mean
@@ -98,14 +105,51 @@ impl Conn {
     /// how many calls completed, also when the connection then failed.
     pub(super) fn advance_read(&mut self, addr: SocketAddr, batches: &mut Slab<Batch>) -> (usize, Result<(), NetError>) {
         let mut completed = 0;
+        // A read ahead of a socket came back short: nothing more waits.
+        let mut drained = false;
         loop {
+            if self.stage.is_empty() {
+                if drained {
+                    self.readable = false;
+                    return (completed, Ok(()));
+                }
+                if self.link.at_frame_boundary() {
+                    let n = match self.transport.read(self.stage.window()) {
+                        Ok(0) => return (completed, Err(closed(addr))),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            self.readable = false;
+                            return (completed, Ok(()));
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => return (completed, Err(io_fail(addr, e))),
+                    };
+                    self.read_bytes += n as u64;
+                    self.stage.filled(n);
+                    drained = n < Stage::LEN && self.transport.short_read_drains() && !self.read_closed;
+                }
+            }
+            if !self.stage.is_empty()
+                && let Some(k) = self.link.whole_response(self.stage.bytes(), &mut self.answered)
+            {
+                self.stage.consume(k);
+                for (c, reply) in self.answered.drain(..) {
+                    if let Some(b) = batches.get_mut(c.batch) {
+                        completed += b.complete(c.index, Ok(reply));
+                    }
+                }
+                continue;
+            }
+            // Anything else goes part by part: from the stage first, then
+            // straight from the transport into where the part goes.
+            let (stage, transport) = (&mut self.stage, &mut self.transport);
             let n = match self.link.rx() {
-                ClientRx::Header(h) => self.transport.read(h.window()),
-                ClientRx::Body { body, .. } => self.transport.read(body.window()),
+                ClientRx::Header(h) => read_from(stage, transport, &mut [IoSliceMut::new(h.window())]),
+                ClientRx::Body { body, .. } => read_from(stage, transport, &mut [IoSliceMut::new(body.window())]),
                 ClientRx::Payload { to: None, done, total, .. } => {
                     let want = (*total - *done).min(SCRATCH_LEN);
                     self.scratch.resize(want, 0);
-                    self.transport.read(&mut self.scratch[..want])
+                    read_from(stage, transport, &mut [IoSliceMut::new(&mut self.scratch[..want])])
                 }
                 ClientRx::Payload { to: Some(c), done, total, .. } => {
                     // Exactly the rest of this frame's payload: the caller's
@@ -129,7 +173,7 @@ impl Conn {
                             break;
                         }
                     }
-                    self.transport.read_vectored(&mut iov)
+                    read_from(stage, transport, &mut iov)
                 }
             };
             let n = match n {
@@ -159,6 +203,25 @@ impl Conn {
             }
         }
     }
+}
+
+/// Reads into `bufs` from the bytes read ahead while there are any, else
+/// from the transport.
+fn read_from(stage: &mut Stage, transport: &mut Box<dyn Transport>, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+    if stage.is_empty() {
+        return transport.read_vectored(bufs);
+    }
+    let mut n = 0;
+    for b in bufs.iter_mut() {
+        let k = b.len().min(stage.len());
+        b[..k].copy_from_slice(&stage.bytes()[..k]);
+        stage.consume(k);
+        n += k;
+        if stage.is_empty() {
+            break;
+        }
+    }
+    Ok(n)
 }
 
 /// The bytes of `slices` (a payload in pieces) in `range` (offset,

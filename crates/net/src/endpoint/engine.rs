@@ -191,9 +191,11 @@ impl Engine {
         completed
     }
 
-    /// Records readiness that `poll` reported for `token`.
-    pub(super) fn ready(&mut self, token: Token, readable: bool, writable: bool) {
+    /// Records readiness that `poll` reported for `token` (`closed`: the
+    /// event saw the peer close, or an error).
+    pub(super) fn ready(&mut self, token: Token, readable: bool, writable: bool, closed: bool) {
         if let Some(Slot::Ready(c)) = self.tokens.get(&token).and_then(|a| self.conns.get_mut(a)) {
+            c.read_closed |= closed;
             let (readable, writable) = c.transport.on_event(readable, writable);
             c.readable |= readable;
             c.writable |= writable;

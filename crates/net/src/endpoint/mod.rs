@@ -447,7 +447,7 @@ impl Endpoint {
     fn advance(&self, eng: &mut Engine, events: &mut Events, until: Option<u64>) -> Instant {
         for ev in events.iter().filter(|e| e.token() != WAKE) {
             let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-            eng.ready(ev.token(), readable, ev.is_writable() || ev.is_error());
+            eng.ready(ev.token(), readable, ev.is_writable() || ev.is_error(), ev.is_read_closed() || ev.is_error());
         }
         events.clear();
         let mut wake_others = false;

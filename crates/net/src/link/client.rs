@@ -278,6 +278,36 @@ impl<T: Copy> ClientConn<T> {
         self.out.frames().map(|f| (f.kind, f.id))
     }
 
+    /// No byte of the next frame has arrived (an owner may read ahead).
+    pub fn at_frame_boundary(&self) -> bool {
+        matches!(&self.rx, ClientRx::Header(h) if h.is_empty())
+    }
+
+    /// Takes a whole answer without payload to a call owed one from the
+    /// start of `bytes` (read ahead by the owner), appending it to `done`:
+    /// what most answers are, with no state of their own. `None` when the
+    /// frame is not whole there or is anything else (the owner then hands
+    /// its bytes on through [`ClientConn::rx`], which checks everything).
+    pub fn whole_response(&mut self, bytes: &[u8], done: &mut Vec<Completion<T>>) -> Option<usize> {
+        if !self.at_frame_boundary() {
+            return None;
+        }
+        let head = Header::decode(bytes.get(..weft_wire::HEADER_LEN)?).ok()?;
+        let end = weft_wire::HEADER_LEN.checked_add(head.body_len as usize).filter(|&e| e <= bytes.len())?;
+        if head.kind != FrameKind::Response || head.pay_len != 0 || head.flags != 0 || head.msg_id.0 == 0 {
+            return None;
+        }
+        let id = head.msg_id.0;
+        let call = self.pending.remove(&id)?.call;
+        // A response before `Cts` means the server refused the payload.
+        self.awaiting_cts.remove(&id);
+        if !self.splitting.is_empty() {
+            self.splitting.remove(&id);
+        }
+        done.push((call, Reply { body: bytes[weft_wire::HEADER_LEN..end].to_vec(), payload_len: 0 }));
+        Some(end)
+    }
+
     /// Where the next received bytes go (exactly what the current frame
     /// still needs).
     pub fn rx(&mut self) -> &mut ClientRx<T> {
@@ -429,6 +459,34 @@ mod tests {
         v.extend_from_slice(body);
         v.extend_from_slice(payload);
         v
+    }
+
+    /// Whole answers read ahead complete their calls with no state of
+    /// their own; anything else is left to the part-by-part path.
+    #[test]
+    fn whole_answers_read_ahead_complete_their_calls() {
+        let mut c = ClientConn::<u32>::default();
+        c.post(5, 50, b"req", 0, true);
+        c.post(6, 60, b"req", 0, true);
+        sent_kinds(&mut c);
+        let mut bytes = frame(FrameKind::Response, 6, b"six", &[]);
+        bytes.extend(frame(FrameKind::Response, 5, b"five", &[]));
+        let mut done = Vec::new();
+        let k = c.whole_response(&bytes, &mut done).unwrap();
+        assert_eq!(k + c.whole_response(&bytes[k..], &mut done).unwrap(), bytes.len());
+        let reply = |b: &[u8]| Reply { body: b.to_vec(), payload_len: 0 };
+        assert_eq!(done, [(60, reply(b"six")), (50, reply(b"five"))]);
+        assert!(c.is_idle());
+        c.post(7, 70, b"req", 0, true);
+        sent_kinds(&mut c);
+        let seven = frame(FrameKind::Response, 7, b"seven", &[]);
+        assert!(c.whole_response(&seven[..seven.len() - 1], &mut done).is_none(), "not whole");
+        assert!(c.whole_response(&frame(FrameKind::Response, 7, b"seven", &[1, 2]), &mut done).is_none(), "a payload");
+        assert!(c.whole_response(&frame(FrameKind::Cts, 7, &[], &[]), &mut done).is_none(), "not an answer");
+        assert!(c.whole_response(&frame(FrameKind::Response, 9, b"x", &[]), &mut done).is_none(), "owed to no call");
+        assert_eq!(done.len(), 2);
+        // The part-by-part path refuses what is wrong with it.
+        assert!(feed(&mut c, &frame(FrameKind::Response, 9, b"x", &[]), 0).is_err());
     }
 
     fn sent_kinds(c: &mut ClientConn<u32>) -> Vec<(FrameKind, u64)> {

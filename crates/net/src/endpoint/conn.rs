@@ -108,26 +108,9 @@ impl Conn {
         // A read ahead of a socket came back short: nothing more waits.
         let mut drained = false;
         loop {
-            if self.stage.is_empty() {
-                if drained {
-                    self.readable = false;
-                    return (completed, Ok(()));
-                }
-                if self.link.at_frame_boundary() {
-                    let n = match self.transport.read(self.stage.window()) {
-                        Ok(0) => return (completed, Err(closed(addr))),
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            self.readable = false;
-                            return (completed, Ok(()));
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return (completed, Err(io_fail(addr, e))),
-                    };
-                    self.read_bytes += n as u64;
-                    self.stage.filled(n);
-                    drained = n < Stage::LEN && self.transport.short_read_drains() && !self.read_closed;
-                }
+            if self.stage.is_empty() && drained {
+                self.readable = false;
+                return (completed, Ok(()));
             }
             if !self.stage.is_empty()
                 && let Some(k) = self.link.whole_response(self.stage.bytes(), &mut self.answered)
@@ -140,40 +123,46 @@ impl Conn {
                 }
                 continue;
             }
+            // At a frame boundary, read ahead into the stage.
+            let ahead = self.stage.is_empty() && self.link.at_frame_boundary();
             // Anything else goes part by part: from the stage first, then
             // straight from the transport into where the part goes.
             let (stage, transport) = (&mut self.stage, &mut self.transport);
-            let n = match self.link.rx() {
-                ClientRx::Header(h) => read_from(stage, transport, &mut [IoSliceMut::new(h.window())]),
-                ClientRx::Body { body, .. } => read_from(stage, transport, &mut [IoSliceMut::new(body.window())]),
-                ClientRx::Payload { to: None, done, total, .. } => {
-                    let want = (*total - *done).min(SCRATCH_LEN);
-                    self.scratch.resize(want, 0);
-                    read_from(stage, transport, &mut [IoSliceMut::new(&mut self.scratch[..want])])
-                }
-                ClientRx::Payload { to: Some(c), done, total, .. } => {
-                    // Exactly the rest of this frame's payload: the caller's
-                    // buffers may be longer, and the bytes after this frame
-                    // belong to the next one.
-                    let recv = &mut batches.get_mut(c.batch).expect("a call being received has its batch").calls[c.index].recv;
-                    let mut skip = *done;
-                    let mut want = *total - *done;
-                    let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(recv.len().min(MAX_IOVECS));
-                    for dst in recv.iter_mut() {
-                        let len = dst.len();
-                        if skip >= len {
-                            skip -= len;
-                            continue;
-                        }
-                        let take = (len - skip).min(want);
-                        iov.push(IoSliceMut::new(&mut dst.bytes_mut()[skip..skip + take]));
-                        skip = 0;
-                        want -= take;
-                        if want == 0 || iov.len() == MAX_IOVECS {
-                            break;
-                        }
+            let n = if ahead {
+                transport.read(stage.window())
+            } else {
+                match self.link.rx() {
+                    ClientRx::Header(h) => read_from(stage, transport, &mut [IoSliceMut::new(h.window())]),
+                    ClientRx::Body { body, .. } => read_from(stage, transport, &mut [IoSliceMut::new(body.window())]),
+                    ClientRx::Payload { to: None, done, total, .. } => {
+                        let want = (*total - *done).min(SCRATCH_LEN);
+                        self.scratch.resize(want, 0);
+                        read_from(stage, transport, &mut [IoSliceMut::new(&mut self.scratch[..want])])
                     }
-                    read_from(stage, transport, &mut iov)
+                    ClientRx::Payload { to: Some(c), done, total, .. } => {
+                        // Exactly the rest of this frame's payload: the caller's
+                        // buffers may be longer, and the bytes after this frame
+                        // belong to the next one.
+                        let recv = &mut batches.get_mut(c.batch).expect("a call being received has its batch").calls[c.index].recv;
+                        let mut skip = *done;
+                        let mut want = *total - *done;
+                        let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(recv.len().min(MAX_IOVECS));
+                        for dst in recv.iter_mut() {
+                            let len = dst.len();
+                            if skip >= len {
+                                skip -= len;
+                                continue;
+                            }
+                            let take = (len - skip).min(want);
+                            iov.push(IoSliceMut::new(&mut dst.bytes_mut()[skip..skip + take]));
+                            skip = 0;
+                            want -= take;
+                            if want == 0 || iov.len() == MAX_IOVECS {
+                                break;
+                            }
+                        }
+                        read_from(stage, transport, &mut iov)
+                    }
                 }
             };
             let n = match n {
@@ -189,6 +178,11 @@ impl Conn {
                 Err(e) => return (completed, Err(io_fail(addr, e))),
             };
             self.read_bytes += n as u64;
+            if ahead {
+                self.stage.filled(n);
+                drained = n < Stage::LEN && self.transport.short_read_drains() && !self.read_closed;
+                continue;
+            }
             let room = |c: CallRef| batches.get(c.batch).map_or(0, |b| b.calls[c.index].recv.iter().map(|r| r.len()).sum());
             let read = self.link.received_into(n, room, &mut self.answered);
             // Calls answered before a bad frame in the same read keep

@@ -300,7 +300,9 @@ impl<T: Copy> ClientConn<T> {
         let id = head.msg_id.0;
         let call = self.pending.remove(&id)?.call;
         // A response before `Cts` means the server refused the payload.
-        self.awaiting_cts.remove(&id);
+        if !self.awaiting_cts.is_empty() {
+            self.awaiting_cts.remove(&id);
+        }
         if !self.splitting.is_empty() {
             self.splitting.remove(&id);
         }

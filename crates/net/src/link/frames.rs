@@ -117,12 +117,24 @@ impl Stage {
         (self.start, self.end) = (0, 0);
     }
 
-    /// Where a read goes (only while empty; the buffer is made at first use).
-    pub fn window(&mut self) -> &mut [u8] {
-        debug_assert!(self.is_empty(), "a read ahead would pass bytes not yet taken");
+    /// Makes the buffer (a receiver does once it sees traffic: an idle
+    /// connection holds none).
+    pub fn make(&mut self) {
         if self.buf.is_empty() {
             self.buf = vec![0; Self::LEN];
         }
+    }
+
+    /// Whether [`Stage::make`] was called.
+    pub fn is_made(&self) -> bool {
+        !self.buf.is_empty()
+    }
+
+    /// Where a read goes (only while empty; the buffer is made here if it
+    /// was not).
+    pub fn window(&mut self) -> &mut [u8] {
+        debug_assert!(self.is_empty(), "a read ahead would pass bytes not yet taken");
+        self.make();
         &mut self.buf[..]
     }
 

@@ -293,7 +293,9 @@ impl ServerConn {
         if !self.may_read() || !self.stage.is_empty() {
             return None;
         }
-        self.staging = matches!(self.phase, Phase::Ready) && matches!(&self.rx, Rx::Header(h) if h.is_empty());
+        // From the second frame on (a connection that never sends a
+        // request, of the thousands an HPC job opens, holds no stage).
+        self.staging = self.stage.is_made() && matches!(&self.rx, Rx::Header(h) if h.is_empty());
         if self.staging {
             return Some(self.stage.window());
         }
@@ -508,6 +510,10 @@ impl ServerConn {
 
     /// Handles one whole frame.
     fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
+        if matches!(self.phase, Phase::Ready) {
+            // The connection has traffic: later frames are read ahead.
+            self.stage.make();
+        }
         self.frame_decoded(head, &body, payload, now, gate, events);
         crate::buffers::give(body);
     }

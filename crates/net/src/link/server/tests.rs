@@ -568,6 +568,12 @@ fn requests_read_ahead_come_out_whole_and_in_order() {
     let mut c = ready(ConnLimits::default(), 1 << 30);
     let mut ev = Vec::new();
     let ping = |id| frame(FrameKind::Request, id, &Request::Ping.encode(), 0, &[]);
+    // A connection that has sent no request holds no stage: its first
+    // frame is read exactly.
+    assert!(!c.stage.is_made() && c.rx_window().unwrap().len() == HEADER_LEN);
+    feed(&mut c, &ping(0), &mut ev);
+    assert!(c.stage.is_made());
+    ev.clear();
     let pay: Vec<u8> = (0..100u8).collect();
     let mut bytes = ping(1);
     bytes.extend(frame(FrameKind::Request, 2, &write_req(100), 100, &pay));
@@ -597,6 +603,7 @@ fn requests_read_ahead_wait_for_memory() {
     let mut c = Conn::new(Instant::now(), Arc::new(ConnLimits::default()), budget.clone(), SERVER_NONCE);
     let mut ev = Vec::new();
     handshake(&mut c, &secret(), &mut ev);
+    feed(&mut c, &frame(FrameKind::Request, 9, &Request::Ping.encode(), 0, &[]), &mut ev);
     ev.clear();
     let hog = budget.try_charge(budget.limit() - budget.used()).unwrap();
     let pay = [7u8; 10];

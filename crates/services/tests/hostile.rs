@@ -230,3 +230,39 @@ fn a_recorded_handshake_replayed_without_the_secret_is_refused() {
     assert!(matches!(r, Response::Error { code: ErrorCode::Permission, .. }), "{r:?}");
     assert_closed(s);
 }
+
+/// Requests sent back to back in one write, more than a connection may
+/// have unanswered (64): the server reads ahead, pauses with some of them
+/// read (70 small requests: the read that passes the cap is the last,
+/// short one), and must answer every one, in order, without any more
+/// bytes from the client to wake it.
+#[test]
+fn pipelined_requests_past_the_unanswered_cap_are_all_answered_in_order() {
+    let tc = TestCluster::start("pipelined", 1);
+    let cf = tc.cluster();
+    let addr = cf.servers[0].addr;
+    let mut s = handshaken(addr, &cf.secret());
+    // The first request is read exactly; the connection reads ahead after it.
+    write_frame(&mut s, FrameKind::Request, MsgId(1), &Request::Sink.encode(), &[]).unwrap();
+    assert_eq!(response(&mut s).0.msg_id, MsgId(1));
+    let mut next = 2u64;
+    for burst in [70, 66, 75, 90, 130, 300] {
+        let first = next;
+        let mut bytes = Vec::new();
+        for id in first..first + burst {
+            bytes.extend_from_slice(&Header::new(FrameKind::Request, MsgId(id), 1, 0).encode());
+            bytes.extend_from_slice(&Request::Sink.encode());
+        }
+        next += burst;
+        s.write_all(&bytes).unwrap();
+        // (A read timeout of 10 s: a request left unread fails here.)
+        let ids: Vec<u64> = (0..burst)
+            .map(|_| {
+                let (h, r) = response(&mut s);
+                assert_eq!(r, Response::Ok);
+                h.msg_id.0
+            })
+            .collect();
+        assert_eq!(ids, (first..first + burst).collect::<Vec<_>>(), "a burst of {burst}");
+    }
+}

@@ -302,6 +302,11 @@ impl ServerConn {
         part_window(&mut self.rx)
     }
 
+    /// Bytes read ahead and not yet taken (the connection paused).
+    pub fn has_staged(&self) -> bool {
+        !self.stage.is_empty()
+    }
+
     /// Hands on the bytes read ahead: whole requests straight from them,
     /// the rest into the windows of the frame's parts, until none are left
     /// or the connection cannot take more now (paused, waiting for memory,

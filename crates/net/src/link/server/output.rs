@@ -8,7 +8,7 @@ use weft_wire::{ErrorCode, FrameKind, MsgId, Response};
 
 /// The largest answer buffer a connection keeps for the next (a large
 /// listing's goes back to the allocator).
-const KEPT_ENCODE_BYTES: usize = 4096;
+const KEPT_ENCODE_BYTES: usize = 1024;
 
 impl ServerConn {
     /// Queues the answer to a request handed out earlier. It counts against

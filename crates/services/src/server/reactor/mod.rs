@@ -343,8 +343,10 @@ impl Reactor {
                 Ok(n) => {
                     slot.conn.received(n, now, gate, &mut events);
                     if n < asked && drains {
-                        // Nothing more waits; what comes raises an event.
-                        paused = false;
+                        // Nothing more waits in the socket (what comes
+                        // raises an event); bytes the connection left in
+                        // its stage, paused, are handed on once it resumes.
+                        paused = slot.conn.has_staged();
                         break;
                     }
                 }

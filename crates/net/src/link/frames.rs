@@ -266,8 +266,20 @@ impl<P> Outbox<P> {
         let max = max + v.len();
         for f in &self.frames {
             let mut skip = f.pos;
-            let payload = (f.pay_len > 0).then(|| parts(&f.payload)).into_iter().flatten();
-            for part in std::iter::once(&f.head[..]).chain(payload) {
+            // The head first (all most frames are), then the payload's parts.
+            if skip < f.head.len() {
+                v.push(IoSlice::new(&f.head[skip..]));
+                if v.len() == max {
+                    return;
+                }
+                skip = 0;
+            } else {
+                skip -= f.head.len();
+            }
+            if f.pay_len == 0 {
+                continue;
+            }
+            for part in parts(&f.payload) {
                 if skip >= part.len() {
                     skip -= part.len();
                     continue;

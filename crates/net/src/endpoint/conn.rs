@@ -125,6 +125,8 @@ impl Conn {
             }
             // At a frame boundary, read ahead into the stage.
             let ahead = self.stage.is_empty() && self.link.at_frame_boundary();
+            // Bytes handed on from the stage were counted when read.
+            let from_transport = self.stage.is_empty();
             // Anything else goes part by part: from the stage first, then
             // straight from the transport into where the part goes.
             let (stage, transport) = (&mut self.stage, &mut self.transport);
@@ -177,7 +179,9 @@ impl Conn {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return (completed, Err(io_fail(addr, e))),
             };
-            self.read_bytes += n as u64;
+            if from_transport {
+                self.read_bytes += n as u64;
+            }
             if ahead {
                 self.stage.filled(n);
                 drained = n < Stage::LEN && self.transport.short_read_drains() && !self.read_closed;

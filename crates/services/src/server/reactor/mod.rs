@@ -462,7 +462,9 @@ impl Reactor {
         let server = &self.server;
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(*req, &payload.bytes, &mut out, &later, user)));
         if let Some((kind, bytes_in, cpu_before)) = counted {
-            server.count_inline(kind, bytes_in, out.len() as u64, arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
+            // A failed request answers with no payload.
+            let bytes_out = if matches!(outcome, Ok(Some(_))) { out.len() as u64 } else { 0 };
+            server.count_inline(kind, bytes_in, bytes_out, arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
         }
         let Some(Some(slot)) = self.slots.get_mut(k) else { return };
         match outcome {

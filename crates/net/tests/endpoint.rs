@@ -54,6 +54,38 @@ fn eager_and_rendezvous_calls_carry_their_payloads_both_ways() {
     h.join().unwrap();
 }
 
+/// Each call alone on a connection already open goes the short way
+/// (`solo.rs`): eager and rendezvous (whose `Cts` lets the payload go
+/// only after a read), with the liveness watch off so that nothing but the
+/// call's own progress ends a wait.
+#[test]
+fn calls_alone_on_an_open_connection_carry_their_payloads_both_ways() {
+    let sizes = [0usize, 1, 1000, 64 * 1024, 64 * 1024 + 1, 300_000, 3 << 20];
+    let (addr, h) = echo_reversed(1 + sizes.len());
+    let ep = Endpoint::new(secret(), EndpointConfig { ping_after: Duration::ZERO, ..config() }).unwrap();
+    assert_eq!(ep.call(addr, b"open".to_vec()).unwrap().body, b"open");
+    for (k, &n) in sizes.iter().enumerate() {
+        let send = pattern(k as u8, n);
+        let mut recv = vec![0u8; n];
+        let mut c = Call::new(addr, vec![k as u8; 3]);
+        let (a, b) = send.split_at(n / 3);
+        c.send = vec![a, b];
+        let (x, y) = recv.split_at_mut(n / 2);
+        c.recv = vec![x, y];
+        let mut calls = [c];
+        ep.run(&mut calls);
+        let [c] = calls;
+        let reply = c.result.unwrap().unwrap_or_else(|e| panic!("{n} bytes alone: {e}"));
+        assert_eq!((reply.body, reply.payload_len), (vec![k as u8; 3], n));
+        let mut want = send.clone();
+        want.reverse();
+        assert!(recv == want, "{n} bytes alone: payload mismatch");
+    }
+    let st = ep.stats();
+    assert_eq!((st.connects, st.eager, st.rendezvous), (1, 5, 3));
+    h.join().unwrap();
+}
+
 #[test]
 fn many_calls_in_flight_are_matched_when_answered_out_of_order() {
     const N: usize = 300;
@@ -223,7 +255,7 @@ fn a_thread_waiting_for_a_slow_answer_does_not_hold_up_the_others() {
         let mut answered = 0;
         // The slow call is answered only after every quick one: an endpoint
         // that served one thread at a time would never send them.
-        while answered < QUICK || slow.is_none() {
+        while answered < QUICK + 1 || slow.is_none() {
             let r = next_request(s, &mut rts);
             if r.body == b"slow" {
                 slow = Some(r.id);
@@ -234,7 +266,13 @@ fn a_thread_waiting_for_a_slow_answer_does_not_hold_up_the_others() {
         }
         write_frame(s, FrameKind::Response, slow.unwrap(), b"at last", &[]).unwrap();
     });
-    let ep = Endpoint::new(secret(), config()).unwrap();
+    // No liveness watch: nothing but the others' coming may end the slow
+    // call's wait (a watch would hand over after a ping's time).
+    let ep = Endpoint::new(secret(), EndpointConfig { ping_after: Duration::ZERO, ..config() }).unwrap();
+    // Connected first, so the slow call is a call alone on an idle
+    // connection (the short way, `solo.rs`), which must hand the driving
+    // on when the others come.
+    assert_eq!(ep.call(addr, b"warm".to_vec()).unwrap().body, b"warm");
     std::thread::scope(|scope| {
         let slow = scope.spawn(|| ep.call(addr, b"slow".to_vec()).unwrap().body);
         std::thread::sleep(Duration::from_millis(50));
@@ -425,13 +463,19 @@ fn a_silent_server_is_pinged_and_given_up_before_the_deadline() {
     use weft_wire::Request;
     // Silent: reads everything, answers nothing (a fresh connection waits
     // in its listener's backlog, unanswered).
+    // The first request is answered, so the silent one is a call alone on
+    // an idle connection (the short way, `solo.rs`, which must leave the
+    // watch its turn).
     let (addr, h) = peer(|s| {
+        let warm = next_request(s, &mut HashMap::new());
+        write_frame(s, FrameKind::Response, warm.id, &warm.body, &[]).unwrap();
         let _ = next_request(s, &mut HashMap::new());
         std::thread::sleep(Duration::from_secs(21));
     });
     let watched = EndpointConfig { op_timeout: Duration::from_secs(30), ..config() };
     assert_eq!(watched.ping_after, weft_net::PING_AFTER, "the watch is on by default");
     let ep = Endpoint::new(secret(), watched.clone()).unwrap();
+    assert_eq!(ep.call(addr, b"warm".to_vec()).unwrap().body, b"warm");
     let t0 = std::time::Instant::now();
     let r = ep.call(addr, b"work".to_vec());
     let took = t0.elapsed();

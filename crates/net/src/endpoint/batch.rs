@@ -41,6 +41,8 @@ pub(super) struct Batch {
     pub(super) in_flight: usize,
     /// Calls with a result.
     pub(super) done: usize,
+    /// When it was posted (a clock read a call alone need not repeat).
+    pub(super) made: Instant,
     pub(super) deadline: Instant,
     pub(super) timeout: Duration,
     /// The next call's server has no connection (or rail): the owner opens it.
@@ -49,19 +51,24 @@ pub(super) struct Batch {
 
 impl Batch {
     /// A batch of `calls`, made at `now`, kept in `room` (an empty vector
-    /// the engine reuses).
+    /// the engine reuses). A call that has a result already (refused
+    /// before posting) keeps it and is never posted.
     pub(super) fn new(calls: &mut [Call<'_>], window: usize, timeout: Duration, now: Instant, mut room: Vec<BatchCall>) -> Self {
         room.clear();
-        room.extend(calls.iter_mut().map(|c| BatchCall {
+        let mut done = 0;
+        room.extend(calls.iter_mut().map(|c| {
+            done += usize::from(c.result.is_some());
+            BatchCall {
                 peer: c.peer,
                 body: std::mem::take(&mut c.body),
-                send: c.send.iter().map(|s| SendView::new(s)).collect(),
-                recv: c.recv.iter_mut().map(|r| RecvView::new(r)).collect(),
+                send: if c.send.is_empty() { Vec::new() } else { c.send.iter().map(|s| SendView::new(s)).collect() },
+                recv: if c.recv.is_empty() { Vec::new() } else { c.recv.iter_mut().map(|r| RecvView::new(r)).collect() },
                 posted: false,
-                result: None,
+                result: c.result.take(),
                 rails: None,
-            }));
-        Batch { calls: room, window: window.max(1), next: 0, in_flight: 0, done: 0, deadline: deadline_after(now, timeout), timeout, connect: None }
+            }
+        }));
+        Batch { calls: room, window: window.max(1), next: 0, in_flight: 0, done, made: now, deadline: deadline_after(now, timeout), timeout, connect: None }
     }
 
     pub(super) fn is_done(&self) -> bool {

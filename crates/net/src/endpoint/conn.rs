@@ -57,6 +57,17 @@ impl Conn {
         Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, read_closed: false, stage: Stage::default(), scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false, read_bytes: 0, written_bytes: 0, watch: Default::default() }
     }
 
+    /// Records readiness a poll event reported.
+    pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
+        // An error or the peer's close: reading finds it.
+        let closed = ev.is_read_closed() || ev.is_error();
+        let (readable, writable) = (ev.is_readable() || closed, ev.is_writable() || ev.is_error());
+        self.read_closed |= closed;
+        let (readable, writable) = self.transport.on_event(readable, writable);
+        self.readable |= readable;
+        self.writable |= writable;
+    }
+
     pub(super) fn is_idle(&self) -> bool {
         self.link.is_idle() && self.stage.is_empty()
     }

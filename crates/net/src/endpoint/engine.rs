@@ -19,10 +19,25 @@ use std::time::Instant;
 /// A connection of the endpoint: to server `peer`, rail `rail` (0 the
 /// server's own connection, which carries every request; 1.. the extra
 /// connections over which large payloads are split, see `rails.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ConnKey {
     pub(super) peer: SocketAddr,
     pub(super) rail: u8,
+}
+
+/// Looked up several times per call: an IPv4 key is hashed as one word
+/// (the derived hash feeds the address's parts one by one).
+impl std::hash::Hash for ConnKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self.peer {
+            SocketAddr::V4(a) => state.write_u64(u64::from(a.ip().to_bits()) << 24 | u64::from(a.port()) << 8 | u64::from(self.rail)),
+            SocketAddr::V6(a) => {
+                state.write_u128(a.ip().to_bits());
+                state.write_u64(u64::from(a.port()) << 40 | u64::from(a.flowinfo()) << 8 | u64::from(self.rail));
+                state.write_u32(a.scope_id());
+            }
+        }
+    }
 }
 
 impl ConnKey {
@@ -83,6 +98,12 @@ impl Engine {
     /// connections; stops at a call whose server has no connection (and
     /// asks the owner to open it). Returns the number posted.
     pub(super) fn feed(&mut self, id: u64) -> usize {
+        self.feed_at(id, None)
+    }
+
+    /// [`Engine::feed`] with the clock read at `clock` (a moment ago), if
+    /// given, else when needed.
+    pub(super) fn feed_at(&mut self, id: u64, mut clock: Option<Instant>) -> usize {
         let mut posted = 0;
         loop {
             let Some(b) = self.batches.get_mut(id) else { return posted };
@@ -123,7 +144,7 @@ impl Engine {
             // the server's word (a user past its share of connections)
             // instead of reconnecting for ever.
             if conn.is_idle() {
-                let now = Instant::now();
+                let now = clock.take().unwrap_or_else(Instant::now);
                 let idle_for = now.saturating_duration_since(conn.last_used);
                 let fresh = !conn.used && idle_for < JUST_OPENED;
                 // Used a moment ago: a close that recent is no likelier
@@ -195,14 +216,10 @@ impl Engine {
         completed
     }
 
-    /// Records readiness that `poll` reported for `token` (`closed`: the
-    /// event saw the peer close, or an error).
-    pub(super) fn ready(&mut self, token: Token, readable: bool, writable: bool, closed: bool) {
-        if let Some(Slot::Ready(c)) = self.tokens.get(&token).and_then(|a| self.conns.get_mut(a)) {
-            c.read_closed |= closed;
-            let (readable, writable) = c.transport.on_event(readable, writable);
-            c.readable |= readable;
-            c.writable |= writable;
+    /// Records readiness that `poll` reported for a connection.
+    pub(super) fn ready(&mut self, ev: &mio::event::Event) {
+        if let Some(Slot::Ready(c)) = self.tokens.get(&ev.token()).and_then(|a| self.conns.get_mut(a)) {
+            c.on_event(ev);
         }
     }
 

@@ -19,8 +19,9 @@
 //! all batches' frames, including other threads' (leader/followers). The
 //! others sleep until their batch is done or the driver's own batch is, when
 //! one of them takes over. A thread alone does its own I/O, as a
-//! single-threaded engine would; requests of threads sharing a server are
-//! multiplexed on one connection, answered in any order.
+//! single-threaded engine would (a call alone on an idle connection drives
+//! just that connection, `solo.rs`); requests of threads sharing a server
+//! are multiplexed on one connection, answered in any order.
 //!
 //! Connections open on first use (by the thread that needs them, outside
 //! the shared state, so a slow connect stalls no one else) and are kept. A
@@ -38,6 +39,7 @@ mod liveness;
 mod posted;
 mod rails;
 mod slab;
+mod solo;
 
 pub use config::{EndpointConfig, TransportChoice, IDLE_REUSE};
 pub use liveness::PING_AFTER;
@@ -212,6 +214,10 @@ impl Endpoint {
         // From here the engine holds views of `calls`' buffers: they must be
         // withdrawn before this frame is left, also by unwinding.
         let guard = Abandon { ep: self, id };
+        if let [c] = calls {
+            // A call alone may go the short way (`solo.rs`).
+            self.drive_solo(id, c.peer);
+        }
         self.wait_batch(id, calls, timeout);
         std::mem::forget(guard);
     }
@@ -222,9 +228,6 @@ impl Endpoint {
     /// thread its connection. The caller must keep `calls`' buffers alive
     /// until the batch is finished or cancelled (`wait_batch`, `Abandon`).
     fn post_batch(&self, calls: &mut [Call<'_>], window: usize, timeout: Duration) -> Option<u64> {
-        for c in calls.iter_mut() {
-            c.result = None;
-        }
         if calls.is_empty() {
             return None;
         }
@@ -237,14 +240,12 @@ impl Endpoint {
             None
         };
         let now = Instant::now();
-        let refused: Vec<(usize, NetError)> = calls.iter().enumerate().filter_map(|(i, c)| limits(c).or_else(|| self.unanswered.refuse(c.peer, now)).map(|e| (i, e))).collect();
-        let mut eng = self.lock();
-        let id = eng.add_batch(calls, window, timeout, now);
-        let b = eng.batches.get_mut(id).expect("just added");
-        for (i, e) in refused {
-            b.complete(i, Err(e));
+        // A call refused here has its result already: the batch keeps it
+        // and never posts the call.
+        for c in calls.iter_mut() {
+            c.result = limits(c).or_else(|| self.unanswered.refuse(c.peer, now)).map(Err);
         }
-        Some(id)
+        Some(self.lock().add_batch(calls, window, timeout, now))
     }
 
     /// Drives (or waits for the driver) until batch `id` is done, then
@@ -446,8 +447,7 @@ impl Endpoint {
     /// the time it looked at the clock.
     fn advance(&self, eng: &mut Engine, events: &mut Events, until: Option<u64>) -> Instant {
         for ev in events.iter().filter(|e| e.token() != WAKE) {
-            let readable = ev.is_readable() || ev.is_read_closed() || ev.is_error();
-            eng.ready(ev.token(), readable, ev.is_writable() || ev.is_error(), ev.is_read_closed() || ev.is_error());
+            eng.ready(ev);
         }
         events.clear();
         let mut wake_others = false;

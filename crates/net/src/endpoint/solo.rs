@@ -1,0 +1,133 @@
+//! The short way for a call alone: a thread whose one-call batch is the
+//! only batch in the engine, on an idle connection, drives just that
+//! connection (post, write, wait, read) instead of passes over every
+//! connection and batch. This is paper 003's common case, a small request
+//! and its answer with nothing else in flight, and it is where the
+//! instructions per request are counted (`weft bench net --icount`).
+//!
+//! It is the general driver narrowed, not a second protocol: the call is an
+//! ordinary batch, the connection's machine posts and reads it, and the
+//! moment anything else needs the driver (another thread's batch, another
+//! connection's event, the connection dropped or not ready, the deadline or
+//! the liveness watch due) it hands back to [`Endpoint::wait_batch`], which
+//! goes on from where this left.
+
+use super::engine::{ConnKey, Engine, Slot};
+use super::{Endpoint, TurnGuard, WAKE};
+use mio::{Events, Poll};
+use std::io;
+use std::sync::{MutexGuard, PoisonError};
+use std::time::Instant;
+
+impl Endpoint {
+    /// Drives batch `id` (one call to `peer`) alone while nothing else is
+    /// in the engine. Returns whether it is done; if not, the general
+    /// driver goes on with it (the batch is left as any pass leaves one).
+    pub(super) fn drive_solo(&self, id: u64, peer: std::net::SocketAddr) -> bool {
+        let key = ConnKey::primary(peer);
+        let mut eng = self.lock();
+        let alone = !eng.driving && eng.batches.len() == 1 && matches!(eng.conns.get(&key), Some(Slot::Ready(c)) if c.is_idle());
+        if !alone {
+            return false;
+        }
+        // The turn is ours: only the driver locks the poller, so it is free.
+        eng.driving = true;
+        let turn = TurnGuard(self);
+        let mut poller = self.poller.lock().unwrap_or_else(PoisonError::into_inner);
+        let (poll, events) = &mut *poller;
+        let (done, mut eng) = self.solo_loop(eng, id, key, poll, events);
+        drop(poller);
+        // The turn is given up here, with the lock held already.
+        std::mem::forget(turn);
+        eng.driving = false;
+        self.wake_sleepers(eng);
+        done
+    }
+
+    /// [`Endpoint::drive_solo`]'s loop, with the turn and the poller
+    /// taken; returns whether the batch is done, and the lock.
+    fn solo_loop<'e>(&'e self, mut eng: MutexGuard<'e, Engine>, id: u64, key: ConnKey, poll: &mut Poll, events: &mut Events) -> (bool, MutexGuard<'e, Engine>) {
+        let peer = key.peer;
+        // The batch was made a moment ago: its clock reading serves the
+        // post and the first wait.
+        let made = eng.batches[id].made;
+        eng.feed_at(id, Some(made));
+        let mut clock = Some(made);
+        loop {
+            let b = &eng.batches[id];
+            if b.is_done() {
+                return (true, eng);
+            }
+            if eng.batches.len() != 1 || b.connect.is_some() {
+                return (false, eng);
+            }
+            let deadline = b.deadline;
+            let engine = &mut *eng;
+            let Some(Slot::Ready(c)) = engine.conns.get_mut(&key) else { return (false, eng) };
+            let token = c.token;
+            let batches = &mut engine.batches;
+            // Until both sides would block: a read may queue output (a
+            // `Cts` lets the payload go).
+            let mut step = || loop {
+                if c.writable && c.link.has_output() {
+                    c.advance_write(peer, batches)?;
+                }
+                if c.readable {
+                    c.advance_read(peer, batches).1?;
+                }
+                if !(c.writable && c.link.has_output()) {
+                    return Ok(());
+                }
+            };
+            if let Err(e) = step() {
+                engine.drop_conn(key, e);
+                continue;
+            }
+            // A payload granted to split goes out on the general pass.
+            if c.link.has_splits() {
+                return (false, eng);
+            }
+            if engine.batches[id].is_done() {
+                return (true, eng);
+            }
+            // Until an event, nothing moves here. The wait is cut short
+            // where the general driver has work: the deadline, the
+            // liveness watch (a ping after `ping_after` of silence).
+            let now = clock.take().unwrap_or_else(Instant::now);
+            let watch = if self.config.ping_after.is_zero() { deadline } else { deadline.min(now + self.config.ping_after) };
+            let until = engine.next_watch().map_or(watch, |w| watch.min(w));
+            if now >= until {
+                return (false, eng);
+            }
+            drop(eng);
+            let wait = until - now;
+            let spun = !self.config.shm_poll.is_zero() && self.spin_for_input(self.config.shm_poll.min(wait), poll, events);
+            if !spun
+                && let Err(e) = poll.poll(events, Some(wait))
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                let mut eng = self.lock();
+                eng.drop_all(&e);
+                return (false, eng);
+            }
+            eng = self.lock();
+            let mut elsewhere = false;
+            for ev in events.iter() {
+                if ev.token() == WAKE {
+                    elsewhere = true;
+                    continue;
+                }
+                if ev.token() != token {
+                    elsewhere = true;
+                    eng.ready(ev);
+                } else if let Some(Slot::Ready(c)) = eng.conns.get_mut(&key) {
+                    c.on_event(ev);
+                }
+            }
+            events.clear();
+            if elsewhere {
+                return (false, eng);
+            }
+        }
+    }
+}

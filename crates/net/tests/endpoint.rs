@@ -82,7 +82,7 @@ fn calls_alone_on_an_open_connection_carry_their_payloads_both_ways() {
         assert!(recv == want, "{n} bytes alone: payload mismatch");
     }
     let st = ep.stats();
-    assert_eq!((st.connects, st.eager, st.rendezvous), (1, 5, 3));
+    assert_eq!((st.connects, st.eager, st.rendezvous, st.solo), (1, 5, 3, 7), "each call after the first went the short way");
     h.join().unwrap();
 }
 

@@ -128,8 +128,9 @@ fn rails_config(rails: u8) -> EndpointConfig {
 
 #[test]
 fn a_large_payload_goes_in_parts_over_every_rail_and_comes_together() {
-    let (addr, h) = rail_peer(4, 2, false);
-    let ep = Endpoint::new(secret(), rails_config(4)).unwrap();
+    let (addr, h) = rail_peer(4, 3, false);
+    // No liveness watch: a grant left unsplit would wait out the deadline.
+    let ep = Endpoint::new(secret(), EndpointConfig { ping_after: Duration::ZERO, ..rails_config(4) }).unwrap();
     let (a, b) = (pattern(1, 3 << 20), pattern(2, (1 << 20) + 12_345));
     let mut calls = [Call::new(addr, b"first".to_vec()), Call::new(addr, b"second".to_vec())];
     calls[0].send = vec![&a[..1000], &a[1000..]];
@@ -138,8 +139,15 @@ fn a_large_payload_goes_in_parts_over_every_rail_and_comes_together() {
     for c in &mut calls {
         c.result.take().unwrap().unwrap();
     }
+    // A call alone on the rails now open goes the short way (`solo.rs`),
+    // which must leave the split of its grant to the general driver.
+    let c = pattern(3, 2 << 20);
+    let mut alone = [Call::new(addr, b"alone".to_vec())];
+    alone[0].send = vec![&c];
+    ep.run(&mut alone);
+    alone[0].result.take().unwrap().unwrap();
     let (got, carried) = h.join().unwrap();
-    assert!(got.contains(&a) && got.contains(&b), "the payloads came together byte for byte");
+    assert!(got.contains(&a) && got.contains(&b) && got.contains(&c), "the payloads came together byte for byte");
     let mut rails: Vec<usize> = carried.clone();
     rails.sort_unstable();
     rails.dedup();

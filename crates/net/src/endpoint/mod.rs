@@ -95,6 +95,8 @@ pub struct EndpointStats {
     pub rail_connects: u64,
     pub rail_parts: u64,
     pub rail_resends: u64,
+    /// Calls that went the short way of a call alone (`solo.rs`).
+    pub solo: u64,
 }
 
 /// The poll token of the waker that interrupts the driver's `poll`.

@@ -32,6 +32,7 @@ impl Endpoint {
         }
         // The turn is ours: only the driver locks the poller, so it is free.
         eng.driving = true;
+        eng.stats.solo += 1;
         let turn = TurnGuard(self);
         let mut poller = self.poller.lock().unwrap_or_else(PoisonError::into_inner);
         let (poll, events) = &mut *poller;
@@ -83,8 +84,11 @@ impl Endpoint {
                 engine.drop_conn(key, e);
                 continue;
             }
-            // A payload granted to split goes out on the general pass.
+            // A payload granted to split goes out on the general pass,
+            // which takes grants only from the engine's list (the
+            // connection, read to `WouldBlock`, is not read again).
             if c.link.has_splits() {
+                engine.splits.extend(c.link.take_splits().map(|g| (peer, g)));
                 return (false, eng);
             }
             if engine.batches[id].is_done() {
@@ -111,7 +115,9 @@ impl Endpoint {
                 return (false, eng);
             }
             eng = self.lock();
-            let mut elsewhere = false;
+            // The spin marks every shared-memory connection with input,
+            // not only this one: another's is the general driver's.
+            let mut elsewhere = spun && eng.conns.iter().any(|(k, s)| *k != key && matches!(s, Slot::Ready(c) if c.readable));
             for ev in events.iter() {
                 if ev.token() == WAKE {
                     elsewhere = true;

@@ -5,7 +5,7 @@
 
 use weft_testkit::shards::{ask, dir_on_shard, excl, id_of, name_on, sharded, K};
 use weft_testkit::TestCluster;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientOptions, Error, FileId};
@@ -255,14 +255,16 @@ fn a_directory_rename_cut_by_a_stop_of_any_shard_leaves_exactly_one_name() {
     // (a different step each time): one name, then renames work again.
     for (victim, after_ms) in (0..K).flat_map(|v| [13, 40, 77, 131, 170].map(|ms| (v, ms))) {
         let stop = Arc::new(AtomicBool::new(false));
+        let made_so_far = Arc::new(AtomicUsize::new(0));
         let renaming = {
-            let (c, a, b, stop) = (tc.client_with_timeout(Duration::from_secs(3)), a.clone(), b.clone(), stop.clone());
+            let (c, a, b, stop, made_so_far) = (tc.client_with_timeout(Duration::from_secs(3)), a.clone(), b.clone(), stop.clone(), made_so_far.clone());
             std::thread::spawn(move || {
                 let (mut at, mut made) = (a.clone(), 0);
                 while !stop.load(Ordering::Relaxed) {
                     let to = if at == a { b.clone() } else { a.clone() };
                     if c.rename(&at, &to).is_ok() {
                         made += 1;
+                        made_so_far.store(made, Ordering::Relaxed);
                         at = to;
                     } else if c.stat(&to).is_ok() {
                         at = to;
@@ -271,6 +273,12 @@ fn a_directory_rename_cut_by_a_stop_of_any_shard_leaves_exactly_one_name() {
                 made
             })
         };
+        // Counted from the first rename made, so that a loaded machine
+        // (a first rename slower than the pause) still kills mid-stream.
+        let first_by = Instant::now() + Duration::from_secs(20);
+        while made_so_far.load(Ordering::Relaxed) == 0 && Instant::now() < first_by {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         std::thread::sleep(Duration::from_millis(after_ms));
         tc.lc.kill(victim as usize);
         stop.store(true, Ordering::Relaxed);

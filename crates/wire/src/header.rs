@@ -46,8 +46,9 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// tagged in `Once` (answered once by the pointer table). 25: data op 10
 /// `Lend` (an object's descriptor lent to a client on the node). 26:
 /// 1-8 changes in one `Change`; `Unlink` answered `Unlinked` (response 21)
-/// with its directory's new time.
-pub const PROTOCOL_VERSION: u8 = 26;
+/// with its directory's new time. 27: `Close` carries the size a sole
+/// writer knows (no `Measure` and `SetSize` after it).
+pub const PROTOCOL_VERSION: u8 = 27;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

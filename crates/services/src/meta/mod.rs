@@ -309,7 +309,7 @@ impl MetaService {
                 return Response::error(e.code, e.message);
             }
             return match op {
-                MetaReq::Close { wrote, .. } => match self.sizes.closed(file, wrote) {
+                MetaReq::Close { wrote, size, .. } => match self.sizes.closed(file, wrote, size) {
                     sizes::AfterClose::Nothing => Response::Ok,
                     sizes::AfterClose::Measure { epoch, sole } => Response::Measure { epoch, sole },
                 },

@@ -104,8 +104,12 @@ impl KnownSizes {
         });
     }
 
-    /// A write handle closed; `wrote`: it changed the file.
-    pub fn closed(&self, id: FileId, wrote: bool) -> AfterClose {
+    /// A write handle closed; `wrote`: it changed the file; `size`: the
+    /// size the handle knows exactly, if it does. A close that leaves no
+    /// writer, of the only write open since the file last had none, makes
+    /// `size` the file's at once (what its client would have measured and
+    /// sent after `Measure`, one round trip later).
+    pub fn closed(&self, id: FileId, wrote: bool, size: Option<u64>) -> AfterClose {
         self.with(|m| {
             let Some(e) = m.get_mut(&id) else { return AfterClose::Nothing };
             e.writers = e.writers.saturating_sub(1);
@@ -113,7 +117,18 @@ impl KnownSizes {
                 e.dirty = true;
                 e.size = None;
             }
-            if e.writers == 0 && (e.dirty || e.size.is_none()) { AfterClose::Measure { epoch: e.epoch, sole: e.busy_opens == 1 } } else { AfterClose::Nothing }
+            if e.writers > 0 || !(e.dirty || e.size.is_none()) {
+                return AfterClose::Nothing;
+            }
+            let sole = e.busy_opens == 1;
+            match size {
+                Some(size) if sole => {
+                    e.size = Some(size);
+                    e.dirty = false;
+                    AfterClose::Nothing
+                }
+                _ => AfterClose::Measure { epoch: e.epoch, sole },
+            }
         })
     }
 
@@ -181,33 +196,33 @@ mod tests {
         assert_eq!(s.known(f), None, "never seen: ask the data servers");
         s.opened(f, true);
         assert_eq!(s.known(f), None, "its creator may be writing");
-        assert_eq!(s.closed(f, false), AfterClose::Nothing, "created and closed unwritten: known empty");
+        assert_eq!(s.closed(f, false, None), AfterClose::Nothing, "created and closed unwritten: known empty");
         assert_eq!(s.known(f), Some(0));
         // Two writers; the first measures too early, the second's close
         // arrives first: only a measure after the last close counts.
         s.opened(f, false);
         s.opened(f, false);
-        assert_eq!(s.closed(f, true), AfterClose::Nothing, "a writer is still open");
+        assert_eq!(s.closed(f, true, None), AfterClose::Nothing, "a writer is still open");
         assert_eq!(s.known(f), None);
-        let AfterClose::Measure { epoch, sole } = s.closed(f, true) else { panic!("the last writer measures") };
+        let AfterClose::Measure { epoch, sole } = s.closed(f, true, None) else { panic!("the last writer measures") };
         assert!(!sole, "two writers were open: the last one to close cannot know the size alone");
         assert_eq!(s.known(f), None, "not measured yet");
         s.measured(f, epoch, 1100);
         assert_eq!(s.known(f), Some(1100));
         // A write open between the last close and its measure voids it.
         s.opened(f, false);
-        let AfterClose::Measure { epoch, sole } = s.closed(f, true) else { panic!() };
+        let AfterClose::Measure { epoch, sole } = s.closed(f, true, None) else { panic!() };
         assert!(sole, "one write open since the file had no writer");
         s.opened(f, false);
         s.measured(f, epoch, 5);
         assert_eq!(s.known(f), None, "a measure from an older epoch is dropped");
-        assert_eq!(s.closed(f, false), AfterClose::Measure { epoch: epoch + 1, sole: true }, "still unknown: the last closer measures");
+        assert_eq!(s.closed(f, false, None), AfterClose::Measure { epoch: epoch + 1, sole: true }, "still unknown: the last closer measures");
         s.measured(f, epoch + 1, 9);
         assert_eq!(s.known(f), Some(9));
         // Older files and forgotten ones are not vouched for.
         let older = FileId(4);
         s.opened(older, false);
-        assert_eq!(s.closed(older, true), AfterClose::Nothing);
+        assert_eq!(s.closed(older, true, None), AfterClose::Nothing);
         assert_eq!(s.known(older), None, "a file from before this instance may have writers it never saw");
         s.forget(f);
         assert_eq!(s.known(f), None);
@@ -218,19 +233,44 @@ mod tests {
         let s = KnownSizes::new(1, 0, 1);
         let f = FileId(3);
         s.opened(f, true);
-        assert_eq!(s.closed(f, true), AfterClose::Measure { epoch: 1, sole: true });
+        assert_eq!(s.closed(f, true, None), AfterClose::Measure { epoch: 1, sole: true });
         // A opens, B opens, A closes, B closes: B's open overlapped A's.
         s.opened(f, false);
         s.opened(f, false);
-        assert_eq!(s.closed(f, true), AfterClose::Nothing);
-        assert_eq!(s.closed(f, true), AfterClose::Measure { epoch: 3, sole: false });
+        assert_eq!(s.closed(f, true, None), AfterClose::Nothing);
+        assert_eq!(s.closed(f, true, None), AfterClose::Measure { epoch: 3, sole: false });
         // A opens, B opens and closes, A closes: B wrote while A was open.
         s.opened(f, false);
         s.opened(f, false);
-        assert_eq!(s.closed(f, true), AfterClose::Nothing);
-        assert!(matches!(s.closed(f, false), AfterClose::Measure { sole: false, .. }));
+        assert_eq!(s.closed(f, true, None), AfterClose::Nothing);
+        assert!(matches!(s.closed(f, false, None), AfterClose::Measure { sole: false, .. }));
         // Alone again after the file had no writer.
         s.opened(f, false);
-        assert!(matches!(s.closed(f, true), AfterClose::Measure { sole: true, .. }));
+        assert!(matches!(s.closed(f, true, None), AfterClose::Measure { sole: true, .. }));
+    }
+
+    /// A close that carries the size its handle knows: taken at once when
+    /// that handle was the only write open since the file had none (no
+    /// `Measure`, no `SetSize`); otherwise ignored, and measured as before.
+    #[test]
+    fn a_sole_writers_size_comes_with_its_close() {
+        let s = KnownSizes::new(1, 0, 1);
+        let f = FileId(3);
+        s.opened(f, true);
+        assert_eq!(s.closed(f, true, Some(4096)), AfterClose::Nothing, "the sole writer's size is taken");
+        assert_eq!(s.known(f), Some(4096));
+        // Two write opens overlapping: the size either one knows is not
+        // the file's.
+        s.opened(f, false);
+        s.opened(f, false);
+        assert_eq!(s.closed(f, true, Some(1)), AfterClose::Nothing, "a writer is still open");
+        assert_eq!(s.known(f), None);
+        assert_eq!(s.closed(f, true, Some(2)), AfterClose::Measure { epoch: 3, sole: false }, "not alone: measured");
+        assert_eq!(s.known(f), None, "neither size was taken");
+        s.measured(f, 3, 77);
+        assert_eq!(s.known(f), Some(77));
+        // Alone but not knowing the size: measured, as before.
+        s.opened(f, false);
+        assert_eq!(s.closed(f, true, None), AfterClose::Measure { epoch: 4, sole: true });
     }
 }

@@ -179,9 +179,13 @@ pub enum MetaReq {
     /// when the service knows it (no writer has the file open).
     StatSize { path: String },
     /// A handle opened for writing (`Open { write: true }` or `Create`) is
-    /// closed; `wrote`: it changed the file. Answered `Ok`, or `Measure`
-    /// when this close left no writer and the size must be measured.
-    Close { file: FileId, wrote: bool },
+    /// closed; `wrote`: it changed the file; `size`: the file's size as the
+    /// handle knows it exactly (it found the file empty, or made it so, and
+    /// followed every change of its own since), if it does. Answered `Ok`,
+    /// or `Measure` when this close left no writer and the size must be
+    /// measured: never when `size` is given and the handle was the only
+    /// write open since the file last had none (the service takes `size`).
+    Close { file: FileId, wrote: bool, size: Option<u64> },
     /// The size measured (asked of every data server) after a close that
     /// was answered `Measure { epoch }`.
     SetSize { file: FileId, epoch: u64, size: u64 },
@@ -368,8 +372,12 @@ impl MetaReq {
             MetaReq::StatSize { path } => {
                 e.u8(15).str(path);
             }
-            MetaReq::Close { file, wrote } => {
+            MetaReq::Close { file, wrote, size } => {
                 e.u8(16).u64(file.0).bool(*wrote);
+                match size {
+                    Some(s) => e.u8(1).u64(*s),
+                    None => e.u8(0),
+                };
             }
             MetaReq::SetSize { file, epoch, size } => {
                 e.u8(17).u64(file.0).u64(*epoch).u64(*size);
@@ -462,7 +470,7 @@ impl MetaReq {
             13 => MetaReq::Readlink { path: path(d)? },
             14 => MetaReq::SetTimes { path: path(d)?, mtime_ns: d.i64()? },
             15 => MetaReq::StatSize { path: path(d)? },
-            16 => MetaReq::Close { file: FileId(d.u64()?), wrote: d.bool()? },
+            16 => MetaReq::Close { file: FileId(d.u64()?), wrote: d.bool()?, size: if d.bool()? { Some(d.u64()?) } else { None } },
             17 => MetaReq::SetSize { file: FileId(d.u64()?), epoch: d.u64()?, size: d.u64()? },
             18 => MetaReq::Renew { old: super::cap::Capability::decode(d)?, path: path(d)? },
             19 => {

@@ -65,7 +65,7 @@ fn untagged_meta_req() -> impl Strategy<Value = MetaReq> {
         name().prop_map(|path| MetaReq::Readlink { path }),
         (name(), any::<i64>()).prop_map(|(path, mtime_ns)| MetaReq::SetTimes { path, mtime_ns }),
         name().prop_map(|path| MetaReq::StatSize { path }),
-        (any::<u64>(), any::<bool>()).prop_map(|(f, wrote)| MetaReq::Close { file: FileId(f), wrote }),
+        (any::<u64>(), any::<bool>(), proptest::option::of(any::<u64>())).prop_map(|(f, wrote, size)| MetaReq::Close { file: FileId(f), wrote, size }),
         (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(f, epoch, size)| MetaReq::SetSize { file: FileId(f), epoch, size }),
         (cap(), name()).prop_map(|(old, path)| MetaReq::Renew { old, path }),
         any::<u64>().prop_map(|f| MetaReq::StatId { file: FileId(f) }),

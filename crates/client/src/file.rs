@@ -371,14 +371,9 @@ impl File {
         let exact = self.exact_size.load(std::sync::atomic::Ordering::Relaxed);
         let r = match self.session.meta(MetaReq::Close { file, wrote, size: (exact != UNKNOWN_SIZE).then_some(exact) }) {
             // The last writer is gone: every write is done, so the size
-            // measured now is the file's.
-            // Alone since the file last had no writer, and knowing every
-            // change: the size is this handle's own (a service that took
-            // it with the close answered `Ok`).
-            Ok(Response::Measure { epoch, sole }) => {
-                let size = if sole && exact != UNKNOWN_SIZE { Ok(exact) } else { self.size() };
-                size.and_then(|size| self.session.meta(MetaReq::SetSize { file, epoch, size })).map(|_| ())
-            }
+            // measured now is the file's. (A sole writer that knew the
+            // size gave it with the close, and was answered `Ok`.)
+            Ok(Response::Measure { epoch, .. }) => self.size().and_then(|size| self.session.meta(MetaReq::SetSize { file, epoch, size })).map(|_| ()),
             other => other.map(|_| ()),
         };
         let closed = match r {

@@ -441,12 +441,6 @@ fn stat_knows_sizes_without_the_data_servers_once_writers_close() {
     assert_eq!(stat_cost(&c, "/empty", 4), (0, 3));
 }
 
-/// Requests the metadata service served between two status reports, less
-/// the reports themselves.
-fn meta_requests(c: &Client) -> u64 {
-    c.status().into_iter().filter_map(|s| s.stats.ok()).filter(|s| s.services & 1 != 0).map(|s| s.requests).sum()
-}
-
 /// A handle that made its file (an exclusive create) and was its only
 /// writer reports the size it knows with its close, asking no data server
 /// and sending the metadata service one request; a closer that was not
@@ -466,12 +460,13 @@ fn a_sole_writer_that_made_its_file_closes_without_asking_the_data_servers() {
     f.write_at(0, &[2u8; 10]).unwrap();
     assert_eq!(close_cost(f), 0, "the sole writer knew the size");
     // One request to the metadata service: no `SetSize` after the close
-    // (the first report's own request counted in the second).
+    // (a report's own request is counted as it arrives: the second's is
+    // in the difference).
     let f = c.create("/alone-too", excl).unwrap();
     f.write_at(0, &[2u8; 70_000]).unwrap();
-    let before = meta_requests(&c);
+    let before = weft_testkit::meta_requests(&c);
     f.close().unwrap();
-    assert_eq!(meta_requests(&c) - before - 1, 1, "the size went with the close");
+    assert_eq!(weft_testkit::meta_requests(&c) - before - 1, 1, "the size went with the close");
     assert_eq!(stat_cost(&c, "/alone-too", 4), (0, 70_000));
     assert_eq!(stat_cost(&c, "/alone", 4), (0, 150_000));
     // Another writer overlapped: the creator's close, the last, measures.

@@ -12,6 +12,10 @@
 //!   closed, so all their writes are done; the client measures and sends
 //!   `SetSize { epoch, size }`, taken only if no write open came in between
 //!   (the epoch is unchanged). A new file is known empty;
+//! * a close that leaves no writer, of the only write open since the file
+//!   last had none, may carry the size its handle knows exactly (it made
+//!   the file by an exclusive create and followed every change since): it
+//!   is taken at once, with no `Measure` and no `SetSize`;
 //! * `StatSize` answers with the size only while no writer is open and the
 //!   size is known; otherwise the client asks the data servers, as it does
 //!   for a file whose writer died without closing (its count never returns
@@ -93,11 +97,18 @@ impl KnownSizes {
     pub fn opened(&self, id: FileId, created: bool) {
         let new = Entry { writers: 0, epoch: 0, size: created.then_some(0), dirty: false, busy_opens: 0 };
         self.with(|m| {
+            // The create is committed before it is counted here: another
+            // client may have opened the new file (and closed it) between.
+            let seen = m.contains_key(&id);
             if let Some(e) = self.entry(m, id, new) {
                 if e.writers == 0 {
                     e.busy_opens = 0;
                 }
                 e.busy_opens = e.busy_opens.saturating_add(1);
+                if created && seen {
+                    // Its creator is not its only writer: never sole.
+                    e.busy_opens = e.busy_opens.saturating_add(1);
+                }
                 e.writers += 1;
                 e.epoch += 1;
             }
@@ -272,5 +283,13 @@ mod tests {
         // Alone but not knowing the size: measured, as before.
         s.opened(f, false);
         assert_eq!(s.closed(f, true, None), AfterClose::Measure { epoch: 4, sole: true });
+        // Another client opened, wrote and closed a new file between its
+        // create's commit and the creator's count: the creator is not sole.
+        let g = FileId(4);
+        s.opened(g, false);
+        assert!(matches!(s.closed(g, true, None), AfterClose::Measure { .. }));
+        s.opened(g, true);
+        assert!(matches!(s.closed(g, true, Some(10)), AfterClose::Measure { sole: false, .. }), "the creator's own size left out the other's bytes");
+        assert_eq!(s.known(g), None);
     }
 }

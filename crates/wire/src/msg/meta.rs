@@ -180,8 +180,8 @@ pub enum MetaReq {
     StatSize { path: String },
     /// A handle opened for writing (`Open { write: true }` or `Create`) is
     /// closed; `wrote`: it changed the file; `size`: the file's size as the
-    /// handle knows it exactly (it found the file empty, or made it so, and
-    /// followed every change of its own since), if it does. Answered `Ok`,
+    /// handle knows it exactly (it made the file by an exclusive create and
+    /// followed every change since, all its own), if it does. Answered `Ok`,
     /// or `Measure` when this close left no writer and the size must be
     /// measured: never when `size` is given and the handle was the only
     /// write open since the file last had none (the service takes `size`).

@@ -21,14 +21,14 @@ use std::time::Instant;
 
 impl Endpoint {
     /// Drives batch `id` (one call to `peer`) alone while nothing else is
-    /// in the engine. Returns whether it is done; if not, the general
-    /// driver goes on with it (the batch is left as any pass leaves one).
-    pub(super) fn drive_solo(&self, id: u64, peer: std::net::SocketAddr) -> bool {
+    /// in the engine. The caller then waits for it as for any batch
+    /// (`wait_batch`): done, or left as any pass leaves one.
+    pub(super) fn drive_solo(&self, id: u64, peer: std::net::SocketAddr) {
         let key = ConnKey::primary(peer);
         let mut eng = self.lock();
         let alone = !eng.driving && eng.batches.len() == 1 && matches!(eng.conns.get(&key), Some(Slot::Ready(c)) if c.is_idle());
         if !alone {
-            return false;
+            return;
         }
         // The turn is ours: only the driver locks the poller, so it is free.
         eng.driving = true;
@@ -36,35 +36,36 @@ impl Endpoint {
         let turn = TurnGuard(self);
         let mut poller = self.poller.lock().unwrap_or_else(PoisonError::into_inner);
         let (poll, events) = &mut *poller;
-        let (done, mut eng) = self.solo_loop(eng, id, key, poll, events);
+        let mut eng = self.solo_loop(eng, id, key, poll, events);
         drop(poller);
         // The turn is given up here, with the lock held already.
         std::mem::forget(turn);
         eng.driving = false;
         self.wake_sleepers(eng);
-        done
     }
 
     /// [`Endpoint::drive_solo`]'s loop, with the turn and the poller
-    /// taken; returns whether the batch is done, and the lock.
-    fn solo_loop<'e>(&'e self, mut eng: MutexGuard<'e, Engine>, id: u64, key: ConnKey, poll: &mut Poll, events: &mut Events) -> (bool, MutexGuard<'e, Engine>) {
+    /// taken; returns the lock, once the batch is done or the general
+    /// driver has to go on.
+    fn solo_loop<'e>(&'e self, mut eng: MutexGuard<'e, Engine>, id: u64, key: ConnKey, poll: &mut Poll, events: &mut Events) -> MutexGuard<'e, Engine> {
         let peer = key.peer;
         // The batch was made a moment ago: its clock reading serves the
-        // post and the first wait.
+        // post and the first wait (which may so end a few microseconds
+        // past its bound, against bounds of seconds).
         let made = eng.batches[id].made;
         eng.feed_at(id, Some(made));
         let mut clock = Some(made);
         loop {
             let b = &eng.batches[id];
             if b.is_done() {
-                return (true, eng);
+                return eng;
             }
             if eng.batches.len() != 1 || b.connect.is_some() {
-                return (false, eng);
+                return eng;
             }
             let deadline = b.deadline;
             let engine = &mut *eng;
-            let Some(Slot::Ready(c)) = engine.conns.get_mut(&key) else { return (false, eng) };
+            let Some(Slot::Ready(c)) = engine.conns.get_mut(&key) else { return eng };
             let token = c.token;
             let batches = &mut engine.batches;
             // Until both sides would block: a read may queue output (a
@@ -89,10 +90,10 @@ impl Endpoint {
             // connection, read to `WouldBlock`, is not read again).
             if c.link.has_splits() {
                 engine.splits.extend(c.link.take_splits().map(|g| (peer, g)));
-                return (false, eng);
+                return eng;
             }
             if engine.batches[id].is_done() {
-                return (true, eng);
+                return eng;
             }
             // Until an event, nothing moves here. The wait is cut short
             // where the general driver has work: the deadline, the
@@ -101,7 +102,7 @@ impl Endpoint {
             let watch = if self.config.ping_after.is_zero() { deadline } else { deadline.min(now + self.config.ping_after) };
             let until = engine.next_watch().map_or(watch, |w| watch.min(w));
             if now >= until {
-                return (false, eng);
+                return eng;
             }
             drop(eng);
             let wait = until - now;
@@ -112,7 +113,7 @@ impl Endpoint {
             {
                 let mut eng = self.lock();
                 eng.drop_all(&e);
-                return (false, eng);
+                return eng;
             }
             eng = self.lock();
             // The spin marks every shared-memory connection with input,
@@ -132,7 +133,7 @@ impl Endpoint {
             }
             events.clear();
             if elsewhere {
-                return (false, eng);
+                return eng;
             }
         }
     }

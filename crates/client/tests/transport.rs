@@ -3,6 +3,8 @@
 //! move the same bytes as a local file written with the same pattern,
 //! also when both sides poll their rings before blocking
 //! (`WEFT_SHM_POLL_US`), and a TCP client of a polling server is served.
+//! Over shared memory, large writes are placed in the connection's shared
+//! area (the bytes cross once) and read back right.
 
 use weft_testkit::TestCluster;
 use std::time::Duration;
@@ -52,19 +54,27 @@ fn both_transports_move_the_same_bytes_also_when_polling() {
     round_trip(&shm, &tc, "over-shm-polling");
     let data = tc.cluster().servers.iter().find(|s| s.services.contains(&weft_net::Service::Data)).unwrap().addr;
     assert_eq!(shm.transport_of(data), Some("shm"));
+    // Each write past the eager limit (65,537, 1 MiB and 300,001 bytes,
+    // cut at stripe ends) is placed in the area.
+    let st = shm.endpoint_stats();
+    assert!(st.placed >= 6 && st.placed == st.rendezvous, "rendezvous payloads are placed: {st:?}");
     // A TCP client of the same (polling) servers is served too.
     let tcp = client(&tc, TransportChoice::Tcp, Duration::ZERO);
     round_trip(&tcp, &tc, "over-tcp");
     assert_eq!(tcp.transport_of(data), Some("tcp"));
+    assert_eq!(tcp.endpoint_stats().placed, 0);
     // And a blocking shared-memory client.
     let blocking = client(&tc, TransportChoice::Shm, Duration::ZERO);
     round_trip(&blocking, &tc, "over-shm-blocking");
+    assert!(blocking.endpoint_stats().placed >= 6);
 }
 
 /// Rails (issue 24): with `WEFT_RAILS=4` a client's large requests go in
 /// parts over four connections to each data server, which put each
 /// payload together by message id before writing it; the file reads back
-/// as the local copy, over TCP and over shared memory.
+/// as the local copy, over TCP and over shared memory. Over shared memory
+/// the payloads are placed in the shared area instead (one copy beats
+/// splitting it over rails of the same memory).
 #[test]
 fn rails_split_large_writes_and_the_servers_put_them_together() {
     let tc = TestCluster::start("rails", 2);
@@ -84,7 +94,11 @@ fn rails_split_large_writes_and_the_servers_put_them_together() {
         assert!(back == data, "{name}: the file differs from what was written");
         let st = c.endpoint_stats();
         assert_eq!(st.rail_connects, 6, "{name}: three rails to each of the two data servers: {st:?}");
-        assert!(st.rail_parts >= 12, "{name}: parts went over the rails: {st:?}");
+        if transport == TransportChoice::Shm {
+            assert!(st.rail_parts == 0 && st.placed == st.rendezvous && st.placed >= 12, "{name}: payloads placed, not split: {st:?}");
+        } else {
+            assert!(st.rail_parts >= 12 && st.placed == 0, "{name}: parts went over the rails: {st:?}");
+        }
         assert_eq!(st.rail_resends, 0, "{name}: {st:?}");
         // Writes of odd sizes (some split, some not) through the same rails.
         round_trip(&c, &tc, &format!("{name}-odd"));

@@ -30,7 +30,7 @@ fn bytes_cross_both_ways_through_many_ring_lengths() {
     let n = 5 * RING_CAP + 12_345;
     let server = std::thread::spawn(move || {
         let (bell, _) = l.accept().unwrap();
-        let mut t = ShmTransport::offer(bell, RING_CAP).unwrap();
+        let mut t = ShmTransport::offer(bell, RING_CAP, None).unwrap();
         let mut b = t.blocking(Instant::now() + Duration::from_secs(30));
         let mut got = vec![0u8; n];
         b.read_exact(&mut got).unwrap();
@@ -60,7 +60,7 @@ fn a_closed_peer_reads_as_end_of_stream_after_its_last_bytes() {
     let l = listen(a);
     let server = std::thread::spawn(move || {
         let (bell, _) = l.accept().unwrap();
-        let mut t = ShmTransport::offer(bell, RING_CAP).unwrap();
+        let mut t = ShmTransport::offer(bell, RING_CAP, None).unwrap();
         t.blocking(Instant::now() + Duration::from_secs(10)).write_all(b"last words").unwrap();
         // Dropped: the socket closes.
     });
@@ -90,16 +90,33 @@ fn offer_raw(bell: &std::os::unix::net::UnixStream, bytes: &[u8], fd: &impl AsRa
 #[test]
 fn offers_that_could_hurt_the_client_are_refused() {
     use nix::sys::memfd::{memfd_create, MFdFlags};
-    let mut offer = b"WEFTSHM1".to_vec();
+    let mut offer = b"WEFTSHM2".to_vec();
     offer.extend_from_slice(&(RING_CAP as u32).to_le_bytes());
+    offer.extend_from_slice(&0u32.to_le_bytes());
     let len = 2 * (256 + RING_CAP) as i64;
     // Unsealed memory: the offerer could shrink it under the client (SIGBUS).
     let unsealed = memfd_create("t", MFdFlags::MFD_CLOEXEC).unwrap();
     nix::unistd::ftruncate(&unsealed, len).unwrap();
     // Rings of an absurd size.
-    let mut huge = b"WEFTSHM1".to_vec();
+    let mut huge = b"WEFTSHM2".to_vec();
     huge.extend_from_slice(&u32::MAX.to_le_bytes());
-    for (what, bytes, want) in [("unsealed", offer.clone(), "sealed at its size"), ("wrong magic", b"NOTWEFT!\0\0\x10\0".to_vec(), "not a Weft"), ("huge rings", huge, "rings of")] {
+    huge.extend_from_slice(&0u32.to_le_bytes());
+    // An area past what a client maps, or not of whole pages.
+    let area = |n: u32| {
+        let mut o = b"WEFTSHM2".to_vec();
+        o.extend_from_slice(&(RING_CAP as u32).to_le_bytes());
+        o.extend_from_slice(&n.to_le_bytes());
+        o
+    };
+    for (what, bytes, want) in [
+        ("unsealed", offer.clone(), "sealed at its size"),
+        ("wrong magic", b"NOTWEFT!\0\0\x10\0\0\0\0\0".to_vec(), "not a Weft"),
+        ("huge rings", huge, "rings of"),
+        ("huge area", area(u32::MAX - 4095), "shared area of"),
+        ("ragged area", area(4097), "shared area of"),
+        // A size that does not cover the area offered: refused before mapping.
+        ("area not in the memory", area(1 << 20), "sealed at its size"),
+    ] {
         let a = addr();
         let l = listen(a);
         let fd = unsealed.try_clone().unwrap();
@@ -142,7 +159,7 @@ fn a_peer_flooding_the_doorbell_breaks_its_connection() {
     let l = listen(a);
     let server = std::thread::spawn(move || {
         let (bell, _) = l.accept().unwrap();
-        let mut t = ShmTransport::offer(bell, RING_CAP).unwrap();
+        let mut t = ShmTransport::offer(bell, RING_CAP, None).unwrap();
         let t0 = Instant::now();
         loop {
             // What the server's loop does on each readiness event.

@@ -48,7 +48,7 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// 1-8 changes in one `Change`; `Unlink` answered `Unlinked` (response 21)
 /// with its directory's new time. 27: `Close` carries the size a sole
 /// writer knows (no `Measure` and `SetSize` after it).
-pub const PROTOCOL_VERSION: u8 = 27;
+pub const PROTOCOL_VERSION: u8 = 28;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 
@@ -77,6 +77,9 @@ pub enum FrameKind {
     /// Rails: a piece of a payload granted on another (or this)
     /// connection, named by its `Cts`'s rail token and message id.
     Part = 10,
+    /// Rendezvous data placed in the connection's shared area where the
+    /// `Cts` said (shared memory only): a header, no body, no bytes.
+    Placed = 11,
 }
 
 impl FrameKind {
@@ -92,6 +95,7 @@ impl FrameKind {
             8 => Self::Proof,
             9 => Self::Welcome,
             10 => Self::Part,
+            11 => Self::Placed,
             _ => return Err(DecodeError::BadKind(v)),
         })
     }

@@ -23,7 +23,7 @@ pub use msg::coll::{CollTag, Run};
 pub use msg::data::{CpuKind, DataReq, Piece, ReadOrder, ServerStats, CPU_KINDS};
 pub use msg::handshake::{Challenge, Hello, Proof, Secret};
 pub use msg::lock::{lock_seal, Lease, LeaseRefusal, LockReq, WireExtent};
-pub use msg::rails::{PartHead, RailToken, MAX_PARTS, RAIL_TOKEN_LEN};
+pub use msg::rails::{Grant, PartHead, RailToken, MAX_PARTS, RAIL_TOKEN_LEN};
 pub use msg::replica::{DirMove, ReplicaOp};
 pub use msg::meta::{AttrChange, Cred, DirEntry, FileAttr, FileKind, LayoutHint, MetaReq, PointerOp, StripeLayout, KEEP_ID, MAX_ATTR_CHANGES, MAX_GROUPS, TIME_NOW};
 pub use msg::{Request, Response};

@@ -50,11 +50,13 @@ pub(super) struct Conn {
     pub(super) read_bytes: u64,
     pub(super) written_bytes: u64,
     pub(super) watch: super::liveness::Watch,
+    /// Payloads placed in the shared area (`EndpointStats::placed`).
+    pub(super) placed: u64,
 }
 
 impl Conn {
     pub(super) fn new(transport: Box<dyn Transport>, token: Token) -> Self {
-        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, read_closed: false, stage: Stage::default(), scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false, read_bytes: 0, written_bytes: 0, watch: Default::default() }
+        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, read_closed: false, stage: Stage::default(), scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false, read_bytes: 0, written_bytes: 0, watch: Default::default(), placed: 0 }
     }
 
     /// Records readiness a poll event reported.
@@ -210,7 +212,29 @@ impl Conn {
             if let Err(what) = read {
                 return (completed, Err(violation(addr, what)));
             }
+            if self.link.has_placements()
+                && let Err(e) = self.place(addr, batches)
+            {
+                return (completed, Err(e));
+            }
         }
+    }
+
+    /// Copies the payloads the server granted places in the shared area
+    /// there, and tells it so (`Placed`): the bytes cross once.
+    fn place(&mut self, addr: SocketAddr, batches: &Slab<Batch>) -> Result<(), NetError> {
+        let placements: Vec<_> = self.link.take_placements().collect();
+        for p in placements {
+            let c = p.call;
+            // A call waiting for its grant cannot be withdrawn (`hold`), so
+            // its batch is there; if not, the server would wait forever.
+            let b = batches.get(c.batch).ok_or_else(|| violation(addr, format!("a place granted for message {} of a call gone", p.id)))?;
+            let mut parts = b.calls[c.index].send.iter().map(|v| v.bytes());
+            self.transport.place(p.at, p.pay_len, &mut parts).map_err(|e| violation(addr, e.to_string()))?;
+            self.link.push_placed(p);
+            self.placed += 1;
+        }
+        Ok(())
     }
 }
 

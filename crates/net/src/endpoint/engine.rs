@@ -256,6 +256,7 @@ impl Engine {
         self.tokens.remove(&c.token);
         // Closing the socket (when `c` drops) takes it out of the poller.
         self.stats.dropped_connections += 1;
+        self.stats.placed += c.placed;
         if key.rail > 0 {
             // A rail is owed no answers: its parts go again on the server's
             // own connection, and no call fails with it.

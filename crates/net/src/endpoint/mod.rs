@@ -97,6 +97,9 @@ pub struct EndpointStats {
     pub rail_resends: u64,
     /// Calls that went the short way of a call alone (`solo.rs`).
     pub solo: u64,
+    /// Rendezvous payloads copied into a shared-memory connection's area
+    /// (moved once, `Placed`) instead of through its ring.
+    pub placed: u64,
 }
 
 /// The poll token of the waker that interrupts the driver's `poll`.
@@ -139,7 +142,10 @@ impl Endpoint {
     }
 
     pub fn stats(&self) -> EndpointStats {
-        self.lock().stats
+        let eng = self.lock();
+        let mut s = eng.stats;
+        s.placed += eng.conns.values().filter_map(|s| if let Slot::Ready(c) = s { Some(c.placed) } else { None }).sum::<u64>();
+        s
     }
 
     /// Connections open now.

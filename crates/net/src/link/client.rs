@@ -19,6 +19,11 @@
 //! payload's parts as `Part` frames on this and its other connections to
 //! the server ([`ClientConn::push_part`]), or whole ([`ClientConn::push_data`]).
 //!
+//! Shared memory: a `Cts` that names a place in the connection's shared
+//! area asks the owner to copy the payload there
+//! ([`ClientConn::take_placements`], [`ClientConn::push_placed`]); the
+//! server is then sent a `Placed` frame instead of `Data`.
+//!
 //! A response before its `Cts` is the server refusing the payload: the
 //! data is never sent. A response to an id never posted, a `Cts` for an id
 //! not waiting for one, or a response payload longer than its call asked
@@ -29,7 +34,7 @@ use super::frames::{Filling, HeaderRx, Outbox};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::io::IoSlice;
 use std::time::Instant;
-use weft_wire::{FrameKind, Header, MsgId, PartHead, RailToken, Response, RAIL_TOKEN_LEN};
+use weft_wire::{FrameKind, Grant, Header, MsgId, PartHead, RailToken, Response, RAIL_TOKEN_LEN};
 
 /// A response: its body and how many payload bytes landed in the call's
 /// buffers.
@@ -58,6 +63,16 @@ pub struct SplitGrant<T> {
     pub call: T,
     /// What `Part` frames name (the granting connection).
     pub token: RailToken,
+    pub pay_len: usize,
+}
+
+/// A payload the server granted a place in the shared area: the owner
+/// copies it to `at` and then queues [`ClientConn::push_placed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement<T> {
+    pub id: u64,
+    pub call: T,
+    pub at: u64,
     pub pay_len: usize,
 }
 
@@ -112,6 +127,8 @@ pub struct ClientConn<T> {
     /// holds the connection, as a `Data` frame queued does).
     splits: Vec<SplitGrant<T>>,
     splitting: HashSet<u64>,
+    /// Grants placed in the shared area, waiting for the owner's copy.
+    placements: Vec<Placement<T>>,
     /// The outbox's clock, never read: the client sets no send deadline
     /// (its calls have theirs), so it need not ask the time per frame.
     epoch: Instant,
@@ -128,6 +145,7 @@ impl<T> Default for ClientConn<T> {
             split_min: 0,
             splits: Vec::new(),
             splitting: HashSet::default(),
+            placements: Vec::new(),
             epoch: Instant::now(),
         }
     }
@@ -154,6 +172,7 @@ impl<T: Copy> ClientConn<T> {
         self.awaiting_cts.clear();
         self.splitting.clear();
         self.splits.clear();
+        self.placements.clear();
         self.pending.drain().map(|(_, o)| o.call).collect()
     }
 
@@ -199,6 +218,21 @@ impl<T: Copy> ClientConn<T> {
         self.out.push(FrameKind::Data, MsgId(g.id), &[], OutTag { call: g.call, range: None }, g.pay_len, self.epoch);
     }
 
+    /// Grants the owner is to copy into the shared area.
+    pub fn take_placements(&mut self) -> std::vec::Drain<'_, Placement<T>> {
+        self.placements.drain(..)
+    }
+
+    pub fn has_placements(&self) -> bool {
+        !self.placements.is_empty()
+    }
+
+    /// The owner copied a placement's payload into the area: the server
+    /// is told so.
+    pub fn push_placed(&mut self, p: Placement<T>) {
+        self.out.push(FrameKind::Placed, MsgId(p.id), &[], OutTag { call: p.call, range: None }, 0, self.epoch);
+    }
+
     /// Queues `len` bytes of call `call`'s payload from `offset` as a part
     /// of message `id`, granted on the connection `token` names (this one
     /// or another to the same server). Nothing is owed here: the answer
@@ -215,11 +249,11 @@ impl<T: Copy> ClientConn<T> {
         }
         // A payload granted whose parts are not queued yet: the server
         // waits for them.
-        if self.splitting.iter().any(|id| self.pending.get(id).is_some_and(|o| mine(&o.call))) {
+        if self.splitting.iter().any(|id| self.pending.get(id).is_some_and(|o| mine(&o.call))) || self.placements.iter().any(|p| mine(&p.call)) {
             return Hold::MidFrame;
         }
         // Granted payload bytes not all sent: the server waits for them.
-        if self.out.frames().any(|f| mine(&f.payload.call) && (f.pos > 0 || f.kind == FrameKind::Data || f.kind == FrameKind::Part)) {
+        if self.out.frames().any(|f| mine(&f.payload.call) && (f.pos > 0 || matches!(f.kind, FrameKind::Data | FrameKind::Part | FrameKind::Placed))) {
             return Hold::MidFrame;
         }
         // An `Rts` already sent and not yet answered by `Cts`: the server
@@ -381,8 +415,13 @@ impl<T: Copy> ClientConn<T> {
                 }
                 let owed = self.pending.get(&id).ok_or_else(|| format!("Cts for unknown message {id}"))?;
                 let (call, pay_len) = (owed.call, owed.pay_len);
+                let grant = Grant::decode(&body).map_err(|e| format!("bad Cts for message {id}: {e}"))?;
+                if let Some(at) = grant.area_at {
+                    self.placements.push(Placement { id, call, at, pay_len });
+                    return Ok(());
+                }
                 // A server that takes parts names this connection.
-                let token = RailToken::decode(&body).ok().filter(|t| t.0 != [0; RAIL_TOKEN_LEN]);
+                let token = Some(grant.token).filter(|t| t.0 != [0; RAIL_TOKEN_LEN]);
                 match token {
                     Some(token) if self.split_min > 0 && pay_len >= self.split_min => {
                         self.splitting.insert(id);

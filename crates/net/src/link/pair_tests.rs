@@ -138,7 +138,7 @@ fn run(ops: &[Op], cuts: &[usize]) -> Vec<Reply> {
                     s.respond(id, &Response::Written { bytes: payload.bytes.len() as u64 }, Payload::default(), Instant::now());
                 }
                 Request::Source { len } => {
-                    let p = Payload { bytes: pattern(i, len as usize), charge: None };
+                    let p = Payload::new(pattern(i, len as usize), None);
                     s.respond(id, &Response::Read { object_size: u64::from(len) }, p, Instant::now());
                 }
                 r => panic!("unexpected request {r:?}"),

@@ -3,6 +3,7 @@
 //! between a machine and its transport: TCP, or shared memory ([`shm`])
 //! for a client on the server's node.
 
+pub mod area;
 pub mod ring;
 pub mod shm;
 
@@ -32,6 +33,13 @@ pub trait Transport: Send {
     /// transport with a Unix socket under it can.
     fn lend(&mut self, _fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
         Err(io::Error::new(io::ErrorKind::Unsupported, "objects are lent only over shared memory (a client on the server's node)"))
+    }
+    /// Client side: copies a rendezvous payload (`len` bytes, the
+    /// concatenation of `parts`) into the shared area at `at`, where the
+    /// server's grant placed it. Only shared memory has an area; a place
+    /// outside it is the server breaking the rules.
+    fn place(&mut self, _at: u64, _len: usize, _parts: &mut dyn Iterator<Item = &[u8]>) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::InvalidData, "a payload placed in a shared area over a connection without one"))
     }
     /// Client side: the descriptors the peer lent so far, oldest first
     /// (including those still waiting in the socket).

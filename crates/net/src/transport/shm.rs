@@ -8,17 +8,21 @@
 //! network namespace, so only a client on the same node, in the same
 //! namespace, finds it). On a connection it makes a memfd of two rings,
 //! seals its size (no one can shrink it under the other's feet, which
-//! would kill the reader with SIGBUS), maps it and sends it with an
-//! 12-byte offer (`WEFTSHM1`, ring capacity u32 LE). The client checks the
+//! would kill the reader with SIGBUS), maps it and sends it with a
+//! 16-byte offer (`WEFTSHM2`, ring capacity u32 LE, shared area bytes u32
+//! LE). The client checks the
 //! offer, the size and the seals, maps it, and both run the ordinary Weft
 //! handshake and protocol over the rings: whoever listens on the name must
 //! still prove the cluster's secret (or MUNGE identity).
 //!
 //! Bytes are copied once into the ring and once out of it; a ring is
-//! 1 MiB each way, drawn from the server's memory budget.
+//! 1 MiB each way, drawn from the server's memory budget. A rendezvous
+//! payload the server places in the shared area after the rings
+//! ([`super::area`]) is copied once, by the client.
 // Mapping shared memory and taking a descriptor from a control message.
 #![allow(unsafe_code)]
 
+use super::area::{Area, Backing, ALIGN};
 use super::ring::{Corrupt, RingEnd, HEADER};
 use super::Transport;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags, UnixAddr};
@@ -29,6 +33,8 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixSocketAddr, UnixStream as StdUnixStream};
 use std::ptr::NonNull;
+use std::sync::Arc;
+use crate::budget::MemoryBudget;
 use std::time::{Duration, Instant};
 
 /// Lent descriptors a client connection keeps until they are taken.
@@ -70,10 +76,14 @@ pub const RING_CAP: usize = 1 << 20;
 /// Rings offered outside these bounds are refused.
 const MIN_CAP: usize = 4096;
 const MAX_CAP: usize = 64 << 20;
-const MAGIC: &[u8; 8] = b"WEFTSHM1";
+/// A server's shared area (bytes after the rings): room for one largest
+/// payload, or sixteen of 1 MiB. A client refuses more than [`MAX_AREA`].
+pub const AREA_LEN: usize = 16 << 20;
+const MAX_AREA: usize = 64 << 20;
+const MAGIC: &[u8; 8] = b"WEFTSHM2";
 /// Doorbell bytes one drain takes before the peer counts as flooding.
 const MAX_BELLS: usize = 4096;
-const OFFER_LEN: usize = 12;
+const OFFER_LEN: usize = 16;
 
 /// The abstract socket name a server on `addr` listens on.
 pub fn socket_name(addr: SocketAddr) -> String {
@@ -104,14 +114,32 @@ pub fn mapping_len(cap: usize) -> usize {
     2 * (HEADER + cap)
 }
 
-/// A shared mapping, unmapped when dropped.
+/// Where the shared area starts: after the rings, on a page boundary.
+fn area_offset(cap: usize) -> usize {
+    mapping_len(cap).next_multiple_of(ALIGN)
+}
+
+/// The whole memfd's size: rings, and an area of `area_len` bytes if any.
+fn total_len(cap: usize, area_len: usize) -> usize {
+    if area_len == 0 { mapping_len(cap) } else { area_offset(cap) + area_len }
+}
+
+/// A shared mapping, unmapped when dropped; on the server, with the
+/// memfd whose pages go back when the last user (the connection, or a
+/// request still holding a payload's place in the area) is gone.
 struct Mapping {
     ptr: NonNull<std::ffi::c_void>,
     len: usize,
+    memfd: Option<OwnedFd>,
+    /// The connection ended with the client gone (no grace period).
+    peer_closed: std::sync::atomic::AtomicBool,
 }
 
-// SAFETY: the mapping is plain shared memory; the rings synchronise access.
+// SAFETY: the mapping is plain shared memory; the rings synchronise access,
+// and the area's slots are only read by the server.
 unsafe impl Send for Mapping {}
+unsafe impl Sync for Mapping {}
+impl Backing for Mapping {}
 
 impl Mapping {
     fn new(fd: &OwnedFd, len: usize) -> io::Result<Self> {
@@ -120,7 +148,7 @@ impl Mapping {
         // SAFETY: a fresh shared mapping of a sealed memfd of at least `len`
         // bytes; nothing else in this process aliases it.
         let ptr = unsafe { mmap(None, n, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, fd, 0) }.map_err(io::Error::from)?;
-        Ok(Mapping { ptr, len })
+        Ok(Mapping { ptr, len, memfd: None, peer_closed: Default::default() })
     }
 
     fn base(&self) -> *mut u8 {
@@ -130,8 +158,31 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
-        // SAFETY: mapped in `new`, unmapped once; the ring ends die with it.
+        // SAFETY: mapped in `new`, unmapped once; the ring ends and the
+        // area's slots die before it (they hold it).
         let _ = unsafe { nix::sys::mman::munmap(self.ptr, self.len) };
+        // The client may keep the memfd alive: its pages go back (punched
+        // out; no write seal, so this is allowed), so a client cycling
+        // connections cannot pin memory the budget no longer counts. A
+        // client still connected may have last bytes to read (an error
+        // saying why it was closed): those pages go after a grace period.
+        if let Some(fd) = self.memfd.take() {
+            let len = self.len;
+            let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let now = Instant::now();
+            if self.peer_closed.load(std::sync::atomic::Ordering::Relaxed) {
+                punch(&fd, len);
+            } else {
+                deferred.push_back((now + PUNCH_GRACE, fd, len));
+            }
+            while let Some((due, _, _)) = deferred.front() {
+                if *due > now && deferred.len() <= MAX_DEFERRED {
+                    break;
+                }
+                let (_, fd, len) = deferred.pop_front().expect("front exists");
+                punch(&fd, len);
+            }
+        }
     }
 }
 
@@ -144,9 +195,11 @@ pub struct ShmTransport {
     peer_closed: bool,
     /// The peer broke the rules: every read and write fails.
     broken: Option<String>,
-    /// The server keeps its memfd to free the pages when the connection
-    /// ends (the client may keep the memory mapped).
-    memfd: Option<OwnedFd>,
+    /// Server side: the shared area, if the offer had one.
+    area: Option<Arc<Area>>,
+    /// Client side: the shared area's start and length in the mapping.
+    area_at: usize,
+    area_len: usize,
     /// Client side: descriptors the server lent (`DataReq::Lend`), taken
     /// from the socket with the doorbells, at most [`MAX_LENT`] kept (a
     /// server only ever sends one per answered lend). A server's side
@@ -155,8 +208,8 @@ pub struct ShmTransport {
     /// Room for the control message that carries one (kept: the doorbells
     /// are drained often).
     cmsg: Vec<u8>,
-    // Last: the ring ends point into it.
-    _map: Mapping,
+    // Last: the ring ends point into it (the area's slots hold it too).
+    map: Arc<Mapping>,
 }
 
 fn bad(what: impl Into<String>) -> io::Error {
@@ -169,18 +222,25 @@ fn corrupt(_: Corrupt) -> io::Error {
 
 impl ShmTransport {
     /// Server side: makes the rings for the client on `bell` and offers
-    /// them (`cap` a multiple of 64). Never blocks.
-    pub fn offer(bell: StdUnixStream, cap: usize) -> io::Result<Self> {
+    /// them (`cap` a multiple of 64), with a shared area of `area.0` bytes
+    /// (a multiple of 4 KiB) whose high-water mark is drawn from `area.1`.
+    /// Never blocks.
+    pub fn offer(bell: StdUnixStream, cap: usize, area: Option<(usize, Arc<MemoryBudget>)>) -> io::Result<Self> {
         use nix::fcntl::{fcntl, FcntlArg, SealFlag};
         use nix::sys::memfd::{memfd_create, MFdFlags};
-        let len = mapping_len(cap);
+        let area_len = area.as_ref().map_or(0, |a| a.0);
+        if !area_len.is_multiple_of(ALIGN) || area_len > MAX_AREA {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a shared area of whole pages, at most 64 MiB"));
+        }
+        let len = total_len(cap, area_len);
         let fd = memfd_create("weft-shm", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).map_err(io::Error::from)?;
         nix::unistd::ftruncate(&fd, len as i64).map_err(io::Error::from)?;
         fcntl(&fd, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL)).map_err(io::Error::from)?;
-        let map = Mapping::new(&fd, len)?;
+        let mut map = Mapping::new(&fd, len)?;
         let mut offer = [0u8; OFFER_LEN];
         offer[..8].copy_from_slice(MAGIC);
-        offer[8..].copy_from_slice(&(cap as u32).to_le_bytes());
+        offer[8..12].copy_from_slice(&(cap as u32).to_le_bytes());
+        offer[12..].copy_from_slice(&(area_len as u32).to_le_bytes());
         let fds = [fd.as_raw_fd()];
         // A fresh socket's buffer takes 12 bytes and a descriptor at once.
         sendmsg::<UnixAddr>(bell.as_raw_fd(), &[IoSlice::new(&offer)], &[ControlMessage::ScmRights(&fds)], MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL, None)
@@ -190,7 +250,20 @@ impl ShmTransport {
         let (rx, tx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
         // The client's first bytes (its hello) ring the server.
         rx.set_reader_waiting();
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: Some(fd), lent: None, cmsg: Vec::new(), _map: map })
+        map.memfd = Some(fd);
+        let map = Arc::new(map);
+        let area = match area {
+            // SAFETY: the area is the mapping's tail from a page boundary
+            // (`area_offset`), mapped while `map` lives.
+            Some((n, budget)) if n > 0 => Some(unsafe { Area::new(map.base().add(area_offset(cap)), n, map.clone(), budget) }),
+            _ => None,
+        };
+        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, area, area_at: 0, area_len: 0, lent: None, cmsg: Vec::new(), map })
+    }
+
+    /// Server side: the shared area, if the offer had one.
+    pub fn area(&self) -> Option<Arc<Area>> {
+        self.area.clone()
     }
 
     /// Client side: the rings of the server on `addr`, if one listens on
@@ -243,12 +316,16 @@ impl ShmTransport {
             return Err(bad("not a Weft shared-memory offer"));
         }
         let fd = fd.ok_or_else(|| bad("the shared-memory offer carried no memory"))?;
-        let cap = u32::from_le_bytes(offer[8..].try_into().expect("4 bytes")) as usize;
+        let cap = u32::from_le_bytes(offer[8..12].try_into().expect("4 bytes")) as usize;
+        let area_len = u32::from_le_bytes(offer[12..].try_into().expect("4 bytes")) as usize;
         // A multiple of 64 keeps the second ring's header aligned.
         if !(MIN_CAP..=MAX_CAP).contains(&cap) || !cap.is_multiple_of(64) {
             return Err(bad(format!("shared-memory rings of {cap} bytes")));
         }
-        let len = mapping_len(cap);
+        if area_len > MAX_AREA || !area_len.is_multiple_of(ALIGN) {
+            return Err(bad(format!("a shared area of {area_len} bytes")));
+        }
+        let len = total_len(cap, area_len);
         // Seals first, then the size: sealed memory cannot shrink after.
         let seals = fcntl(&fd, FcntlArg::F_GET_SEALS).map_err(io::Error::from)?;
         let sealed = SealFlag::from_bits_truncate(seals).contains(SealFlag::F_SEAL_SHRINK);
@@ -263,7 +340,19 @@ impl ShmTransport {
         bell.set_nonblocking(true)?;
         // SAFETY: as in `offer`, the other way round.
         let (tx, rx) = unsafe { (RingEnd::new(map.base(), cap), RingEnd::new(map.base().add(HEADER + cap), cap)) };
-        Ok(ShmTransport { rx, tx, bell: mio::net::UnixStream::from_std(bell), peer_closed: false, broken: None, memfd: None, lent: Some(Default::default()), cmsg: nix::cmsg_space!([std::os::fd::RawFd; 1]), _map: map })
+        Ok(ShmTransport {
+            rx,
+            tx,
+            bell: mio::net::UnixStream::from_std(bell),
+            peer_closed: false,
+            broken: None,
+            area: None,
+            area_at: area_offset(cap),
+            area_len,
+            lent: Some(Default::default()),
+            cmsg: nix::cmsg_space!([std::os::fd::RawFd; 1]),
+            map: Arc::new(map),
+        })
     }
 
     /// Wakes the peer (best effort: a socket with bytes in it has
@@ -435,6 +524,26 @@ impl Transport for ShmTransport {
         Ok(())
     }
 
+    fn place(&mut self, at: u64, len: usize, parts: &mut dyn Iterator<Item = &[u8]>) -> io::Result<()> {
+        let fits = usize::try_from(at).ok().and_then(|a| a.checked_add(len)).is_some_and(|end| end <= self.area_len);
+        if !fits || self.area.is_some() {
+            return Err(bad(format!("the server placed {len} bytes at {at} of a shared area of {} bytes", self.area_len)));
+        }
+        let mut done = 0;
+        for p in parts {
+            let n = p.len().min(len - done);
+            // SAFETY: `area_at + at + done + n <= area_at + area_len`, inside
+            // the mapping (checked above and by `n`); the server reads this
+            // place only after the `Placed` frame that follows.
+            unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), self.map.base().add(self.area_at + at as usize + done), n) };
+            done += n;
+        }
+        if done != len {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("a payload of {done} bytes for a place of {len}")));
+        }
+        Ok(())
+    }
+
     fn take_lent(&mut self) -> Vec<OwnedFd> {
         // A lent descriptor is in the socket before the answer is in the
         // ring, and the answer may have been read without a doorbell.
@@ -455,28 +564,9 @@ impl Transport for ShmTransport {
 
 impl Drop for ShmTransport {
     fn drop(&mut self) {
-        // The client may keep the memfd alive: its pages go back (punched
-        // out; no write seal, so this is allowed), so a client cycling
-        // connections cannot pin memory the budget no longer counts. A
-        // client still connected may have last bytes to read (an error
-        // saying why it was closed): those pages go after a grace period.
-        if let Some(fd) = self.memfd.take() {
-            let len = mapping_len(self.rx.capacity());
-            let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let now = Instant::now();
-            if self.peer_closed {
-                punch(&fd, len);
-            } else {
-                deferred.push_back((now + PUNCH_GRACE, fd, len));
-            }
-            while let Some((due, _, _)) = deferred.front() {
-                if *due > now && deferred.len() <= MAX_DEFERRED {
-                    break;
-                }
-                let (_, fd, len) = deferred.pop_front().expect("front exists");
-                punch(&fd, len);
-            }
-        }
+        // The mapping's pages go when the last request holding a place in
+        // the area is done too (`Mapping`'s drop).
+        self.map.peer_closed.store(self.peer_closed, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

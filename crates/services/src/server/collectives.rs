@@ -377,7 +377,7 @@ pub fn perform(data: &DataService, file: FileId, round: Round) -> Result<u64, St
     let answer = |answered: &mut Vec<Option<Entry>>, m: usize| {
         if let Some(mut e) = answered[m].take() {
             let rsp = if write { Response::Written { bytes: totals[m] } } else { Response::Read { object_size } };
-            let buf = if write { Payload::default() } else { Payload { bytes: std::mem::take(&mut e.buf.bytes), charge: e.buf.charge.take() } };
+            let buf = if write { Payload::default() } else { Payload::new(std::mem::take(&mut e.buf.bytes), e.buf.charge.take()) };
             e.answer(rsp, buf);
         }
     };
@@ -392,7 +392,7 @@ pub fn perform(data: &DataService, file: FileId, round: Round) -> Result<u64, St
             data.prefetch(file, next.offset, next.len);
         }
         let r = if write {
-            let bufs: Vec<&[u8]> = run.parts.iter().map(|p| &answered[p.member].as_ref().expect("held").buf.bytes[p.at..p.at + p.len]).collect();
+            let bufs: Vec<&[u8]> = run.parts.iter().map(|p| &answered[p.member].as_ref().expect("held").buf.data()[p.at..p.at + p.len]).collect();
             data.write_run(file, run.offset, &bufs)
         } else {
             read_into(data, file, run, &mut answered)

@@ -453,9 +453,9 @@ impl Server {
             _ => return reply(Response::error(ErrorCode::Internal, "not a collective request"), Payload::default()),
         };
         let total: u64 = pieces.iter().map(|p| p.len).sum();
-        if write && total != buf.bytes.len() as u64 {
+        if write && total != buf.len() as u64 {
             self.count_bad_request();
-            return reply(Response::error(ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {}", buf.bytes.len())), Payload::default());
+            return reply(Response::error(ErrorCode::BadRequest, format!("pieces total {total} bytes but the payload has {}", buf.len())), Payload::default());
         }
         let Some(pieces_charge) = self.budget.try_charge((pieces.len() as u64 + 1) * collectives::BYTES_PER_PIECE) else {
             let why = format!("collective {:#x}: server memory budget exhausted", tag.id);

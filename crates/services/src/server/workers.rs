@@ -184,7 +184,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
         let Job { conn, id, req, mut payload, out_charge, turn, user, body_charge, arrived } = job;
         let req = *req;
         let kind = super::cpu_kind(&req);
-        let bytes_in = payload.bytes.len() as u64;
+        let bytes_in = payload.len() as u64;
         // A status report should not count its own request (1 byte).
         if matches!(req, Request::Status) {
             drop(payload.charge.take());
@@ -199,7 +199,7 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
             // Held until its round is complete: answered through `reply`.
             let r = replier.clone();
             let reply: Reply = Box::new(move |rsp, payload| r.send(Done::Late { conn, id, rsp, payload }));
-            let buf = if matches!(op, DataReq::CollWrite { .. }) { payload } else { Payload { bytes: out, charge: out_charge } };
+            let buf = if matches!(op, DataReq::CollWrite { .. }) { payload } else { Payload::new(out, out_charge) };
             if catch_unwind(AssertUnwindSafe(|| server.collective(op, buf, reply, user))).is_err() {
                 server.count_panic();
                 tracing::error!(target: "weft::server", msg_id = id.0, "a collective round panicked; its members were not answered");
@@ -216,11 +216,11 @@ fn work(server: &Server, rx: &Mutex<Receiver<Job>>, replier: &Replier) {
                 lent = f;
                 Some(rsp)
             }
-            req => server.handle(req, &payload.bytes, &mut out, &later, user),
+            req => server.handle(req, payload.data(), &mut out, &later, user),
         }));
         drop(payload);
         let answer = match outcome {
-            Ok(Some(rsp)) => Some((rsp, Payload { bytes: out, charge: with_body(out_charge, body_charge) })),
+            Ok(Some(rsp)) => Some((rsp, Payload::new(out, with_body(out_charge, body_charge)))),
             Ok(None) => None,
             Err(panic) => {
                 let what = panic.downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| panic.downcast_ref::<String>().cloned()).unwrap_or_default();

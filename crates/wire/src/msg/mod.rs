@@ -103,6 +103,18 @@ impl Request {
         Request::Data { cap, op }
     }
 
+    /// Whether the server only copies this request's payload (into a file,
+    /// or nowhere) and decides nothing on its bytes: only such a payload
+    /// may be placed in a shared area the client can still change
+    /// (`FrameKind::Placed`).
+    pub fn payload_is_opaque(&self) -> bool {
+        match self {
+            Request::Sink => true,
+            Request::Data { op, .. } => matches!(op, DataReq::Write { .. } | DataReq::LeasedWrite { .. } | DataReq::CollWrite { .. }),
+            _ => false,
+        }
+    }
+
     /// Whether sending this request again, when its connection broke
     /// before the answer (the server may or may not have applied it),
     /// leaves what one send would: reads, positioned writes, truncates,

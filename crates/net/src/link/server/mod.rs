@@ -29,6 +29,8 @@ mod limits;
 mod output;
 mod parts;
 #[cfg(test)]
+mod placed_tests;
+#[cfg(test)]
 mod tests;
 
 pub use admission::{Admission, Identity, MungeOutcome};
@@ -36,10 +38,11 @@ pub use limits::{ConnLimits, IDLE_CLOSE, IDLE_TIMEOUT};
 
 use super::frames::{Filling, HeaderRx, Outbox, Stage};
 use crate::budget::{Account, Charge, MemoryBudget};
+use crate::transport::area::{Area, Slot};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
-use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, RAIL_TOKEN_LEN};
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Grant, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, RAIL_TOKEN_LEN};
 
 /// Where the handshake stands (protocol in `weft_net::handshake`).
 #[derive(Debug, Clone, Copy)]
@@ -51,17 +54,45 @@ enum Phase {
     Ready,
 }
 
-/// A request's bulk bytes and the budget they hold. Dropping it returns
-/// the buffer to the pool and the bytes to the budget.
+/// A request's bulk bytes and the budget they hold: in `bytes`, or, for a
+/// payload the client placed in the connection's shared area, in `placed`
+/// (`bytes` empty). Dropping it returns the buffer to the pool (the place
+/// to its area) and then the bytes to the budget.
 #[derive(Debug, Default)]
 pub struct Payload {
     pub bytes: Vec<u8>,
     pub charge: Option<Charge>,
+    pub placed: Option<Slot>,
+}
+
+impl Payload {
+    pub fn new(bytes: Vec<u8>, charge: Option<Charge>) -> Self {
+        Payload { bytes, charge, placed: None }
+    }
+
+    /// The payload's bytes, wherever they are.
+    pub fn data(&self) -> &[u8] {
+        match &self.placed {
+            Some(slot) => slot.bytes(),
+            None => &self.bytes,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.placed.as_ref().map_or(self.bytes.len(), Slot::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl Drop for Payload {
     fn drop(&mut self) {
         crate::buffers::give(std::mem::take(&mut self.bytes));
+        // Before the charge (a field, dropped after this): a connection
+        // retried when memory comes back finds the place free too.
+        self.placed.take();
     }
 }
 
@@ -127,6 +158,8 @@ struct Pending {
     granted_at: Option<Instant>,
     /// Rails: the payload being put together from `Part` frames.
     assembly: Option<Assembly>,
+    /// Where in the shared area the client puts the payload (granted so).
+    slot: Option<Slot>,
 }
 
 /// One connection's state, server side.
@@ -166,6 +199,9 @@ pub struct ServerConn {
     /// last window [`ServerConn::rx_window`] gave was its.
     stage: Stage,
     staging: bool,
+    /// Shared memory: the area where the client places rendezvous
+    /// payloads the server only copies ([`crate::transport::area`]).
+    area: Option<Arc<Area>>,
 }
 
 
@@ -207,6 +243,7 @@ impl ServerConn {
             last_active: now,
             rail_token: RailToken([0; RAIL_TOKEN_LEN]),
             assembled: VecDeque::new(),
+            area: None,
             encoded: Vec::new(),
             stage: Stage::default(),
             staging: false,
@@ -216,6 +253,13 @@ impl ServerConn {
     /// This connection takes parts of its payloads over other connections
     /// that name `token` (fresh and random per connection: it is what a
     /// peer must know to add bytes to this connection's messages).
+    /// A shared-memory connection's area: opaque rendezvous payloads that
+    /// fit are granted a place in it (`Cts` naming it, answered `Placed`).
+    pub fn with_area(mut self, area: Option<Arc<Area>>) -> Self {
+        self.area = area;
+        self
+    }
+
     pub fn with_rail_token(mut self, token: [u8; RAIL_TOKEN_LEN]) -> Self {
         self.rail_token = RailToken(token);
         self
@@ -340,7 +384,7 @@ impl ServerConn {
             return false;
         }
         let Some(charge) = self.budget.try_charge_for((body_len + pay_len) as u64, &self.account, self.limits.memory_share) else { return false };
-        let mut payload = Payload { bytes: crate::buffers::take(pay_len), charge: Some(charge) };
+        let mut payload = Payload::new(crate::buffers::take(pay_len), Some(charge));
         payload.bytes.copy_from_slice(&bytes[pay_at..end]);
         self.last_active = now;
         // Out of `self` while the frame is handled (which needs `self`).
@@ -471,8 +515,12 @@ impl ServerConn {
             FrameKind::Rts if self.pending.contains_key(&head.msg_id.0) => Err(format!("duplicate rendezvous message id {}", head.msg_id.0)),
             FrameKind::Rts => Ok(()),
             FrameKind::Data => match self.pending.get(&head.msg_id.0) {
-                Some(p) if p.grant.is_some() && p.assembly.is_none() && p.pay_len == head.pay_len && head.body_len == 0 => Ok(()),
+                Some(p) if p.grant.is_some() && p.assembly.is_none() && p.slot.is_none() && p.pay_len == head.pay_len && head.body_len == 0 => Ok(()),
                 _ => Err(format!("data for message {} does not match a grant", head.msg_id.0)),
+            },
+            FrameKind::Placed => match self.pending.get(&head.msg_id.0) {
+                Some(p) if p.slot.is_some() && head.pay_len == 0 && head.body_len == 0 => Ok(()),
+                _ => Err(format!("a placed payload for message {} that was not granted a place", head.msg_id.0)),
             },
             // Its payload is drawn like a request's; where it goes is
             // checked once it is whole (it may name another connection).
@@ -489,7 +537,7 @@ impl ServerConn {
             // A Data frame's payload was drawn with its grant; an Rts reads
             // a body only (its payload comes with the Data frame).
             let pay_need = match head.kind {
-                FrameKind::Data | FrameKind::Rts => 0,
+                FrameKind::Data | FrameKind::Rts | FrameKind::Placed => 0,
                 _ => u64::from(head.pay_len),
             };
             if let Some(mut charge) = self.budget.try_charge_for(u64::from(head.body_len) + pay_need, &self.account, self.limits.memory_share) {
@@ -503,7 +551,7 @@ impl ServerConn {
                     charge.merge(grant);
                 }
                 let pay_len = if head.kind == FrameKind::Rts { 0 } else { head.pay_len as usize };
-                let payload = Payload { bytes: crate::buffers::take(pay_len), charge: Some(charge) };
+                let payload = Payload::new(crate::buffers::take(pay_len), Some(charge));
                 self.rx = Rx::Body { head, body: Filling::new(crate::buffers::take(head.body_len as usize)), payload };
                 self.settle(now, gate, events);
             }
@@ -573,7 +621,7 @@ impl ServerConn {
                 Ok((Ok(()), req)) => {
                     let mut payload = payload;
                     let body_charge = payload.charge.take().expect("drawn in retry");
-                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None, assembly: None });
+                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None, assembly: None, slot: None });
                     self.waiting.push_back(id.0);
                     self.grant(now);
                 }
@@ -599,6 +647,15 @@ impl ServerConn {
                     c.merge(p.body_charge);
                 }
                 events.push(Event::Request { id, req: p.req, payload });
+                self.grant(now);
+            }
+            FrameKind::Placed => {
+                let mut p = self.pending.remove(&id.0).expect("admitted");
+                self.granted -= u64::from(p.pay_len);
+                self.queued += 1;
+                let mut charge = p.grant.take().expect("a place is granted with its memory");
+                charge.merge(p.body_charge);
+                events.push(Event::Request { id, req: p.req, payload: Payload { bytes: Vec::new(), charge: Some(charge), placed: p.slot.take() } });
                 self.grant(now);
             }
             _ => unreachable!("admitted"),
@@ -653,8 +710,11 @@ impl ServerConn {
             let p = self.pending.get_mut(&id).expect("waiting ids are pending");
             p.grant = Some(charge);
             p.granted_at = Some(now);
-            let token = self.rail_token.0;
-            self.push(FrameKind::Cts, MsgId(id), &token, Payload::default(), now);
+            // A payload the server only copies, with room in the area, is
+            // placed there by the client; any other comes through the ring.
+            p.slot = self.area.as_ref().filter(|_| p.req.payload_is_opaque()).and_then(|a| a.place(len as usize));
+            let grant = Grant { token: self.rail_token, area_at: p.slot.as_ref().map(Slot::at) };
+            self.push(FrameKind::Cts, MsgId(id), &grant.encode(), Payload::default(), now);
         }
     }
 }

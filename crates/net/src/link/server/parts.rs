@@ -32,8 +32,8 @@ impl ServerConn {
         {
             return Err(format!("a part for message {}, whose data is arriving whole", id.0));
         }
-        let Some(p) = self.pending.get_mut(&id.0).filter(|p| p.grant.is_some()) else {
-            return Err(format!("a part for message {}, which is not granted", id.0));
+        let Some(p) = self.pending.get_mut(&id.0).filter(|p| p.grant.is_some() && p.slot.is_none()) else {
+            return Err(format!("a part for message {}, which is not granted (or placed in the shared area)", id.0));
         };
         let len = part.bytes.len() as u64;
         let end = offset.checked_add(len).filter(|&e| e <= u64::from(p.pay_len)).ok_or_else(|| format!("a part at {offset} + {len} past the payload's {} bytes", p.pay_len))?;
@@ -63,7 +63,7 @@ impl ServerConn {
             self.assembled.pop_front();
         }
         self.assembled.push_back(id.0);
-        events.push(Event::Request { id, req: p.req, payload: Payload { bytes: a.bytes, charge: Some(charge) } });
+        events.push(Event::Request { id, req: p.req, payload: Payload::new(a.bytes, Some(charge)) });
         self.grant(now);
         Ok(())
     }

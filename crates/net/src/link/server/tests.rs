@@ -6,7 +6,7 @@ use crate::budget::MemoryBudget;
 use std::time::Duration;
 use weft_wire::{rights, CapKey, Capability, DataReq, FileId, Piece, Secret, HEADER_LEN, MAX_PARTS};
 
-type Conn = ServerConn;
+pub(super) type Conn = ServerConn;
 
 /// The services' gate in small: data requests need a valid capability.
 struct Gate {
@@ -46,7 +46,7 @@ fn conn(limits: ConnLimits, budget: u64) -> Conn {
 
 /// Feeds `bytes` through the windows the connection offers, like the
 /// event loop's reads; returns how many bytes it took.
-fn feed(c: &mut Conn, mut bytes: &[u8], events: &mut Vec<Event>) -> usize {
+pub(super) fn feed(c: &mut Conn, mut bytes: &[u8], events: &mut Vec<Event>) -> usize {
     let total = bytes.len();
     c.pump(Instant::now(), &gate(), events);
     while !bytes.is_empty() {
@@ -59,7 +59,7 @@ fn feed(c: &mut Conn, mut bytes: &[u8], events: &mut Vec<Event>) -> usize {
     total - bytes.len()
 }
 
-fn frame(kind: FrameKind, id: u64, body: &[u8], pay_len: usize, payload: &[u8]) -> Vec<u8> {
+pub(super) fn frame(kind: FrameKind, id: u64, body: &[u8], pay_len: usize, payload: &[u8]) -> Vec<u8> {
     let mut v = Header::new(kind, MsgId(id), body.len(), pay_len).encode().to_vec();
     v.extend_from_slice(body);
     v.extend_from_slice(payload);
@@ -67,7 +67,7 @@ fn frame(kind: FrameKind, id: u64, body: &[u8], pay_len: usize, payload: &[u8]) 
 }
 
 /// Everything queued for sending, as (kind, id, body, payload) frames.
-fn drain(c: &mut Conn) -> Vec<(FrameKind, u64, Vec<u8>, Vec<u8>)> {
+pub(super) fn drain(c: &mut Conn) -> Vec<(FrameKind, u64, Vec<u8>, Vec<u8>)> {
     let mut bytes = Vec::new();
     while c.has_output() {
         let s: Vec<u8> = c.tx_slices(64).iter().flat_map(|s| s.iter().copied()).collect();
@@ -102,7 +102,7 @@ fn handshake(c: &mut Conn, key: &Secret, ev: &mut Vec<Event>) -> Vec<(FrameKind,
     out
 }
 
-fn ready(limits: ConnLimits, budget: u64) -> Conn {
+pub(super) fn ready(limits: ConnLimits, budget: u64) -> Conn {
     let mut c = conn(limits, budget);
     let mut ev = Vec::new();
     let out = handshake(&mut c, &secret(), &mut ev);
@@ -113,7 +113,7 @@ fn ready(limits: ConnLimits, budget: u64) -> Conn {
     c
 }
 
-fn write_req(len: u64) -> Vec<u8> {
+pub(super) fn write_req(len: u64) -> Vec<u8> {
     let cap = gate().cap_key().issue(FileId(1), rights::WRITE, u64::MAX);
     Request::data(cap, DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: 0, len }] }).encode()
 }
@@ -305,7 +305,7 @@ fn deadlines_are_absolute() {
     let mut c = ready(ConnLimits::default(), 1 << 20);
     let now = Instant::now();
     c.queued = 1;
-    c.respond(MsgId(1), &Response::Ok, Payload { bytes: vec![0; 100], charge: None }, now);
+    c.respond(MsgId(1), &Response::Ok, Payload::new(vec![0; 100], None), now);
     c.sent(50, now + Duration::from_secs(20));
     assert!(c.overdue(now + Duration::from_secs(29)).is_none());
     assert!(c.overdue(now + limits.send_deadline).is_some(), "partial progress does not extend it");
@@ -506,7 +506,7 @@ fn a_part_for_a_message_whose_data_is_arriving_is_refused() {
     // The Data frame's header and some of its payload are in.
     let data = frame(FrameKind::Data, 1, &[], 1000, &[7; 1000]);
     feed(&mut c, &data[..HEADER_LEN + 10], &mut ev);
-    let stray = Payload { bytes: vec![1; 10], charge: None };
+    let stray = Payload::new(vec![1; 10], None);
     assert!(c.part(MsgId(1), 0, stray, Instant::now(), &mut ev).is_err());
     // The Data frame still completes the request, with its own bytes.
     feed(&mut c, &data[HEADER_LEN + 10..], &mut ev);

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 use weft_net::budget::Charge;
 use weft_net::link::ServerConn as Conn;
-use weft_net::transport::shm::{mapping_len, ShmTransport, RING_CAP};
+use weft_net::transport::shm::{mapping_len, ShmTransport, AREA_LEN, RING_CAP};
 use weft_net::transport::Transport;
 use weft_wire::{ErrorCode, FrameKind, Header, MsgId, Response};
 
@@ -68,7 +68,7 @@ impl Reactor {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            self.install(Box::new(stream), None, peer);
+            self.install(Box::new(stream), None, None, peer);
         }
     }
 
@@ -97,15 +97,20 @@ impl Reactor {
             }
             // mio's stream is a std one underneath; the offer never blocks.
             let bell = std::os::unix::net::UnixStream::from(std::os::fd::OwnedFd::from(bell));
-            match ShmTransport::offer(bell, RING_CAP) {
-                Ok(t) => self.install(Box::new(t), charge, SocketAddr::from(([127, 0, 0, 1], 0))),
+            // The area's pages are drawn from the same budget as they are
+            // first used (`weft_net::transport::area`).
+            match ShmTransport::offer(bell, RING_CAP, Some((AREA_LEN, self.shm_budget.clone()))) {
+                Ok(t) => {
+                    let area = t.area();
+                    self.install(Box::new(t), charge, area, SocketAddr::from(([127, 0, 0, 1], 0)));
+                }
                 Err(e) => tracing::debug!(target: "weft::server", error = %e, "shared-memory offer failed"),
             }
         }
     }
 
     /// Takes a new connection into a slot of the loop.
-    fn install(&mut self, mut stream: Box<dyn Transport>, rings: Option<Charge>, peer: SocketAddr) {
+    fn install(&mut self, mut stream: Box<dyn Transport>, rings: Option<Charge>, area: Option<std::sync::Arc<weft_net::transport::area::Area>>, peer: SocketAddr) {
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(None);
             self.slots.len() - 1
@@ -120,7 +125,7 @@ impl Reactor {
             self.shm_slots.push(slot);
         }
         let token = self.rails.register(ConnRef { slot, generation: self.next_gen });
-        let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random()).with_rail_token(token);
+        let conn = Conn::new(Instant::now(), self.limits.clone(), self.budget.clone(), rand::random()).with_rail_token(token).with_area(area);
         self.slots[slot] = Some(Slot { conn, stream, _rings: rings, peer, generation: self.next_gen, ready: VecDeque::new(), in_service: 0, stalled: false, user: None, over_quota: false, read_closed: false });
         self.live += 1;
         self.server.connections.store(self.live as u64, std::sync::atomic::Ordering::Relaxed);

@@ -444,7 +444,7 @@ impl Reactor {
     /// runs or waits (see `Server::changes_on_the_loop`), counted as a
     /// worker counts it; `None` otherwise.
     fn try_change_inline(&self, job: &Job) -> Option<Response> {
-        let (kind, bytes_in, cpu_before) = (super::cpu_kind(&job.req), job.payload.bytes.len() as u64, super::thread_cpu_ns());
+        let (kind, bytes_in, cpu_before) = (super::cpu_kind(&job.req), job.payload.len() as u64, super::thread_cpu_ns());
         let rsp = self.server.try_change_now(&job.req)?;
         self.server.count_inline(kind, bytes_in, 0, job.arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
         Some(rsp)
@@ -455,12 +455,12 @@ impl Reactor {
     fn answer_inline(&mut self, k: usize, job: Job, now: Instant) {
         let Job { id, req, payload, out_charge, user, arrived, .. } = job;
         // Requests a worker would serve are counted as a worker counts them.
-        let counted = matches!(*req, Request::Meta { .. }).then(|| (super::cpu_kind(&req), payload.bytes.len() as u64, super::thread_cpu_ns()));
+        let counted = matches!(*req, Request::Meta { .. }).then(|| (super::cpu_kind(&req), payload.len() as u64, super::thread_cpu_ns()));
         let mut out = weft_net::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         // Inline requests never answer later.
         let later = || -> crate::lock::Answer { Box::new(|_| {}) };
         let server = &self.server;
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(*req, &payload.bytes, &mut out, &later, user)));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(*req, payload.data(), &mut out, &later, user)));
         if let Some((kind, bytes_in, cpu_before)) = counted {
             // A failed request answers with no payload.
             let bytes_out = if matches!(outcome, Ok(Some(_))) { out.len() as u64 } else { 0 };
@@ -468,7 +468,7 @@ impl Reactor {
         }
         let Some(Some(slot)) = self.slots.get_mut(k) else { return };
         match outcome {
-            Ok(Some(rsp)) => slot.conn.respond(id, &rsp, Payload { bytes: out, charge: out_charge }, now),
+            Ok(Some(rsp)) => slot.conn.respond(id, &rsp, Payload::new(out, out_charge), now),
             Ok(None) | Err(_) => {
                 self.server.count_panic();
                 slot.conn.respond(id, &Response::error(ErrorCode::Internal, "the server failed while serving this request"), Payload::default(), now);

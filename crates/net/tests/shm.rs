@@ -1,13 +1,15 @@
 //! The shared-memory transport (issue 24, item 2) between two real
 //! endpoints of an abstract Unix socket: bytes both ways across the rings'
-//! wrap, end of stream, and offers a client must refuse.
+//! wrap, end of stream, offers a client must refuse, and payloads placed
+//! in the shared area.
 
 use std::io::{IoSlice, Read, Write};
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 use std::time::{Duration, Instant};
-use weft_net::transport::shm::{socket_addr, ShmTransport, RING_CAP};
+use weft_net::budget::MemoryBudget;
+use weft_net::transport::shm::{socket_addr, ShmTransport, AREA_LEN, RING_CAP};
 use weft_net::transport::Transport;
 
 /// A fake server address (its shm name) no other test uses.
@@ -114,8 +116,6 @@ fn offers_that_could_hurt_the_client_are_refused() {
         ("huge rings", huge, "rings of"),
         ("huge area", area(u32::MAX - 4095), "shared area of"),
         ("ragged area", area(4097), "shared area of"),
-        // A size that does not cover the area offered: refused before mapping.
-        ("area not in the memory", area(1 << 20), "sealed at its size"),
     ] {
         let a = addr();
         let l = listen(a);
@@ -183,4 +183,88 @@ fn a_peer_flooding_the_doorbell_breaks_its_connection() {
         let _ = bell.write(&junk);
     }
     server.join().unwrap();
+}
+
+/// A memfd sealed at `len` bytes, as a server makes it.
+fn sealed(len: i64) -> std::os::fd::OwnedFd {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use nix::sys::memfd::{memfd_create, MFdFlags};
+    let fd = memfd_create("t", MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING).unwrap();
+    nix::unistd::ftruncate(&fd, len).unwrap();
+    fcntl(&fd, FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL)).unwrap();
+    fd
+}
+
+#[test]
+fn an_offer_whose_memory_does_not_hold_its_area_is_refused() {
+    let rings = 2 * (256 + RING_CAP) as i64;
+    let offer = |area: u32| {
+        let mut o = b"WEFTSHM2".to_vec();
+        o.extend_from_slice(&(RING_CAP as u32).to_le_bytes());
+        o.extend_from_slice(&area.to_le_bytes());
+        o
+    };
+    // The same sealed memory: right for rings alone, too short for an area.
+    for (area, ok) in [(0, true), (1 << 20, false)] {
+        let a = addr();
+        let l = listen(a);
+        let fd = sealed(rings);
+        let bytes = offer(area);
+        let server = std::thread::spawn(move || {
+            let (bell, _) = l.accept().unwrap();
+            offer_raw(&bell, &bytes, &fd);
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let got = ShmTransport::connect(a, Duration::from_secs(5), &[0, nix::unistd::geteuid().as_raw()]);
+        match (ok, got) {
+            (true, Ok(t)) => assert!(!t.has_area()),
+            (false, Err(e)) => assert!(e.to_string().contains("sealed at its size"), "{e}"),
+            (ok, got) => panic!("area {area}: expected ok={ok}, got {:?}", got.err()),
+        }
+        server.join().unwrap();
+    }
+}
+
+#[test]
+fn a_placed_payload_is_what_the_client_copied_and_outlives_the_connection() {
+    let a = addr();
+    let l = listen(a);
+    let budget = MemoryBudget::new(64 << 20);
+    let b2 = budget.clone();
+    let server = std::thread::spawn(move || {
+        let (bell, _) = l.accept().unwrap();
+        ShmTransport::offer(bell, RING_CAP, Some((AREA_LEN, b2))).unwrap()
+    });
+    let mut client = ShmTransport::connect(a, Duration::from_secs(5), &[0, nix::unistd::geteuid().as_raw()]).unwrap();
+    let server = server.join().unwrap();
+    assert!(client.has_area());
+    let area = server.area().expect("an area was offered");
+    let first = area.place(100_000).unwrap();
+    let slot = area.place(3 << 20).unwrap();
+    let data = pattern(3, 3 << 20);
+    // In three pieces, as a payload of several buffers.
+    let (x, rest) = data.split_at(1000);
+    let (y, z) = rest.split_at(2 << 20);
+    client.place(slot.at(), data.len(), &mut [x, y, z].into_iter()).unwrap();
+    assert!(slot.bytes() == &data[..], "the server sees what the client placed");
+    // A place past the area, or a payload shorter than its place, is refused.
+    let e = client.place(AREA_LEN as u64 - 10, 11, &mut std::iter::once(&[0u8; 11][..])).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+    assert!(client.place(u64::MAX, 1, &mut std::iter::once(&[0u8; 1][..])).is_err());
+    assert!(client.place(0, 10, &mut std::iter::once(&[0u8; 5][..])).is_err());
+    assert!(budget.used() >= 4 << 20, "the area's high-water mark is drawn: {}", budget.used());
+    // The connection goes, both sides; a request still holding its place
+    // reads it intact (the pages go only when it is done).
+    drop(client);
+    let mut server = server;
+    // The server sees the client gone (its rings' pages then go at once).
+    let mut buf = [0u8; 16];
+    server.on_event(true, true);
+    assert_eq!(server.read(&mut buf).unwrap(), 0, "end of stream");
+    drop(server);
+    drop(first);
+    assert!(slot.bytes() == &data[..], "the place was punched under a request holding it");
+    drop(slot);
+    drop(area);
+    assert_eq!(budget.used(), 0, "the area's charge goes back with it");
 }

@@ -60,6 +60,13 @@ impl RailPlan {
         if self.rails < 2 || pay_len < SPLIT_MIN || self.resting(peer) {
             return None;
         }
+        // Over shared memory with an area the payload is placed whole:
+        // rails of the same memory would carry nothing.
+        if let Some(Slot::Ready(c)) = conns.get(&ConnKey::primary(peer))
+            && c.transport.has_area()
+        {
+            return None;
+        }
         (1..self.rails).map(|rail| ConnKey { peer, rail }).find(|k| !matches!(conns.get(k), Some(Slot::Ready(_))))
     }
 

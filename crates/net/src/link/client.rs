@@ -591,6 +591,30 @@ mod tests {
     }
 
     #[test]
+    fn a_place_in_the_area_is_handed_to_the_owner_and_answered_placed() {
+        let mut c = ClientConn::default();
+        c.post(5, 50u32, b"body", 8, false);
+        sent_kinds(&mut c);
+        let grant = Grant { token: RailToken([1; RAIL_TOKEN_LEN]), area_at: Some(4096) }.encode();
+        assert!(feed(&mut c, &frame(FrameKind::Cts, 5, &grant, &[]), 0).unwrap().is_empty());
+        // Nothing goes out until the owner copied the payload; the server
+        // waits for it, so the call holds the connection.
+        assert!(!c.has_output());
+        assert_eq!(c.hold(|&t| t == 50), Hold::MidFrame);
+        let p: Vec<_> = c.take_placements().collect();
+        assert_eq!(p, [Placement { id: 5, call: 50, at: 4096, pay_len: 8 }]);
+        c.push_placed(p[0]);
+        assert_eq!(c.hold(|&t| t == 50), Hold::MidFrame, "a Placed frame queued");
+        assert_eq!(sent_kinds(&mut c), [(FrameKind::Placed, 5)]);
+        assert_eq!(feed(&mut c, &frame(FrameKind::Response, 5, b"ok", &[]), 0).unwrap().len(), 1);
+        assert!(c.is_idle());
+        // A grant body of the wrong length is a violation.
+        let mut c = ClientConn::default();
+        c.post(5, 50u32, b"body", 8, false);
+        assert!(feed(&mut c, &frame(FrameKind::Cts, 5, &[0; 20], &[]), 0).unwrap_err().contains("bad Cts"));
+    }
+
+    #[test]
     fn a_response_before_cts_refuses_the_data() {
         let mut c = ClientConn::default();
         c.post(5, 50u32, b"", 8, false);

@@ -9,10 +9,15 @@
 //! and never decides anything on them, so a client that changes them
 //! meanwhile changes only what its own write stores. Memory: the area's
 //! pages are made only when touched, and the allocator hands out the
-//! lowest free place, so the area's high-water mark is what it holds; that
-//! mark is drawn from the server's shared-memory budget, in steps of
-//! [`CHARGE_STEP`], and a grant that would pass the budget is not placed
-//! (the payload comes through the ring as before).
+//! lowest free place, so the area's high-water mark is what the server's
+//! use of it holds; that mark is drawn from the server's shared-memory
+//! budget, in steps of [`CHARGE_STEP`], and a grant that would pass the
+//! budget is not placed (the payload comes through the ring as before).
+//! An area left empty for [`IDLE_TRIM`] gives its pages and its charge
+//! back ([`Area::trim`], from the server's sweep), so a connection that
+//! wrote once does not keep 16 MiB drawn for its whole life. (A client
+//! can fault in every page of the area itself: those count against its
+//! own memory, not the server's budget.)
 
 // Slots are views of memory mapped in another module.
 #![allow(unsafe_code)]
@@ -25,6 +30,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 pub const ALIGN: usize = 4096;
 /// The area's high-water mark is charged in steps of this.
 pub const CHARGE_STEP: u64 = 1 << 20;
+/// An area empty this long gives its pages and charge back.
+pub const IDLE_TRIM: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Free places of an area, lowest first fit: pure bookkeeping.
 #[derive(Debug)]
@@ -81,13 +88,20 @@ impl Extents {
 }
 
 /// What keeps the area's memory mapped (the connection's mapping).
-pub trait Backing: Send + Sync {}
+pub trait Backing: Send + Sync {
+    /// Frees the pages of `len` bytes from `at` (inside the area); they
+    /// read as zeros after.
+    fn punch(&self, _at: *const u8, _len: usize) {}
+}
 
 struct State {
     extents: Extents,
     /// The high-water mark's budget, and how much it covers.
     charge: Option<Charge>,
     charged: u64,
+    /// Places held now, and when the last one went back.
+    held: usize,
+    emptied_at: Option<std::time::Instant>,
 }
 
 /// One connection's shared area, server side.
@@ -118,7 +132,7 @@ impl Area {
     /// `base..base + len` must stay mapped and readable while `backing`
     /// lives, and `base` must be [`ALIGN`]-aligned.
     pub unsafe fn new(base: *mut u8, len: usize, backing: Arc<dyn Backing>, budget: Arc<MemoryBudget>) -> Arc<Self> {
-        Arc::new(Area { base, len, _backing: backing, budget, state: Mutex::new(State { extents: Extents::new(len), charge: None, charged: 0 }) })
+        Arc::new(Area { base, len, _backing: backing, budget, state: Mutex::new(State { extents: Extents::new(len), charge: None, charged: 0, held: 0, emptied_at: None }) })
     }
 
     pub fn len(&self) -> usize {
@@ -152,7 +166,25 @@ impl Area {
                 }
             }
         }
+        s.held += 1;
         Some(Slot { area: self.clone(), at, len, rounded })
+    }
+
+    /// Gives the pages and the charge back if the area has held nothing
+    /// for [`IDLE_TRIM`] (the server's sweep calls it). Returns the bytes
+    /// given back.
+    pub fn trim(&self, now: std::time::Instant) -> u64 {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let idle = s.emptied_at.is_some_and(|t| now.saturating_duration_since(t) >= IDLE_TRIM);
+        if s.held > 0 || s.charged == 0 || !idle {
+            return 0;
+        }
+        // Under the lock: no place is handed out meanwhile.
+        self._backing.punch(self.base, self.len);
+        let freed = s.charged;
+        s.charge = None;
+        s.charged = 0;
+        freed
     }
 
     /// Bytes of the area's budget held (its high-water mark).
@@ -200,7 +232,12 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.area.state.lock().unwrap_or_else(PoisonError::into_inner).extents.give(self.at, self.rounded);
+        let mut s = self.area.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.extents.give(self.at, self.rounded);
+        s.held -= 1;
+        if s.held == 0 {
+            s.emptied_at = Some(std::time::Instant::now());
+        }
     }
 }
 
@@ -292,8 +329,17 @@ mod tests {
         assert_eq!(c.at(), 0);
         fill(&area, c.at(), b"xyz");
         assert_eq!(&c.bytes()[..3], b"xyz");
+        let now = std::time::Instant::now();
+        assert_eq!(area.trim(now + IDLE_TRIM * 2), 0, "nothing given back while places are held");
         drop((b, c));
-        assert_eq!(budget.used(), 3 * CHARGE_STEP, "the mark stays while the area lives");
+        assert_eq!(budget.used(), 3 * CHARGE_STEP, "the mark stays while the area is busy");
+        assert_eq!(area.trim(now), 0, "nor before it was idle for long");
+        assert_eq!(area.trim(now + IDLE_TRIM * 2), 3 * CHARGE_STEP);
+        assert_eq!((budget.used(), area.charged()), (0, 0));
+        // Used again, it is charged again; dropped, it gives all back.
+        let d = area.place(10).unwrap();
+        assert_eq!((d.at(), budget.used()), (0, CHARGE_STEP));
+        drop(d);
         drop(area);
         assert_eq!(budget.used(), 0);
     }

@@ -34,6 +34,11 @@ pub trait Transport: Send {
     fn lend(&mut self, _fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
         Err(io::Error::new(io::ErrorKind::Unsupported, "objects are lent only over shared memory (a client on the server's node)"))
     }
+    /// Client side: whether the server offered a shared area (its large
+    /// writes are placed there, not split over rails).
+    fn has_area(&self) -> bool {
+        false
+    }
     /// Client side: copies a rendezvous payload (`len` bytes, the
     /// concatenation of `parts`) into the shared area at `at`, where the
     /// server's grant placed it. Only shared memory has an area; a place

@@ -125,21 +125,28 @@ fn total_len(cap: usize, area_len: usize) -> usize {
 }
 
 /// A shared mapping, unmapped when dropped; on the server, with the
-/// memfd whose pages go back when the last user (the connection, or a
-/// request still holding a payload's place in the area) is gone.
+/// memfd: the rings' pages go back when the connection ends
+/// (`ShmTransport`'s drop), the area's when the last request holding a
+/// place in it is done too (this drop).
 struct Mapping {
     ptr: NonNull<std::ffi::c_void>,
     len: usize,
     memfd: Option<OwnedFd>,
-    /// The connection ended with the client gone (no grace period).
-    peer_closed: std::sync::atomic::AtomicBool,
+    /// Where the area starts (`len` if there is none).
+    area_from: usize,
 }
 
 // SAFETY: the mapping is plain shared memory; the rings synchronise access,
 // and the area's slots are only read by the server.
 unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
-impl Backing for Mapping {}
+impl Backing for Mapping {
+    fn punch(&self, at: *const u8, len: usize) {
+        if let Some(fd) = &self.memfd {
+            punch_range(fd, (at as usize).saturating_sub(self.base() as usize), len);
+        }
+    }
+}
 
 impl Mapping {
     fn new(fd: &OwnedFd, len: usize) -> io::Result<Self> {
@@ -148,7 +155,7 @@ impl Mapping {
         // SAFETY: a fresh shared mapping of a sealed memfd of at least `len`
         // bytes; nothing else in this process aliases it.
         let ptr = unsafe { mmap(None, n, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, fd, 0) }.map_err(io::Error::from)?;
-        Ok(Mapping { ptr, len, memfd: None, peer_closed: Default::default() })
+        Ok(Mapping { ptr, len, memfd: None, area_from: len })
     }
 
     fn base(&self) -> *mut u8 {
@@ -161,27 +168,11 @@ impl Drop for Mapping {
         // SAFETY: mapped in `new`, unmapped once; the ring ends and the
         // area's slots die before it (they hold it).
         let _ = unsafe { nix::sys::mman::munmap(self.ptr, self.len) };
-        // The client may keep the memfd alive: its pages go back (punched
-        // out; no write seal, so this is allowed), so a client cycling
-        // connections cannot pin memory the budget no longer counts. A
-        // client still connected may have last bytes to read (an error
-        // saying why it was closed): those pages go after a grace period.
-        if let Some(fd) = self.memfd.take() {
-            let len = self.len;
-            let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let now = Instant::now();
-            if self.peer_closed.load(std::sync::atomic::Ordering::Relaxed) {
-                punch(&fd, len);
-            } else {
-                deferred.push_back((now + PUNCH_GRACE, fd, len));
-            }
-            while let Some((due, _, _)) = deferred.front() {
-                if *due > now && deferred.len() <= MAX_DEFERRED {
-                    break;
-                }
-                let (_, fd, len) = deferred.pop_front().expect("front exists");
-                punch(&fd, len);
-            }
+        // The area's pages: no request holds a place any more.
+        if let Some(fd) = &self.memfd
+            && self.area_from < self.len
+        {
+            punch_range(fd, self.area_from, self.len - self.area_from);
         }
     }
 }
@@ -251,6 +242,7 @@ impl ShmTransport {
         // The client's first bytes (its hello) ring the server.
         rx.set_reader_waiting();
         map.memfd = Some(fd);
+        map.area_from = if area_len > 0 { area_offset(cap) } else { len };
         let map = Arc::new(map);
         let area = match area {
             // SAFETY: the area is the mapping's tail from a page boundary
@@ -524,6 +516,10 @@ impl Transport for ShmTransport {
         Ok(())
     }
 
+    fn has_area(&self) -> bool {
+        self.area_len > 0
+    }
+
     fn place(&mut self, at: u64, len: usize, parts: &mut dyn Iterator<Item = &[u8]>) -> io::Result<()> {
         let fits = usize::try_from(at).ok().and_then(|a| a.checked_add(len)).is_some_and(|end| end <= self.area_len);
         if !fits || self.area.is_some() {
@@ -564,9 +560,29 @@ impl Transport for ShmTransport {
 
 impl Drop for ShmTransport {
     fn drop(&mut self) {
-        // The mapping's pages go when the last request holding a place in
-        // the area is done too (`Mapping`'s drop).
-        self.map.peer_closed.store(self.peer_closed, std::sync::atomic::Ordering::Relaxed);
+        // The client may keep the memfd alive: the rings' pages go back
+        // (punched out; no write seal, so this is allowed), so a client
+        // cycling connections cannot pin memory the budget no longer
+        // counts. A client still connected may have last bytes to read (an
+        // error saying why it was closed): those pages go after a grace
+        // period. The area's go with the mapping (`Mapping`'s drop), once
+        // no request holds a place in it.
+        let Some(fd) = self.map.memfd.as_ref().and_then(|fd| fd.try_clone().ok()) else { return };
+        let len = mapping_len(self.rx.capacity());
+        let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Instant::now();
+        if self.peer_closed {
+            punch(&fd, len);
+        } else {
+            deferred.push_back((now + PUNCH_GRACE, fd, len));
+        }
+        while let Some((due, _, _)) = deferred.front() {
+            if *due > now && deferred.len() <= MAX_DEFERRED {
+                break;
+            }
+            let (_, fd, len) = deferred.pop_front().expect("front exists");
+            punch(&fd, len);
+        }
     }
 }
 
@@ -579,8 +595,12 @@ const MAX_DEFERRED: usize = 64;
 static DEFERRED: std::sync::Mutex<std::collections::VecDeque<(Instant, OwnedFd, usize)>> = std::sync::Mutex::new(std::collections::VecDeque::new());
 
 fn punch(fd: &OwnedFd, len: usize) {
+    punch_range(fd, 0, len);
+}
+
+fn punch_range(fd: &OwnedFd, at: usize, len: usize) {
     use nix::fcntl::{fallocate, FallocateFlags};
-    let _ = fallocate(fd, FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE, 0, len as i64);
+    let _ = fallocate(fd, FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE, at as i64, len as i64);
 }
 
 /// [`ShmTransport::blocking`].

@@ -7,7 +7,7 @@
 //! |---|---|---|
 //! | hello | one `Hello` of exactly 20 bytes, reserved fields zero; answered with a `Challenge` | error frame, close |
 //! | proof | one `Proof` of exactly 32 bytes over both nonces, before the handshake deadline; answered with `Welcome` | error frame, close |
-//! | ready | `Request` (payload <= eager limit), `Rts`, `Data` for a granted `Rts` | error frame, close |
+//! | ready | `Request` (payload <= eager limit), `Rts`, `Data` for a granted `Rts`, `Placed` for one granted a place in the shared area, `Part` (rails) | error frame, close |
 //! | closing | nothing; queued frames drain, then the loop closes | |
 //!
 //! Limits, each bounding what one peer can make the server hold or wait for:
@@ -62,7 +62,9 @@ enum Phase {
 pub struct Payload {
     pub bytes: Vec<u8>,
     pub charge: Option<Charge>,
-    pub placed: Option<Slot>,
+    /// Boxed: payloads move through the server's queues, and most are not
+    /// placed.
+    pub placed: Option<Box<Slot>>,
 }
 
 impl Payload {
@@ -70,7 +72,11 @@ impl Payload {
         Payload { bytes, charge, placed: None }
     }
 
-    /// The payload's bytes, wherever they are.
+    /// The payload's bytes, wherever they are. A placed payload's bytes
+    /// are in memory the client maps too and may change at any time: use
+    /// them only to copy them (into a file, a buffer), never to decide
+    /// anything, nor read them twice expecting the same bytes (which is
+    /// why only `Request::payload_is_opaque` payloads are placed).
     pub fn data(&self) -> &[u8] {
         match &self.placed {
             Some(slot) => slot.bytes(),
@@ -79,7 +85,7 @@ impl Payload {
     }
 
     pub fn len(&self) -> usize {
-        self.placed.as_ref().map_or(self.bytes.len(), Slot::len)
+        self.placed.as_ref().map_or(self.bytes.len(), |s| s.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -92,7 +98,9 @@ impl Drop for Payload {
         crate::buffers::give(std::mem::take(&mut self.bytes));
         // Before the charge (a field, dropped after this): a connection
         // retried when memory comes back finds the place free too.
-        self.placed.take();
+        if self.placed.is_some() {
+            self.placed = None;
+        }
     }
 }
 
@@ -250,9 +258,6 @@ impl ServerConn {
         }
     }
 
-    /// This connection takes parts of its payloads over other connections
-    /// that name `token` (fresh and random per connection: it is what a
-    /// peer must know to add bytes to this connection's messages).
     /// A shared-memory connection's area: opaque rendezvous payloads that
     /// fit are granted a place in it (`Cts` naming it, answered `Placed`).
     pub fn with_area(mut self, area: Option<Arc<Area>>) -> Self {
@@ -260,6 +265,14 @@ impl ServerConn {
         self
     }
 
+    /// The connection's shared area, if it has one.
+    pub fn area(&self) -> Option<&Arc<Area>> {
+        self.area.as_ref()
+    }
+
+    /// This connection takes parts of its payloads over other connections
+    /// that name `token` (fresh and random per connection: it is what a
+    /// peer must know to add bytes to this connection's messages).
     pub fn with_rail_token(mut self, token: [u8; RAIL_TOKEN_LEN]) -> Self {
         self.rail_token = RailToken(token);
         self
@@ -655,7 +668,7 @@ impl ServerConn {
                 self.queued += 1;
                 let mut charge = p.grant.take().expect("a place is granted with its memory");
                 charge.merge(p.body_charge);
-                events.push(Event::Request { id, req: p.req, payload: Payload { bytes: Vec::new(), charge: Some(charge), placed: p.slot.take() } });
+                events.push(Event::Request { id, req: p.req, payload: Payload { bytes: Vec::new(), charge: Some(charge), placed: p.slot.take().map(Box::new) } });
                 self.grant(now);
             }
             _ => unreachable!("admitted"),

@@ -91,6 +91,14 @@ fn placed_and_data_frames_must_match_their_grant() {
         feed(&mut c, &frame(FrameKind::Placed, id, &[], pay, &vec![0; pay]), &mut ev);
         assert!(c.closing().is_some(), "Placed {id} with {pay} bytes");
     }
+    // The same `Placed` twice.
+    let (mut c, _a) = with_area(1 << 20, 8 << 20);
+    feed(&mut c, &frame(FrameKind::Rts, 1, &write_req(5000), 5000, &[]), &mut ev);
+    grants(&mut c);
+    feed(&mut c, &frame(FrameKind::Placed, 1, &[], 0, &[]), &mut ev);
+    assert!(c.closing().is_none() && matches!(ev.pop(), Some(Event::Request { id: MsgId(1), .. })));
+    feed(&mut c, &frame(FrameKind::Placed, 1, &[], 0, &[]), &mut ev);
+    assert!(c.closing().is_some(), "a second Placed for one grant");
     // Parts for a placed payload.
     let (c, _a) = with_area(1 << 20, 8 << 20);
     let mut c = c.with_rail_token([4; RAIL_TOKEN_LEN]);

@@ -73,6 +73,14 @@ impl Reactor {
             }
         }
         self.server.expire_collectives(now);
+        // Shared areas left empty give their pages and budget back.
+        for &k in &self.shm_slots {
+            if let Some(Some(slot)) = self.slots.get(k)
+                && let Some(area) = slot.conn.area()
+            {
+                area.trim(now);
+            }
+        }
         self.accept();
         self.accept_shm();
         for (k, why) in late {

@@ -225,8 +225,9 @@ fn an_offer_whose_memory_does_not_hold_its_area_is_refused() {
     }
 }
 
-#[test]
-fn a_placed_payload_is_what_the_client_copied_and_outlives_the_connection() {
+/// A client and a server connected with a shared area whose high-water
+/// mark is drawn from the returned budget (64 MiB).
+fn with_area() -> (ShmTransport, ShmTransport, std::sync::Arc<MemoryBudget>) {
     let a = addr();
     let l = listen(a);
     let budget = MemoryBudget::new(64 << 20);
@@ -235,8 +236,13 @@ fn a_placed_payload_is_what_the_client_copied_and_outlives_the_connection() {
         let (bell, _) = l.accept().unwrap();
         ShmTransport::offer(bell, RING_CAP, Some((AREA_LEN, b2))).unwrap()
     });
-    let mut client = ShmTransport::connect(a, Duration::from_secs(5), &[0, nix::unistd::geteuid().as_raw()]).unwrap();
-    let server = server.join().unwrap();
+    let client = ShmTransport::connect(a, Duration::from_secs(5), &[0, nix::unistd::geteuid().as_raw()]).unwrap();
+    (client, server.join().unwrap(), budget)
+}
+
+#[test]
+fn a_placed_payload_is_what_the_client_copied_and_outlives_the_connection() {
+    let (mut client, server, budget) = with_area();
     assert!(client.has_area());
     let area = server.area().expect("an area was offered");
     let first = area.place(100_000).unwrap();
@@ -267,4 +273,35 @@ fn a_placed_payload_is_what_the_client_copied_and_outlives_the_connection() {
     drop(slot);
     drop(area);
     assert_eq!(budget.used(), 0, "the area's charge goes back with it");
+}
+
+#[test]
+fn an_area_gives_its_pages_back_when_idle_and_when_its_last_place_goes() {
+    use weft_net::transport::area::IDLE_TRIM;
+    let (mut client, server, budget) = with_area();
+    let area = server.area().unwrap();
+    let place = |client: &mut ShmTransport, at: u64, byte: u8, len: usize| client.place(at, len, &mut std::iter::once(&vec![byte; len][..])).unwrap();
+    // Idle: the pages are punched (the client reads zeros) and the charge goes.
+    let s = area.place(8192).unwrap();
+    place(&mut client, s.at(), 7, 8192);
+    assert_eq!(client.area_copy(s.at(), 8192).unwrap(), vec![7; 8192]);
+    let at = s.at();
+    drop(s);
+    assert_eq!(area.trim(Instant::now()), 0, "not yet idle long enough");
+    assert_eq!(client.area_copy(at, 8192).unwrap(), vec![7; 8192]);
+    assert!(area.trim(Instant::now() + IDLE_TRIM * 2) > 0);
+    assert_eq!(client.area_copy(at, 8192).unwrap(), vec![0; 8192], "an idle area's pages are punched");
+    assert_eq!(budget.used(), 0);
+    // A place held past the connection's end: its bytes stay until it goes,
+    // then the area's pages go with the mapping.
+    let s = area.place(8192).unwrap();
+    place(&mut client, s.at(), 9, 8192);
+    drop(server);
+    assert_eq!(client.area_copy(s.at(), 8192).unwrap(), vec![9; 8192]);
+    assert_eq!(s.bytes(), &[9; 8192][..]);
+    let at = s.at();
+    drop(s);
+    drop(area);
+    assert_eq!(client.area_copy(at, 8192).unwrap(), vec![0; 8192], "the area's pages go with its last place");
+    assert!(client.area_copy(AREA_LEN as u64 - 1, 2).is_none());
 }

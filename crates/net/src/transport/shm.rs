@@ -142,8 +142,13 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 impl Backing for Mapping {
     fn punch(&self, at: *const u8, len: usize) {
-        if let Some(fd) = &self.memfd {
-            punch_range(fd, (at as usize).saturating_sub(self.base() as usize), len);
+        // Only ever the area: never the rings, whose bytes are live.
+        let from = (at as usize).saturating_sub(self.base() as usize).max(self.area_from);
+        let to = from.saturating_add(len).min(self.len);
+        if let Some(fd) = &self.memfd
+            && from < to
+        {
+            punch_range(fd, from, to - from);
         }
     }
 }
@@ -256,6 +261,19 @@ impl ShmTransport {
     /// Server side: the shared area, if the offer had one.
     pub fn area(&self) -> Option<Arc<Area>> {
         self.area.clone()
+    }
+
+    /// Client side: a copy of `len` bytes of the shared area from `at`, as
+    /// the client sees them now (tests, diagnostics); `None` outside it.
+    pub fn area_copy(&self, at: u64, len: usize) -> Option<Vec<u8>> {
+        let at = usize::try_from(at).ok()?;
+        if at.checked_add(len)? > self.area_len || self.area.is_some() {
+            return None;
+        }
+        let mut v = vec![0u8; len];
+        // SAFETY: inside the client's mapping of the area (checked above).
+        unsafe { std::ptr::copy_nonoverlapping(self.map.base().add(self.area_at + at), v.as_mut_ptr(), len) };
+        Some(v)
     }
 
     /// Client side: the rings of the server on `addr`, if one listens on
@@ -567,22 +585,33 @@ impl Drop for ShmTransport {
         // error saying why it was closed): those pages go after a grace
         // period. The area's go with the mapping (`Mapping`'s drop), once
         // no request holds a place in it.
-        let Some(fd) = self.map.memfd.as_ref().and_then(|fd| fd.try_clone().ok()) else { return };
+        let Some(memfd) = self.map.memfd.as_ref() else { return };
         let len = mapping_len(self.rx.capacity());
-        let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let now = Instant::now();
         if self.peer_closed {
-            punch(&fd, len);
+            punch(memfd, len);
         } else {
-            deferred.push_back((now + PUNCH_GRACE, fd, len));
-        }
-        while let Some((due, _, _)) = deferred.front() {
-            if *due > now && deferred.len() <= MAX_DEFERRED {
-                break;
+            match memfd.try_clone() {
+                Ok(fd) => DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back((now + PUNCH_GRACE, fd, len)),
+                // No descriptor to keep (a flood of connections): now.
+                Err(_) => punch(memfd, len),
             }
-            let (_, fd, len) = deferred.pop_front().expect("front exists");
-            punch(&fd, len);
         }
+        punch_due(now);
+    }
+}
+
+/// Punches the rings of closed connections whose grace period is over
+/// (the server's sweep calls it, so they go within a sweep of it even when
+/// no other connection closes).
+pub fn punch_due(now: Instant) {
+    let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    while let Some((due, _, _)) = deferred.front() {
+        if *due > now && deferred.len() <= MAX_DEFERRED {
+            break;
+        }
+        let (_, fd, len) = deferred.pop_front().expect("front exists");
+        punch(&fd, len);
     }
 }
 

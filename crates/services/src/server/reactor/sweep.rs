@@ -73,7 +73,9 @@ impl Reactor {
             }
         }
         self.server.expire_collectives(now);
-        // Shared areas left empty give their pages and budget back.
+        // Closed connections' rings past their grace period, and shared
+        // areas left empty, give their pages (and budget) back.
+        weft_net::transport::shm::punch_due(now);
         for &k in &self.shm_slots {
             if let Some(Some(slot)) = self.slots.get(k)
                 && let Some(area) = slot.conn.area()

@@ -242,6 +242,7 @@ impl Drop for Slot {
 }
 
 /// An area over plain heap memory, for tests of the protocol machines.
+#[cfg(test)]
 pub fn in_memory(len: usize, budget: Arc<MemoryBudget>) -> Arc<Area> {
     struct Heap(*mut u8, std::alloc::Layout);
     // SAFETY: owned heap memory, freed once.

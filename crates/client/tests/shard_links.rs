@@ -23,6 +23,20 @@ fn read_all(c: &Client, path: &str) -> Vec<u8> {
     buf
 }
 
+/// `path`'s link count once it is `want` (a shard takes a replaced
+/// name's `Unlink` within about a second of its push), or as it is after
+/// 20 s.
+fn links_when(c: &Client, path: &str, want: u32) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let n = c.stat(path).unwrap().0.nlink;
+        if n == want || Instant::now() > deadline {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn names(c: &Client, dir: &str) -> Vec<String> {
     c.readdir(dir).unwrap().into_iter().map(|e| e.name).collect()
 }
@@ -84,14 +98,6 @@ fn a_link_to_another_shards_name_is_the_same_file_until_its_last_name_goes() {
     let m = format!("/e/{}", name_on(e, 0, "m"));
     assert_eq!(c.link(&l, &m).unwrap().nlink, 3);
     assert!(matches!(c.rmdir("/e"), Err(Error::NotEmpty(_))));
-    // A rename over such a name is not built: EXDEV (`mv` copies), and
-    // nothing moves. (Renames of them are: see below.)
-    let other = format!("/d/{}", name_on(d, 2, "o"));
-    write_file(&c, &other, b"other");
-    assert!(matches!(c.rename(&other, &l), Err(Error::CrossShard(_))));
-    assert_eq!(read_all(&c, &l), b"data+more");
-    assert_eq!(read_all(&c, &other), b"other");
-    c.unlink(&other).unwrap();
     // Names go one by one; the file stays until the last.
     c.unlink(&f).unwrap();
     assert_eq!(c.stat(&l).unwrap().0.nlink, 2);
@@ -217,6 +223,17 @@ fn the_mount_links_names_on_different_shards() {
     let out = std::process::Command::new("ls").arg("-ln").arg(&dir).output().unwrap();
     let listing = String::from_utf8_lossy(&out.stdout);
     assert_eq!(listing.lines().filter(|line| line.split_whitespace().nth(1) == Some("2")).count(), 2, "{listing}");
+    // An editor's save: a new file renamed over the linked name (no EXDEV).
+    let saved = name_on(d, 1, "save");
+    std::fs::write(dir.join(&saved), b"saved").unwrap();
+    std::fs::rename(dir.join(&saved), dir.join(&l)).unwrap();
+    assert_eq!(std::fs::read(dir.join(&l)).unwrap(), b"saved");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::metadata(dir.join(&f)).unwrap().nlink() != 1 {
+        assert!(Instant::now() < deadline, "the first file kept its second link");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(std::fs::read(dir.join(&f)).unwrap(), b"through the mount");
     let st = std::process::Command::new("rm").arg("-rf").arg(&dir).status().unwrap();
     assert!(st.success(), "rm -rf over names on two shards");
     assert_eq!(std::fs::read_dir(&m.point).unwrap().count(), 0);
@@ -282,24 +299,117 @@ fn a_name_of_a_file_with_names_on_several_shards_is_renamed_anywhere() {
     c.rename(&p, &q).unwrap();
     assert_eq!(listed(&c), want(&[&p, &q]));
     assert_eq!(c.stat(&p).unwrap().0.nlink, 2);
-    // Refused by the new name's shard (a name of another file, kept by a
-    // third shard, there): nothing moves, and the copy of the new name the
-    // file's shard made is taken back.
+    // Over a name of another file, kept by a third shard (a stub there):
+    // the name is this file's now, and the other file, kept elsewhere,
+    // loses that link.
     let g = on(1, "g");
     write_file(&c, &g, b"other");
     let gl = on(2, "gl");
     c.link(&g, &gl).unwrap();
-    assert!(matches!(c.rename(&p, &gl), Err(Error::CrossShard(_))));
-    assert_eq!(listed(&c), want(&[&p, &q, &g, &gl]));
-    let copy = ask(&tc, 0, MetaReq::Stat { path: gl.clone() });
-    assert!(!matches!(copy, Response::Attr(ref a) if a.id == id), "no copy of the refused name is left on the file's shard: {copy:?}");
-    assert_eq!(read_all(&c, &gl), b"other");
-    assert_eq!(c.stat(&p).unwrap().0.nlink, 2, "the refused move left the file as it was");
+    c.rename(&p, &gl).unwrap();
+    assert_eq!(listed(&c), want(&[&q, &g, &gl]));
+    assert_eq!((id_of(&c, &gl), c.stat(&gl).unwrap().0.nlink), (id, 2));
+    assert_eq!(read_all(&c, &gl), b"payload");
+    assert_eq!(links_when(&c, &g, 1), 1, "the replaced name's file, kept by another shard, loses that link");
+    assert_eq!(read_all(&c, &g), b"other");
+    // Refused by the new name's shard (a sticky directory another user
+    // owns, whose name is a stub): nothing moves, and the copy of the new
+    // name the file's shard made is taken back.
+    c.mkdir("/s", 0o1777).unwrap();
+    c.chown("/s", 1000, 1000).unwrap();
+    let s_dir = id_of(&c, "/s");
+    let (sf, sl) = (format!("/s/{}", name_on(s_dir, 1, "f")), format!("/s/{}", name_on(s_dir, 2, "l")));
+    write_file(&c, &sf, b"sticky");
+    c.link(&sf, &sl).unwrap();
+    let bob = tc.client().with_cred(weft_wire::Cred::new(1001, 1001));
+    let mine = format!("/s/{}", name_on(s_dir, 0, "b"));
+    write_file(&bob, &mine, b"bob's");
+    assert!(matches!(bob.rename(&mine, &sl), Err(Error::CrossShard(_))));
+    let copy = ask(&tc, 0, MetaReq::Stat { path: sl.clone() });
+    assert!(!matches!(copy, Response::Attr(ref a) if a.id == id_of(&c, &mine)), "no copy of the refused name is left on the file's shard: {copy:?}");
+    assert_eq!(read_all(&c, &sl), b"sticky");
+    assert_eq!(read_all(&c, &mine), b"bob's");
+    assert_eq!(c.stat(&sf).unwrap().0.nlink, 2, "the refused rename left both files as they were");
+    for path in [&sf, &sl, &mine] {
+        c.unlink(path).unwrap();
+    }
+    c.rmdir("/s").unwrap();
     // All names go; so do the files.
-    for path in [&p, &q, &g, &gl] {
+    for path in [&q, &g, &gl] {
         c.unlink(path).unwrap();
     }
     assert!(listed(&c).is_empty());
+    assert_eq!(weft_testkit::objects_when(&c, |n| n == 0), 0);
+    c.rmdir("/d").unwrap();
+}
+
+#[test]
+fn a_rename_over_a_name_whose_file_another_shard_keeps_replaces_that_name() {
+    let mut tc = sharded("links-replaced");
+    let c = tc.client_with_timeout(Duration::from_secs(3));
+    c.mkdir("/d", 0o777).unwrap();
+    let d = id_of(&c, "/d");
+    let on = |shard: u32, prefix: &str| format!("/d/{}", name_on(d, shard, prefix));
+    // File F on shard 1, with a second name on shard 2 (a stub there).
+    let (f, l) = (on(1, "f"), on(2, "l"));
+    write_file(&c, &f, b"first");
+    c.link(&f, &l).unwrap();
+    // A rename on shard 2 over that stub: a local rename there, and the
+    // file's shard drops the link.
+    let other = on(2, "o");
+    write_file(&c, &other, b"other");
+    let other_id = id_of(&c, &other);
+    c.rename(&other, &l).unwrap();
+    assert_eq!(id_of(&c, &l), other_id);
+    assert_eq!(read_all(&c, &l), b"other");
+    assert!(matches!(c.stat(&other), Err(Error::NotFound(_))));
+    assert_eq!(links_when(&c, &f, 1), 1, "the file kept by shard 1 lost the replaced name's link");
+    assert_eq!(read_all(&c, &f), b"first");
+    assert!(!matches!(ask(&tc, 1, MetaReq::Stat { path: l.clone() }), Response::Attr(ref a) if a.id != other_id), "no copy of the old name left on the file's shard");
+    let mut want = vec![f[3..].to_string(), l[3..].to_string()];
+    want.sort();
+    assert_eq!(names(&c, "/d"), want);
+    // A file moving between shards (its one name, on shard 0) over a stub
+    // on shard 2 whose file, kept by shard 1, has no other name: that file
+    // goes, data and all.
+    let (g, gl) = (on(1, "g"), on(2, "gl"));
+    write_file(&c, &g, b"doomed");
+    c.link(&g, &gl).unwrap();
+    c.unlink(&g).unwrap();
+    assert_eq!(c.stat(&gl).unwrap().0.nlink, 1);
+    let m = on(0, "m");
+    write_file(&c, &m, b"mover");
+    let m_id = id_of(&c, &m);
+    let before = objects(&c);
+    c.rename(&m, &gl).unwrap();
+    assert_eq!((id_of(&c, &gl), read_all(&c, &gl)), (m_id, b"mover".to_vec()));
+    assert!(weft_testkit::objects_when(&c, |n| n < before) < before, "the replaced file's objects are deleted with its last name");
+    // With the file's shard down: the rename is made by the name's shard
+    // alone, and the link is dropped when the file's shard returns.
+    let (h, hl) = (on(1, "h"), on(2, "hl"));
+    write_file(&c, &h, b"kept");
+    c.link(&h, &hl).unwrap();
+    let n = on(2, "n");
+    write_file(&c, &n, b"new");
+    tc.lc.kill(1);
+    c.rename(&n, &hl).unwrap();
+    assert_eq!(read_all(&c, &hl), b"new");
+    tc.lc.restart(1).unwrap();
+    assert_eq!(links_when(&c, &h, 1), 1, "the link is dropped once the file's shard is back");
+    assert_eq!(read_all(&c, &h), b"kept");
+    // Not made (EXDEV, `mv` copies): a name moving over a stub when both
+    // files are kept by the same shard, whose copy of the old name stands
+    // in the way; nothing changes.
+    let (k, kl, x) = (on(1, "k"), on(0, "kl"), on(2, "x"));
+    write_file(&c, &k, b"k");
+    c.link(&k, &kl).unwrap();
+    c.link(&h, &x).unwrap();
+    assert!(matches!(c.rename(&kl, &x), Err(Error::CrossShard(_))));
+    assert_eq!((read_all(&c, &x), c.stat(&h).unwrap().0.nlink, c.stat(&k).unwrap().0.nlink), (b"kept".to_vec(), 2, 2));
+    for path in [&f, &l, &gl, &h, &hl, &k, &kl, &x] {
+        c.unlink(path).unwrap();
+    }
+    assert!(names(&c, "/d").is_empty());
     assert_eq!(weft_testkit::objects_when(&c, |n| n == 0), 0);
     c.rmdir("/d").unwrap();
 }

@@ -47,8 +47,10 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"WEFT");
 /// `Lend` (an object's descriptor lent to a client on the node). 26:
 /// 1-8 changes in one `Change`; `Unlink` answered `Unlinked` (response 21)
 /// with its directory's new time. 27: `Close` carries the size a sole
-/// writer knows (no `Measure` and `SetSize` after it).
-pub const PROTOCOL_VERSION: u8 = 28;
+/// writer knows (no `Measure` and `SetSize` after it). 28: the shared
+/// area (a place in `Cts`, `Placed` frames). 29: replica op 13 `Unlink`
+/// (a rename over a name of a file another shard keeps).
+pub const PROTOCOL_VERSION: u8 = 29;
 /// Size of an encoded [`Header`].
 pub const HEADER_LEN: usize = 24;
 

@@ -231,7 +231,7 @@ impl MetaService {
             // sticky bit, not into itself, an empty directory replaced),
             // made and undone.
             let probe = db.begin_write()?;
-            let checked = entries::rename(&probe, cred, from, to, |_, _| Ok(()));
+            let checked = entries::rename(&probe, &self.shards, cred, from, to, |_, _| Ok(()));
             probe.abort()?;
             checked?;
             if m.replaces == Some(m.dir) || m.from == m.to {

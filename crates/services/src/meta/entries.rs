@@ -3,7 +3,8 @@
 //! (its link count); its objects are deleted only with its last name.
 
 use super::path::components;
-use super::shards::check_not_moving;
+use super::links_across::Stub;
+use super::shards::{check_not_moving, Shards};
 use super::tables::{check_sticky, encode_attr, err, may, now_ns, split_parent, Result, Tables, WriteTables, DIRENTS, INODES, LINKS, R, W};
 use redb::{ReadableTable, WriteTransaction};
 use weft_wire::{Cred, ErrorCode, FileAttr, FileId, FileKind};
@@ -77,7 +78,7 @@ pub(super) fn remove(tx: &WriteTransaction, cred: Cred, path: &str, want_dir: bo
 /// directory for a directory); returns a replaced file whose last name
 /// that was (its objects are deleted by the service once this is durable).
 /// `owner`: whether this shard keeps a name (else the route, as an error).
-pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owner: impl Fn(FileId, &str) -> Result<()>) -> Result<Option<FileAttr>> {
+pub(super) fn rename(tx: &WriteTransaction, shards: &Shards, cred: Cred, from: &str, to: &str, owner: impl Fn(FileId, &str) -> Result<()>) -> Result<Option<FileAttr>> {
     let (from_parent, from_name) = split_parent(from)?;
     let (to_parent, to_name) = split_parent(to)?;
     let mut from_full = from_parent.clone();
@@ -116,10 +117,8 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, ow
             return Ok(None);
         }
         let now = now_ns();
-        let replaced = match replaceable(tx, &t, cred, &dst_dir, to_name, to, src.kind == FileKind::Dir)? {
-            Some(dst) => Some((drop_name(&mut t, &dst, now)?, dst)),
-            None => None,
-        };
+        let old = replaceable(tx, &t, cred, &dst_dir, to_name, to, src.kind == FileKind::Dir, src.id)?;
+        let replaced = drop_replaced(tx, &mut t, shards, old, dst_dir.id, to_name, now)?;
         t.dirents.remove((src_dir.id.0, from_name))?;
         t.dirents.insert((dst_dir.id.0, to_name), id)?;
         // Both directories changed; a directory moved takes its ".." link
@@ -141,19 +140,48 @@ pub(super) fn rename(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, ow
     Ok((dst.kind == FileKind::File).then_some(dst))
 }
 
+/// What a rename's new name names now, and goes.
+pub(super) enum Replacing {
+    /// A name of an inode kept here.
+    Here(FileAttr),
+    /// A name kept here of a file another shard keeps (a stub: a link
+    /// across shards, see [`super::links_across`]).
+    Stub(Stub),
+}
+
 /// The entry at `to_name` in `dst_dir` that a rename of a directory (`dir`)
 /// or not to `to` would replace, checked as rename(2) does; `None` if the
-/// name is free.
-pub(super) fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred, dst_dir: &FileAttr, to_name: &str, to: &str, dir: bool) -> Result<Option<FileAttr>> {
+/// name is free. `incoming` is the file taking the name (a stub of that
+/// same file is not replaced: the file's shard answers that rename).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred, dst_dir: &FileAttr, to_name: &str, to: &str, dir: bool, incoming: FileId) -> Result<Option<Replacing>> {
     let Some(old) = t.child(dst_dir.id.0, to_name)? else { return Ok(None) };
-    let dst = here(t, old, to)?;
+    let Some(v) = t.inodes.get(old)? else {
+        return super::links_across::replaceable_stub(tx, cred, dst_dir, to_name, to, dir, incoming).map(|s| Some(Replacing::Stub(s)));
+    };
+    let dst = super::tables::decode_attr(v.value())?;
     check_sticky(cred, dst_dir, &dst, to)?;
     check_not_moving(tx, dst.id, to)?;
     match (dir, dst.kind == FileKind::Dir) {
         (false, true) => Err(err(ErrorCode::IsDir, format!("{to} is a directory"))),
         (true, false) => Err(err(ErrorCode::NotDir, format!("{to} is not a directory"))),
         (true, true) if !t.is_empty_dir(old)? => Err(err(ErrorCode::NotEmpty, format!("{to} is not empty"))),
-        _ => Ok(Some(dst)),
+        _ => Ok(Some(Replacing::Here(dst))),
+    }
+}
+
+/// Drops the name `to_name` of `dir` a rename replaces: one link of an
+/// inode here (with `true` if that was its last), or a stub, whose file's
+/// shard is told to drop the link there (nothing is returned: the file
+/// is not this shard's). The caller then gives the name its new entry.
+pub(super) fn drop_replaced(tx: &WriteTransaction, t: &mut WriteTables<'_>, shards: &Shards, old: Option<Replacing>, dir: FileId, to_name: &str, now: i64) -> Result<Option<(bool, FileAttr)>> {
+    match old {
+        None => Ok(None),
+        Some(Replacing::Here(dst)) => Ok(Some((drop_name(t, &dst, now)?, dst))),
+        Some(Replacing::Stub(stub)) => {
+            super::links_across::unlink_stub(tx, shards, dir, to_name, &stub, now)?;
+            Ok(None)
+        }
     }
 }
 
@@ -161,26 +189,23 @@ pub(super) fn replaceable(tx: &WriteTransaction, t: &WriteTables<'_>, cred: Cred
 /// directory; a symbolic link with its `target`) takes the name `to` here,
 /// replacing what rename(2) would; returns a replaced file whose last name
 /// that was (its objects are deleted by the service once this is durable).
-/// `owns` says whether this shard keeps an entry (the source routed the
+/// `shards` says whether this shard keeps an entry (the source routed the
 /// rename on its own snapshot).
-pub(super) fn adopt(tx: &WriteTransaction, cred: Cred, to: &str, attr: &FileAttr, target: Option<&str>, owns: impl Fn(FileId, &str) -> bool) -> Result<Option<FileAttr>> {
+pub(super) fn adopt(tx: &WriteTransaction, shards: &Shards, cred: Cred, to: &str, attr: &FileAttr, target: Option<&str>) -> Result<Option<FileAttr>> {
     let (to_parent, to_name) = split_parent(to)?;
     let replaced = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         let dst_dir = t.parent_for_change(cred, &to_parent)?;
         super::shards::check_unmarked(tx, dst_dir.id, to_name, to)?;
-        if !owns(dst_dir.id, to_name) {
+        if !shards.owns(dst_dir.id, to_name) {
             return Err(err(ErrorCode::CrossShard, format!("{to} is kept by another metadata shard than the rename was sent to (its directory was made anew); try again")));
         }
         if t.inodes.get(attr.id.0)?.is_some() {
             return Err(err(ErrorCode::Internal, format!("file {} is already on this shard", attr.id.0)));
         }
-        let dst = replaceable(tx, &t, cred, &dst_dir, to_name, to, false)?;
+        let old = replaceable(tx, &t, cred, &dst_dir, to_name, to, false, attr.id)?;
         let now = now_ns();
-        let replaced = match dst {
-            Some(dst) => Some((drop_name(&mut t, &dst, now)?, dst)),
-            None => None,
-        };
+        let replaced = drop_replaced(tx, &mut t, shards, old, dst_dir.id, to_name, now)?;
         let mut a = attr.clone();
         a.ctime_ns = now;
         t.inodes.insert(a.id.0, encode_attr(&a).as_slice())?;
@@ -252,9 +277,9 @@ pub(super) fn link(tx: &WriteTransaction, cred: Cred, from: &str, to: &str, owne
 }
 
 /// The file entry `id` names here; a name another shard keeps the file of
-/// (a link across shards: its stub) is refused: a rename over, or of, a
-/// stub here is not built (a rename of one is made by the file's shard,
-/// `name_moves`, where requests on the stub go).
+/// (a link across shards: its stub) is refused as a source: a rename of
+/// one is made by the file's shard (`name_moves`), where requests on the
+/// stub go. (A rename over one is made here: [`replaceable`].)
 pub(super) fn here<I, D>(t: &Tables<I, D>, id: u64, path: &str) -> Result<FileAttr>
 where
     I: ReadableTable<u64, &'static [u8]>,
@@ -267,5 +292,5 @@ where
 }
 
 fn several_shards(path: &str) -> super::tables::MetaError {
-    err(ErrorCode::CrossShard, format!("{path} is a name of a file with names on several metadata shards: replacing it by a rename is not built yet (remove it first)"))
+    err(ErrorCode::CrossShard, format!("{path} is a name of a file with names on several metadata shards, and this shard does not make its rename: the shard that keeps the file does"))
 }

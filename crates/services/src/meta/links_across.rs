@@ -14,8 +14,12 @@
 //!
 //! Removing such a name is made by the coordinator (the stub sends it
 //! there) and told to the name's shard (`Unname`) before the answer.
-//! Renaming such a name moves the name, never the file (`name_moves`); a
-//! rename over a stub or a copy is not built (EXDEV, so `mv` copies).
+//! Renaming such a name moves the name, never the file (`name_moves`).
+//! A rename over a stub is made by the name's shard: the stub goes with
+//! the rename, and the file's shard is told (`Unlink`, logged with it),
+//! which drops its copy of the name and one link when it takes that (the
+//! file goes with its last name). Until then the file's link count there
+//! is one too many: never too few, so no data goes early.
 
 use super::shards::{refused, Answer, Moving, Shards};
 use super::tables::{decode_attr, encode_attr, err, now_ns, read_tables, split_parent, MetaError, Result, Tables, DIRENTS, INODES};
@@ -245,11 +249,8 @@ pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, pare
             return Err(err(ErrorCode::Internal, format!("file {} is kept by this shard too", attr.id.0)));
         }
         let now = now_ns();
-        // A stub there is another shard's file's name: refused (`here`).
-        let replaced = match entries::replaceable(tx, &t, cred, &dir, to_name, to, false)? {
-            Some(old) => Some((entries::drop_name(&mut t, &old, now)?, old)),
-            None => None,
-        };
+        let old = entries::replaceable(tx, &t, cred, &dir, to_name, to, false, attr.id)?;
+        let replaced = entries::drop_replaced(tx, &mut t, shards, old, dir.id, to_name, now)?;
         t.dirents.insert((dir.id.0, to_name), attr.id.0)?;
         tx.open_table(STUBS)?.insert((dir.id.0, to_name), Stub { shard: coord, attr: attr.clone() }.encode().as_slice())?;
         t.entries_changed(dir.id.0, 0, now)?;
@@ -262,6 +263,59 @@ pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, pare
         Err(e) if e.storage => Err(e),
         r => Ok(r),
     }
+}
+
+/// A rename's new name `to`, entry `name` of `dir`, is a stub here (or
+/// an entry with no inode here): what it replaces, checked as rename(2)
+/// checks a file's name (not by a directory). Refused (EXDEV, so `mv`
+/// copies) in a sticky directory unless `cred` is root or owns the
+/// directory (the stub's owner is as it was when the name was made, and
+/// may have changed since), and for a stub of the file taking the name
+/// (its own shard makes that rename, which does nothing).
+pub(super) fn replaceable_stub(tx: &WriteTransaction, cred: Cred, dir: &FileAttr, name: &str, to: &str, want_dir: bool, incoming: FileId) -> Result<Stub> {
+    let cross = |why: &str| err(ErrorCode::CrossShard, format!("{to} is a name of a file another metadata shard keeps: {why}"));
+    let stub = tx.open_table(STUBS)?.get((dir.id.0, name))?.map(|v| Stub::decode(v.value())).transpose()?;
+    let Some(stub) = stub else { return Err(cross("it is being made or renamed; try again")) };
+    if want_dir {
+        return Err(err(ErrorCode::NotDir, format!("{to} is not a directory")));
+    }
+    if stub.attr.id == incoming {
+        return Err(cross("the rename is that shard's to make"));
+    }
+    if dir.mode & 0o1000 != 0 && cred.uid != 0 && cred.uid != dir.uid {
+        return Err(cross("in a sticky directory only its owner or root replaces it by a rename (remove it first)"));
+    }
+    Ok(stub)
+}
+
+/// A rename replaced stub `name` of `dir` (`stub`): it goes here, and the
+/// file's shard is told to drop that name's link (`Unlink`, logged in `tx`
+/// and pushed with the rest of this shard's log).
+pub(super) fn unlink_stub(tx: &WriteTransaction, shards: &Shards, dir: FileId, name: &str, stub: &Stub, now: i64) -> Result<()> {
+    tx.open_table(STUBS)?.remove((dir.0, name))?;
+    shards.log(tx, &ReplicaOp::Unlink { shard: stub.shard, parent: dir, name: name.to_owned(), file: stub.attr.id, time_ns: now })?;
+    Ok(())
+}
+
+/// A pushed `Unlink`: a rename on the name's shard replaced the name
+/// `name` of `parent` of `file`, kept here. The copy of the name goes, and
+/// one link (the file with its last: its objects are deleted once this
+/// is durable). Done once: a copy already gone (the name was removed or
+/// moved here meanwhile, which took its link then) changes nothing.
+pub(super) fn drop_copy(tx: &WriteTransaction, parent: FileId, name: &str, file: FileId, time_ns: i64) -> Result<()> {
+    let last = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        if t.child(parent.0, name)? != Some(file.0) {
+            return Ok(());
+        }
+        let Some(attr) = t.inodes.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? else { return Ok(()) };
+        t.dirents.remove((parent.0, name))?;
+        entries::drop_name(&mut t, &attr, time_ns)?.then_some(attr)
+    };
+    if let Some(attr) = last {
+        entries::forget_inode(tx, &attr)?;
+    }
+    Ok(())
 }
 
 /// A pushed `Unname` from `coord`: the stub `name` of `parent` for `file`

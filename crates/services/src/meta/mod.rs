@@ -455,7 +455,7 @@ impl MetaService {
             // A replaced file's objects are the service's to delete
             // (`reaper`); the client is told of none (`grants`).
             MetaReq::Rename { from, to } => dir_moves::not_a_directory(tx, &self.shards, from)
-                .and_then(|()| entries::rename(tx, cred, from, to, |dir, name| self.check_owner(dir, name)))
+                .and_then(|()| entries::rename(tx, &self.shards, cred, from, to, |dir, name| self.check_owner(dir, name)))
                 .map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
             MetaReq::Chmod { path, mode } => self.change(tx, cred, Target::Path(path), &[AttrChange::Mode(*mode)]),
             MetaReq::SetTimes { path, mtime_ns } => self.change(tx, cred, Target::Path(path), &[AttrChange::Mtime(*mtime_ns)]),

@@ -184,7 +184,7 @@ impl MetaService {
             }
             // The old name is the copy: this shard makes its rename.
             let owner = |dir: FileId, name: &str| if dir == from_dir && name == from_name { Ok(()) } else { self.check_owner(dir, name) };
-            let replaced = entries::rename(tx, cred, from, to, owner)?;
+            let replaced = entries::rename(tx, &self.shards, cred, from, to, owner)?;
             if let Some(id) = id.filter(|_| !self.shards.owns(from_dir, from_name)) {
                 unname(tx, &self.shards, from_dir, from_name, FileId(id))?;
             }
@@ -221,7 +221,7 @@ impl MetaService {
                         return Err(if is_dir {
                             err(ErrorCode::IsDir, format!("{to} is a directory"))
                         } else {
-                            err(ErrorCode::CrossShard, format!("{to} is a name of another file with names on several metadata shards: replacing it by a rename is not built yet (remove it first)"))
+                            err(ErrorCode::CrossShard, format!("{to} is a name of another file this shard keeps, with names on several metadata shards: a name moving over it is not made (remove it first)"))
                         });
                     }
                     None => {}

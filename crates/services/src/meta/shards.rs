@@ -487,7 +487,7 @@ impl Shards {
             if *shard != self.place.index {
                 return Ok(Response::Ok);
             }
-            let r = super::entries::adopt(tx, *cred, to, attr, target.as_deref(), |dir, name| self.owns(dir, name));
+            let r = super::entries::adopt(tx, self, *cred, to, attr, target.as_deref());
             if let Err(e) = &r
                 && e.storage
             {
@@ -513,7 +513,11 @@ impl Shards {
                 links_across::drop_name(tx, coord, *parent, name, *file, *time_ns)?;
                 return Ok(Response::Ok);
             }
-            ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } => return Ok(Response::Ok),
+            ReplicaOp::Unlink { shard, parent, name, file, time_ns } if *shard == self.place.index => {
+                links_across::drop_copy(tx, *parent, name, *file, *time_ns)?;
+                return Ok(Response::Ok);
+            }
+            ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } | ReplicaOp::Unlink { .. } => return Ok(Response::Ok),
             _ => {}
         }
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
@@ -556,7 +560,7 @@ impl Shards {
             ReplicaOp::Unmark { dir } => {
                 tx.open_table(MARKED)?.remove(dir.0)?;
             }
-            ReplicaOp::Adopt { .. } | ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } => unreachable!("taken above"),
+            ReplicaOp::Adopt { .. } | ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } | ReplicaOp::Unlink { .. } => unreachable!("taken above"),
             ReplicaOp::Touch { dirs } => {
                 for (dir, at) in dirs {
                     let old = t.inodes.get(dir.0)?.map(|v| decode_attr(v.value())).transpose()?;
@@ -603,8 +607,12 @@ impl Shards {
             ReplicaOp::Mkdir { attr, .. } => attr.id,
             ReplicaOp::SetAttr { dir, .. } | ReplicaOp::Mark { dir } | ReplicaOp::Unmark { dir } | ReplicaOp::Rmdir { dir, .. } => *dir,
             ReplicaOp::Adopt { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a rename to shard {shard} of {k}"))),
-            ReplicaOp::Name { shard, .. } | ReplicaOp::Unname { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a name on shard {shard} of {k}"))),
-            ReplicaOp::Adopt { .. } | ReplicaOp::Touch { .. } | ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } => return Ok(()),
+            ReplicaOp::Name { shard, .. } | ReplicaOp::Unname { shard, .. } | ReplicaOp::Unlink { shard, .. } if *shard >= k => return Err(err(ErrorCode::BadRequest, format!("a name on shard {shard} of {k}"))),
+            // Only the name's own shard replaces it.
+            ReplicaOp::Unlink { parent, name, .. } if weft_wire::shard::entry_shard(*parent, name, k) != coord => {
+                return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed the replacement of a name shard {} keeps", weft_wire::shard::entry_shard(*parent, name, k))));
+            }
+            ReplicaOp::Adopt { .. } | ReplicaOp::Touch { .. } | ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } | ReplicaOp::Unlink { .. } => return Ok(()),
             ReplicaOp::PrepareMove(_) | ReplicaOp::Move { .. } | ReplicaOp::Unprepare { .. } if coord != dir_moves::RENAMER => {
                 return Err(err(ErrorCode::BadRequest, format!("shard {coord} pushed a directory rename, which only shard {} makes", dir_moves::RENAMER)));
             }

@@ -58,6 +58,11 @@ pub enum ReplicaOp {
     /// A name `Name` made on shard `shard` (entry `name` of `parent`, for
     /// file `file`) was removed: that shard drops it (its listing's entry).
     Unname { shard: u32, parent: FileId, name: String, file: FileId, time_ns: i64 },
+    /// The other way round: a rename on the pushing shard replaced its
+    /// stub `name` of `parent`, a name of file `file`, which shard `shard`
+    /// keeps. That shard drops its copy of the name and one link (the
+    /// file goes with its last name).
+    Unlink { shard: u32, parent: FileId, name: String, file: FileId, time_ns: i64 },
 }
 
 /// A directory rename every shard applies (see [`ReplicaOp::PrepareMove`]).
@@ -150,6 +155,9 @@ impl ReplicaOp {
             ReplicaOp::Unname { shard, parent, name, file, time_ns } => {
                 e.u8(12).u32(*shard).u64(parent.0).str(name).u64(file.0).i64(*time_ns);
             }
+            ReplicaOp::Unlink { shard, parent, name, file, time_ns } => {
+                e.u8(13).u32(*shard).u64(parent.0).str(name).u64(file.0).i64(*time_ns);
+            }
         }
     }
 
@@ -189,6 +197,7 @@ impl ReplicaOp {
                 ReplicaOp::Name { shard, parent, cred, to, attr, replace: d.bool()? }
             }
             12 => ReplicaOp::Unname { shard: d.u32()?, parent: FileId(d.u64()?), name: name(d)?, file: FileId(d.u64()?), time_ns: d.i64()? },
+            13 => ReplicaOp::Unlink { shard: d.u32()?, parent: FileId(d.u64()?), name: name(d)?, file: FileId(d.u64()?), time_ns: d.i64()? },
             t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
         })
     }
@@ -248,6 +257,7 @@ mod tests {
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: file.clone(), target: Some("t".into()) },
             ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: file, replace: true },
             ReplicaOp::Unname { shard: 1, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 12 },
+            ReplicaOp::Unlink { shard: 2, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 13 },
         ]
     }
 
@@ -258,7 +268,7 @@ mod tests {
         /// entry or a pushed change, changed, decodes to an error or to an
         /// op that encodes back to itself; never a panic.
         #[test]
-        fn mutated_ops_are_errors_or_ops(k in 0usize..8, muts in crate::msg::tests::mutations()) {
+        fn mutated_ops_are_errors_or_ops(k in 0usize..9, muts in crate::msg::tests::mutations()) {
             let op = &some_ops()[k];
             if let Ok(m) = ReplicaOp::from_bytes(&crate::msg::tests::mutate(op.to_bytes(), &muts)) {
                 prop_assert_eq!(ReplicaOp::from_bytes(&m.to_bytes()).unwrap(), m);
@@ -284,6 +294,7 @@ mod tests {
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Symlink, layout: None, ..attr.clone() }, target: Some("t".into()) },
             ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Fifo, layout: None, ..attr.clone() }, replace: true },
             ReplicaOp::Unname { shard: 1, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 12 },
+            ReplicaOp::Unlink { shard: 2, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 13 },
         ];
         for op in &ops {
             assert_eq!(&ReplicaOp::from_bytes(&op.to_bytes()).unwrap(), op);

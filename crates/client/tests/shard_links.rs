@@ -322,14 +322,21 @@ fn a_name_of_a_file_with_names_on_several_shards_is_renamed_anywhere() {
     write_file(&c, &sf, b"sticky");
     c.link(&sf, &sl).unwrap();
     let bob = tc.client().with_cred(weft_wire::Cred::new(1001, 1001));
-    let mine = format!("/s/{}", name_on(s_dir, 0, "b"));
+    // Bob's file has two names, so one of them moves (the file stays).
+    let (mine, mine2) = (format!("/s/{}", name_on(s_dir, 0, "b")), format!("/s/{}", name_on(s_dir, 0, "c")));
     write_file(&bob, &mine, b"bob's");
+    bob.link(&mine, &mine2).unwrap();
     assert!(matches!(bob.rename(&mine, &sl), Err(Error::CrossShard(_))));
     let copy = ask(&tc, 0, MetaReq::Stat { path: sl.clone() });
     assert!(!matches!(copy, Response::Attr(ref a) if a.id == id_of(&c, &mine)), "no copy of the refused name is left on the file's shard: {copy:?}");
     assert_eq!(read_all(&c, &sl), b"sticky");
     assert_eq!(read_all(&c, &mine), b"bob's");
-    assert_eq!(c.stat(&sf).unwrap().0.nlink, 2, "the refused rename left both files as they were");
+    assert_eq!((c.stat(&sf).unwrap().0.nlink, c.stat(&mine).unwrap().0.nlink), (2, 2), "the refused rename left both files as they were");
+    // The directory's owner may.
+    let owner = tc.client().with_cred(weft_wire::Cred::new(1000, 1000));
+    owner.rename(&mine2, &sl).unwrap();
+    assert_eq!(read_all(&c, &sl), b"bob's");
+    assert_eq!(links_when(&c, &sf, 1), 1);
     for path in [&sf, &sl, &mine] {
         c.unlink(path).unwrap();
     }
@@ -412,4 +419,86 @@ fn a_rename_over_a_name_whose_file_another_shard_keeps_replaces_that_name() {
     assert!(names(&c, "/d").is_empty());
     assert_eq!(weft_testkit::objects_when(&c, |n| n == 0), 0);
     c.rmdir("/d").unwrap();
+}
+
+#[test]
+fn a_name_replaced_while_it_moves_away_keeps_the_count_right_either_way() {
+    let mut tc = sharded("links-replaced-moving");
+    let c = tc.client_with_timeout(Duration::from_secs(3));
+    c.mkdir("/d", 0o777).unwrap();
+    let d = id_of(&c, "/d");
+    let on = |shard: u32, prefix: &str| format!("/d/{}", name_on(d, shard, prefix));
+    // File F on shard 1, named f there and n on shard 2 (a stub). n moves
+    // to shard 0 while shard 0 is down; meanwhile shard 2 renames another
+    // file over n.
+    let (f, n) = (on(1, "f"), on(2, "n"));
+    write_file(&c, &f, b"moving");
+    c.link(&f, &n).unwrap();
+    let m = on(0, "m");
+    let over = |name: &str| {
+        let x = on(2, name);
+        write_file(&c, &x, b"over");
+        c.rename(&x, &n).unwrap();
+        assert_eq!(read_all(&c, &n), b"over");
+    };
+    // 1. The move is taken when shard 0 returns: n's link became m's.
+    tc.lc.kill(0);
+    assert!(c.rename(&n, &m).is_err(), "shard 0 is down: the move waits");
+    over("x");
+    // Shard 2 pushes its log every second: its `Unlink` reaches shard 1
+    // while the move still waits.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(c.stat(&f).unwrap().0.nlink, 2, "the link waits for the move's answer");
+    tc.lc.restart(0).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.stat(&m).is_err() {
+        assert!(Instant::now() < deadline, "the move was never made");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(c.stat(&f).unwrap().0.nlink, 2, "f and m: the replaced n's link moved to m");
+    assert_eq!(read_all(&c, &m), b"moving");
+    // 2. Refused when shard 0 returns (bob may not replace a name in a
+    // sticky directory that is not his, whose name there is a stub of a
+    // file of shard 2): n2's link goes then.
+    c.unlink(&n).unwrap();
+    let n2 = on(2, "n2");
+    c.link(&f, &n2).unwrap();
+    assert_eq!(c.stat(&f).unwrap().0.nlink, 3);
+    c.mkdir("/s", 0o1777).unwrap();
+    c.chown("/s", 1000, 1000).unwrap();
+    let s_dir = id_of(&c, "/s");
+    let (g, gs) = (format!("/s/{}", name_on(s_dir, 2, "g")), format!("/s/{}", name_on(s_dir, 0, "gs")));
+    write_file(&c, &g, b"g");
+    c.link(&g, &gs).unwrap();
+    let bob = tc.client_with_timeout(Duration::from_secs(3)).with_cred(weft_wire::Cred::new(1001, 1001));
+    // Bob's client learns the directories first (a client new to them
+    // asks shard 0, which is about to stop).
+    bob.stat(&n2).unwrap();
+    bob.stat(&gs).unwrap();
+    tc.lc.kill(0);
+    let r = bob.rename(&n2, &gs);
+    assert!(matches!(&r, Err(Error::Io { message, .. }) if message.contains("made or undone when that shard answers")), "{r:?}");
+    let y = on(2, "y");
+    write_file(&c, &y, b"over");
+    c.rename(&y, &n2).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(c.stat(&f).unwrap().0.nlink, 3, "the link waits for the move's answer");
+    tc.lc.restart(0).unwrap();
+    assert_eq!(links_when(&c, &f, 2), 2, "f and m: the refused move left n2, whose stub was replaced, so its link went");
+    assert_eq!((read_all(&c, &gs), c.stat(&g).unwrap().0.nlink), (b"g".to_vec(), 2), "the refused name is as it was");
+    for path in [&g, &gs] {
+        c.unlink(path).unwrap();
+    }
+    c.rmdir("/s").unwrap();
+    // Nothing is lost: every name reads, and the file goes with its last.
+    assert_eq!((read_all(&c, &f), read_all(&c, &m)), (b"moving".to_vec(), b"moving".to_vec()));
+    c.unlink(&f).unwrap();
+    assert_eq!(c.stat(&m).unwrap().0.nlink, 1);
+    assert_eq!(read_all(&c, &m), b"moving");
+    for path in [&m, &n2] {
+        c.unlink(path).unwrap();
+    }
+    assert!(names(&c, "/d").is_empty());
+    assert_eq!(weft_testkit::objects_when(&c, |n| n == 0), 0);
 }

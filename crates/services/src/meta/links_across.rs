@@ -18,8 +18,10 @@
 //! A rename over a stub is made by the name's shard: the stub goes with
 //! the rename, and the file's shard is told (`Unlink`, logged with it),
 //! which drops its copy of the name and one link when it takes that (the
-//! file goes with its last name). Until then the file's link count there
-//! is one too many: never too few, so no data goes early.
+//! file goes with its last name), only if its copy is still the one the
+//! stub's `Name` made (`COPIES`; a name moving away settles it with the
+//! move, `UNLINKED_MOVING`). Until then the file's link count there is
+//! one too many: never too few, so no data goes early.
 
 use super::shards::{refused, Answer, Moving, Shards};
 use super::tables::{decode_attr, encode_attr, err, now_ns, read_tables, split_parent, MetaError, Result, Tables, DIRENTS, INODES};
@@ -39,11 +41,24 @@ pub(super) const LINKING: TableDefinition<u64, &[u8]> = TableDefinition::new("li
 /// sent back.
 pub(super) const UNNAMED: TableDefinition<(u64, &str), u64> = TableDefinition::new("unnamed_copies");
 
+/// On the file's shard: which `Name` (its sequence number here) made the
+/// copy of another shard's name that stands now, (directory, name) to it;
+/// an `Unlink` drops a copy only if it names the same `Name` (a copy made
+/// since, by a later link, is another name).
+pub(super) const COPIES: TableDefinition<(u64, &str), u64> = TableDefinition::new("name_copies");
+/// On the file's shard: files whose name moving away was replaced on its
+/// own shard meanwhile (an `Unlink` came while the move waited); the move's
+/// settling drops that name's link if the move did not take it.
+pub(super) const UNLINKED_MOVING: TableDefinition<u64, u64> = TableDefinition::new("unlinked_moving");
+
 /// A name kept here of a file shard `shard` keeps; `attr` as it was when
-/// the name was made (a listing shows it, flagged, and the client asks).
+/// the name was made (a listing shows it, flagged, and the client asks);
+/// `made`: the sequence number of the file's shard's `Name` that made it
+/// (0 for stubs made before it was kept).
 pub(super) struct Stub {
     pub(super) shard: u32,
     pub(super) attr: FileAttr,
+    pub(super) made: u64,
 }
 
 impl Stub {
@@ -51,14 +66,19 @@ impl Stub {
         let mut e = weft_wire::Encoder::new();
         e.u32(self.shard);
         self.attr.encode(&mut e);
+        e.u64(self.made);
         e.finish()
     }
 
     fn decode(b: &[u8]) -> Result<Self> {
         let mut d = weft_wire::Decoder::new(b);
         let shard = d.u32().map_err(corrupt)?;
-        let attr = FileAttr::decode(&mut d).and_then(|a| d.finish().map(|()| a)).map_err(corrupt)?;
-        Ok(Stub { shard, attr })
+        let attr = FileAttr::decode(&mut d).map_err(corrupt)?;
+        let made = match d.rest() {
+            [] => 0,
+            rest => u64::from_le_bytes(rest.try_into().map_err(|_| err(ErrorCode::Internal, "corrupt name stub: a bad trailer"))?),
+        };
+        Ok(Stub { shard, attr, made })
     }
 }
 
@@ -203,6 +223,7 @@ impl MetaService {
             let (_, name) = split_parent(path)?;
             if is_copy(&self.shards, r.parent, name, &r.attr) {
                 unname(tx, &self.shards, r.parent, name, r.attr.id)?;
+                tx.open_table(COPIES)?.remove((r.parent.0, name))?;
             }
             Ok(r)
         });
@@ -230,7 +251,7 @@ impl MetaService {
 /// that was its last name (its objects are deleted by the service once this is durable). The
 /// outer error is the database's; the inner one the refusal.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, parent: FileId, cred: Cred, to: &str, attr: &FileAttr, replace: bool) -> Result<std::result::Result<Option<FileAttr>, MetaError>> {
+pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, (coord, seq): (u32, u64), parent: FileId, cred: Cred, to: &str, attr: &FileAttr, replace: bool) -> Result<std::result::Result<Option<FileAttr>, MetaError>> {
     let made = (|| -> Result<Option<FileAttr>> {
         let (to_parent, to_name) = split_parent(to)?;
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
@@ -252,7 +273,7 @@ pub(super) fn take_name(tx: &WriteTransaction, shards: &Shards, coord: u32, pare
         let old = entries::replaceable(tx, &t, cred, &dir, to_name, to, false, attr.id)?;
         let replaced = entries::drop_replaced(tx, &mut t, shards, old, dir.id, to_name, now)?;
         t.dirents.insert((dir.id.0, to_name), attr.id.0)?;
-        tx.open_table(STUBS)?.insert((dir.id.0, to_name), Stub { shard: coord, attr: attr.clone() }.encode().as_slice())?;
+        tx.open_table(STUBS)?.insert((dir.id.0, to_name), Stub { shard: coord, attr: attr.clone(), made: seq }.encode().as_slice())?;
         t.entries_changed(dir.id.0, 0, now)?;
         drop(t);
         let Some((true, old)) = replaced else { return Ok(None) };
@@ -293,26 +314,79 @@ pub(super) fn replaceable_stub(tx: &WriteTransaction, cred: Cred, dir: &FileAttr
 /// and pushed with the rest of this shard's log).
 pub(super) fn unlink_stub(tx: &WriteTransaction, shards: &Shards, dir: FileId, name: &str, stub: &Stub, now: i64) -> Result<()> {
     tx.open_table(STUBS)?.remove((dir.0, name))?;
-    shards.log(tx, &ReplicaOp::Unlink { shard: stub.shard, parent: dir, name: name.to_owned(), file: stub.attr.id, time_ns: now })?;
+    shards.log(tx, &ReplicaOp::Unlink { shard: stub.shard, parent: dir, name: name.to_owned(), file: stub.attr.id, made: stub.made, time_ns: now })?;
     Ok(())
 }
 
-/// A pushed `Unlink`: a rename on the name's shard replaced the name
-/// `name` of `parent` of `file`, kept here. The copy of the name goes, and
-/// one link (the file with its last: its objects are deleted once this
-/// is durable). Done once: a copy already gone (the name was removed or
-/// moved here meanwhile, which took its link then) changes nothing.
-pub(super) fn drop_copy(tx: &WriteTransaction, parent: FileId, name: &str, file: FileId, time_ns: i64) -> Result<()> {
-    let last = {
-        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+/// A pushed `Unlink`: a rename on the name's shard replaced its stub
+/// `name` of `parent`, a name of `file`, kept here, made by `Name` number
+/// `made`. The copy of the name goes, and one link (the file with its
+/// last: its objects are deleted once this is durable), once, and only
+/// that copy's: nothing changes if the copy is gone (the name was removed
+/// or moved here meanwhile, which took its link then), or is another
+/// one (made by a later link or move, whose answer is pending or came
+/// first). If the name is moving away now, its move settles it
+/// ([`settle_moved_unlink`]). Never a directory, nor a name this shard
+/// keeps itself (`owned`).
+pub(super) fn drop_copy(tx: &WriteTransaction, owned: bool, parent: FileId, name: &str, file: FileId, made: u64) -> Result<()> {
+    if owned {
+        return Ok(());
+    }
+    let attr = {
+        let t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
         if t.child(parent.0, name)? != Some(file.0) {
             return Ok(());
         }
-        let Some(attr) = t.inodes.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? else { return Ok(()) };
-        t.dirents.remove((parent.0, name))?;
-        entries::drop_name(&mut t, &attr, time_ns)?.then_some(attr)
+        match t.inodes.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? {
+            Some(a) if a.kind != FileKind::Dir => a,
+            _ => return Ok(()),
+        }
     };
-    if let Some(attr) = last {
+    // The copy is that `Name`'s: not one a link or move still waits on,
+    // nor one made since.
+    let linking = tx.open_table(LINKING)?.get(file.0)?.map(|v| Moving::decode(v.value())).transpose()?;
+    if linking.is_some_and(|m| m.parent == parent && m.name == name) || super::name_moves::pending_to_in(tx, file, parent, name)? {
+        return Ok(());
+    }
+    let stood = tx.open_table(COPIES)?.get((parent.0, name))?.map(|v| v.value());
+    if made != 0 && stood != Some(made) {
+        return Ok(());
+    }
+    if super::name_moves::moving_from(tx, file, parent, name)? {
+        tx.open_table(UNLINKED_MOVING)?.insert(file.0, made)?;
+        return Ok(());
+    }
+    tx.open_table(COPIES)?.remove((parent.0, name))?;
+    let last = {
+        let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+        t.dirents.remove((parent.0, name))?;
+        // This shard's clock, as every change of the file here.
+        entries::drop_name(&mut t, &attr, now_ns())?
+    };
+    if last {
+        entries::forget_inode(tx, &attr)?;
+    }
+    Ok(())
+}
+
+/// A name move of `file` away from `(dir, name)` settled: if that name's
+/// stub was replaced while the move waited (`UNLINKED_MOVING`) and the
+/// move was refused (`took` false), the name's copy and link go now; if
+/// the move took the name, its link is the new name's.
+pub(super) fn settle_moved_unlink(tx: &WriteTransaction, file: FileId, (dir, name): (FileId, &str), took: bool) -> Result<()> {
+    if tx.open_table(UNLINKED_MOVING)?.remove(file.0)?.is_none() || took {
+        return Ok(());
+    }
+    tx.open_table(COPIES)?.remove((dir.0, name))?;
+    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    if t.child(dir.0, name)? != Some(file.0) {
+        return Ok(());
+    }
+    let Some(attr) = t.inodes.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? else { return Ok(()) };
+    t.dirents.remove((dir.0, name))?;
+    let last = entries::drop_name(&mut t, &attr, now_ns())?;
+    drop(t);
+    if last {
         entries::forget_inode(tx, &attr)?;
     }
     Ok(())
@@ -349,6 +423,7 @@ pub(super) fn settle(tx: &WriteTransaction, answers: &[&Answer]) -> Result<Vec<(
         linking.remove(id)?;
         settled.push((m.seq, answer.response.clone()));
         if matches!(answer.response, Response::Ok) {
+            tx.open_table(COPIES)?.insert((m.parent.0, m.name.as_str()), m.seq)?;
             continue;
         }
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
@@ -380,4 +455,82 @@ pub(super) fn unsettled(tx: &redb::ReadTransaction) -> Result<Vec<u64>> {
 /// A name's shard's answer to a resent `Name` (the first was lost).
 pub(super) fn answer_again(took: bool) -> Response {
     if took { Response::Ok } else { refused(ErrorCode::Busy, "this link or rename was refused before") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_wire::StripeLayout;
+
+    const DIR: FileId = FileId(5);
+    const FILE: FileId = FileId(9);
+
+    fn db() -> (Database, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("weft-links-{}.redb", rand::random::<u64>()));
+        (Database::create(&path).unwrap(), path)
+    }
+
+    /// File `FILE` with `nlink` links, one of them the copy `name` of `DIR`
+    /// made by `Name` number `made`.
+    fn with_copy(tx: &WriteTransaction, name: &str, nlink: u32, made: u64) {
+        let attr = FileAttr { id: FILE, kind: FileKind::File, mode: 0o644, uid: 0, gid: 0, mtime_ns: 1, ctime_ns: 1, nlink, layout: Some(StripeLayout { stripe_size: 65536, servers: vec![weft_wire::ServerId(0)] }) };
+        tx.open_table(INODES).unwrap().insert(FILE.0, encode_attr(&attr).as_slice()).unwrap();
+        tx.open_table(DIRENTS).unwrap().insert((DIR.0, name), FILE.0).unwrap();
+        tx.open_table(COPIES).unwrap().insert((DIR.0, name), made).unwrap();
+    }
+
+    fn links(tx: &WriteTransaction) -> Option<u32> {
+        tx.open_table(INODES).unwrap().get(FILE.0).unwrap().map(|v| decode_attr(v.value()).unwrap().nlink)
+    }
+
+    fn named(tx: &WriteTransaction, name: &str) -> bool {
+        tx.open_table(DIRENTS).unwrap().get((DIR.0, name)).unwrap().is_some()
+    }
+
+    #[test]
+    fn an_unlink_drops_only_the_copy_its_stub_stood_for() {
+        let (db, path) = db();
+        let tx = db.begin_write().unwrap();
+        with_copy(&tx, "n", 3, 7);
+        // Another copy (made by a later `Name`), a name this shard keeps,
+        // another file: nothing changes.
+        drop_copy(&tx, false, DIR, "n", FILE, 6).unwrap();
+        drop_copy(&tx, true, DIR, "n", FILE, 7).unwrap();
+        drop_copy(&tx, false, DIR, "n", FileId(10), 7).unwrap();
+        drop_copy(&tx, false, DIR, "other", FILE, 7).unwrap();
+        assert_eq!((links(&tx), named(&tx, "n")), (Some(3), true));
+        // A copy a link still waits on: not the one the stub stood for.
+        tx.open_table(LINKING).unwrap().insert(FILE.0, Moving { seq: 8, parent: DIR, name: "n".into() }.encode().as_slice()).unwrap();
+        drop_copy(&tx, false, DIR, "n", FILE, 7).unwrap();
+        assert_eq!((links(&tx), named(&tx, "n")), (Some(3), true));
+        tx.open_table(LINKING).unwrap().remove(FILE.0).unwrap();
+        // The copy it stood for: it goes with one link, once.
+        drop_copy(&tx, false, DIR, "n", FILE, 7).unwrap();
+        assert_eq!((links(&tx), named(&tx, "n")), (Some(2), false));
+        drop_copy(&tx, false, DIR, "n", FILE, 7).unwrap();
+        assert_eq!(links(&tx), Some(2), "applied twice");
+        // A stub from before `made` was kept (0) matches by name and file.
+        with_copy(&tx, "old", 2, 0);
+        drop_copy(&tx, false, DIR, "old", FILE, 0).unwrap();
+        assert_eq!((links(&tx), named(&tx, "old")), (Some(1), false));
+        // The last link: the file goes, its objects to the reaper.
+        with_copy(&tx, "last", 1, 11);
+        drop_copy(&tx, false, DIR, "last", FILE, 11).unwrap();
+        assert_eq!((links(&tx), named(&tx, "last")), (None, false));
+        drop(tx);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_directory_is_never_dropped_as_a_copy() {
+        let (db, path) = db();
+        let tx = db.begin_write().unwrap();
+        let attr = FileAttr { id: FILE, kind: FileKind::Dir, mode: 0o755, uid: 0, gid: 0, mtime_ns: 1, ctime_ns: 1, nlink: 2, layout: None };
+        tx.open_table(INODES).unwrap().insert(FILE.0, encode_attr(&attr).as_slice()).unwrap();
+        tx.open_table(DIRENTS).unwrap().insert((DIR.0, "sub"), FILE.0).unwrap();
+        drop_copy(&tx, false, DIR, "sub", FILE, 0).unwrap();
+        assert_eq!((links(&tx), named(&tx, "sub")), (Some(2), true));
+        drop(tx);
+        let _ = std::fs::remove_file(path);
+    }
 }

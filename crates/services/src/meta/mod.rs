@@ -454,9 +454,18 @@ impl MetaService {
             },
             // A replaced file's objects are the service's to delete
             // (`reaper`); the client is told of none (`grants`).
-            MetaReq::Rename { from, to } => dir_moves::not_a_directory(tx, &self.shards, from)
-                .and_then(|()| entries::rename(tx, &self.shards, cred, from, to, |dir, name| self.check_owner(dir, name)))
-                .map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) }),
+            MetaReq::Rename { from, to } => {
+                let logged_before = self.shards.log_seq(tx)?;
+                let r = dir_moves::not_a_directory(tx, &self.shards, from)
+                    .and_then(|()| entries::rename(tx, &self.shards, cred, from, to, |dir, name| self.check_owner(dir, name)))
+                    .map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) });
+                // Over a stub: the `Unlink` it logged must be durable
+                // before any shard can be pushed it.
+                if self.shards.log_seq(tx)? != logged_before {
+                    self.logged.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+                r
+            }
             MetaReq::Chmod { path, mode } => self.change(tx, cred, Target::Path(path), &[AttrChange::Mode(*mode)]),
             MetaReq::SetTimes { path, mtime_ns } => self.change(tx, cred, Target::Path(path), &[AttrChange::Mtime(*mtime_ns)]),
             MetaReq::Chown { path, uid, gid } => self.change(tx, cred, Target::Path(path), &[AttrChange::Owner { uid: *uid, gid: *gid }]),

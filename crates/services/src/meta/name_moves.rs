@@ -16,7 +16,7 @@
 //!   file changes no further (`Busy`), and both names resolve for that
 //!   moment, as in a file's rename across shards.
 
-use super::links_across::unname;
+use super::links_across::{self, unname, COPIES};
 use super::shards::{Answer, Shards};
 use super::tables::{check_sticky, decode_attr, encode_attr, err, now_ns, read_tables, split_parent, Result, Tables, DIRENTS, INODES};
 use super::{entries, MetaService};
@@ -61,11 +61,22 @@ pub(super) fn check_not_moving_name(tx: &WriteTransaction, id: FileId, path: &st
 /// Whether the copy `name` of `dir` for file `id` is the new name of a
 /// move not answered yet (not made: requests on it go to its shard).
 pub(super) fn pending_to(db: &Database, id: FileId, dir: FileId, name: &str) -> Result<bool> {
-    let tx = db.begin_read()?;
-    Ok(match tx.open_table(NAME_MOVES)?.get(id.0)? {
-        Some(v) => NameMove::decode(v.value()).map(|m| m.to.0 == dir && m.to.1 == name)?,
-        None => false,
-    })
+    Ok(moving(&db.begin_read()?.open_table(NAME_MOVES)?, id)?.is_some_and(|m| m.to.0 == dir && m.to.1 == name))
+}
+
+/// [`pending_to`] in a write transaction.
+pub(super) fn pending_to_in(tx: &WriteTransaction, id: FileId, dir: FileId, name: &str) -> Result<bool> {
+    Ok(moving(&tx.open_table(NAME_MOVES)?, id)?.is_some_and(|m| m.to.0 == dir && m.to.1 == name))
+}
+
+/// Whether name `name` of `dir` of file `id` is moving away, unanswered.
+pub(super) fn moving_from(tx: &WriteTransaction, id: FileId, dir: FileId, name: &str) -> Result<bool> {
+    Ok(moving(&tx.open_table(NAME_MOVES)?, id)?.is_some_and(|m| m.from.0 == dir && m.from.1 == name))
+}
+
+/// File `id`'s name move, if one waits.
+fn moving(moves: &impl ReadableTable<u64, &'static [u8]>, id: FileId) -> Result<Option<NameMove>> {
+    moves.get(id.0)?.map(|v| NameMove::decode(v.value())).transpose()
 }
 
 /// The sequence numbers of moves not settled yet (their `Name`s stay in
@@ -98,6 +109,12 @@ pub(super) fn settle(tx: &WriteTransaction, shards: &Shards, answers: &[&Answer]
         tx.open_table(NAME_MOVES)?.remove(id)?;
         settled.push((m.seq, answer.response.clone()));
         let took = matches!(answer.response, Response::Ok | Response::Renamed { .. });
+        if took {
+            tx.open_table(COPIES)?.insert((m.to.0 .0, m.to.1.as_str()), m.seq)?;
+        }
+        // The old name's stub replaced meanwhile: its link goes with it
+        // unless the move took it.
+        links_across::settle_moved_unlink(tx, FileId(id), (m.from.0, m.from.1.as_str()), took)?;
         // The name the rename leaves, or the copy of the one it did not take.
         let (dir, name) = if took { &m.from } else { &m.to };
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
@@ -119,6 +136,7 @@ pub(super) fn settle(tx: &WriteTransaction, shards: &Shards, answers: &[&Answer]
         drop(t);
         if !shards.owns(*dir, name) {
             unname(tx, shards, *dir, name, FileId(id))?;
+            tx.open_table(COPIES)?.remove((dir.0, name.as_str()))?;
         }
     }
     Ok(settled)

@@ -182,6 +182,11 @@ impl Shards {
     /// that end a step already logged (a rename made or abandoned, an
     /// rmdir abandoned) are always taken, or a full log would leave names
     /// held for good.
+    /// The sequence number of this shard's last logged change.
+    pub(super) fn log_seq(&self, tx: &WriteTransaction) -> Result<u64> {
+        Ok(tx.open_table(COUNTERS)?.get("replica_seq")?.map_or(0, |v| v.value()))
+    }
+
     pub(super) fn log(&self, tx: &WriteTransaction, op: &ReplicaOp) -> Result<u64> {
         use redb::ReadableTableMetadata;
         // (An `Unname` too: the name is gone on the file's shard already.)
@@ -501,7 +506,7 @@ impl Shards {
         }
         match op {
             ReplicaOp::Name { shard, parent, cred, to, attr, replace } if *shard == self.place.index => {
-                let r = links_across::take_name(tx, self, coord, *parent, *cred, to, attr, *replace)?;
+                let r = links_across::take_name(tx, self, (coord, seq), *parent, *cred, to, attr, *replace)?;
                 tx.open_table(ADOPTED)?.insert((coord, seq), u8::from(r.is_ok()))?;
                 return Ok(match r {
                     Err(e) => refused(e.code, e.message),
@@ -513,8 +518,8 @@ impl Shards {
                 links_across::drop_name(tx, coord, *parent, name, *file, *time_ns)?;
                 return Ok(Response::Ok);
             }
-            ReplicaOp::Unlink { shard, parent, name, file, time_ns } if *shard == self.place.index => {
-                links_across::drop_copy(tx, *parent, name, *file, *time_ns)?;
+            ReplicaOp::Unlink { shard, parent, name, file, made, .. } if *shard == self.place.index => {
+                links_across::drop_copy(tx, self.owns(*parent, name), *parent, name, *file, *made)?;
                 return Ok(Response::Ok);
             }
             ReplicaOp::Name { .. } | ReplicaOp::Unname { .. } | ReplicaOp::Unlink { .. } => return Ok(Response::Ok),

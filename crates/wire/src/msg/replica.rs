@@ -60,9 +60,11 @@ pub enum ReplicaOp {
     Unname { shard: u32, parent: FileId, name: String, file: FileId, time_ns: i64 },
     /// The other way round: a rename on the pushing shard replaced its
     /// stub `name` of `parent`, a name of file `file`, which shard `shard`
-    /// keeps. That shard drops its copy of the name and one link (the
-    /// file goes with its last name).
-    Unlink { shard: u32, parent: FileId, name: String, file: FileId, time_ns: i64 },
+    /// keeps, made by that shard's `Name` number `made` (0: a stub from
+    /// before protocol 29). That shard drops its copy of the name and one
+    /// link (the file goes with its last name), if the copy is still the
+    /// one that `Name` made.
+    Unlink { shard: u32, parent: FileId, name: String, file: FileId, made: u64, time_ns: i64 },
 }
 
 /// A directory rename every shard applies (see [`ReplicaOp::PrepareMove`]).
@@ -155,8 +157,8 @@ impl ReplicaOp {
             ReplicaOp::Unname { shard, parent, name, file, time_ns } => {
                 e.u8(12).u32(*shard).u64(parent.0).str(name).u64(file.0).i64(*time_ns);
             }
-            ReplicaOp::Unlink { shard, parent, name, file, time_ns } => {
-                e.u8(13).u32(*shard).u64(parent.0).str(name).u64(file.0).i64(*time_ns);
+            ReplicaOp::Unlink { shard, parent, name, file, made, time_ns } => {
+                e.u8(13).u32(*shard).u64(parent.0).str(name).u64(file.0).u64(*made).i64(*time_ns);
             }
         }
     }
@@ -197,7 +199,7 @@ impl ReplicaOp {
                 ReplicaOp::Name { shard, parent, cred, to, attr, replace: d.bool()? }
             }
             12 => ReplicaOp::Unname { shard: d.u32()?, parent: FileId(d.u64()?), name: name(d)?, file: FileId(d.u64()?), time_ns: d.i64()? },
-            13 => ReplicaOp::Unlink { shard: d.u32()?, parent: FileId(d.u64()?), name: name(d)?, file: FileId(d.u64()?), time_ns: d.i64()? },
+            13 => ReplicaOp::Unlink { shard: d.u32()?, parent: FileId(d.u64()?), name: name(d)?, file: FileId(d.u64()?), made: d.u64()?, time_ns: d.i64()? },
             t => return Err(DecodeError::BadTag { what: "replica op", tag: t.into() }),
         })
     }
@@ -257,7 +259,7 @@ mod tests {
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: file.clone(), target: Some("t".into()) },
             ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: file, replace: true },
             ReplicaOp::Unname { shard: 1, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 12 },
-            ReplicaOp::Unlink { shard: 2, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 13 },
+            ReplicaOp::Unlink { shard: 2, parent: FileId(9), name: "c".into(), file: FileId(10), made: 7, time_ns: 13 },
         ]
     }
 
@@ -294,7 +296,7 @@ mod tests {
             ReplicaOp::Adopt { shard: 2, cred: Cred::with_groups(5, 6, &[7]), to: "/a/b".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Symlink, layout: None, ..attr.clone() }, target: Some("t".into()) },
             ReplicaOp::Name { shard: 1, parent: FileId(9), cred: Cred::new(5, 6), to: "/a/c".into(), attr: FileAttr { id: FileId(10), kind: FileKind::Fifo, layout: None, ..attr.clone() }, replace: true },
             ReplicaOp::Unname { shard: 1, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 12 },
-            ReplicaOp::Unlink { shard: 2, parent: FileId(9), name: "c".into(), file: FileId(10), time_ns: 13 },
+            ReplicaOp::Unlink { shard: 2, parent: FileId(9), name: "c".into(), file: FileId(10), made: 7, time_ns: 13 },
         ];
         for op in &ops {
             assert_eq!(&ReplicaOp::from_bytes(&op.to_bytes()).unwrap(), op);

@@ -38,6 +38,9 @@ command -v valgrind >/dev/null || need_apt+=(valgrind)
 # The metrics port (crates/services/tests/metrics.rs): a real Prometheus scrapes it, and
 # promtool checks the page.
 command -v prometheus >/dev/null && command -v promtool >/dev/null || need_apt+=(prometheus)
+# `weft bench everyday`'s FUSE floor: the same work through bindfs, a FUSE
+# passthrough to a local directory.
+command -v bindfs >/dev/null || need_apt+=(bindfs)
 # Benchmark plots draw their text with DejaVu.
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 if [ ${#need_apt[@]} -gt 0 ]; then

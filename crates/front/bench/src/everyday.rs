@@ -6,6 +6,11 @@
 //! metadata is durable when answered, its data in the servers' page
 //! cache). Reads are cold on both sides (page cache dropped). Needs root
 //! (the mount, the cache drop), tar and git.
+//!
+//! A third side, when `bindfs` is installed, is the floor of any FUSE file
+//! system here: the same work through bindfs (a FUSE passthrough to a
+//! local directory of the same disk, multithreaded), so a ratio is read
+//! against what the kernel's round trips to a FUSE daemon cost alone.
 
 use crate::fuse::Mounted;
 use crate::{median, BenchCluster};
@@ -32,6 +37,12 @@ pub struct Row {
     pub local_s: f64,
     /// Time on the mount over time on the local directory.
     pub ratio: f64,
+    /// The same work through bindfs (FUSE passthrough to a local
+    /// directory), when installed: the floor of a FUSE file system.
+    pub fuse_floor_s: Option<f64>,
+    /// `fuse_floor_s` over `local_s`: the least ratio a FUSE file system
+    /// reaches here.
+    pub floor_ratio: Option<f64>,
     /// Issue 21's goal for the ratio (none for small-file reads).
     pub goal: Option<f64>,
 }
@@ -146,11 +157,18 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
         git(&["commit", "-q", "-m", "tree"])?;
     }
     let mount = Mounted::new(weft_bin, bc)?;
-    let sides = [mount.0.join("everyday"), work.join("local")];
-    let mut times: [[Vec<f64>; 2]; 4] = Default::default();
+    let floor = Bindfs::new(&work)?;
+    let mut sides = vec![mount.0.join("everyday"), work.join("local")];
+    if let Some(b) = &floor {
+        sides.push(b.point.join("everyday"));
+    }
+    const NAMES: [&str; 3] = ["mount", "local", "bindfs"];
+    let mut times: [[Vec<f64>; 3]; 4] = Default::default();
     for rep in 0..p.repeats {
-        for side in if rep % 2 == 0 { [0, 1] } else { [1, 0] } {
-            progress(&format!("round {}/{} {}", rep + 1, p.repeats, if side == 0 { "mount" } else { "local" }));
+        // Each side goes first in turn.
+        for k in 0..sides.len() {
+            let side = (rep + k) % sides.len();
+            progress(&format!("round {}/{} {}", rep + 1, p.repeats, NAMES[side]));
             std::fs::create_dir_all(&sides[side])?;
             let t = round(&sides[side], &tar, &repo, want_bytes)?;
             for (k, s) in t.into_iter().enumerate() {
@@ -158,15 +176,43 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
             }
         }
     }
+    drop(floor);
     let _ = std::fs::remove_dir_all(&work);
     Ok(OPS
         .iter()
         .zip(times)
-        .map(|(&(op, goal), [m, l])| {
+        .map(|(&(op, goal), [m, l, f])| {
             let (m, l) = (median(m), median(l));
-            Row { op, mount_s: m, local_s: l, ratio: m / l, goal }
+            let floor = (!f.is_empty()).then(|| median(f));
+            Row { op, mount_s: m, local_s: l, ratio: m / l, goal, fuse_floor_s: floor, floor_ratio: floor.map(|f| f / l) }
         })
         .collect())
+}
+
+/// A bindfs mount (FUSE passthrough) of a local directory under `work`,
+/// unmounted on drop; `None` when bindfs is not installed.
+struct Bindfs {
+    point: PathBuf,
+}
+
+impl Bindfs {
+    fn new(work: &Path) -> Result<Option<Self>> {
+        if Command::new("bindfs").arg("--version").output().is_err() {
+            return Ok(None);
+        }
+        let (backing, point) = (work.join("bindfs-backing"), work.join("bindfs"));
+        std::fs::create_dir_all(&backing)?;
+        std::fs::create_dir_all(&point)?;
+        run_cmd(work, "bindfs", Command::new("bindfs").arg("--multithreaded").arg(&backing).arg(&point))?;
+        Ok(Some(Bindfs { point }))
+    }
+}
+
+impl Drop for Bindfs {
+    fn drop(&mut self) {
+        // Lazy: a shell still in it must not keep the mount for good.
+        let _ = Command::new("umount").arg("-l").arg(&self.point).status();
+    }
 }
 
 /// Everyday work through the mount as `weft bench everyday` runs it.
@@ -188,19 +234,33 @@ impl crate::experiment::Experiment for Everyday<'_> {
     }
 
     fn plots(&self, stem: &Path, rows: &[Row]) -> Result<Option<Vec<PathBuf>>> {
-        let bars: Vec<crate::plot::Bar> = rows.iter().map(|r| crate::plot::Bar { name: r.op.into(), value: r.ratio, goal: r.goal }).collect();
+        let mut bars: Vec<crate::plot::Bar> = Vec::new();
+        for r in rows {
+            bars.push(crate::plot::Bar { name: r.op.into(), value: r.ratio, goal: r.goal });
+            if let Some(f) = r.floor_ratio {
+                bars.push(crate::plot::Bar { name: format!("{} (bindfs)", r.op), value: f, goal: None });
+            }
+        }
         crate::plot::write_bars(stem, "Everyday work: time on the mount / time on a local directory", "mount time / local time", &bars, 1.0).map(Some)
     }
 
     fn report(&self, rows: &[Row]) -> crate::experiment::Report {
         let goal = |g: Option<f64>| g.map_or("-".to_string(), |g| format!("<= {g:.1}"));
-        let table = rows.iter().map(|r| vec![r.op.to_string(), format!("{:.3}", r.mount_s), format!("{:.3}", r.local_s), format!("{:.2}", r.ratio), goal(r.goal)]).collect();
+        let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |v| format!("{v:.digits$}"));
+        let table = rows
+            .iter()
+            .map(|r| vec![r.op.to_string(), format!("{:.3}", r.mount_s), format!("{:.3}", r.local_s), format!("{:.2}", r.ratio), goal(r.goal), opt(r.fuse_floor_s, 3), opt(r.floor_ratio, 2)])
+            .collect();
         let p = &self.params;
         let tree = p.tree.as_ref().map_or(format!("a generated tree of {} files", p.files), |t| t.display().to_string());
         crate::experiment::Report::table(
             format!("Everyday work through the mount: {tree}, median of {} (not synced on either side; reads cold)", p.repeats),
-            &["op", "mount s", "local s", "mount/local", "goal"],
+            &["op", "mount s", "local s", "mount/local", "goal", "bindfs s", "bindfs/local"],
             table,
         )
+        .note(match rows.first().is_some_and(|r| r.fuse_floor_s.is_some()) {
+            true => "bindfs: the same work through a FUSE passthrough to a local directory of the same disk (multithreaded): what any FUSE file system pays here",
+            false => "bindfs is not installed: no FUSE floor measured (apt install bindfs)",
+        })
     }
 }

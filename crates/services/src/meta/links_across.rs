@@ -24,7 +24,7 @@
 //! one too many: never too few, so no data goes early.
 
 use super::shards::{refused, Answer, Moving, Shards};
-use super::tables::{decode_attr, encode_attr, err, now_ns, read_tables, split_parent, MetaError, Result, Tables, DIRENTS, INODES};
+use super::tables::{decode_attr, err, now_ns, read_tables, split_parent, MetaError, Result, Tables, DIRENTS, INODES};
 use super::{entries, MetaService};
 use redb::{Database, ReadableTable, TableDefinition, WriteTransaction};
 use weft_wire::{Cred, ErrorCode, FileAttr, FileId, FileKind, MetaReq, ReplicaOp, Response};
@@ -313,8 +313,9 @@ pub(super) fn replaceable_stub(tx: &WriteTransaction, cred: Cred, dir: &FileAttr
 /// file's shard is told to drop that name's link (`Unlink`, logged in `tx`
 /// and pushed with the rest of this shard's log).
 pub(super) fn unlink_stub(tx: &WriteTransaction, shards: &Shards, dir: FileId, name: &str, stub: &Stub, now: i64) -> Result<()> {
-    tx.open_table(STUBS)?.remove((dir.0, name))?;
+    // Logged first: a full log refuses (`Busy`) before anything changed.
     shards.log(tx, &ReplicaOp::Unlink { shard: stub.shard, parent: dir, name: name.to_owned(), file: stub.attr.id, made: stub.made, time_ns: now })?;
+    tx.open_table(STUBS)?.remove((dir.0, name))?;
     Ok(())
 }
 
@@ -342,14 +343,22 @@ pub(super) fn drop_copy(tx: &WriteTransaction, owned: bool, parent: FileId, name
             _ => return Ok(()),
         }
     };
-    // The copy is that `Name`'s: not one a link or move still waits on,
-    // nor one made since.
+    // The copy is that `Name`'s: the one a link or move waits on whose
+    // answer (taken) has not come back yet, or the settled one it made;
+    // not one made since. (A stub from before `made` was kept names no
+    // copy settled since.)
     let linking = tx.open_table(LINKING)?.get(file.0)?.map(|v| Moving::decode(v.value())).transpose()?;
-    if linking.is_some_and(|m| m.parent == parent && m.name == name) || super::name_moves::pending_to_in(tx, file, parent, name)? {
-        return Ok(());
-    }
+    let pending = match linking {
+        Some(m) if m.parent == parent && m.name == name => Some(m.seq),
+        _ => super::name_moves::pending_to_in(tx, file, parent, name)?,
+    };
     let stood = tx.open_table(COPIES)?.get((parent.0, name))?.map(|v| v.value());
-    if made != 0 && stood != Some(made) {
+    let its_copy = match pending {
+        Some(seq) => seq == made,
+        None if made == 0 => stood.is_none(),
+        None => stood == Some(made),
+    };
+    if !its_copy {
         return Ok(());
     }
     if super::name_moves::moving_from(tx, file, parent, name)? {
@@ -364,6 +373,30 @@ pub(super) fn drop_copy(tx: &WriteTransaction, owned: bool, parent: FileId, name
         entries::drop_name(&mut t, &attr, now_ns())?
     };
     if last {
+        entries::forget_inode(tx, &attr)?;
+    }
+    Ok(())
+}
+
+/// A copy `name` of `dir` left in a directory every shard removes: its
+/// name is gone on its own shard (which held no entry of the directory,
+/// or the removal would have been refused), so unless a link or move
+/// still waits on it (whose answer takes it back), the `Unlink` of a
+/// rename over it is on its way: its link goes now (and that `Unlink`
+/// finds nothing), not never. Directories' copies are not this.
+pub(super) fn drop_orphan_copy(tx: &WriteTransaction, dir: FileId, name: &str, file: FileId) -> Result<()> {
+    let attr = match tx.open_table(INODES)?.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? {
+        Some(a) if a.kind != FileKind::Dir => a,
+        _ => return Ok(()),
+    };
+    let linking = tx.open_table(LINKING)?.get(file.0)?.map(|v| Moving::decode(v.value())).transpose()?;
+    if linking.is_some_and(|m| m.parent == dir && m.name == name) || super::name_moves::pending_to_in(tx, file, dir, name)?.is_some() {
+        return Ok(());
+    }
+    tx.open_table(COPIES)?.remove((dir.0, name))?;
+    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
+    if entries::drop_name(&mut t, &attr, now_ns())? {
+        drop(t);
         entries::forget_inode(tx, &attr)?;
     }
     Ok(())
@@ -430,12 +463,15 @@ pub(super) fn settle(tx: &WriteTransaction, answers: &[&Answer]) -> Result<Vec<(
         if t.child(m.parent.0, &m.name)? == Some(id) {
             t.dirents.remove((m.parent.0, m.name.as_str()))?;
         }
-        // The file changed no further meanwhile (`check_not_linking`).
+        // The file changed no further meanwhile (`check_not_linking`), but
+        // for another name's `Unlink` (`drop_copy`): the count taken back
+        // may then be its last.
         let kept = t.inodes.get(id)?.map(|v| decode_attr(v.value())).transpose()?;
-        if let Some(mut a) = kept {
-            a.nlink = a.nlink.saturating_sub(1).max(1);
-            a.ctime_ns = now_ns();
-            t.inodes.insert(id, encode_attr(&a).as_slice())?;
+        if let Some(a) = kept
+            && entries::drop_name(&mut t, &a, now_ns())?
+        {
+            drop(t);
+            entries::forget_inode(tx, &a)?;
         }
     }
     Ok(settled)
@@ -459,6 +495,7 @@ pub(super) fn answer_again(took: bool) -> Response {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tables::encode_attr;
     use super::*;
     use weft_wire::StripeLayout;
 
@@ -504,15 +541,30 @@ mod tests {
         drop_copy(&tx, false, DIR, "n", FILE, 7).unwrap();
         assert_eq!((links(&tx), named(&tx, "n")), (Some(3), true));
         tx.open_table(LINKING).unwrap().remove(FILE.0).unwrap();
+        // The copy a link waits on whose `Name` made the stub: that link
+        // was taken, its answer not back yet: it goes.
+        with_copy(&tx, "w", 4, 0);
+        tx.open_table(COPIES).unwrap().remove((DIR.0, "w")).unwrap();
+        tx.open_table(LINKING).unwrap().insert(FILE.0, Moving { seq: 12, parent: DIR, name: "w".into() }.encode().as_slice()).unwrap();
+        drop_copy(&tx, false, DIR, "w", FILE, 12).unwrap();
+        assert_eq!((links(&tx), named(&tx, "w")), (Some(3), false));
+        tx.open_table(LINKING).unwrap().remove(FILE.0).unwrap();
         // The copy it stood for: it goes with one link, once.
         drop_copy(&tx, false, DIR, "n", FILE, 7).unwrap();
         assert_eq!((links(&tx), named(&tx, "n")), (Some(2), false));
         drop_copy(&tx, false, DIR, "n", FILE, 7).unwrap();
         assert_eq!(links(&tx), Some(2), "applied twice");
-        // A stub from before `made` was kept (0) matches by name and file.
+        // A stub from before `made` was kept (0) matches by name and file,
+        // but not a copy settled since (which has its `Name`'s number).
         with_copy(&tx, "old", 2, 0);
+        tx.open_table(COPIES).unwrap().remove((DIR.0, "old")).unwrap();
         drop_copy(&tx, false, DIR, "old", FILE, 0).unwrap();
         assert_eq!((links(&tx), named(&tx, "old")), (Some(1), false));
+        with_copy(&tx, "new", 2, 13);
+        drop_copy(&tx, false, DIR, "new", FILE, 0).unwrap();
+        assert_eq!((links(&tx), named(&tx, "new")), (Some(2), true));
+        drop_copy(&tx, false, DIR, "new", FILE, 13).unwrap();
+        assert_eq!(links(&tx), Some(1));
         // The last link: the file goes, its objects to the reaper.
         with_copy(&tx, "last", 1, 11);
         drop_copy(&tx, false, DIR, "last", FILE, 11).unwrap();
@@ -530,6 +582,34 @@ mod tests {
         tx.open_table(DIRENTS).unwrap().insert((DIR.0, "sub"), FILE.0).unwrap();
         drop_copy(&tx, false, DIR, "sub", FILE, 0).unwrap();
         assert_eq!((links(&tx), named(&tx, "sub")), (Some(2), true));
+        drop(tx);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_refused_link_after_an_unlink_takes_the_last_link_and_an_orphan_copy_its_own() {
+        let (db, path) = db();
+        let tx = db.begin_write().unwrap();
+        // F: one settled copy "a" and a link to "b" waiting (two links).
+        with_copy(&tx, "a", 2, 7);
+        tx.open_table(DIRENTS).unwrap().insert((DIR.0, "b"), FILE.0).unwrap();
+        tx.open_table(LINKING).unwrap().insert(FILE.0, Moving { seq: 8, parent: DIR, name: "b".into() }.encode().as_slice()).unwrap();
+        drop_copy(&tx, false, DIR, "a", FILE, 7).unwrap();
+        assert_eq!(links(&tx), Some(1));
+        // In a directory removed everywhere meanwhile, the waiting copy is
+        // left to the link's answer.
+        drop_orphan_copy(&tx, DIR, "b", FILE).unwrap();
+        assert_eq!(links(&tx), Some(1));
+        // Refused: that was the last link, and the file goes.
+        let answer = Answer { seq: 8, shard: 2, response: refused(ErrorCode::Exists, "taken"), vote: false };
+        let settled = settle(&tx, &[&answer]).unwrap();
+        assert_eq!(settled.len(), 1);
+        assert_eq!((links(&tx), named(&tx, "b")), (None, false));
+        // A settled copy left in a removed directory takes its link along.
+        with_copy(&tx, "c", 2, 9);
+        tx.open_table(DIRENTS).unwrap().remove((DIR.0, "c")).unwrap();
+        drop_orphan_copy(&tx, DIR, "c", FILE).unwrap();
+        assert_eq!(links(&tx), Some(1));
         drop(tx);
         let _ = std::fs::remove_file(path);
     }

@@ -87,6 +87,10 @@ pub struct MetaService {
     /// Set inside a batch when a change went into the directory log (that
     /// commit is made durable before any shard is told of it).
     logged: AtomicBool,
+    /// Set when a rename replaced another shard's file's name (its stub):
+    /// the `Unlink` it logged is pushed after the commit, not a second
+    /// later by the pusher.
+    unlinks_logged: AtomicBool,
     /// Wakes the thread deleting removed files' objects (see [`reaper`]).
     reap: Arc<reaper::Wake>,
     /// Held through a directory's rename (shard 0 makes them one at a
@@ -196,6 +200,7 @@ impl MetaService {
             grants: grants::Grants::new(caps),
             shards,
             logged: AtomicBool::new(false),
+            unlinks_logged: AtomicBool::new(false),
             reap: Default::default(),
             dir_renames: Default::default(),
         };
@@ -463,6 +468,7 @@ impl MetaService {
                 // before any shard can be pushed it.
                 if self.shards.log_seq(tx)? != logged_before {
                     self.logged.store(true, std::sync::atomic::Ordering::Relaxed);
+                    self.unlinks_logged.store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 r
             }

@@ -64,9 +64,10 @@ pub(super) fn pending_to(db: &Database, id: FileId, dir: FileId, name: &str) -> 
     Ok(moving(&db.begin_read()?.open_table(NAME_MOVES)?, id)?.is_some_and(|m| m.to.0 == dir && m.to.1 == name))
 }
 
-/// [`pending_to`] in a write transaction.
-pub(super) fn pending_to_in(tx: &WriteTransaction, id: FileId, dir: FileId, name: &str) -> Result<bool> {
-    Ok(moving(&tx.open_table(NAME_MOVES)?, id)?.is_some_and(|m| m.to.0 == dir && m.to.1 == name))
+/// In a write transaction: the `Name` number of file `id`'s move to name
+/// `name` of `dir`, if it waits for its answer.
+pub(super) fn pending_to_in(tx: &WriteTransaction, id: FileId, dir: FileId, name: &str) -> Result<Option<u64>> {
+    Ok(moving(&tx.open_table(NAME_MOVES)?, id)?.filter(|m| m.to.0 == dir && m.to.1 == name).map(|m| m.seq))
 }
 
 /// Whether name `name` of `dir` of file `id` is moving away, unanswered.

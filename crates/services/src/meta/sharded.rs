@@ -228,6 +228,11 @@ impl MetaService {
         if logged && self.shards.sharded() {
             self.shards.push(&self.store)?;
         }
+        // A rename's `Unlink` is pushed now; a shard that does not take it
+        // now takes it later (the rename stands either way).
+        if matches!(op, MetaReq::Rename { .. }) && self.unlinks_logged.swap(false, Ordering::Relaxed) && let Err(e) = self.shards.push(&self.store) {
+            tracing::warn!(target: "weft::meta", error = %e, "a replaced name's link is not dropped on its file's shard yet");
+        }
         r
     }
 

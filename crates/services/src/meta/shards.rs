@@ -588,16 +588,23 @@ impl Shards {
                 // Copies of subdirectories whose own removal from their
                 // home shard is still on its way go; an entry this shard
                 // keeps cannot be here (its Mark refused), and stays.
-                let orphans: Vec<String> = t.dirents.range((dir.0, "")..(dir.0 + 1, ""))?.map(|e| e.map(|(k, _)| k.value().1.to_owned())).collect::<std::result::Result<_, _>>()?;
-                for name in orphans {
+                let orphans: Vec<(String, u64)> = t.dirents.range((dir.0, "")..(dir.0 + 1, ""))?.map(|e| e.map(|(k, v)| (k.value().1.to_owned(), v.value()))).collect::<std::result::Result<_, _>>()?;
+                let mut copies = Vec::new();
+                for (name, id) in orphans {
                     if self.owns(*dir, &name) {
                         tracing::error!(target: "weft::meta", dir = dir.0, name = %name, "a removed directory still has an entry this shard keeps");
                         continue;
                     }
                     t.dirents.remove((dir.0, name.as_str()))?;
+                    copies.push((name, FileId(id)));
                 }
                 t.inodes.remove(dir.0)?;
+                drop(t);
                 tx.open_table(MARKED)?.remove(dir.0)?;
+                // Copies of files' names (links across shards) among them.
+                for (name, id) in copies {
+                    links_across::drop_orphan_copy(tx, *dir, &name, id)?;
+                }
             }
         }
         Ok(Response::Ok)

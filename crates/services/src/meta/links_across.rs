@@ -383,7 +383,9 @@ pub(super) fn drop_copy(tx: &WriteTransaction, owned: bool, parent: FileId, name
 /// or the removal would have been refused), so unless a link or move
 /// still waits on it (whose answer takes it back), the `Unlink` of a
 /// rename over it is on its way: its link goes now (and that `Unlink`
-/// finds nothing), not never. Directories' copies are not this.
+/// finds nothing), not never; if the name is moving away, its move's
+/// answer decides ([`settle_moved_unlink`]). Directories' copies are not
+/// this.
 pub(super) fn drop_orphan_copy(tx: &WriteTransaction, dir: FileId, name: &str, file: FileId) -> Result<()> {
     let attr = match tx.open_table(INODES)?.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? {
         Some(a) if a.kind != FileKind::Dir => a,
@@ -391,6 +393,12 @@ pub(super) fn drop_orphan_copy(tx: &WriteTransaction, dir: FileId, name: &str, f
     };
     let linking = tx.open_table(LINKING)?.get(file.0)?.map(|v| Moving::decode(v.value())).transpose()?;
     if linking.is_some_and(|m| m.parent == dir && m.name == name) || super::name_moves::pending_to_in(tx, file, dir, name)?.is_some() {
+        return Ok(());
+    }
+    // Moving away: its move's answer decides (taken, the link is the new
+    // name's).
+    if super::name_moves::moving_from(tx, file, dir, name)? {
+        tx.open_table(UNLINKED_MOVING)?.insert(file.0, 0)?;
         return Ok(());
     }
     tx.open_table(COPIES)?.remove((dir.0, name))?;
@@ -403,20 +411,20 @@ pub(super) fn drop_orphan_copy(tx: &WriteTransaction, dir: FileId, name: &str, f
 }
 
 /// A name move of `file` away from `(dir, name)` settled: if that name's
-/// stub was replaced while the move waited (`UNLINKED_MOVING`) and the
-/// move was refused (`took` false), the name's copy and link go now; if
-/// the move took the name, its link is the new name's.
+/// stub was replaced while the move waited, or its directory removed
+/// (`UNLINKED_MOVING`, the one record that its link goes once), and the
+/// move was refused (`took` false), the name's copy (if still there) and
+/// link go now; if the move took the name, its link is the new name's.
 pub(super) fn settle_moved_unlink(tx: &WriteTransaction, file: FileId, (dir, name): (FileId, &str), took: bool) -> Result<()> {
     if tx.open_table(UNLINKED_MOVING)?.remove(file.0)?.is_none() || took {
         return Ok(());
     }
     tx.open_table(COPIES)?.remove((dir.0, name))?;
     let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-    if t.child(dir.0, name)? != Some(file.0) {
-        return Ok(());
-    }
     let Some(attr) = t.inodes.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? else { return Ok(()) };
-    t.dirents.remove((dir.0, name))?;
+    if t.child(dir.0, name)? == Some(file.0) {
+        t.dirents.remove((dir.0, name))?;
+    }
     let last = entries::drop_name(&mut t, &attr, now_ns())?;
     drop(t);
     if last {
@@ -610,6 +618,32 @@ mod tests {
         tx.open_table(DIRENTS).unwrap().remove((DIR.0, "c")).unwrap();
         drop_orphan_copy(&tx, DIR, "c", FILE).unwrap();
         assert_eq!(links(&tx), Some(1));
+        drop(tx);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn a_copy_moving_away_when_its_directory_goes_is_left_to_the_move() {
+        let (db, path) = db();
+        let tx = db.begin_write().unwrap();
+        // F: copies "m" (moving to another name) and "k"; three links.
+        with_copy(&tx, "m", 3, 7);
+        with_copy(&tx, "k", 3, 8);
+        super::super::name_moves::record_move(&tx, FILE, 9, (FileId(6), "to"), (DIR, "m"));
+        // The directory goes on every shard: the copy's entry goes, its
+        // link waits for the move.
+        tx.open_table(DIRENTS).unwrap().remove((DIR.0, "m")).unwrap();
+        drop_orphan_copy(&tx, DIR, "m", FILE).unwrap();
+        assert_eq!(links(&tx), Some(3));
+        // Taken: the link is the new name's.
+        settle_moved_unlink(&tx, FILE, (DIR, "m"), true).unwrap();
+        assert_eq!(links(&tx), Some(3));
+        // Refused (another time): the link goes, once, though the entry
+        // is gone already.
+        drop_orphan_copy(&tx, DIR, "m", FILE).unwrap();
+        settle_moved_unlink(&tx, FILE, (DIR, "m"), false).unwrap();
+        settle_moved_unlink(&tx, FILE, (DIR, "m"), false).unwrap();
+        assert_eq!(links(&tx), Some(2));
         drop(tx);
         let _ = std::fs::remove_file(path);
     }

@@ -75,6 +75,14 @@ pub(super) fn moving_from(tx: &WriteTransaction, id: FileId, dir: FileId, name: 
     Ok(moving(&tx.open_table(NAME_MOVES)?, id)?.is_some_and(|m| m.from.0 == dir && m.from.1 == name))
 }
 
+/// Records a move of file `id`'s name `from` to `to` waiting on `Name`
+/// number `seq` (as `move_name_to` does), for tests of what settles with it.
+#[cfg(test)]
+pub(super) fn record_move(tx: &WriteTransaction, id: FileId, seq: u64, to: (FileId, &str), from: (FileId, &str)) {
+    let m = NameMove { seq, to: (to.0, to.1.to_owned()), from: (from.0, from.1.to_owned()) };
+    tx.open_table(NAME_MOVES).unwrap().insert(id.0, m.encode().as_slice()).unwrap();
+}
+
 /// File `id`'s name move, if one waits.
 fn moving(moves: &impl ReadableTable<u64, &'static [u8]>, id: FileId) -> Result<Option<NameMove>> {
     moves.get(id.0)?.map(|v| NameMove::decode(v.value())).transpose()

@@ -228,10 +228,19 @@ impl MetaService {
         if logged && self.shards.sharded() {
             self.shards.push(&self.store)?;
         }
-        // A rename's `Unlink` is pushed now; a shard that does not take it
-        // now takes it later (the rename stands either way).
-        if matches!(op, MetaReq::Rename { .. }) && self.unlinks_logged.swap(false, Ordering::Relaxed) && let Err(e) = self.shards.push(&self.store) {
-            tracing::warn!(target: "weft::meta", error = %e, "a replaced name's link is not dropped on its file's shard yet");
+        // A rename's `Unlink` is pushed now, off the answer's path (a shard
+        // that is down could hold a push for its timeout); one that does
+        // not take it now takes it later (the rename stands either way).
+        if matches!(op, MetaReq::Rename { .. }) && self.unlinks_logged.swap(false, Ordering::Relaxed) {
+            let (shards, store) = (self.shards.clone(), self.store.clone());
+            let pushed = std::thread::Builder::new().name("weft-meta-unlink".into()).spawn(move || {
+                if let Err(e) = shards.push(&store) {
+                    tracing::warn!(target: "weft::meta", error = %e, "a replaced name's link is not dropped on its file's shard yet");
+                }
+            });
+            if let Err(e) = pushed {
+                tracing::warn!(target: "weft::meta", error = %e, "cannot start a push: the pusher sends it within a second");
+            }
         }
         r
     }

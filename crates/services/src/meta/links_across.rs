@@ -47,8 +47,9 @@ pub(super) const UNNAMED: TableDefinition<(u64, &str), u64> = TableDefinition::n
 /// since, by a later link, is another name).
 pub(super) const COPIES: TableDefinition<(u64, &str), u64> = TableDefinition::new("name_copies");
 /// On the file's shard: files whose name moving away was replaced on its
-/// own shard meanwhile (an `Unlink` came while the move waited); the move's
-/// settling drops that name's link if the move did not take it.
+/// own shard, or whose directory went, while the move waited (an
+/// `Unlink` or a `Rmdir` came); the move's settling drops that name's
+/// link if the move did not take it.
 pub(super) const UNLINKED_MOVING: TableDefinition<u64, u64> = TableDefinition::new("unlinked_moving");
 
 /// A name kept here of a file shard `shard` keeps; `attr` as it was when
@@ -347,13 +348,8 @@ pub(super) fn drop_copy(tx: &WriteTransaction, owned: bool, parent: FileId, name
     // answer (taken) has not come back yet, or the settled one it made;
     // not one made since. (A stub from before `made` was kept names no
     // copy settled since.)
-    let linking = tx.open_table(LINKING)?.get(file.0)?.map(|v| Moving::decode(v.value())).transpose()?;
-    let pending = match linking {
-        Some(m) if m.parent == parent && m.name == name => Some(m.seq),
-        _ => super::name_moves::pending_to_in(tx, file, parent, name)?,
-    };
     let stood = tx.open_table(COPIES)?.get((parent.0, name))?.map(|v| v.value());
-    let its_copy = match pending {
+    let its_copy = match pending_seq(tx, file, parent, name)? {
         Some(seq) => seq == made,
         None if made == 0 => stood.is_none(),
         None => stood == Some(made),
@@ -361,19 +357,44 @@ pub(super) fn drop_copy(tx: &WriteTransaction, owned: bool, parent: FileId, name
     if !its_copy {
         return Ok(());
     }
-    if super::name_moves::moving_from(tx, file, parent, name)? {
-        tx.open_table(UNLINKED_MOVING)?.insert(file.0, made)?;
+    drop_link_unless_moving(tx, parent, name, &attr)
+}
+
+/// The `Name` number of a link or move of `file` that waits on its copy
+/// `name` of `dir` (made, not answered yet).
+fn pending_seq(tx: &WriteTransaction, file: FileId, dir: FileId, name: &str) -> Result<Option<u64>> {
+    match tx.open_table(LINKING)?.get(file.0)?.map(|v| Moving::decode(v.value())).transpose()? {
+        Some(m) if m.parent == dir && m.name == name => Ok(Some(m.seq)),
+        _ => super::name_moves::pending_to_in(tx, file, dir, name),
+    }
+}
+
+/// The name `name` of `dir` of file `attr` is gone on its own shard: its
+/// copy (if still here) and one link go, the file with its last; if the
+/// name is moving away, its move's answer decides instead
+/// ([`settle_moved_unlink`]).
+fn drop_link_unless_moving(tx: &WriteTransaction, dir: FileId, name: &str, attr: &FileAttr) -> Result<()> {
+    if super::name_moves::moving_from(tx, attr.id, dir, name)? {
+        tx.open_table(UNLINKED_MOVING)?.insert(attr.id.0, 0)?;
         return Ok(());
     }
-    tx.open_table(COPIES)?.remove((parent.0, name))?;
+    drop_link(tx, dir, name, attr)
+}
+
+/// Drops the copy `name` of `dir` (if still here) of file `attr` and one
+/// link, the file with its last (its objects are deleted once this is
+/// durable); this shard's clock, as for every change of the file here.
+fn drop_link(tx: &WriteTransaction, dir: FileId, name: &str, attr: &FileAttr) -> Result<()> {
+    tx.open_table(COPIES)?.remove((dir.0, name))?;
     let last = {
         let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-        t.dirents.remove((parent.0, name))?;
-        // This shard's clock, as every change of the file here.
-        entries::drop_name(&mut t, &attr, now_ns())?
+        if t.child(dir.0, name)? == Some(attr.id.0) {
+            t.dirents.remove((dir.0, name))?;
+        }
+        entries::drop_name(&mut t, attr, now_ns())?
     };
     if last {
-        entries::forget_inode(tx, &attr)?;
+        entries::forget_inode(tx, attr)?;
     }
     Ok(())
 }
@@ -391,23 +412,10 @@ pub(super) fn drop_orphan_copy(tx: &WriteTransaction, dir: FileId, name: &str, f
         Some(a) if a.kind != FileKind::Dir => a,
         _ => return Ok(()),
     };
-    let linking = tx.open_table(LINKING)?.get(file.0)?.map(|v| Moving::decode(v.value())).transpose()?;
-    if linking.is_some_and(|m| m.parent == dir && m.name == name) || super::name_moves::pending_to_in(tx, file, dir, name)?.is_some() {
+    if pending_seq(tx, file, dir, name)?.is_some() {
         return Ok(());
     }
-    // Moving away: its move's answer decides (taken, the link is the new
-    // name's).
-    if super::name_moves::moving_from(tx, file, dir, name)? {
-        tx.open_table(UNLINKED_MOVING)?.insert(file.0, 0)?;
-        return Ok(());
-    }
-    tx.open_table(COPIES)?.remove((dir.0, name))?;
-    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-    if entries::drop_name(&mut t, &attr, now_ns())? {
-        drop(t);
-        entries::forget_inode(tx, &attr)?;
-    }
-    Ok(())
+    drop_link_unless_moving(tx, dir, name, &attr)
 }
 
 /// A name move of `file` away from `(dir, name)` settled: if that name's
@@ -419,18 +427,8 @@ pub(super) fn settle_moved_unlink(tx: &WriteTransaction, file: FileId, (dir, nam
     if tx.open_table(UNLINKED_MOVING)?.remove(file.0)?.is_none() || took {
         return Ok(());
     }
-    tx.open_table(COPIES)?.remove((dir.0, name))?;
-    let mut t = Tables { inodes: tx.open_table(INODES)?, dirents: tx.open_table(DIRENTS)? };
-    let Some(attr) = t.inodes.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? else { return Ok(()) };
-    if t.child(dir.0, name)? == Some(file.0) {
-        t.dirents.remove((dir.0, name))?;
-    }
-    let last = entries::drop_name(&mut t, &attr, now_ns())?;
-    drop(t);
-    if last {
-        entries::forget_inode(tx, &attr)?;
-    }
-    Ok(())
+    let Some(attr) = tx.open_table(INODES)?.get(file.0)?.map(|v| decode_attr(v.value())).transpose()? else { return Ok(()) };
+    drop_link(tx, dir, name, &attr)
 }
 
 /// A pushed `Unname` from `coord`: the stub `name` of `parent` for `file`

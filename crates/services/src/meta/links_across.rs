@@ -508,9 +508,23 @@ mod tests {
     const DIR: FileId = FileId(5);
     const FILE: FileId = FileId(9);
 
-    fn db() -> (Database, std::path::PathBuf) {
+    /// A database in a file removed when the test ends.
+    struct TempDb(Database, std::path::PathBuf);
+
+    impl Drop for TempDb {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.1);
+        }
+    }
+
+    fn db() -> TempDb {
         let path = std::env::temp_dir().join(format!("weft-links-{}.redb", rand::random::<u64>()));
-        (Database::create(&path).unwrap(), path)
+        TempDb(Database::create(&path).unwrap(), path)
+    }
+
+    /// A link of `FILE` to `name` of `DIR` waiting on `Name` number `seq`.
+    fn waiting_link(tx: &WriteTransaction, name: &str, seq: u64) {
+        tx.open_table(LINKING).unwrap().insert(FILE.0, Moving { seq, parent: DIR, name: name.into() }.encode().as_slice()).unwrap();
     }
 
     /// File `FILE` with `nlink` links, one of them the copy `name` of `DIR`
@@ -532,8 +546,8 @@ mod tests {
 
     #[test]
     fn an_unlink_drops_only_the_copy_its_stub_stood_for() {
-        let (db, path) = db();
-        let tx = db.begin_write().unwrap();
+        let db = db();
+        let tx = db.0.begin_write().unwrap();
         with_copy(&tx, "n", 3, 7);
         // Another copy (made by a later `Name`), a name this shard keeps,
         // another file: nothing changes.
@@ -543,7 +557,7 @@ mod tests {
         drop_copy(&tx, false, DIR, "other", FILE, 7).unwrap();
         assert_eq!((links(&tx), named(&tx, "n")), (Some(3), true));
         // A copy a link still waits on: not the one the stub stood for.
-        tx.open_table(LINKING).unwrap().insert(FILE.0, Moving { seq: 8, parent: DIR, name: "n".into() }.encode().as_slice()).unwrap();
+        waiting_link(&tx, "n", 8);
         drop_copy(&tx, false, DIR, "n", FILE, 7).unwrap();
         assert_eq!((links(&tx), named(&tx, "n")), (Some(3), true));
         tx.open_table(LINKING).unwrap().remove(FILE.0).unwrap();
@@ -551,7 +565,7 @@ mod tests {
         // was taken, its answer not back yet: it goes.
         with_copy(&tx, "w", 4, 0);
         tx.open_table(COPIES).unwrap().remove((DIR.0, "w")).unwrap();
-        tx.open_table(LINKING).unwrap().insert(FILE.0, Moving { seq: 12, parent: DIR, name: "w".into() }.encode().as_slice()).unwrap();
+        waiting_link(&tx, "w", 12);
         drop_copy(&tx, false, DIR, "w", FILE, 12).unwrap();
         assert_eq!((links(&tx), named(&tx, "w")), (Some(3), false));
         tx.open_table(LINKING).unwrap().remove(FILE.0).unwrap();
@@ -575,31 +589,27 @@ mod tests {
         with_copy(&tx, "last", 1, 11);
         drop_copy(&tx, false, DIR, "last", FILE, 11).unwrap();
         assert_eq!((links(&tx), named(&tx, "last")), (None, false));
-        drop(tx);
-        let _ = std::fs::remove_file(path);
     }
 
     #[test]
     fn a_directory_is_never_dropped_as_a_copy() {
-        let (db, path) = db();
-        let tx = db.begin_write().unwrap();
+        let db = db();
+        let tx = db.0.begin_write().unwrap();
         let attr = FileAttr { id: FILE, kind: FileKind::Dir, mode: 0o755, uid: 0, gid: 0, mtime_ns: 1, ctime_ns: 1, nlink: 2, layout: None };
         tx.open_table(INODES).unwrap().insert(FILE.0, encode_attr(&attr).as_slice()).unwrap();
         tx.open_table(DIRENTS).unwrap().insert((DIR.0, "sub"), FILE.0).unwrap();
         drop_copy(&tx, false, DIR, "sub", FILE, 0).unwrap();
         assert_eq!((links(&tx), named(&tx, "sub")), (Some(2), true));
-        drop(tx);
-        let _ = std::fs::remove_file(path);
     }
 
     #[test]
     fn a_refused_link_after_an_unlink_takes_the_last_link_and_an_orphan_copy_its_own() {
-        let (db, path) = db();
-        let tx = db.begin_write().unwrap();
+        let db = db();
+        let tx = db.0.begin_write().unwrap();
         // F: one settled copy "a" and a link to "b" waiting (two links).
         with_copy(&tx, "a", 2, 7);
         tx.open_table(DIRENTS).unwrap().insert((DIR.0, "b"), FILE.0).unwrap();
-        tx.open_table(LINKING).unwrap().insert(FILE.0, Moving { seq: 8, parent: DIR, name: "b".into() }.encode().as_slice()).unwrap();
+        waiting_link(&tx, "b", 8);
         drop_copy(&tx, false, DIR, "a", FILE, 7).unwrap();
         assert_eq!(links(&tx), Some(1));
         // In a directory removed everywhere meanwhile, the waiting copy is
@@ -616,14 +626,12 @@ mod tests {
         tx.open_table(DIRENTS).unwrap().remove((DIR.0, "c")).unwrap();
         drop_orphan_copy(&tx, DIR, "c", FILE).unwrap();
         assert_eq!(links(&tx), Some(1));
-        drop(tx);
-        let _ = std::fs::remove_file(path);
     }
 
     #[test]
     fn a_copy_moving_away_when_its_directory_goes_is_left_to_the_move() {
-        let (db, path) = db();
-        let tx = db.begin_write().unwrap();
+        let db = db();
+        let tx = db.0.begin_write().unwrap();
         // F: copies "m" (moving to another name) and "k"; three links.
         with_copy(&tx, "m", 3, 7);
         with_copy(&tx, "k", 3, 8);
@@ -642,7 +650,5 @@ mod tests {
         settle_moved_unlink(&tx, FILE, (DIR, "m"), false).unwrap();
         settle_moved_unlink(&tx, FILE, (DIR, "m"), false).unwrap();
         assert_eq!(links(&tx), Some(2));
-        drop(tx);
-        let _ = std::fs::remove_file(path);
     }
 }

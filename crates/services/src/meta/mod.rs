@@ -460,13 +460,16 @@ impl MetaService {
             // A replaced file's objects are the service's to delete
             // (`reaper`); the client is told of none (`grants`).
             MetaReq::Rename { from, to } => {
-                let logged_before = self.shards.log_seq(tx)?;
+                // Only a sharded cluster has stubs (and a log).
+                let logged_before = if self.shards.sharded() { Some(self.shards.log_seq(tx)?) } else { None };
                 let r = dir_moves::not_a_directory(tx, &self.shards, from)
                     .and_then(|()| entries::rename(tx, &self.shards, cred, from, to, |dir, name| self.check_owner(dir, name)))
                     .map(|replaced| Response::Renamed { replaced: replaced.map(|a| (a.clone(), weft_wire::Capability::none(a.id))) });
                 // Over a stub: the `Unlink` it logged must be durable
                 // before any shard can be pushed it.
-                if self.shards.log_seq(tx)? != logged_before {
+                if let Some(before) = logged_before
+                    && self.shards.log_seq(tx)? != before
+                {
                     self.logged.store(true, std::sync::atomic::Ordering::Relaxed);
                     self.unlinks_logged.store(true, std::sync::atomic::Ordering::Relaxed);
                 }

@@ -18,8 +18,31 @@ use std::net::SocketAddr;
 /// list-I/O payload of many small pieces goes out in few calls.
 const MAX_IOVECS: usize = 1024;
 
+/// How long a connection counts as just opened (see [`Conn::reusable`]).
+const JUST_OPENED: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A connection posted on less than this ago is posted on again without
+/// looking whether the server closed it (see [`Conn::reusable`]).
+const RECENT_USE: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Where the bytes of responses to abandoned calls go.
 const SCRATCH_LEN: usize = 64 * 1024;
+
+/// What a poll event said of a connection.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Readiness {
+    readable: bool,
+    writable: bool,
+    /// The peer closed, or an error: reading finds which.
+    closed: bool,
+}
+
+impl Readiness {
+    pub(super) fn of(ev: &mio::event::Event) -> Self {
+        let closed = ev.is_read_closed() || ev.is_error();
+        Readiness { readable: ev.is_readable() || closed, writable: ev.is_writable() || ev.is_error(), closed }
+    }
+}
 
 pub(super) struct Conn {
     pub(super) link: ClientConn<CallRef>,
@@ -61,17 +84,36 @@ impl Conn {
 
     /// Records readiness a poll event reported.
     pub(super) fn on_event(&mut self, ev: &mio::event::Event) {
-        // An error or the peer's close: reading finds it.
-        let closed = ev.is_read_closed() || ev.is_error();
-        let (readable, writable) = (ev.is_readable() || closed, ev.is_writable() || ev.is_error());
-        self.read_closed |= closed;
-        let (readable, writable) = self.transport.on_event(readable, writable);
+        self.on_readiness(Readiness::of(ev));
+    }
+
+    /// Records readiness a poll event reported (read off it earlier).
+    pub(super) fn on_readiness(&mut self, r: Readiness) {
+        self.read_closed |= r.closed;
+        let (readable, writable) = self.transport.on_event(r.readable, r.writable);
         self.readable |= readable;
         self.writable |= writable;
     }
 
     pub(super) fn is_idle(&self) -> bool {
         self.link.is_idle() && self.stage.is_empty()
+    }
+
+    /// Whether this idle connection may be posted on at `now`: not if the
+    /// server closed it, or it was idle so long (past `idle_reuse`) that the
+    /// server may be closing it; it is then opened afresh. A connection
+    /// just opened and not used yet is posted on even if the server
+    /// already closed it: the call then fails with the server's word (a
+    /// user past its share of connections) instead of reconnecting for
+    /// ever.
+    pub(super) fn reusable(&self, now: std::time::Instant, idle_reuse: std::time::Duration) -> bool {
+        let idle_for = now.saturating_duration_since(self.last_used);
+        let fresh = !self.used && idle_for < JUST_OPENED;
+        // Used a moment ago: a close that recent is no likelier before
+        // this post than just after it (a system call saved per call of a
+        // thread that calls back to back).
+        let recent = self.used && idle_for < RECENT_USE;
+        idle_for <= idle_reuse && (fresh || recent || self.idle_is_healthy())
     }
 
     /// An idle connection must have nothing to read: EOF or stray bytes mean

@@ -136,22 +136,10 @@ impl Engine {
                     return posted;
                 }
             };
-            // Coming out of idleness (the only time the clock is read):
-            // a connection the server closed, or one idle for so long
-            // that the server may be closing it, is opened afresh.
-            // A connection just opened and not used yet is posted on even
-            // if the server already closed it: the call then fails with
-            // the server's word (a user past its share of connections)
-            // instead of reconnecting for ever.
+            // Coming out of idleness (the only time the clock is read).
             if conn.is_idle() {
                 let now = clock.take().unwrap_or_else(Instant::now);
-                let idle_for = now.saturating_duration_since(conn.last_used);
-                let fresh = !conn.used && idle_for < JUST_OPENED;
-                // Used a moment ago: a close that recent is no likelier
-                // before this post than just after it (a system call saved
-                // per call of a thread that calls back to back).
-                let recent = conn.used && idle_for < RECENT_USE;
-                if idle_for > self.idle_reuse || (!fresh && !recent && !conn.idle_is_healthy()) {
+                if !conn.reusable(now, self.idle_reuse) {
                     self.drop_conn(ConnKey::primary(peer), closed_idle(peer));
                     continue;
                 }
@@ -159,14 +147,9 @@ impl Engine {
             }
             let msg = self.next_msg;
             self.next_msg += 1;
-            let call = &mut b.calls[i];
             let eager = pay_len <= self.eager_limit;
             if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
-            conn.used = true;
-            conn.link.post(msg, CallRef { batch: id, index: i }, &call.body, pay_len, eager);
-            call.posted = true;
-            b.next += 1;
-            b.in_flight += 1;
+            post_call(conn, b, id, i, msg, pay_len, eager);
             posted += 1;
         }
     }
@@ -405,13 +388,18 @@ impl Engine {
 const SPARE_CALL_VECS: usize = 8;
 const SPARE_CALLS: usize = 64;
 
-/// How long a connection counts as just opened (see [`Engine::feed`]).
-const JUST_OPENED: std::time::Duration = std::time::Duration::from_secs(1);
+/// Posts call `i` of batch `id` (`b`) on `conn`, its server's ready
+/// connection (checked with [`Conn::reusable`] if it was idle), as
+/// message `msg`.
+pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, id: u64, i: usize, msg: u64, pay_len: usize, eager: bool) {
+    let call = &mut b.calls[i];
+    conn.used = true;
+    conn.link.post(msg, CallRef { batch: id, index: i }, &call.body, pay_len, eager);
+    call.posted = true;
+    b.next += 1;
+    b.in_flight += 1;
+}
 
-/// A connection posted on less than this ago is posted on again without
-/// looking whether the server closed it (see [`Engine::feed`]).
-const RECENT_USE: std::time::Duration = std::time::Duration::from_millis(1);
-
-fn closed_idle(addr: SocketAddr) -> NetError {
+pub(super) fn closed_idle(addr: SocketAddr) -> NetError {
     NetError::Unreachable { addr, source: io::Error::new(io::ErrorKind::UnexpectedEof, "idle connection closed by server") }
 }

@@ -222,11 +222,15 @@ impl Endpoint {
         // From here the engine holds views of `calls`' buffers: they must be
         // withdrawn before this frame is left, also by unwinding.
         let guard = Abandon { ep: self, id };
-        if let [c] = calls {
-            // A call alone may go the short way (`solo.rs`).
-            self.drive_solo(id, c.peer);
+        // A call alone may go the short way (`solo.rs`), and finish there.
+        let solo = match calls {
+            [c] => Some(c.peer),
+            _ => None,
+        };
+        let done = solo.is_some_and(|peer| self.drive_solo(id, peer, calls, timeout));
+        if !done {
+            self.wait_batch(id, calls, timeout);
         }
-        self.wait_batch(id, calls, timeout);
         std::mem::forget(guard);
     }
 

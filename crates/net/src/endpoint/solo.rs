@@ -12,7 +12,8 @@
 //! the liveness watch due) it hands back to [`Endpoint::wait_batch`], which
 //! goes on from where this left.
 
-use super::engine::{ConnKey, Engine, Slot};
+use super::conn::Readiness;
+use super::engine::{post_call, ConnKey, Engine, Slot};
 use super::{Endpoint, TurnGuard, WAKE};
 use mio::{Events, Poll};
 use std::io;
@@ -21,18 +22,18 @@ use std::time::Instant;
 
 impl Endpoint {
     /// Drives batch `id` (one call to `peer`) alone while nothing else is
-    /// in the engine. The caller then waits for it as for any batch
-    /// (`wait_batch`): done, or left as any pass leaves one.
-    pub(super) fn drive_solo(&self, id: u64, peer: std::net::SocketAddr) {
+    /// in the engine. Returns whether it finished it (its result is then
+    /// in `calls`); if not, the caller waits for it as for any batch
+    /// (`wait_batch`): left as any pass leaves one.
+    pub(super) fn drive_solo(&self, id: u64, peer: std::net::SocketAddr, calls: &mut [super::Call<'_>], timeout: std::time::Duration) -> bool {
         let key = ConnKey::primary(peer);
         let mut eng = self.lock();
-        let alone = !eng.driving && eng.batches.len() == 1 && matches!(eng.conns.get(&key), Some(Slot::Ready(c)) if c.is_idle());
-        if !alone {
-            return;
+        // (Whether its connection is idle, the loop's first pass looks.)
+        if eng.driving || eng.batches.len() != 1 {
+            return false;
         }
         // The turn is ours: only the driver locks the poller, so it is free.
         eng.driving = true;
-        eng.stats.solo += 1;
         let turn = TurnGuard(self);
         let mut poller = self.poller.lock().unwrap_or_else(PoisonError::into_inner);
         let (poll, events) = &mut *poller;
@@ -41,7 +42,17 @@ impl Endpoint {
         // The turn is given up here, with the lock held already.
         std::mem::forget(turn);
         eng.driving = false;
+        // Done: taken out as `wait_batch` would (nobody drives now, so no
+        // driver need look again at what finishing it dropped).
+        let done = eng.batches[id].is_done();
+        if done {
+            eng.finish(id, calls);
+        }
         self.wake_sleepers(eng);
+        if done {
+            self.note_answers(calls, timeout);
+        }
+        done
     }
 
     /// [`Endpoint::drive_solo`]'s loop, with the turn and the poller
@@ -52,9 +63,13 @@ impl Endpoint {
         // The batch was made a moment ago: its clock reading serves the
         // post and the first wait (which may so end a few microseconds
         // past its bound, against bounds of seconds).
-        let made = eng.batches[id].made;
-        eng.feed_at(id, Some(made));
-        let mut clock = Some(made);
+        let mut clock = Some(eng.batches[id].made);
+        // The first pass posts the call, on the connection it looks up
+        // to write it (as `Engine::feed` would, one lookup fewer).
+        let mut posted = false;
+        // Readiness our connection's poll event reported, applied once it
+        // is looked up again (one lookup per pass).
+        let mut seen: Option<Readiness> = None;
         loop {
             let b = &eng.batches[id];
             if b.is_done() {
@@ -64,8 +79,32 @@ impl Endpoint {
                 return eng;
             }
             let deadline = b.deadline;
+            let pay_len: usize = if posted { 0 } else { b.calls[0].send.iter().map(|v| v.len()).sum() };
             let engine = &mut *eng;
+            // A payload to split needs rails: the general driver opens them.
+            if !posted && engine.rails.missing(peer, pay_len, &engine.conns).is_some() {
+                return eng;
+            }
             let Some(Slot::Ready(c)) = engine.conns.get_mut(&key) else { return eng };
+            if let Some(r) = seen.take() {
+                c.on_readiness(r);
+            }
+            if !posted {
+                // Busy with another's calls, or to be opened afresh: the
+                // general driver's case.
+                let now = clock.unwrap_or_else(Instant::now);
+                if !c.is_idle() || !c.reusable(now, engine.idle_reuse) {
+                    return eng;
+                }
+                c.last_used = now;
+                let msg = engine.next_msg;
+                engine.next_msg += 1;
+                let eager = pay_len <= engine.eager_limit;
+                if eager { engine.stats.eager += 1 } else { engine.stats.rendezvous += 1 }
+                post_call(c, engine.batches.get_mut(id).expect("the batch driven"), id, 0, msg, pay_len, eager);
+                engine.stats.solo += 1;
+                posted = true;
+            }
             let token = c.token;
             let batches = &mut engine.batches;
             // Until both sides would block: a read may queue output (a
@@ -127,12 +166,17 @@ impl Endpoint {
                 if ev.token() != token {
                     elsewhere = true;
                     eng.ready(ev);
-                } else if let Some(Slot::Ready(c)) = eng.conns.get_mut(&key) {
-                    c.on_event(ev);
+                } else {
+                    seen = Some(Readiness::of(ev));
                 }
             }
             events.clear();
             if elsewhere {
+                // The general driver goes on from here, with what our
+                // connection's event said.
+                if let (Some(r), Some(Slot::Ready(c))) = (seen, eng.conns.get_mut(&key)) {
+                    c.on_readiness(r);
+                }
                 return eng;
             }
         }

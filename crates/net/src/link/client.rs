@@ -30,8 +30,9 @@
 //! for is a protocol violation: the owner drops the connection.
 
 use super::frames::{Filling, HeaderRx, Outbox};
+use super::id_queue::IdQueue;
 // Keys are ids this process chose: a fast hash, no flooding to fear.
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashSet as HashSet;
 use std::io::IoSlice;
 use std::time::Instant;
 use weft_wire::{FrameKind, Grant, Header, MsgId, PartHead, RailToken, Response, RAIL_TOKEN_LEN};
@@ -114,7 +115,7 @@ pub struct ClientConn<T> {
     out: Outbox<OutTag<T>>,
     rx: ClientRx<T>,
     /// msg id -> call, for requests posted here and not answered.
-    pending: HashMap<u64, Owed<T>>,
+    pending: IdQueue<Owed<T>>,
     /// Ids of rendezvous requests whose `Cts` has not come.
     awaiting_cts: HashSet<u64>,
     /// Ids of abandoned calls whose answers are still to come.
@@ -139,7 +140,7 @@ impl<T> Default for ClientConn<T> {
         ClientConn {
             out: Outbox::default(),
             rx: ClientRx::idle(),
-            pending: HashMap::default(),
+            pending: IdQueue::default(),
             awaiting_cts: HashSet::default(),
             discard: HashSet::default(),
             split_min: 0,
@@ -173,7 +174,7 @@ impl<T: Copy> ClientConn<T> {
         self.splitting.clear();
         self.splits.clear();
         self.placements.clear();
-        self.pending.drain().map(|(_, o)| o.call).collect()
+        self.pending.drain().map(|o| o.call).collect()
     }
 
     /// Queues one call's request: eager (`Request` with its payload), or
@@ -249,7 +250,7 @@ impl<T: Copy> ClientConn<T> {
         }
         // A payload granted whose parts are not queued yet: the server
         // waits for them.
-        if self.splitting.iter().any(|id| self.pending.get(id).is_some_and(|o| mine(&o.call))) || self.placements.iter().any(|p| mine(&p.call)) {
+        if self.splitting.iter().any(|id| self.pending.get(*id).is_some_and(|o| mine(&o.call))) || self.placements.iter().any(|p| mine(&p.call)) {
             return Hold::MidFrame;
         }
         // Granted payload bytes not all sent: the server waits for them.
@@ -259,7 +260,7 @@ impl<T: Copy> ClientConn<T> {
         // An `Rts` already sent and not yet answered by `Cts`: the server
         // would wait for data that never comes.
         let rts_sent = |id: &u64| !self.out.frames().any(|f| f.id == *id);
-        if self.awaiting_cts.iter().any(|id| self.pending.get(id).is_some_and(|o| mine(&o.call)) && rts_sent(id)) {
+        if self.awaiting_cts.iter().any(|id| self.pending.get(*id).is_some_and(|o| mine(&o.call)) && rts_sent(id)) {
             return Hold::MidFrame;
         }
         if self.pending.values().any(|o| mine(&o.call)) || self.out.frames().any(|f| mine(&f.payload.call)) {
@@ -274,9 +275,9 @@ impl<T: Copy> ClientConn<T> {
     pub fn withdraw(&mut self, mine: impl Fn(&T) -> bool) {
         let unsent: HashSet<u64> = self.out.frames().filter(|f| mine(&f.payload.call)).map(|f| f.id).collect();
         self.out.retain(|f| !mine(&f.payload.call));
-        let gone: Vec<u64> = self.pending.iter().filter(|(_, o)| mine(&o.call)).map(|(&id, _)| id).collect();
+        let gone: Vec<u64> = self.pending.iter().filter(|(_, o)| mine(&o.call)).map(|(id, _)| id).collect();
         for id in gone {
-            self.pending.remove(&id);
+            self.pending.remove(id);
             self.awaiting_cts.remove(&id);
             self.splitting.remove(&id);
             if !unsent.contains(&id) {
@@ -332,7 +333,7 @@ impl<T: Copy> ClientConn<T> {
             return None;
         }
         let id = head.msg_id.0;
-        let call = self.pending.remove(&id)?.call;
+        let call = self.pending.remove(id)?.call;
         // A response before `Cts` means the server refused the payload.
         if !self.awaiting_cts.is_empty() {
             self.awaiting_cts.remove(&id);
@@ -384,7 +385,7 @@ impl<T: Copy> ClientConn<T> {
                 ClientRx::Payload { to, id, body, total, done: got } if got == total => {
                     match to {
                         Some(call) => {
-                            self.pending.remove(&id);
+                            self.pending.remove(id);
                             // A response before `Cts` means the server refused the payload.
                             self.awaiting_cts.remove(&id);
                             if !self.splitting.is_empty() {
@@ -413,7 +414,7 @@ impl<T: Copy> ClientConn<T> {
                 if head.pay_len != 0 || !self.awaiting_cts.remove(&id) {
                     return Err(format!("Cts for unknown message {id}"));
                 }
-                let owed = self.pending.get(&id).ok_or_else(|| format!("Cts for unknown message {id}"))?;
+                let owed = self.pending.get(id).ok_or_else(|| format!("Cts for unknown message {id}"))?;
                 let (call, pay_len) = (owed.call, owed.pay_len);
                 let grant = Grant::decode(&body).map_err(|e| format!("bad Cts for message {id}: {e}"))?;
                 if let Some(at) = grant.area_at {
@@ -442,7 +443,7 @@ impl<T: Copy> ClientConn<T> {
             }
             FrameKind::Response => {
                 let total = head.pay_len as usize;
-                let to = match self.pending.get(&id) {
+                let to = match self.pending.get(id) {
                     Some(o) => {
                         let room = room(o.call);
                         if total > room {

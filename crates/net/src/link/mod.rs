@@ -10,6 +10,7 @@
 //!   answered with the data, responses matched to their calls; the
 //!   client [`crate::endpoint`] drives it.
 //! * [`hello`]: the client side of the handshake.
+//! * [`id_queue`]: the calls a connection owes answers, by message id.
 //!
 //! A machine is given bytes (`received`) and asked for bytes
 //! (`tx_slices`, `sent`); the owner moves them over a
@@ -20,6 +21,7 @@
 pub mod client;
 pub mod frames;
 pub mod hello;
+pub mod id_queue;
 pub mod server;
 
 #[cfg(test)]

@@ -376,7 +376,9 @@ impl ShmTransport {
     /// this side waits, so more than [`MAX_BELLS`] at once is a peer
     /// flooding the socket to hold this thread: its connection breaks.
     fn drain_bell(&mut self) {
-        let mut b = [0u8; 1024];
+        // A peer rings once per wait: a few bytes at a time (zeroing a
+        // larger buffer on every drain cost more than the read).
+        let mut b = [0u8; 64];
         let mut taken = 0;
         loop {
             let got = match &mut self.lent {
@@ -389,6 +391,7 @@ impl ShmTransport {
                     return;
                 }
                 Ok((n, fd)) => {
+                    let lent = fd.is_some();
                     if let (Some(fd), Some(lent)) = (fd, &mut self.lent) {
                         if lent.len() == MAX_LENT {
                             lent.pop_front();
@@ -400,19 +403,27 @@ impl ShmTransport {
                         self.broken.get_or_insert_with(|| "the peer floods the doorbell".into());
                         return;
                     }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                    self.broken.get_or_insert_with(|| e.to_string());
-                    return;
-                }
-                // WouldBlock, or the peer is gone (reset): either way done.
-                Err(e) => {
-                    if e.kind() != io::ErrorKind::WouldBlock {
-                        self.peer_closed = true;
+                    // A short read of a stream socket took all there was
+                    // (one that brought a descriptor stops at it): the
+                    // next read would only say `WouldBlock`.
+                    if n < b.len() && !lent {
+                        return;
                     }
-                    return;
                 }
+                Err(e) => match e.kind() {
+                    io::ErrorKind::Interrupted => {}
+                    io::ErrorKind::InvalidData => {
+                        self.broken.get_or_insert_with(|| e.to_string());
+                        return;
+                    }
+                    // Done.
+                    io::ErrorKind::WouldBlock => return,
+                    // The peer is gone (reset).
+                    _ => {
+                        self.peer_closed = true;
+                        return;
+                    }
+                },
             }
         }
     }

@@ -286,6 +286,46 @@ fn a_thread_waiting_for_a_slow_answer_does_not_hold_up_the_others() {
     h.join().unwrap();
 }
 
+/// A call alone waits in poll on its connection (the short way,
+/// `solo.rs`) when another thread posts a batch (to another server,
+/// without waiting for it yet), and then the answer comes: the poll
+/// reports the answer once (edge-triggered), and the driver that takes
+/// over must still read it. Nothing else would wake that connection: the
+/// other batch's server is never sent anything meanwhile, and the
+/// liveness watch is off.
+#[test]
+fn an_answer_that_comes_as_another_thread_posts_is_read() {
+    let (addr, h) = peer(|s| {
+        let mut rts = HashMap::new();
+        let warm = next_request(s, &mut rts);
+        write_frame(s, FrameKind::Response, warm.id, &warm.body, &[]).unwrap();
+        let r = next_request(s, &mut rts);
+        std::thread::sleep(Duration::from_millis(300));
+        write_frame(s, FrameKind::Response, r.id, b"answered", &[]).unwrap();
+    });
+    let (other, h2) = echo_reversed(1);
+    let ep = Endpoint::new(secret(), EndpointConfig { ping_after: Duration::ZERO, op_timeout: Duration::from_secs(10), ..config() }).unwrap();
+    assert_eq!(ep.call(addr, b"warm".to_vec()).unwrap().body, b"warm");
+    std::thread::scope(|scope| {
+        let alone = scope.spawn(|| {
+            let t = std::time::Instant::now();
+            let r = ep.call(addr, b"alone".to_vec());
+            (r.map(|r| r.body), t.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        ep.scope(|s| {
+            let posted = s.post(vec![Call::new(other, b"later".to_vec())]);
+            let (body, took) = alone.join().unwrap();
+            assert_eq!(body.unwrap(), b"answered");
+            assert!(took < Duration::from_secs(3), "the answer waited {took:?} for another event");
+            let calls = posted.wait();
+            assert!(calls[0].result.as_ref().unwrap().is_ok());
+        });
+    });
+    h.join().unwrap();
+    h2.join().unwrap();
+}
+
 #[test]
 fn an_answer_that_comes_after_its_call_timed_out_is_dropped_and_the_connection_kept() {
     let (addr, h) = peer(|s| {

@@ -76,6 +76,25 @@ fn a_closed_peer_reads_as_end_of_stream_after_its_last_bytes() {
     assert!(t.write_vectored(&[IoSlice::new(b"x")]).is_err(), "writing to a closed peer");
 }
 
+/// A peer that rings and closes before the other side drains its
+/// doorbell: one poll event says both (readable, closed), and no other
+/// comes. The drain must read on past the doorbell byte to the end of
+/// stream, or the bytes are read and then the ring answers `WouldBlock`
+/// for ever (the peer's close unseen).
+#[test]
+fn a_doorbell_then_a_close_in_one_event_reads_as_the_bytes_then_the_end() {
+    let (mut client, mut server, _budget) = with_area();
+    let mut buf = [0u8; 16];
+    // The server reads an empty ring: it now waits for a doorbell.
+    assert_eq!(server.read(&mut buf).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    assert_eq!(client.write_vectored(&[IoSlice::new(b"bye")]).unwrap(), 3);
+    drop(client);
+    server.on_event(true, true, true);
+    assert_eq!(server.read(&mut buf).unwrap(), 3);
+    assert_eq!(&buf[..3], b"bye");
+    assert_eq!(server.read(&mut buf).unwrap(), 0, "the close that came with the doorbell is the end of stream");
+}
+
 #[test]
 fn no_server_on_this_node_is_not_found() {
     let e = ShmTransport::connect(addr(), Duration::from_secs(1), &[0]).err().expect("nobody listens");
@@ -163,7 +182,7 @@ fn a_peer_flooding_the_doorbell_breaks_its_connection() {
         let t0 = Instant::now();
         loop {
             // What the server's loop does on each readiness event.
-            t.on_event(true, true);
+            t.on_event(true, true, false);
             let mut b = [0u8; 8];
             match Transport::read(&mut t, &mut b) {
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return,
@@ -265,7 +284,7 @@ fn a_placed_payload_is_what_the_client_copied_and_outlives_the_connection() {
     let mut server = server;
     // The server sees the client gone (its rings' pages then go at once).
     let mut buf = [0u8; 16];
-    server.on_event(true, true);
+    server.on_event(true, true, false);
     assert_eq!(server.read(&mut buf).unwrap(), 0, "end of stream");
     drop(server);
     drop(first);

@@ -90,7 +90,7 @@ impl Conn {
     /// Records readiness a poll event reported (read off it earlier).
     pub(super) fn on_readiness(&mut self, r: Readiness) {
         self.read_closed |= r.closed;
-        let (readable, writable) = self.transport.on_event(r.readable, r.writable);
+        let (readable, writable) = self.transport.on_event(r.readable, r.writable, r.closed);
         self.readable |= readable;
         self.writable |= writable;
     }

@@ -67,28 +67,27 @@ impl Endpoint {
         // The first pass posts the call, on the connection it looks up
         // to write it (as `Engine::feed` would, one lookup fewer).
         let mut posted = false;
-        // Readiness our connection's poll event reported, applied once it
-        // is looked up again (one lookup per pass).
+        // Readiness our connection's poll event reported, applied at the
+        // next pass's lookup of it (one lookup per pass).
         let mut seen: Option<Readiness> = None;
         loop {
-            let b = &eng.batches[id];
-            if b.is_done() {
-                return eng;
-            }
-            if eng.batches.len() != 1 || b.connect.is_some() {
-                return eng;
-            }
-            let deadline = b.deadline;
-            let pay_len: usize = if posted { 0 } else { b.calls[0].send.iter().map(|v| v.len()).sum() };
             let engine = &mut *eng;
             // A payload to split needs rails: the general driver opens them.
+            let pay_len: usize = if posted { 0 } else { engine.batches.get(id).map_or(0, |b| b.calls[0].send.iter().map(|v| v.len()).sum()) };
             if !posted && engine.rails.missing(peer, pay_len, &engine.conns).is_some() {
                 return eng;
             }
             let Some(Slot::Ready(c)) = engine.conns.get_mut(&key) else { return eng };
+            // First, whatever the pass does next: an edge-triggered event
+            // lost here would leave the answer unread.
             if let Some(r) = seen.take() {
                 c.on_readiness(r);
             }
+            let b = &engine.batches[id];
+            if b.is_done() || engine.batches.len() != 1 || b.connect.is_some() {
+                return eng;
+            }
+            let deadline = b.deadline;
             if !posted {
                 // Busy with another's calls, or to be opened afresh: the
                 // general driver's case.

@@ -1,11 +1,12 @@
 //! The calls a connection owes answers, by message id. Ids are posted in
-//! increasing order and mostly answered in that order, so a queue sorted by id serves what a hash map did with
-//! no hashing: a post appends, an answer to the oldest call pops the front,
-//! any other answer is a binary search that leaves a hole. Holes are
-//! dropped from either end as they come there, and the whole queue is
-//! compacted once holes outnumber the calls (a call owed for long, e.g. a
-//! lock wait, while thousands pass it), so memory stays proportional to
-//! the calls owed.
+//! increasing order and mostly answered in that order, so a queue sorted
+//! by id serves what a hash map did with no hashing: a post appends, an
+//! answer to the oldest call pops the front, any other answer is a binary
+//! search that leaves a hole. Holes are dropped from either end as they
+//! come there, and the whole queue is compacted after any removal that
+//! leaves holes outnumbering the calls (a call owed for long, e.g. a lock
+//! wait, while thousands pass it), so memory stays proportional to the
+//! calls owed.
 
 use std::collections::VecDeque;
 
@@ -73,6 +74,7 @@ impl<V> IdQueue<V> {
             while self.slots.front().is_some_and(|s| s.1.is_none()) {
                 self.slots.pop_front();
             }
+            self.compact();
             return Some(value);
         }
         let k = self.find(id).ok()?;
@@ -81,10 +83,15 @@ impl<V> IdQueue<V> {
         while self.slots.back().is_some_and(|s| s.1.is_none()) {
             self.slots.pop_back();
         }
+        self.compact();
+        Some(value)
+    }
+
+    /// Drops the holes once they outnumber the values (beside a few).
+    fn compact(&mut self) {
         if self.slots.len() - self.len > self.len + SPARE_HOLES {
             self.slots.retain(|s| s.1.is_some());
         }
-        Some(value)
     }
 
     /// The values, in id order.
@@ -181,6 +188,22 @@ mod tests {
             prop_assert_eq!(drained, model.values().copied().collect::<Vec<_>>());
             prop_assert!(owed.is_empty());
         }
+    }
+
+    /// Holes left in the middle, then the front answered: the holes are
+    /// dropped with the front's removal too, not only with one in the middle.
+    #[test]
+    fn holes_go_whichever_end_is_answered() {
+        let mut owed = IdQueue::default();
+        for id in 1..=24 {
+            owed.insert(id, id);
+        }
+        for id in 4..=23 {
+            assert_eq!(owed.remove(id), Some(id));
+        }
+        assert_eq!((owed.remove(1), owed.remove(2)), (Some(1), Some(2)));
+        assert_eq!(owed.len(), 2);
+        assert!(owed.slots() <= 2 * 2 + SPARE_HOLES, "{} slots held for two values", owed.slots());
     }
 
     #[test]

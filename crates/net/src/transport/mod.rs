@@ -17,9 +17,10 @@ pub trait Transport: Send {
     /// Whether a connection with nothing in flight is still usable: no byte
     /// to read and no end of stream (the peer restarted or misbehaved).
     fn idle_is_healthy(&self) -> bool;
-    /// A poll event for this transport arrived: takes what must be taken
-    /// (a doorbell) and says whether to try reading and writing.
-    fn on_event(&mut self, readable: bool, writable: bool) -> (bool, bool) {
+    /// A poll event for this transport arrived (`closed`: it saw the peer
+    /// close, or an error): takes what must be taken (a doorbell) and says
+    /// whether to try reading and writing.
+    fn on_event(&mut self, readable: bool, writable: bool, _closed: bool) -> (bool, bool) {
         (readable, writable)
     }
     /// Whether bytes (or an end of stream) wait to be read, without a

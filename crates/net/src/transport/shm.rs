@@ -375,7 +375,10 @@ impl ShmTransport {
     /// lent with them; notes an end of stream. A peer rings once each time
     /// this side waits, so more than [`MAX_BELLS`] at once is a peer
     /// flooding the socket to hold this thread: its connection breaks.
-    fn drain_bell(&mut self) {
+    /// `to_end`: read on to `WouldBlock` even after a short read (when a
+    /// poll event saw the peer close, whose end of stream may follow the
+    /// bytes, and for every descriptor lent).
+    fn drain_bell(&mut self, to_end: bool) {
         // A peer rings once per wait: a few bytes at a time (zeroing a
         // larger buffer on every drain cost more than the read).
         let mut b = [0u8; 64];
@@ -406,7 +409,7 @@ impl ShmTransport {
                     // A short read of a stream socket took all there was
                     // (one that brought a descriptor stops at it): the
                     // next read would only say `WouldBlock`.
-                    if n < b.len() && !lent {
+                    if n < b.len() && !lent && !to_end {
                         return;
                     }
                 }
@@ -448,7 +451,7 @@ impl ShmTransport {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(e.into()),
         }
-        self.drain_bell();
+        self.drain_bell(true);
         Ok(())
     }
 }
@@ -522,9 +525,9 @@ impl Transport for ShmTransport {
         self.rx.available() != Ok(0) || self.peer_closed
     }
 
-    fn on_event(&mut self, _readable: bool, _writable: bool) -> (bool, bool) {
+    fn on_event(&mut self, _readable: bool, _writable: bool, closed: bool) -> (bool, bool) {
         // A doorbell means bytes or room, whichever the peer made.
-        self.drain_bell();
+        self.drain_bell(closed);
         (true, true)
     }
 
@@ -573,7 +576,7 @@ impl Transport for ShmTransport {
         // A lent descriptor is in the socket before the answer is in the
         // ring, and the answer may have been read without a doorbell.
         if self.lent.is_some() {
-            self.drain_bell();
+            self.drain_bell(true);
         }
         self.lent.as_mut().map(|l| l.drain(..).collect()).unwrap_or_default()
     }

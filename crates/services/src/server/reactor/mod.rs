@@ -231,8 +231,9 @@ impl Reactor {
                     Token(t) => {
                         let k = t - FIRST_SLOT;
                         if let Some(Some(slot)) = self.slots.get_mut(k) {
-                            slot.stream.on_event(ev.is_readable(), ev.is_writable());
-                            slot.read_closed |= ev.is_read_closed() || ev.is_error();
+                            let closed = ev.is_read_closed() || ev.is_error();
+                            slot.stream.on_event(ev.is_readable(), ev.is_writable(), closed);
+                            slot.read_closed |= closed;
                         }
                         self.service_contained(k, now);
                     }

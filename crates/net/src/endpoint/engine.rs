@@ -400,6 +400,6 @@ pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, id: u64, i: usize, msg: 
     b.in_flight += 1;
 }
 
-pub(super) fn closed_idle(addr: SocketAddr) -> NetError {
+fn closed_idle(addr: SocketAddr) -> NetError {
     NetError::Unreachable { addr, source: io::Error::new(io::ErrorKind::UnexpectedEof, "idle connection closed by server") }
 }

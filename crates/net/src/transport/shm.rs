@@ -394,7 +394,7 @@ impl ShmTransport {
                     return;
                 }
                 Ok((n, fd)) => {
-                    let lent = fd.is_some();
+                    let brought_fd = fd.is_some();
                     if let (Some(fd), Some(lent)) = (fd, &mut self.lent) {
                         if lent.len() == MAX_LENT {
                             lent.pop_front();
@@ -409,7 +409,7 @@ impl ShmTransport {
                     // A short read of a stream socket took all there was
                     // (one that brought a descriptor stops at it): the
                     // next read would only say `WouldBlock`.
-                    if n < b.len() && !lent && !to_end {
+                    if n < b.len() && !brought_fd && !to_end {
                         return;
                     }
                 }

@@ -64,13 +64,24 @@ pub(crate) fn client() -> Result<Client> {
     Ok(c)
 }
 
+/// Every rank's `mine`, in rank order, in one allgather.
+fn allgather_u64s<const N: usize>(comm: &CComm, mine: [u64; N]) -> Result<Vec<[u64; N]>> {
+    let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let all = comm.allgather(&bytes)?;
+    Ok(all.chunks_exact(8 * N).map(|rank| std::array::from_fn(|i| u64::from_le_bytes(rank[8 * i..8 * i + 8].try_into().expect("8 bytes")))).collect())
+}
+
 /// This host, as a number: a hash of its name (one aggregator per node).
 fn host_id() -> u64 {
     use std::hash::{Hash, Hasher};
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    name.trim().hash(&mut h);
-    h.finish()
+    // Read once: a rank does not move between hosts.
+    static HOST: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HOST.get_or_init(|| {
+        let name = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        name.trim().hash(&mut h);
+        h.finish()
+    })
 }
 
 /// The checks MPI asks of an access mode (MPI-3.1 §13.2.1).
@@ -175,10 +186,11 @@ impl OpenFile {
     /// attributes to the others. Every rank returns the same outcome.
     pub fn open(comm: CComm, path: &str, mode: u32, hints: Vec<(String, String)>) -> Result<OpenFile> {
         let client = client();
-        // One exchange settles what every rank must agree on: the mode, and
-        // whether each reached the cluster file.
+        // One exchange settles what every rank must agree on (the mode, and
+        // whether each reached the cluster file) and tells each rank's host
+        // (for the hints).
         let mine = u64::from(mode) | (u64::from(client.is_ok()) << 32);
-        let all = allgather_u64(&comm, mine)?;
+        let (all, hosts): (Vec<u64>, Vec<u64>) = allgather_u64s(&comm, [mine, host_id()])?.into_iter().map(|[m, h]| (m, h)).unzip();
         if all.iter().any(|&m| m as u32 != mode) {
             return Err(Fail::new(Class::NotSame, format!("weft: ranks opened {path} with different access modes")));
         }
@@ -213,7 +225,6 @@ impl OpenFile {
             });
         }
         let mut file = adopted?;
-        let hosts = allgather_u64(&comm, host_id())?;
         let mut h = Hints::new(hosts);
         // Cannot fail: nothing is held yet.
         let _ = file.set_write_behind(h.write_behind());

@@ -103,8 +103,14 @@ pub fn broadcast_vec(comm: &dyn Communicator, msg: &mut Vec<u8>, root: usize) ->
 
 /// Every rank's `u64`, in rank order.
 pub fn allgather_u64(comm: &dyn Communicator, mine: u64) -> Result<Vec<u64>> {
-    let all = comm.allgather(&mine.to_le_bytes())?;
-    Ok(all.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8-byte chunk"))).collect())
+    Ok(allgather_u64s(comm, [mine])?.into_iter().map(|[v]| v).collect())
+}
+
+/// Every rank's `N` `u64`s, in rank order, in one allgather.
+pub fn allgather_u64s<const N: usize>(comm: &dyn Communicator, mine: [u64; N]) -> Result<Vec<[u64; N]>> {
+    let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let all = comm.allgather(&bytes)?;
+    Ok(all.chunks_exact(8 * N).map(|rank| std::array::from_fn(|i| u64::from_le_bytes(rank[8 * i..8 * i + 8].try_into().expect("8-byte chunk")))).collect())
 }
 
 /// Sends `send_counts[r]` bytes of `send` (in rank order) to each rank r;

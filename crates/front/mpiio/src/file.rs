@@ -8,7 +8,7 @@ use crate::errors::{Class, Fail, Result};
 use crate::hints::Hints;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
-use weft_client::comm::{allgather_u64, broadcast_vec};
+use weft_client::comm::{allgather_u64, allgather_u64s, broadcast_vec};
 use weft_client::{collective, Client, Communicator, CreateOptions, Datatype, File, FileAttr, PointerOp, View};
 use weft_net::ClusterFile;
 use weft_wire::Capability;
@@ -62,13 +62,6 @@ pub(crate) fn client() -> Result<Client> {
     let c = Client::with_options(cf, options).map_err(Fail::from)?;
     *slot = Some(c.clone());
     Ok(c)
-}
-
-/// Every rank's `mine`, in rank order, in one allgather.
-fn allgather_u64s<const N: usize>(comm: &CComm, mine: [u64; N]) -> Result<Vec<[u64; N]>> {
-    let bytes: Vec<u8> = mine.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let all = comm.allgather(&bytes)?;
-    Ok(all.chunks_exact(8 * N).map(|rank| std::array::from_fn(|i| u64::from_le_bytes(rank[8 * i..8 * i + 8].try_into().expect("8 bytes")))).collect())
 }
 
 /// This host, as a number: a hash of its name (one aggregator per node).

@@ -145,11 +145,7 @@ impl Engine {
                 }
                 conn.last_used = now;
             }
-            let msg = self.next_msg;
-            self.next_msg += 1;
-            let eager = pay_len <= self.eager_limit;
-            if eager { self.stats.eager += 1 } else { self.stats.rendezvous += 1 }
-            post_call(conn, b, id, i, msg, pay_len, eager);
+            post_call(conn, b, CallRef { batch: id, index: i }, pay_len, &mut self.next_msg, &mut self.stats, self.eager_limit);
             posted += 1;
         }
     }
@@ -388,13 +384,17 @@ impl Engine {
 const SPARE_CALL_VECS: usize = 8;
 const SPARE_CALLS: usize = 64;
 
-/// Posts call `i` of batch `id` (`b`) on `conn`, its server's ready
-/// connection (checked with [`Conn::reusable`] if it was idle), as
-/// message `msg`.
-pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, id: u64, i: usize, msg: u64, pay_len: usize, eager: bool) {
-    let call = &mut b.calls[i];
+/// Posts call `at` of batch `b` on `conn`, its server's ready connection
+/// (checked with [`Conn::reusable`] if it was idle), as the next message
+/// (`next_msg`), eager up to `eager_limit` payload bytes, and counts it.
+pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, at: CallRef, pay_len: usize, next_msg: &mut u64, stats: &mut EndpointStats, eager_limit: usize) {
+    let msg = *next_msg;
+    *next_msg += 1;
+    let eager = pay_len <= eager_limit;
+    if eager { stats.eager += 1 } else { stats.rendezvous += 1 }
+    let call = &mut b.calls[at.index];
     conn.used = true;
-    conn.link.post(msg, CallRef { batch: id, index: i }, &call.body, pay_len, eager);
+    conn.link.post(msg, at, &call.body, pay_len, eager);
     call.posted = true;
     b.next += 1;
     b.in_flight += 1;

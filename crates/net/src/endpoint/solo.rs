@@ -12,6 +12,7 @@
 //! the liveness watch due) it hands back to [`Endpoint::wait_batch`], which
 //! goes on from where this left.
 
+use super::batch::CallRef;
 use super::conn::Readiness;
 use super::engine::{post_call, ConnKey, Engine, Slot};
 use super::{Endpoint, TurnGuard, WAKE};
@@ -96,11 +97,8 @@ impl Endpoint {
                     return eng;
                 }
                 c.last_used = now;
-                let msg = engine.next_msg;
-                engine.next_msg += 1;
-                let eager = pay_len <= engine.eager_limit;
-                if eager { engine.stats.eager += 1 } else { engine.stats.rendezvous += 1 }
-                post_call(c, engine.batches.get_mut(id).expect("the batch driven"), id, 0, msg, pay_len, eager);
+                let b = engine.batches.get_mut(id).expect("the batch driven");
+                post_call(c, b, CallRef { batch: id, index: 0 }, pay_len, &mut engine.next_msg, &mut engine.stats, engine.eager_limit);
                 engine.stats.solo += 1;
                 posted = true;
             }

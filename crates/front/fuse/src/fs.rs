@@ -55,11 +55,15 @@ pub struct MountOptions {
     /// Threads serving the kernel's requests (a request that waits for
     /// others, as rmdir for releases, leaves at least one free).
     pub threads: usize,
+    /// The kernel's writeback cache: small writes gathered in its page
+    /// cache and sent as pages; the kernel keeps files' sizes and times
+    /// and places appends itself (docs/posix.md says what that costs).
+    pub writeback_cache: bool,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { attr_timeout: Duration::from_secs(1), entry_timeout: Duration::from_secs(1), threads: 4 }
+        MountOptions { attr_timeout: Duration::from_secs(1), entry_timeout: Duration::from_secs(1), threads: 4, writeback_cache: false }
     }
 }
 
@@ -533,9 +537,19 @@ impl WeftFs {
     /// Open flags the mount honours: direct I/O passes through. Appends
     /// bypass the page cache too: through it the kernel may split one
     /// write(2) at a page boundary into two requests, and another
-    /// process's append could land between the halves.
-    pub(crate) fn fopen_flags(flags: i32) -> FopenFlags {
-        if flags & (libc::O_DIRECT | libc::O_APPEND) != 0 { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() }
+    /// process's append could land between the halves. Not under the
+    /// writeback cache, where the kernel places appends itself (and
+    /// moves a file's time only for writes through its cache).
+    pub(crate) fn fopen_flags(&self, flags: i32) -> FopenFlags {
+        let direct = if self.opts.writeback_cache { libc::O_DIRECT } else { libc::O_DIRECT | libc::O_APPEND };
+        if flags & direct != 0 { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() }
+    }
+
+    /// The open flags a handle keeps. Under the writeback cache the
+    /// kernel places appends at its own end of file and writes pages back
+    /// through any handle of the file: no handle's writes are appends here.
+    pub(crate) fn handle_flags(&self, flags: i32) -> i32 {
+        if self.opts.writeback_cache { flags & !libc::O_APPEND } else { flags }
     }
 }
 

@@ -255,6 +255,11 @@ impl Filesystem for WeftFs {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP) {
             tracing::info!(target: "weft::fuse", ?missing, "files opened for appending cannot be mapped shared");
         }
+        // Asked for (`--writeback-cache`): the kernel gathers small writes
+        // in its page cache and sends them as pages.
+        if self.opts.writeback_cache && config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE).is_err() {
+            tracing::warn!(target: "weft::fuse", "the kernel has no writeback cache for FUSE: writes go through as they come");
+        }
         if let Err(most) = config.set_max_readahead(4 << 20) {
             let _ = config.set_max_readahead(most);
         }
@@ -324,7 +329,7 @@ impl Filesystem for WeftFs {
                 // Seen at once, as the truncate's (not at the close).
                 self.change(&opener, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
             }
-            let h = Handle::new(file, flags.0, opener);
+            let h = Handle::new(file, self.handle_flags(flags.0), opener);
             h.wrote.store(truncated, Ordering::Relaxed);
             if write {
                 self.sizes.opened(ino.0, None);
@@ -335,7 +340,7 @@ impl Filesystem for WeftFs {
             self.closed(ino.0);
         }
         match r {
-            Ok(fh) => reply.opened(fh, Self::fopen_flags(flags.0)),
+            Ok(fh) => reply.opened(fh, self.fopen_flags(flags.0)),
             Err(e) => reply.error(e),
         }
     }
@@ -383,10 +388,10 @@ impl Filesystem for WeftFs {
                     self.held.made(file.attr());
                 }
             }
-            Ok((attr, self.keep(Handle::new(file, flags, opener))))
+            Ok((attr, self.keep(Handle::new(file, self.handle_flags(flags), opener))))
         })();
         match r {
-            Ok((a, fh)) => reply.created(&self.opts.entry_timeout, &a, Generation(0), fh, Self::fopen_flags(flags)),
+            Ok((a, fh)) => reply.created(&self.opts.entry_timeout, &a, Generation(0), fh, self.fopen_flags(flags)),
             Err(e) => reply.error(e),
         }
     }

@@ -204,8 +204,21 @@ fn fsx_child() {
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn random_operations_match_a_model_in_several_processes() {
-    let tc = TestCluster::start("fuse-fsx", 4);
-    let m = Mount::new(&tc, "mnt");
+    random_operations_on_a_mount("fuse-fsx", &[]);
+}
+
+/// The same under the kernel's writeback cache (`--writeback-cache`):
+/// the kernel keeps sizes and times and sends pages late, through any
+/// handle of the file.
+#[test]
+#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
+fn random_operations_match_a_model_under_the_writeback_cache() {
+    random_operations_on_a_mount("fuse-fsx-wbc", &["--writeback-cache"]);
+}
+
+fn random_operations_on_a_mount(name: &str, mount_args: &[&str]) {
+    let tc = TestCluster::start(name, 4);
+    let m = Mount::with_args(&tc, "mnt", mount_args);
     let dir = m.point.join("fsx");
     fs::create_dir(&dir).unwrap();
     weft_testkit::run_children("fsx_child", PROCESSES, &tc.lc.cluster_file(), &[("WEFT_FSX_DIR", dir.to_str().unwrap())]);

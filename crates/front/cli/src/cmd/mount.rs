@@ -19,6 +19,12 @@ pub struct MountArgs {
     /// Threads serving the kernel's requests.
     #[arg(long, default_value_t = 4)]
     threads: usize,
+    /// Let the kernel gather small writes in its page cache (much faster
+    /// small writes; sizes and times other clients change are not seen
+    /// while the kernel keeps the file, and appends are atomic only on
+    /// this node: for files this node alone writes; docs/posix.md).
+    #[arg(long = "writeback-cache")]
+    writeback_cache: bool,
     /// Run in the background: return once mounted (`weft umount` ends it).
     #[arg(long)]
     daemon: bool,
@@ -44,7 +50,7 @@ pub fn mount(cluster: Option<&Path>, a: MountArgs) -> Result<()> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
-    let opts = MountOptions { attr_timeout: secs("attr-timeout", a.attr_timeout)?, entry_timeout: secs("entry-timeout", a.entry_timeout)?, threads: a.threads };
+    let opts = MountOptions { attr_timeout: secs("attr-timeout", a.attr_timeout)?, entry_timeout: secs("entry-timeout", a.entry_timeout)?, threads: a.threads, writeback_cache: a.writeback_cache };
     if a.daemon {
         return daemonize(cluster, &a);
     }
@@ -161,6 +167,7 @@ fn daemonize(cluster: Option<&Path>, a: &MountArgs) -> Result<()> {
     cmd.arg("mount")
         .arg(&point)
         .args(["--attr-timeout", &a.attr_timeout.to_string(), "--entry-timeout", &a.entry_timeout.to_string(), "--threads", &a.threads.to_string()])
+        .args(a.writeback_cache.then_some("--writeback-cache"))
         .stdin(std::process::Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);

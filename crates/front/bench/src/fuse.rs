@@ -1,8 +1,9 @@
-//! Streaming through the FUSE mount (issue 12): fio writes 1 MiB blocks
-//! sequentially, fsync'd at the end, then reads them back cold (page cache
-//! dropped), with 1 and more jobs; the same on a local directory of the
-//! same disk, alternating, in the same run. Needs root (the mount, the
-//! cache drop) and fio.
+//! Streaming through the FUSE mount (issue 12): fio writes blocks (1 MiB,
+//! or `--bs`) sequentially, fsync'd at the end, then reads them back cold
+//! (page cache dropped), with 1 and more jobs; the same on a local
+//! directory of the same disk and, asked, through a second mount with the
+//! kernel's writeback cache (`--writeback-cache`), in turn, in the same
+//! run. Needs root (the mounts, the cache drop) and fio.
 
 use crate::{median, BenchCluster};
 use anyhow::{bail, Context, Result};
@@ -15,6 +16,10 @@ pub struct Params {
     pub jobs: Vec<usize>,
     /// Bytes written (and read) per run, split among the jobs.
     pub size: u64,
+    /// Bytes per write(2) and read(2).
+    pub block: u64,
+    /// Also through a mount with `--writeback-cache`.
+    pub writeback_cache: bool,
     pub repeats: usize,
 }
 
@@ -23,9 +28,15 @@ pub struct Row {
     pub jobs: usize,
     /// `write-fsync` or `read-cold`.
     pub op: &'static str,
+    pub block: u64,
     pub mount_mb_s: f64,
     pub local_mb_s: f64,
     pub ratio: f64,
+    /// Through the mount with `--writeback-cache`, when asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wbc_mb_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wbc_ratio: Option<f64>,
 }
 
 /// A `weft mount --daemon` of the bench cluster, unmounted when dropped.
@@ -33,9 +44,14 @@ pub(crate) struct Mounted(pub(crate) PathBuf);
 
 impl Mounted {
     pub(crate) fn new(weft_bin: &Path, bc: &BenchCluster) -> Result<Self> {
-        let point = bc.scratch.join("mnt");
+        Self::with_args(weft_bin, bc, "mnt", &[])
+    }
+
+    /// A mount at `name` in the scratch directory, with extra options.
+    pub(crate) fn with_args(weft_bin: &Path, bc: &BenchCluster, name: &str, args: &[&str]) -> Result<Self> {
+        let point = bc.scratch.join(name);
         std::fs::create_dir_all(&point)?;
-        let out = Command::new(weft_bin).arg("--cluster").arg(&bc.cluster_file).args(["mount", "--daemon"]).arg(&point).output().context("cannot run weft mount")?;
+        let out = Command::new(weft_bin).arg("--cluster").arg(&bc.cluster_file).args(["mount", "--daemon"]).args(args).arg(&point).output().context("cannot run weft mount")?;
         if !out.status.success() {
             bail!("weft mount failed (the FUSE benchmark needs root and /dev/fuse): {}", String::from_utf8_lossy(&out.stderr).trim());
         }
@@ -50,9 +66,10 @@ impl Drop for Mounted {
 }
 
 /// One fio run in `dir`; its aggregate bandwidth in MB/s.
-fn fio(dir: &Path, rw: &str, jobs: usize, size_per_job: u64) -> Result<f64> {
+fn fio(dir: &Path, rw: &str, jobs: usize, size_per_job: u64, block: u64) -> Result<f64> {
     let mut cmd = Command::new("fio");
-    cmd.args(["--name=stream", "--bs=1m", "--ioengine=psync", "--group_reporting", "--output-format=json", "--allow_file_create=1"])
+    cmd.args(["--name=stream", "--ioengine=psync", "--group_reporting", "--output-format=json", "--allow_file_create=1"])
+        .arg(format!("--bs={block}"))
         .arg(format!("--directory={}", dir.display()))
         .arg(format!("--rw={rw}"))
         .arg(format!("--numjobs={jobs}"))
@@ -74,28 +91,43 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
     if p.repeats == 0 || p.jobs.is_empty() || p.jobs.contains(&0) || p.size < (1 << 20) {
         bail!("repeats and job counts must be at least 1, and the size at least 1 MiB");
     }
+    if !(512..=16 << 20).contains(&p.block) || !p.block.is_multiple_of(512) {
+        bail!("--bs: from 512 bytes to 16 MiB, a multiple of 512");
+    }
     let mount = Mounted::new(weft_bin, bc)?;
+    let wbc = if p.writeback_cache { Some(Mounted::with_args(weft_bin, bc, "mnt-wbc", &["--writeback-cache"])?) } else { None };
     let local = bc.scratch.join("fuse-local");
+    // The places written, in turn: the mount, the local directory, and
+    // the mount with the writeback cache when asked.
+    let mut places = vec![("mount", mount.0.join("fuse-bench")), ("local", local)];
+    if let Some(w) = &wbc {
+        places.push(("mount --writeback-cache", w.0.join("fuse-bench")));
+    }
     let mut rows = Vec::new();
     for &jobs in &p.jobs {
         let per_job = (p.size / jobs as u64).max(1 << 20);
-        let mut rates = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+        // rates[op][place]
+        let mut rates = vec![vec![Vec::new(); places.len()]; 2];
         for rep in 0..p.repeats {
-            for side in if rep % 2 == 0 { [0, 1] } else { [1, 0] } {
-                let dir = if side == 0 { mount.0.join("fuse-bench") } else { local.clone() };
-                progress(&format!("jobs={jobs} round {}/{} {}", rep + 1, p.repeats, if side == 0 { "mount" } else { "local" }));
-                std::fs::create_dir_all(&dir)?;
-                rates[0][side].push(fio(&dir, "write", jobs, per_job)?);
+            // Each round starts at the next place, so none always goes first.
+            for k in 0..places.len() {
+                let side = (rep + k) % places.len();
+                let (what, dir) = &places[side];
+                progress(&format!("jobs={jobs} round {}/{} {what}", rep + 1, p.repeats));
+                std::fs::create_dir_all(dir)?;
+                rates[0][side].push(fio(dir, "write", jobs, per_job, p.block)?);
                 if !crate::sched::drop_caches() {
                     bail!("cold reads need root (to drop the page cache)");
                 }
-                rates[1][side].push(fio(&dir, "read", jobs, per_job)?);
-                std::fs::remove_dir_all(&dir)?;
+                rates[1][side].push(fio(dir, "read", jobs, per_job, p.block)?);
+                std::fs::remove_dir_all(dir)?;
             }
         }
         for (k, op) in ["write-fsync", "read-cold"].into_iter().enumerate() {
-            let (m, l) = (median(std::mem::take(&mut rates[k][0])), median(std::mem::take(&mut rates[k][1])));
-            rows.push(Row { jobs, op, mount_mb_s: m, local_mb_s: l, ratio: m / l });
+            let mut at = rates[k].iter_mut().map(|r| median(std::mem::take(r)));
+            let (m, l) = (at.next().unwrap_or(0.0), at.next().unwrap_or(0.0));
+            let w = at.next();
+            rows.push(Row { jobs, op, block: p.block, mount_mb_s: m, local_mb_s: l, ratio: m / l, wbc_mb_s: w, wbc_ratio: w.map(|w| w / l) });
         }
     }
     Ok(rows)
@@ -121,12 +153,26 @@ impl crate::experiment::Experiment for FuseStreaming<'_> {
 
     fn report(&self, rows: &[Row]) -> crate::experiment::Report {
         use crate::experiment::{f1, human_bytes};
-        let table = rows.iter().map(|r| vec![r.jobs.to_string(), r.op.to_string(), f1(r.mount_mb_s), f1(r.local_mb_s), format!("{:.2}", r.ratio)]).collect();
+        let wbc = self.params.writeback_cache;
+        let table = rows
+            .iter()
+            .map(|r| {
+                let mut row = vec![r.jobs.to_string(), r.op.to_string(), f1(r.mount_mb_s), f1(r.local_mb_s), format!("{:.2}", r.ratio)];
+                if let (Some(w), Some(ratio)) = (r.wbc_mb_s, r.wbc_ratio) {
+                    row.extend([f1(w), format!("{ratio:.2}")]);
+                }
+                row
+            })
+            .collect();
+        let mut head = vec!["jobs", "op", "mount MB/s", "local MB/s", "mount/local"];
+        if wbc {
+            head.extend(["--writeback-cache MB/s", "wbc/local"]);
+        }
         crate::experiment::Report::table(
-            format!("Streaming through the mount: fio, 1 MiB blocks, {} per run, median of {} (writes fsync'd at the end, reads cold)", human_bytes(self.params.size), self.params.repeats),
-            &["jobs", "op", "mount MB/s", "local MB/s", "mount/local"],
+            format!("Streaming through the mount: fio, {} blocks, {} per run, median of {} (writes fsync'd at the end, reads cold)", human_bytes(self.params.block), human_bytes(self.params.size), self.params.repeats),
+            &head,
             table,
         )
-        .note("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here)")
+        .note("(issue 12's targets: writes >= 0.8x local, cold reads >= 0.7x; a libfuse passthrough file system reached 0.44x here; issue 21's: 1 KiB writes >= 0.5x)")
     }
 }

@@ -8,8 +8,8 @@ use crate::handle::{lock, Handle};
 use crate::known::Known;
 use crate::local_sizes::LocalSizes;
 use crate::locks::PosixLocks;
-use crate::write_behind::WriteBehind;
-use fuser::{Errno, FileAttr, FileHandle, FileType, FopenFlags, INodeNo};
+use crate::write_behind::{Failures, WriteBehind};
+use fuser::{Errno, FileAttr, FileHandle, FileType, INodeNo};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -102,7 +102,7 @@ pub struct WeftFs {
     pub(crate) held: crate::held_attrs::HeldAttrs,
     /// Directories' attributes asked moments ago (see `dir_attrs`).
     pub(crate) dirs: crate::dir_attrs::DirAttrs,
-    pub(crate) handles: Mutex<HashMap<u64, Arc<Handle>>>,
+    pub(crate) handles: crate::handle::Handles,
     /// Open directories: their listing, taken once at opendir, so that
     /// readdir's offsets stay valid and a large directory is listed once.
     pub(crate) listings: Mutex<HashMap<u64, Arc<Listing>>>,
@@ -140,6 +140,10 @@ pub struct WeftFs {
 impl WeftFs {
     pub fn new(client: Client, opts: MountOptions) -> Self {
         let sizes = Arc::new(LocalSizes::new(opts.attr_timeout));
+        let handles = crate::handle::Handles::default();
+        // The kernel's writeback cache writes any process's pages through
+        // any handle of the file.
+        let failures = if opts.writeback_cache { Failures::PerFile(handles.clone()) } else { Failures::PerHandle };
         WeftFs {
             client: client.clone(),
             opts,
@@ -147,7 +151,7 @@ impl WeftFs {
             fresh: Mutex::new(crate::fresh_dirs::FreshDirs::new(opts.entry_timeout)),
             held: Default::default(),
             dirs: Default::default(),
-            handles: Mutex::new(HashMap::new()),
+            handles,
             listings: Mutex::new(HashMap::new()),
             open_inodes: Mutex::new(HashMap::new()),
             closes: std::sync::Condvar::new(),
@@ -159,7 +163,7 @@ impl WeftFs {
             notifier: Arc::new(std::sync::OnceLock::new()),
             callers: Mutex::new(HashMap::new()),
             groups_of_pid: Mutex::new(HashMap::new()),
-            writes: WriteBehind::new(sizes.clone()),
+            writes: WriteBehind::new(sizes.clone(), failures),
             sizes,
             next_fh: AtomicU64::new(1),
         }
@@ -524,32 +528,12 @@ impl WeftFs {
         FileHandle(fh)
     }
 
-
-
     /// EFBIG for bytes past the largest file Weft keeps.
     pub(crate) fn within_max_size(offset: u64, len: u64) -> Result<(), Errno> {
         match offset.checked_add(len) {
             Some(end) if end <= limits::MAX_FILE_END => Ok(()),
             _ => Err(Errno::EFBIG),
         }
-    }
-
-    /// Open flags the mount honours: direct I/O passes through. Appends
-    /// bypass the page cache too: through it the kernel may split one
-    /// write(2) at a page boundary into two requests, and another
-    /// process's append could land between the halves. Not under the
-    /// writeback cache, where the kernel places appends itself (and
-    /// moves a file's time only for writes through its cache).
-    pub(crate) fn fopen_flags(&self, flags: i32) -> FopenFlags {
-        let direct = if self.opts.writeback_cache { libc::O_DIRECT } else { libc::O_DIRECT | libc::O_APPEND };
-        if flags & direct != 0 { FopenFlags::FOPEN_DIRECT_IO } else { FopenFlags::empty() }
-    }
-
-    /// The open flags a handle keeps. Under the writeback cache the
-    /// kernel places appends at its own end of file and writes pages back
-    /// through any handle of the file: no handle's writes are appends here.
-    pub(crate) fn handle_flags(&self, flags: i32) -> i32 {
-        if self.opts.writeback_cache { flags & !libc::O_APPEND } else { flags }
     }
 }
 

@@ -8,6 +8,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The mount's open handles, by file handle number.
+pub(crate) type Handles = std::sync::Arc<Mutex<std::collections::HashMap<u64, std::sync::Arc<Handle>>>>;
+
 /// An open file of the mount.
 pub(crate) struct Handle {
     pub(crate) file: File,
@@ -16,6 +19,8 @@ pub(crate) struct Handle {
     pub(crate) sync: bool,
     /// Opened for writing (counted in the mount's local sizes).
     pub(crate) writer: bool,
+    /// Opened for writing only (O_WRONLY).
+    pub(crate) write_only: bool,
     /// Written through: its last close sets the file's mtime (data
     /// servers do not tell the metadata service of writes).
     pub(crate) wrote: std::sync::atomic::AtomicBool,
@@ -28,13 +33,19 @@ pub(crate) struct Handle {
     /// kernel's release carries no identity, and under root_squash the
     /// mount's own is `nobody`).
     pub(crate) opener: weft_client::Client,
+    /// Under the writeback cache, the kernel reads a page in before a
+    /// partial write through the writer's own handle, which may lack the
+    /// read right (a file its writer may not read): the mount's own read
+    /// handle of the file, opened at the first such read. The kernel never
+    /// gives that page to the writer (its handle cannot read).
+    pub(crate) page_reader: std::sync::OnceLock<File>,
 }
 
 impl Handle {
     pub(crate) fn new(file: File, flags: i32, opener: weft_client::Client) -> Self {
         let sync = flags & (libc::O_SYNC | libc::O_DSYNC) != 0;
         let writer = flags & libc::O_ACCMODE != libc::O_RDONLY;
-        Handle { file, append: flags & libc::O_APPEND != 0, sync, writer, wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener }
+        Handle { file, append: flags & libc::O_APPEND != 0, sync, writer, write_only: flags & libc::O_ACCMODE == libc::O_WRONLY, wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener, page_reader: std::sync::OnceLock::new() }
     }
 
     /// Records a queued write's failure for this handle's next write,

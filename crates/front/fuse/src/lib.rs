@@ -24,5 +24,6 @@ mod ops;
 mod pool;
 mod setattr;
 mod write_behind;
+mod writeback;
 
 pub use fs::{MountOptions, WeftFs};

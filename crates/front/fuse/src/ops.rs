@@ -104,7 +104,7 @@ impl Filesystem for WeftFs {
         // someone without CAP_FSETID), which it leaves to the file system.
         let drop_privileges = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && mtime.is_none() && _atime.is_none();
         let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0, drop_privileges };
-        let c = self.caller(req);
+        let c = self.setattr_caller(req, fh);
         let before = self.removals_mark();
         let r = self.set_attrs(&c, ino, wanted);
         self.dirs.changed(ino.0);
@@ -400,7 +400,7 @@ impl Filesystem for WeftFs {
         let r = self.handle(fh).and_then(|h| {
             self.writes.wait(h.file.attr().id.0);
             let mut buf = vec![0u8; size as usize];
-            let n = h.file.read_at(offset, &mut buf).map_err(|e| errno::of(&e))?;
+            let n = self.read_handle(&h, offset, &mut buf)?;
             buf.truncate(n);
             Ok(buf)
         });

@@ -114,9 +114,22 @@ impl WeftFs {
         }
         // The metadata service keeps one time, the mtime (atime is
         // reported equal to it); setting atime alone changes nothing.
+        if w.mtime.is_some() && self.opts.writeback_cache {
+            // The kernel's own times (its writeback cache keeps them) come
+            // at fsync and close: set after the file's queued writes, so a
+            // node that sees the new time sees the new bytes.
+            self.writes.wait(ino.0);
+        }
         match w.mtime {
             Some(TimeOrNow::SpecificTime(t)) => {
-                last = Some(self.change_sized(c, ino, AttrChange::Mtime(nanos(t))).map_err(owner_err)?);
+                let set = match self.change_sized(c, ino, AttrChange::Mtime(nanos(t))) {
+                    Err(refused) => match self.writer_time(&refused) {
+                        Some(now) => self.change_sized(c, ino, AttrChange::Mtime(now)).map_err(e),
+                        None => Err(owner_err(refused)),
+                    },
+                    set => set.map_err(owner_err),
+                };
+                last = Some(set?);
                 // A time set on purpose (cp -p, tar) stands: earlier
                 // writes through open handles no longer touch it.
                 for h in lock(&self.handles).values().filter(|h| h.file.attr().id.0 == ino.0) {

@@ -15,12 +15,16 @@
 //!   a size answered after a write's reply as newer than the write;
 //! * a write that failed is reported, as EIO or its own errno, by the next
 //!   write, fsync or close *of the handle that wrote it* (as the kernel's
-//!   page cache does), never to another process;
+//!   page cache does), never to another process; under the kernel's
+//!   writeback cache, which writes pages back through any handle of the
+//!   file, by the next of *every handle of the file open then*
+//!   ([`Failures::PerFile`], as the kernel reports a file's writeback
+//!   errors to each open file);
 //! * queued bytes are bounded (a writer waits for room), and handles opened
 //!   with O_SYNC or O_DSYNC write through.
 
 use crate::errno;
-use crate::handle::Handle;
+use crate::handle::{Handle, Handles};
 use crate::local_sizes::LocalSizes;
 use fuser::Errno;
 use std::collections::{HashMap, VecDeque};
@@ -71,7 +75,32 @@ pub(crate) struct WriteBehind {
     jobs: Pool,
     /// Grown by each write once queued; told of each that failed.
     sizes: Arc<LocalSizes>,
+    failures: Failures,
 }
+
+/// Who is told of a queued write that failed.
+#[derive(Clone)]
+pub(crate) enum Failures {
+    /// The handle that wrote it (each process writes through its own).
+    PerHandle,
+    /// Every handle of the file open when it failed (the kernel's
+    /// writeback cache writes any process's pages through any handle).
+    PerFile(Handles),
+}
+
+impl Failures {
+    fn record(&self, writer: &Handle, ino: u64, e: Errno) {
+        match self {
+            Failures::PerHandle => writer.fail(e),
+            Failures::PerFile(handles) => {
+                for h in crate::handle::lock(handles).values().filter(|h| h.file.attr().id.0 == ino) {
+                    h.fail(e);
+                }
+            }
+        }
+    }
+}
+
 
 fn guard(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -113,8 +142,8 @@ impl Drop for Done {
 }
 
 impl WriteBehind {
-    pub(crate) fn new(sizes: Arc<LocalSizes>) -> Self {
-        WriteBehind { state: Arc::new((Mutex::new(State::default()), Condvar::new())), jobs: Pool::new("weft-wb", THREADS), sizes }
+    pub(crate) fn new(sizes: Arc<LocalSizes>, failures: Failures) -> Self {
+        WriteBehind { state: Arc::new((Mutex::new(State::default()), Condvar::new())), jobs: Pool::new("weft-wb", THREADS), sizes, failures }
     }
 
     /// Queues `data` for `offset` of `h`'s file (inode `ino`) and returns
@@ -140,6 +169,7 @@ impl WriteBehind {
         let done = Done { state: self.state.clone(), ino, write };
         let writer = h.clone();
         let sizes = self.sizes.clone();
+        let failures = self.failures.clone();
         let job: Job = Box::new(move || {
             let _done = done;
             // Dropped before `_done` (declared after it): once the write is
@@ -148,7 +178,7 @@ impl WriteBehind {
             let writer = writer;
             if let Err(e) = writer.file.write_at(offset, &data) {
                 tracing::warn!(target: "weft::fuse", ino, offset, error = %e, "a queued write failed; reported at the handle's next write, fsync or close");
-                writer.fail(errno::of(&e));
+                failures.record(&writer, ino, errno::of(&e));
                 sizes.unknown(ino);
             }
         });
@@ -224,7 +254,7 @@ mod tests {
 
     #[test]
     fn a_wait_covers_the_writes_queued_before_it_and_no_later_ones() {
-        let wb = Arc::new(WriteBehind::new(Arc::new(LocalSizes::new(std::time::Duration::ZERO))));
+        let wb = Arc::new(WriteBehind::new(Arc::new(LocalSizes::new(std::time::Duration::ZERO)), Failures::PerHandle));
         let (m, _) = &*wb.state;
         let first = queue(&mut guard(m), 7);
         let mark = wb.mark();

@@ -152,3 +152,99 @@ fn a_users_open_handle_renews_after_the_mount_renames_and_removes_its_file() {
     let out = reader.join().unwrap();
     assert!(out.contains("read1 4096") && out.contains("read2 4096"), "the reader's handle failed after a rename or an unlink:\n{out}");
 }
+
+/// Under the kernel's writeback cache (`--writeback-cache`) the kernel
+/// sends a file's times as explicit ones at fsync and close, also for a
+/// writer who is not the owner, and reads a page in before a partial
+/// write through the writer's own handle, also one that may not read.
+/// A group member who may write a file but not read it (mode 0620)
+/// patches bytes in a page, truncates another file by opening it
+/// O_TRUNC, and touches a third, as on a local directory; an explicit
+/// time stays the owner's alone. (Without the mount's rules each of
+/// these failed with EPERM or EACCES.)
+#[test]
+#[ignore = "needs root: FUSE mounts and other users (make test runs it as root)"]
+fn a_writer_who_is_not_the_owner_writes_under_the_writeback_cache() {
+    let tc = TestCluster::start("fuse-users-wbc", 2);
+    let m = Mount::with_args(&tc, "mnt", &["--writeback-cache"]);
+    let local = tc.scratch("local");
+    fs::create_dir_all(&local).unwrap();
+    fs::set_permissions(&local, fs::Permissions::from_mode(0o755)).unwrap();
+    let pattern: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let run = |root: &Path| {
+        fs::create_dir(root.join("proj")).unwrap();
+        std::os::unix::fs::chown(root.join("proj"), Some(1001), Some(2000)).unwrap();
+        fs::set_permissions(root.join("proj"), fs::Permissions::from_mode(0o775)).unwrap();
+        for name in ["f", "g", "h"] {
+            fs::write(root.join("proj").join(name), &pattern).unwrap();
+            std::os::unix::fs::chown(root.join("proj").join(name), Some(1001), Some(2000)).unwrap();
+            fs::set_permissions(root.join("proj").join(name), fs::Permissions::from_mode(0o620)).unwrap();
+        }
+        let step = |uid: u32, groups: &str, script: &str| step(root, uid, groups, script);
+        let seen = vec![
+            step(1001, "", "touch -d 2020-01-01 proj/f proj/g proj/h && stat -c %Y proj/f"),
+            step(1002, "2000", "printf XYZ | dd of=proj/f bs=1 seek=4097 conv=notrunc,fsync status=none && echo patched; cat proj/f >/dev/null 2>&1 || echo no read"),
+            step(1002, "2000", "printf new > proj/g && echo truncated"),
+            step(1002, "2000", "touch proj/h && echo touched; touch -d 2021-01-01 proj/h 2>/dev/null || echo no explicit time"),
+            // The writer's times are the writes' own, not 2020's.
+            step(1001, "", "for x in f g h; do [ $(stat -c %Y proj/$x) -gt 1700000000 ] && echo $x moved; done; stat -c '%s %U' proj/f proj/g proj/h"),
+        ];
+        let bytes: Vec<Vec<u8>> = ["f", "g", "h"].iter().map(|n| fs::read(root.join("proj").join(n)).unwrap()).collect();
+        (seen, bytes)
+    };
+    let on_weft = run(&m.point);
+    let on_local = run(&local);
+    assert_eq!(on_weft.0, on_local.0);
+    assert!(on_weft.1 == on_local.1, "the files' bytes differ from the local directory's");
+    m.unmount();
+}
+
+/// Under root_squash and the writeback cache, the kernel's flusher sends
+/// a file's times as root (`nobody` to the service) through the handle it
+/// writes back through: the mount sets them as the user who opened that
+/// handle, so a `sync` while a user writes moves the file's time at the
+/// metadata service, where other nodes read it (as root they were
+/// refused, and the time stayed the old one until the close).
+#[test]
+#[ignore = "needs root: FUSE mounts and other users (make test runs it as root)"]
+fn the_flushers_times_act_as_the_writer_under_root_squash_and_the_writeback_cache() {
+    let spec = weft_launch::ClusterSpec { data_servers: 2, root_squash: true, ..weft_launch::ClusterSpec::default() };
+    let tc = TestCluster::start_spec("fuse-squash-wbc", spec);
+    let m = Mount::with_args(&tc, "mnt", &["--writeback-cache"]);
+    let marks = tc.scratch("marks");
+    fs::create_dir_all(&marks).unwrap();
+    fs::set_permissions(&marks, fs::Permissions::from_mode(0o777)).unwrap();
+    as_user(&m.point, 1001, "", "echo old > f && touch -d 2020-01-01 f");
+    let c = tc.client();
+    let old = c.stat("/f").unwrap().0.mtime_ns;
+    assert_eq!(old / 1_000_000_000, 1_577_836_800);
+    // The writer keeps its handle open until the test has synced, and
+    // closes no other descriptor of the file meanwhile (every close sends
+    // the times as the closer): bash builtins only, no fork, no
+    // redirection undone; it waits on a FIFO that never speaks.
+    let fifo = marks.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    fs::set_permissions(&fifo, fs::Permissions::from_mode(0o666)).unwrap();
+    let body = format!(
+        "exec 5<>{fifo} 3<>f 1>&3; printf abc; exec 4>{m}/written; n=0; while [ ! -e {m}/synced ] && [ $n -lt 600 ]; do read -t 0.05 -u 5; n=$((n+1)); done; exec 1>&- 3>&-",
+        fifo = fifo.display(),
+        m = marks.display()
+    );
+    fs::write(marks.join("writer.sh"), body).unwrap();
+    let script = format!("bash {}/writer.sh", marks.display());
+    let point = m.point.clone();
+    let writer = std::thread::spawn(move || as_user(&point, 1001, "", &script));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !marks.join("written").exists() {
+        assert!(std::time::Instant::now() < deadline, "the writer did not write");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    let synced = c.stat("/f").unwrap().0.mtime_ns;
+    fs::write(marks.join("synced"), b"").unwrap();
+    let out = writer.join().unwrap();
+    assert!(synced > old, "the flusher's time did not reach the metadata service while the writer wrote: {synced} ({out})");
+    assert_eq!(fs::read(m.point.join("f")).unwrap(), b"abc\n");
+    m.unmount();
+}

@@ -173,7 +173,7 @@ pub(super) enum Which {
         #[arg(long, default_value = "window")]
         meta_sync: String,
     },
-    /// Streaming through the FUSE mount (issue 12): fio 1 MiB sequential writes (fsync'd) and cold reads, mount vs local, same run. Needs root and fio.
+    /// Streaming through the FUSE mount (issue 12): fio sequential writes (fsync'd at the end) and cold reads, 1 MiB blocks unless --bs, mount vs local, same run. Needs root and fio.
     Fuse {
         #[command(flatten)]
         common: Common,
@@ -182,6 +182,12 @@ pub(super) enum Which {
         /// Bytes per run, split among the jobs.
         #[arg(long, default_value = "512m", value_parser = parse_size)]
         size: u64,
+        /// Bytes per write(2) and read(2) (4k to 16m; 1k for small writes).
+        #[arg(long, default_value = "1m", value_parser = parse_size)]
+        bs: u64,
+        /// Also through a second mount with `--writeback-cache`, in turn with the others.
+        #[arg(long = "writeback-cache")]
+        writeback_cache: bool,
         #[arg(long, default_value_t = 3)]
         repeats: usize,
         /// Data servers of a temporary cluster.

@@ -69,9 +69,9 @@ pub fn bench(cluster: Option<&Path>, a: BenchArgs) -> Result<()> {
             let params = md::Params { procs, threads, mount, files, repeats, shapes };
             run(&common, md::MdRates { exe, cluster: &make, shard_counts, params, sync_window_ms })?;
         }
-        Which::Fuse { common, jobs, size, repeats, servers } => {
+        Which::Fuse { common, jobs, size, bs, writeback_cache, repeats, servers } => {
             let bc = common.cluster(exe, cluster, servers)?;
-            run(&common, fuse::FuseStreaming { exe, cluster: &bc, params: fuse::Params { jobs, size, repeats } })?;
+            run(&common, fuse::FuseStreaming { exe, cluster: &bc, params: fuse::Params { jobs, size, block: bs, writeback_cache, repeats } })?;
         }
         Which::Job { common, servers, repeats, netns, mpiexec } => {
             if servers.is_empty() || servers.iter().any(|&n| n == 0 || n > 200) || repeats == 0 {

@@ -94,6 +94,9 @@ pub fn run(weft_bin: &Path, bc: &BenchCluster, p: &Params, progress: &dyn Fn(&st
     if !(512..=16 << 20).contains(&p.block) || !p.block.is_multiple_of(512) {
         bail!("--bs: from 512 bytes to 16 MiB, a multiple of 512");
     }
+    if let Some(&jobs) = p.jobs.iter().find(|&&j| (p.size / j as u64).max(1 << 20) < p.block) {
+        bail!("--bs {} is more than a job's share of --size at {jobs} jobs", p.block);
+    }
     let mount = Mounted::new(weft_bin, bc)?;
     let wbc = if p.writeback_cache { Some(Mounted::with_args(weft_bin, bc, "mnt-wbc", &["--writeback-cache"])?) } else { None };
     let local = bc.scratch.join("fuse-local");

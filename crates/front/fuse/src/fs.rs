@@ -134,6 +134,11 @@ pub struct WeftFs {
     pub(crate) groups_of_pid: Mutex<HashMap<u32, crate::identity::SeenGroups>>,
     /// Tells the kernel to drop cached pages (set once the session runs).
     pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// One is held while a file's size is asked and pushed to the kernel
+    /// (the writeback cache's opens, `writeback.rs`), and by a truncate of
+    /// it, which so never falls between the two: by inode, modulo their
+    /// number (see [`WeftFs::size_turn`]).
+    pub(crate) size_pushes: [Mutex<()>; 16],
     pub(crate) next_fh: AtomicU64,
 }
 
@@ -161,6 +166,7 @@ impl WeftFs {
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),
+            size_pushes: Default::default(),
             callers: Mutex::new(HashMap::new()),
             groups_of_pid: Mutex::new(HashMap::new()),
             writes: WriteBehind::new(sizes.clone(), failures),
@@ -526,6 +532,12 @@ impl WeftFs {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, Arc::new(h));
         FileHandle(fh)
+    }
+
+    /// The turn to ask inode `ino`'s size and push it to the kernel, or to
+    /// truncate it (see `size_pushes`).
+    pub(crate) fn size_turn(&self, ino: u64) -> std::sync::MutexGuard<'_, ()> {
+        lock(&self.size_pushes[(ino % self.size_pushes.len() as u64) as usize])
     }
 
     /// EFBIG for bytes past the largest file Weft keeps.

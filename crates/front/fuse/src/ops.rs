@@ -104,7 +104,8 @@ impl Filesystem for WeftFs {
         // someone without CAP_FSETID), which it leaves to the file system.
         let drop_privileges = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && mtime.is_none() && _atime.is_none();
         let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0, drop_privileges };
-        let c = self.setattr_caller(req, fh);
+        let times_only = mtime.is_some() && mode.is_none() && uid.is_none() && gid.is_none() && size.is_none();
+        let c = self.setattr_caller(req, fh, times_only);
         let before = self.removals_mark();
         let r = self.set_attrs(&c, ino, wanted);
         self.dirs.changed(ino.0);
@@ -330,6 +331,9 @@ impl Filesystem for WeftFs {
                 self.change(&opener, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
             }
             let h = Handle::new(file, self.handle_flags(flags.0), opener);
+            if !truncated {
+                self.push_size(ino, &h);
+            }
             h.wrote.store(truncated, Ordering::Relaxed);
             if write {
                 self.sizes.opened(ino.0, None);

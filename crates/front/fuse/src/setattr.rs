@@ -65,6 +65,9 @@ impl WeftFs {
         }
         if let Some(s) = w.size {
             Self::within_max_size(s, 0)?;
+            // No size pushed to the kernel from before this truncate
+            // after it (`push_size`).
+            let _turn = self.size_turn(ino.0);
             let ask = self.sizes.ask();
             // After the writes queued before it.
             self.writes.wait(ino.0);

@@ -17,9 +17,10 @@
 //!   write, fsync or close *of the handle that wrote it* (as the kernel's
 //!   page cache does), never to another process; under the kernel's
 //!   writeback cache, which writes pages back through any handle of the
-//!   file, by the next of *every handle of the file open then*
-//!   ([`Failures::PerFile`], as the kernel reports a file's writeback
-//!   errors to each open file);
+//!   file, by the next fsync or close of *every handle of the file open
+//!   then* ([`Failures::PerFile`], as the kernel reports a file's
+//!   writeback errors to each open file), and never by a write (one
+//!   refused would lose the page it writes back);
 //! * queued bytes are bounded (a writer waits for room), and handles opened
 //!   with O_SYNC or O_DSYNC write through.
 
@@ -149,7 +150,12 @@ impl WriteBehind {
     /// Queues `data` for `offset` of `h`'s file (inode `ino`) and returns
     /// once it is queued; reports an earlier failed write of `h` instead.
     pub(crate) fn write(&self, h: Arc<Handle>, ino: u64, offset: u64, data: Vec<u8>) -> Result<usize, Errno> {
-        h.take_error()?;
+        // Under the writeback cache a write is the kernel writing back any
+        // process's pages: refused, that page would be marked clean and
+        // lost. The failure waits for an fsync or close.
+        if matches!(self.failures, Failures::PerHandle) {
+            h.take_error()?;
+        }
         let len = data.len();
         let end = offset.checked_add(len as u64).ok_or(Errno::EFBIG)?;
         let (m, cond) = &*self.state;

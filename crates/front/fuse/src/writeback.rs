@@ -1,8 +1,10 @@
 //! What the kernel's writeback cache (`weft mount --writeback-cache`)
 //! asks of the mount beyond its usual requests: the kernel gathers small
 //! writes in its page cache, places appends itself, reads a page in
-//! before a partial write through the writer's own handle, and keeps each
-//! file's times, which it sends as explicit times at fsync and close.
+//! before a partial write through the writer's own handle, keeps each
+//! file's times, which it sends as explicit times at fsync and close, and
+//! keeps each file's size, taking none from the mount but what an open
+//! pushes.
 //! (Failures of pages written back are per file: `write_behind.rs`.)
 
 use crate::errno;
@@ -24,10 +26,12 @@ impl WeftFs {
     }
 
     /// The open flags a handle keeps. Under the writeback cache the
-    /// kernel places appends at its own end of file and writes pages back
-    /// through any handle of the file: no handle's writes are appends here.
+    /// kernel places appends at its own end of file, writes pages back
+    /// through any handle of the file, and makes O_SYNC writes durable by
+    /// an fsync of their own: no handle's writes are appends or written
+    /// through here.
     pub(crate) fn handle_flags(&self, flags: i32) -> i32 {
-        if self.opts.writeback_cache { flags & !libc::O_APPEND } else { flags }
+        if self.opts.writeback_cache { flags & !(libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC) } else { flags }
     }
 
     /// Reads `buf.len()` bytes at `offset` of `h`'s file. A handle opened
@@ -57,16 +61,61 @@ impl WeftFs {
         }
     }
 
-    /// Whom a setattr through handle `fh` acts as. Under the writeback
-    /// cache the kernel's flusher sends a file's times with uid 0 and the
-    /// handle it writes through; where root is `nobody` (root_squash) it
-    /// acts as the user who opened that handle.
-    pub(crate) fn setattr_caller(&self, req: &Request, fh: Option<FileHandle>) -> Client {
-        let squashed = req.uid() == 0 && self.client.cluster().root_squash;
-        match fh.filter(|_| squashed && self.opts.writeback_cache).map(|fh| self.handle(fh)) {
-            Some(Ok(h)) if h.writer => h.opener.clone(),
-            _ => self.caller(req),
+    /// Under the writeback cache the kernel keeps each file's size and
+    /// takes none from the mount's answers, so a file another node grew
+    /// since this kernel cached it would read short here, and a partial
+    /// write past its old end would write zeros over the other node's
+    /// bytes. At each open (but one that truncates) the size the data
+    /// servers have now is pushed to the kernel: the file's last byte,
+    /// stored at its place, grows the kernel's size to the servers' and
+    /// never shrinks it (a store of no bytes changes no size). Close to
+    /// open so holds for files other nodes grow; one another node shrank
+    /// keeps its larger size here. Not while this mount has the file open
+    /// for writing: the kernel may hold pages not yet written back, and
+    /// its size is the newer. In the inode's `size_turn`, so that a
+    /// truncate here never falls between the size asked and the push.
+    pub(crate) fn push_size(&self, ino: INodeNo, h: &Handle) {
+        let Some(notifier) = self.notifier.get().filter(|_| self.opts.writeback_cache) else { return };
+        if crate::handle::lock(&self.handles).values().any(|o| o.writer && o.file.id().0 == ino.0) {
+            return;
         }
+        let _turn = self.size_turn(ino.0);
+        let size = match h.file.size() {
+            Ok(size) => size,
+            // The open stands; its reads meet the same failure.
+            Err(e) => return tracing::debug!(target: "weft::fuse", ino = ino.0, error = %e, "no size to push to the kernel at an open"),
+        };
+        let Some(at) = size.checked_sub(1) else { return };
+        let mut last = [0u8; 1];
+        match self.read_handle(h, at, &mut last) {
+            Ok(1) => {
+                if let Err(e) = notifier.store(ino, at, &last) {
+                    tracing::debug!(target: "weft::fuse", ino = ino.0, error = %e, "the kernel took no size at an open");
+                }
+            }
+            r => tracing::debug!(target: "weft::fuse", ino = ino.0, ?r, "no last byte to push to the kernel at an open"),
+        }
+    }
+
+    /// Whom a setattr through handle `fh` acts as. Under the writeback
+    /// cache the kernel sends a file's times (its own, kept since the
+    /// writes) at any close or fsync of the file, a reader's too, with
+    /// that caller's uid and the handle it writes back through, and from
+    /// its flusher as root: a change of times alone through a write
+    /// handle acts as the user who opened that handle, whose writes the
+    /// times are (else a reader's close failed with EACCES). So does any
+    /// change through a write handle by root where root is `nobody`
+    /// (root_squash); root otherwise stays root.
+    pub(crate) fn setattr_caller(&self, req: &Request, fh: Option<FileHandle>, times_only: bool) -> Client {
+        let root = req.uid() == 0;
+        let squashed = root && self.client.cluster().root_squash;
+        if self.opts.writeback_cache && ((times_only && !root) || squashed)
+            && let Some(Ok(h)) = fh.map(|fh| self.handle(fh))
+            && h.writer
+        {
+            return h.opener.clone();
+        }
+        self.caller(req)
     }
 
     /// The time a setattr sets, when the service refused the explicit

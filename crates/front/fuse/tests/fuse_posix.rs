@@ -403,8 +403,10 @@ fn changes_through_a_descriptor_follow_the_file_not_its_old_name() {
 /// the one that wrote them: a queued write that fails is reported to
 /// every handle of the file open then, so the fsync of the handle that
 /// wrote fails (as the kernel reports a file's writeback errors to each
-/// open file), and so does the other handle's close. The failure: bytes
-/// past what the data servers' file system keeps (ext4: 16 TiB).
+/// open file; reported to the handle it went through alone, it did not),
+/// and so does the other handle's close. The failure: bytes past what
+/// the data servers' file system keeps (ext4: 16 TiB; elsewhere the test
+/// has nothing to fail and says so).
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn a_failed_write_back_is_reported_to_the_handle_that_wrote_under_the_writeback_cache() {

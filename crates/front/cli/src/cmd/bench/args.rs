@@ -182,7 +182,7 @@ pub(super) enum Which {
         /// Bytes per run, split among the jobs.
         #[arg(long, default_value = "512m", value_parser = parse_size)]
         size: u64,
-        /// Bytes per write(2) and read(2) (4k to 16m; 1k for small writes).
+        /// Bytes per write(2) and read(2): 512 to 16m, a multiple of 512 (1k for small writes).
         #[arg(long, default_value = "1m", value_parser = parse_size)]
         bs: u64,
         /// Also through a second mount with `--writeback-cache`, in turn with the others.

@@ -217,6 +217,13 @@ impl WeftFs {
         lock(&self.known).counted(ino, path);
     }
 
+    /// [`WeftFs::counted`] for an entry given with attributes `a`: a new
+    /// inode of a file takes its size from them (see `Known::size_basis`).
+    pub(crate) fn counted_attr(&self, a: &FileAttr, path: &str) {
+        let basis = (a.kind == FileType::RegularFile).then(|| crate::attrs::nanos(a.mtime));
+        lock(&self.known).counted_sized(a.ino.0, path, basis);
+    }
+
     /// `path`'s attributes, asked as the user behind the request (`c`,
     /// from [`WeftFs::caller`]).
     pub(crate) fn stat(&self, c: &weft_client::Client, path: &str) -> Result<FileAttr, Errno> {

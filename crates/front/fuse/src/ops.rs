@@ -30,7 +30,7 @@ impl Filesystem for WeftFs {
             }
             let (mark, asked) = (self.dirs.mark(), std::time::Instant::now());
             let a = self.stat(&self.caller(req), &p)?;
-            self.counted(a.ino.0, &p);
+            self.counted_attr(&a, &p);
             // A directory's, kept as a getattr's would be (`rm -rf` looks
             // each directory up, then removes what it holds).
             self.dirs.learned(&a, mark, asked);
@@ -383,7 +383,7 @@ impl Filesystem for WeftFs {
             {
                 attr = a;
             }
-            self.counted(attr.ino.0, &path);
+            self.counted_attr(&attr, &path);
             if flags & libc::O_ACCMODE != libc::O_RDONLY {
                 // A file this create made is empty (one it opened: asked later).
                 self.sizes.opened(attr.ino.0, (flags & libc::O_EXCL != 0).then_some(0));
@@ -644,7 +644,7 @@ impl Filesystem for WeftFs {
             // Every entry given but "." and ".." is a kernel reference, to
             // the inode given (a fresh stat may have found another there).
             if let Some(path) = &e.path {
-                self.counted(attr.ino.0, path);
+                self.counted_attr(&attr, path);
             }
         }
         reply.ok();

@@ -70,12 +70,19 @@ impl WeftFs {
     /// stored at its place, grows the kernel's size to the servers' and
     /// never shrinks it (a store of no bytes changes no size). Close to
     /// open so holds for files other nodes grow; one another node shrank
-    /// keeps its larger size here. Not while this mount has the file open
-    /// for writing: the kernel may hold pages not yet written back, and
-    /// its size is the newer. In the inode's `size_turn`, so that a
+    /// keeps its larger size here. Not when the file's mtime is the one it
+    /// had when the kernel took its size (see `Known::size_basis`: the
+    /// usual open, no round trip), nor while this mount has the file open
+    /// for writing (the kernel may hold pages not yet written back, and
+    /// its size is the newer). In the inode's `size_turn`, so that a
     /// truncate here never falls between the size asked and the push.
     pub(crate) fn push_size(&self, ino: INodeNo, h: &Handle) {
         let Some(notifier) = self.notifier.get().filter(|_| self.opts.writeback_cache) else { return };
+        // Unchanged since the kernel took its size (the usual open).
+        let mtime = h.file.attr().mtime_ns;
+        if crate::handle::lock(&self.known).size_basis(ino.0) == Some(mtime) {
+            return;
+        }
         if crate::handle::lock(&self.handles).values().any(|o| o.writer && o.file.id().0 == ino.0) {
             return;
         }
@@ -85,14 +92,13 @@ impl WeftFs {
             // The open stands; its reads meet the same failure.
             Err(e) => return tracing::debug!(target: "weft::fuse", ino = ino.0, error = %e, "no size to push to the kernel at an open"),
         };
-        let Some(at) = size.checked_sub(1) else { return };
+        let Some(at) = size.checked_sub(1) else { return crate::handle::lock(&self.known).took_size(ino.0, mtime) };
         let mut last = [0u8; 1];
         match self.read_handle(h, at, &mut last) {
-            Ok(1) => {
-                if let Err(e) = notifier.store(ino, at, &last) {
-                    tracing::debug!(target: "weft::fuse", ino = ino.0, error = %e, "the kernel took no size at an open");
-                }
-            }
+            Ok(1) => match notifier.store(ino, at, &last) {
+                Ok(()) => crate::handle::lock(&self.known).took_size(ino.0, mtime),
+                Err(e) => tracing::debug!(target: "weft::fuse", ino = ino.0, error = %e, "the kernel took no size at an open"),
+            },
             r => tracing::debug!(target: "weft::fuse", ino = ino.0, ?r, "no last byte to push to the kernel at an open"),
         }
     }

@@ -134,11 +134,6 @@ pub struct WeftFs {
     pub(crate) groups_of_pid: Mutex<HashMap<u32, crate::identity::SeenGroups>>,
     /// Tells the kernel to drop cached pages (set once the session runs).
     pub(crate) notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
-    /// One is held while a file's size is asked and pushed to the kernel
-    /// (the writeback cache's opens, `writeback.rs`), and by a truncate of
-    /// it, which so never falls between the two: by inode, modulo their
-    /// number (see [`WeftFs::size_turn`]).
-    pub(crate) size_pushes: [Mutex<()>; 16],
     pub(crate) next_fh: AtomicU64,
 }
 
@@ -166,7 +161,6 @@ impl WeftFs {
             locks: Arc::new(PosixLocks::new(client.clone())),
             lock_waiters: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             notifier: Arc::new(std::sync::OnceLock::new()),
-            size_pushes: Default::default(),
             callers: Mutex::new(HashMap::new()),
             groups_of_pid: Mutex::new(HashMap::new()),
             writes: WriteBehind::new(sizes.clone(), failures),
@@ -215,13 +209,6 @@ impl WeftFs {
     /// forgets later).
     pub(crate) fn counted(&self, ino: u64, path: &str) {
         lock(&self.known).counted(ino, path);
-    }
-
-    /// [`WeftFs::counted`] for an entry given with attributes `a`: a new
-    /// inode of a file takes its size from them (see `Known::size_basis`).
-    pub(crate) fn counted_attr(&self, a: &FileAttr, path: &str) {
-        let basis = (a.kind == FileType::RegularFile).then(|| crate::attrs::nanos(a.mtime));
-        lock(&self.known).counted_sized(a.ino.0, path, basis);
     }
 
     /// `path`'s attributes, asked as the user behind the request (`c`,
@@ -539,12 +526,6 @@ impl WeftFs {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, Arc::new(h));
         FileHandle(fh)
-    }
-
-    /// The turn to ask inode `ino`'s size and push it to the kernel, or to
-    /// truncate it (see `size_pushes`).
-    pub(crate) fn size_turn(&self, ino: u64) -> std::sync::MutexGuard<'_, ()> {
-        lock(&self.size_pushes[(ino % self.size_pushes.len() as u64) as usize])
     }
 
     /// EFBIG for bytes past the largest file Weft keeps.

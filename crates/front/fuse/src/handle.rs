@@ -15,7 +15,8 @@ pub(crate) type Handles = std::sync::Arc<Mutex<std::collections::HashMap<u64, st
 pub(crate) struct Handle {
     pub(crate) file: File,
     pub(crate) append: bool,
-    /// O_SYNC / O_DSYNC: writes are answered once the servers have them.
+    /// O_SYNC / O_DSYNC: writes are answered once the servers have them
+    /// (under the writeback cache, direct I/O handles only: `writeback.rs`).
     pub(crate) sync: bool,
     /// Opened for writing (counted in the mount's local sizes).
     pub(crate) writer: bool,

@@ -19,10 +19,6 @@ struct Entry {
     path: Option<String>,
     /// The kernel's references.
     lookups: u64,
-    /// The file's mtime when the kernel's inode last took its size from
-    /// the mount (its first entry, or an open's push under the writeback
-    /// cache, which keeps the kernel's own size: `writeback.rs`).
-    size_basis: Option<i64>,
 }
 
 #[derive(Debug)]
@@ -34,7 +30,7 @@ pub(crate) struct Known {
 impl Known {
     pub(crate) fn new() -> Self {
         let mut k = Known { by_ino: HashMap::new(), by_path: BTreeMap::new() };
-        k.by_ino.insert(ROOT, Entry { path: Some("/".into()), lookups: 1, size_basis: None });
+        k.by_ino.insert(ROOT, Entry { path: Some("/".into()), lookups: 1 });
         k.by_path.insert("/".into(), ROOT);
         k
     }
@@ -50,29 +46,8 @@ impl Known {
     /// The kernel was given an entry for `ino` at `path`: one more
     /// reference.
     pub(crate) fn counted(&mut self, ino: u64, path: &str) {
-        self.counted_sized(ino, path, None);
-    }
-
-    /// [`Known::counted`] for an entry given with the attributes of a
-    /// file of mtime `mtime_ns`: a new inode takes its size from them.
-    pub(crate) fn counted_sized(&mut self, ino: u64, path: &str, mtime_ns: Option<i64>) {
-        let e = self.by_ino.entry(ino).or_insert(Entry { path: None, lookups: 0, size_basis: mtime_ns });
-        e.lookups += 1;
+        self.by_ino.entry(ino).or_insert(Entry { path: None, lookups: 0 }).lookups += 1;
         self.set_path(ino, path);
-    }
-
-    /// The file's mtime when the kernel's inode of `ino` last took its
-    /// size from the mount, if known.
-    pub(crate) fn size_basis(&self, ino: u64) -> Option<i64> {
-        self.by_ino.get(&ino).and_then(|e| e.size_basis)
-    }
-
-    /// The kernel's inode of `ino` took the size of the file at mtime
-    /// `mtime_ns`.
-    pub(crate) fn took_size(&mut self, ino: u64, mtime_ns: i64) {
-        if let Some(e) = self.by_ino.get_mut(&ino) {
-            e.size_basis = Some(mtime_ns);
-        }
     }
 
     /// `ino` is at `path` now, if the kernel knows it.

@@ -30,7 +30,7 @@ impl Filesystem for WeftFs {
             }
             let (mark, asked) = (self.dirs.mark(), std::time::Instant::now());
             let a = self.stat(&self.caller(req), &p)?;
-            self.counted_attr(&a, &p);
+            self.counted(a.ino.0, &p);
             // A directory's, kept as a getattr's would be (`rm -rf` looks
             // each directory up, then removes what it holds).
             self.dirs.learned(&a, mark, asked);
@@ -105,9 +105,15 @@ impl Filesystem for WeftFs {
         let drop_privileges = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && mtime.is_none() && _atime.is_none();
         let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0, drop_privileges };
         let times_only = mtime.is_some() && mode.is_none() && uid.is_none() && gid.is_none() && size.is_none();
-        let c = self.setattr_caller(req, fh, times_only);
+        let mut c = self.setattr_caller(req, fh);
         let before = self.removals_mark();
-        let r = self.set_attrs(&c, ino, wanted);
+        let mut r = self.set_attrs(&c, ino, wanted);
+        if matches!(r, Err(Errno::EACCES | Errno::EPERM))
+            && let Some(writer) = self.times_writer(fh, times_only)
+        {
+            c = writer;
+            r = self.set_attrs(&c, ino, wanted);
+        }
         self.dirs.changed(ino.0);
         // The link count the change answered with may count a set-aside
         // name removed meanwhile: asked again (see `attrs_settled`).
@@ -331,9 +337,6 @@ impl Filesystem for WeftFs {
                 self.change(&opener, ino, AttrChange::Mtime(weft_client::TIME_NOW)).map_err(|e| errno::of(&e))?;
             }
             let h = Handle::new(file, self.handle_flags(flags.0), opener);
-            if !truncated {
-                self.push_size(ino, &h);
-            }
             h.wrote.store(truncated, Ordering::Relaxed);
             if write {
                 self.sizes.opened(ino.0, None);
@@ -383,7 +386,7 @@ impl Filesystem for WeftFs {
             {
                 attr = a;
             }
-            self.counted_attr(&attr, &path);
+            self.counted(attr.ino.0, &path);
             if flags & libc::O_ACCMODE != libc::O_RDONLY {
                 // A file this create made is empty (one it opened: asked later).
                 self.sizes.opened(attr.ino.0, (flags & libc::O_EXCL != 0).then_some(0));
@@ -644,7 +647,7 @@ impl Filesystem for WeftFs {
             // Every entry given but "." and ".." is a kernel reference, to
             // the inode given (a fresh stat may have found another there).
             if let Some(path) = &e.path {
-                self.counted_attr(&attr, path);
+                self.counted(attr.ino.0, path);
             }
         }
         reply.ok();

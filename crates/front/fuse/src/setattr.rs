@@ -11,6 +11,7 @@ use weft_client::{AttrChange, Client, FileKind};
 
 /// What one setattr asks to change (the kernel's optional fields; atime
 /// and the BSD-only ones are not kept).
+#[derive(Clone, Copy)]
 pub(crate) struct Wanted {
     pub mode: Option<u32>,
     pub uid: Option<u32>,
@@ -65,9 +66,6 @@ impl WeftFs {
         }
         if let Some(s) = w.size {
             Self::within_max_size(s, 0)?;
-            // No size pushed to the kernel from before this truncate
-            // after it (`push_size`).
-            let _turn = self.size_turn(ino.0);
             let ask = self.sizes.ask();
             // After the writes queued before it.
             self.writes.wait(ino.0);

@@ -22,7 +22,8 @@
 //!   writeback errors to each open file), and never by a write (one
 //!   refused would lose the page it writes back);
 //! * queued bytes are bounded (a writer waits for room), and handles opened
-//!   with O_SYNC or O_DSYNC write through.
+//!   with O_SYNC or O_DSYNC write through (under the writeback cache only
+//!   direct I/O ones: the kernel makes the others durable by an fsync).
 
 use crate::errno;
 use crate::handle::{Handle, Handles};

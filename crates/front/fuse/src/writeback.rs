@@ -1,10 +1,9 @@
 //! What the kernel's writeback cache (`weft mount --writeback-cache`)
 //! asks of the mount beyond its usual requests: the kernel gathers small
 //! writes in its page cache, places appends itself, reads a page in
-//! before a partial write through the writer's own handle, keeps each
-//! file's times, which it sends as explicit times at fsync and close, and
-//! keeps each file's size, taking none from the mount but what an open
-//! pushes.
+//! before a partial write through the writer's own handle, and keeps each
+//! file's size and times, which it sends as explicit times at fsync and
+//! close.
 //! (Failures of pages written back are per file: `write_behind.rs`.)
 
 use crate::errno;
@@ -28,10 +27,15 @@ impl WeftFs {
     /// The open flags a handle keeps. Under the writeback cache the
     /// kernel places appends at its own end of file, writes pages back
     /// through any handle of the file, and makes O_SYNC writes durable by
-    /// an fsync of their own: no handle's writes are appends or written
-    /// through here.
+    /// an fsync of their own: no handle's writes are appends here, nor
+    /// written through but for direct I/O (which bypasses the cache).
     pub(crate) fn handle_flags(&self, flags: i32) -> i32 {
-        if self.opts.writeback_cache { flags & !(libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC) } else { flags }
+        match self.opts.writeback_cache {
+            false => flags,
+            // Direct I/O bypasses the cache, and its O_SYNC with it.
+            true if flags & libc::O_DIRECT != 0 => flags & !libc::O_APPEND,
+            true => flags & !(libc::O_APPEND | libc::O_SYNC | libc::O_DSYNC),
+        }
     }
 
     /// Reads `buf.len()` bytes at `offset` of `h`'s file. A handle opened
@@ -61,67 +65,30 @@ impl WeftFs {
         }
     }
 
-    /// Under the writeback cache the kernel keeps each file's size and
-    /// takes none from the mount's answers, so a file another node grew
-    /// since this kernel cached it would read short here, and a partial
-    /// write past its old end would write zeros over the other node's
-    /// bytes. At each open (but one that truncates) the size the data
-    /// servers have now is pushed to the kernel: the file's last byte,
-    /// stored at its place, grows the kernel's size to the servers' and
-    /// never shrinks it (a store of no bytes changes no size). Close to
-    /// open so holds for files other nodes grow; one another node shrank
-    /// keeps its larger size here. Not when the file's mtime is the one it
-    /// had when the kernel took its size (see `Known::size_basis`: the
-    /// usual open, no round trip), nor while this mount has the file open
-    /// for writing (the kernel may hold pages not yet written back, and
-    /// its size is the newer). In the inode's `size_turn`, so that a
-    /// truncate here never falls between the size asked and the push.
-    pub(crate) fn push_size(&self, ino: INodeNo, h: &Handle) {
-        let Some(notifier) = self.notifier.get().filter(|_| self.opts.writeback_cache) else { return };
-        // Unchanged since the kernel took its size (the usual open).
-        let mtime = h.file.attr().mtime_ns;
-        if crate::handle::lock(&self.known).size_basis(ino.0) == Some(mtime) {
-            return;
-        }
-        if crate::handle::lock(&self.handles).values().any(|o| o.writer && o.file.id().0 == ino.0) {
-            return;
-        }
-        let _turn = self.size_turn(ino.0);
-        let size = match h.file.size() {
-            Ok(size) => size,
-            // The open stands; its reads meet the same failure.
-            Err(e) => return tracing::debug!(target: "weft::fuse", ino = ino.0, error = %e, "no size to push to the kernel at an open"),
-        };
-        let Some(at) = size.checked_sub(1) else { return crate::handle::lock(&self.known).took_size(ino.0, mtime) };
-        let mut last = [0u8; 1];
-        match self.read_handle(h, at, &mut last) {
-            Ok(1) => match notifier.store(ino, at, &last) {
-                Ok(()) => crate::handle::lock(&self.known).took_size(ino.0, mtime),
-                Err(e) => tracing::debug!(target: "weft::fuse", ino = ino.0, error = %e, "the kernel took no size at an open"),
-            },
-            r => tracing::debug!(target: "weft::fuse", ino = ino.0, ?r, "no last byte to push to the kernel at an open"),
+    /// Whom a setattr through handle `fh` acts as: the user behind it, or,
+    /// under the writeback cache, where root is `nobody` (root_squash),
+    /// root's change through a write handle (the kernel's flusher sends a
+    /// file's times as root with the handle it writes back through) acts
+    /// as the user who opened that handle.
+    pub(crate) fn setattr_caller(&self, req: &Request, fh: Option<FileHandle>) -> Client {
+        let squashed = req.uid() == 0 && self.client.cluster().root_squash;
+        match fh.filter(|_| squashed && self.opts.writeback_cache).map(|fh| self.handle(fh)) {
+            Some(Ok(h)) if h.writer => h.opener.clone(),
+            _ => self.caller(req),
         }
     }
 
-    /// Whom a setattr through handle `fh` acts as. Under the writeback
-    /// cache the kernel sends a file's times (its own, kept since the
-    /// writes) at any close or fsync of the file, a reader's too, with
-    /// that caller's uid and the handle it writes back through, and from
-    /// its flusher as root: a change of times alone through a write
-    /// handle acts as the user who opened that handle, whose writes the
-    /// times are (else a reader's close failed with EACCES). So does any
-    /// change through a write handle by root where root is `nobody`
-    /// (root_squash); root otherwise stays root.
-    pub(crate) fn setattr_caller(&self, req: &Request, fh: Option<FileHandle>, times_only: bool) -> Client {
-        let root = req.uid() == 0;
-        let squashed = root && self.client.cluster().root_squash;
-        if self.opts.writeback_cache && ((times_only && !root) || squashed)
-            && let Some(Ok(h)) = fh.map(|fh| self.handle(fh))
-            && h.writer
-        {
-            return h.opener.clone();
-        }
-        self.caller(req)
+    /// Whom a change of times alone through write handle `fh`, refused to
+    /// its caller, is made as again. Under the writeback cache the kernel
+    /// sends a file's times (its own, kept since the writes) at any close
+    /// or fsync of the file while writes left them unsent, a reader's too,
+    /// with that caller's uid and the handle it writes back through (of the
+    /// latest writer to open the file): the user who opened that handle,
+    /// whose writes the times are (else a reader's close failed with
+    /// EACCES). `None`: the refusal stands.
+    pub(crate) fn times_writer(&self, fh: Option<FileHandle>, times_only: bool) -> Option<Client> {
+        let h = fh.filter(|_| times_only && self.opts.writeback_cache).map(|fh| self.handle(fh))?.ok()?;
+        h.writer.then(|| h.opener.clone())
     }
 
     /// The time a setattr sets, when the service refused the explicit

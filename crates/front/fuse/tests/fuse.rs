@@ -277,35 +277,6 @@ fn a_file_closed_on_one_mount_is_seen_whole_by_an_open_on_another() {
     a.unmount();
 }
 
-/// Under the writeback cache (`--writeback-cache`) the kernel keeps a
-/// file's size and takes none from the mount: each open pushes the size
-/// the servers have, so a file another mount grew since this kernel
-/// cached it reads whole at the next open (close-to-open), and a partial
-/// write past the old end does not write zeros over the other mount's
-/// bytes. (Without the push mount b read "hello\n" here.)
-#[test]
-#[ignore = "needs root: FUSE mounts (make test runs it as root)"]
-fn a_file_another_mount_grew_reads_whole_under_the_writeback_cache() {
-    use std::os::unix::fs::FileExt;
-    let tc = TestCluster::start("fuse-two-wbc", 2);
-    let a = Mount::new(&tc, "a");
-    let b = Mount::with_args(&tc, "b", &["--writeback-cache"]);
-    fs::write(a.point.join("grown"), b"hello\n").unwrap();
-    // b's kernel takes the small size.
-    assert_eq!(fs::read(b.point.join("grown")).unwrap(), b"hello\n");
-    let mut f = OpenOptions::new().append(true).open(a.point.join("grown")).unwrap();
-    f.write_all(b"more bytes\n").unwrap();
-    drop(f);
-    assert_eq!(fs::read(b.point.join("grown")).unwrap(), b"hello\nmore bytes\n", "mount b read a file mount a grew short");
-    // A few bytes in the part b's kernel did not know of, through b.
-    let w = OpenOptions::new().write(true).open(b.point.join("grown")).unwrap();
-    w.write_all_at(b"XY", 9).unwrap();
-    drop(w);
-    assert_eq!(fs::read(a.point.join("grown")).unwrap(), b"hello\nmorXYbytes\n", "a write through b wrote over mount a's bytes");
-    b.unmount();
-    a.unmount();
-}
-
 /// F_SETLK (or, with `query`, F_GETLK) on `f`: "ok", "busy", or for a
 /// query the type of the lock in the way ("unlocked", "read", "write").
 fn fcntl_lock(f: &fs::File, typ: i32, start: i64, len: i64, query: bool) -> String {

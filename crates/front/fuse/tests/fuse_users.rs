@@ -228,6 +228,10 @@ fn writer_holding_open(root: &Path, marks: &Path, uid: u32, name: &str, text: &s
     writer
 }
 
+/// Taken by the tests that depend on when the kernel writes a file's
+/// times back: a `sync` in one (any test's) would send another's early.
+static KERNEL_TIMES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A directory for [`writer_holding_open`]'s marks, open to every user.
 fn marks_dir(tc: &TestCluster) -> std::path::PathBuf {
     let marks = tc.scratch("marks");
@@ -246,6 +250,7 @@ fn marks_dir(tc: &TestCluster) -> std::path::PathBuf {
 #[ignore = "needs root: FUSE mounts and other users (make test runs it as root)"]
 fn the_flushers_times_act_as_the_writer_under_root_squash_and_the_writeback_cache() {
     let spec = weft_launch::ClusterSpec { data_servers: 2, root_squash: true, ..weft_launch::ClusterSpec::default() };
+    let _alone = KERNEL_TIMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let tc = TestCluster::start_spec("fuse-squash-wbc", spec);
     let m = Mount::with_args(&tc, "mnt", &["--writeback-cache"]);
     let marks = marks_dir(&tc);
@@ -273,6 +278,7 @@ fn the_flushers_times_act_as_the_writer_under_root_squash_and_the_writeback_cach
 #[test]
 #[ignore = "needs root: FUSE mounts and other users (make test runs it as root)"]
 fn a_readers_close_while_another_user_writes_succeeds_under_the_writeback_cache() {
+    let _alone = KERNEL_TIMES.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let tc = TestCluster::start("fuse-reader-wbc", 2);
     let m = Mount::with_args(&tc, "mnt", &["--writeback-cache"]);
     let marks = marks_dir(&tc);

@@ -20,9 +20,10 @@ pub struct MountArgs {
     #[arg(long, default_value_t = 4)]
     threads: usize,
     /// Let the kernel gather small writes in its page cache (much faster
-    /// small writes; sizes and times other clients change are not seen
-    /// while the kernel keeps the file, and appends are atomic only on
-    /// this node: for files this node alone writes; docs/posix.md).
+    /// small writes; sizes and times other nodes change are not seen while
+    /// the kernel keeps the file cached, and appends are atomic only on
+    /// this node: for files this node alone writes and reads;
+    /// docs/posix.md).
     #[arg(long = "writeback-cache")]
     writeback_cache: bool,
     /// Run in the background: return once mounted (`weft umount` ends it).

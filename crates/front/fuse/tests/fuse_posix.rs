@@ -404,9 +404,10 @@ fn changes_through_a_descriptor_follow_the_file_not_its_old_name() {
 /// every handle of the file open then, so the fsync of the handle that
 /// wrote fails (as the kernel reports a file's writeback errors to each
 /// open file; reported to the handle it went through alone, it did not),
-/// and so does the other handle's close. The failure: bytes past what
-/// the data servers' file system keeps (ext4: 16 TiB; elsewhere the test
-/// has nothing to fail and says so).
+/// and so does the other handle's close; an O_DIRECT|O_SYNC write fails
+/// itself. The failure: bytes past what the data servers' file system
+/// keeps (ext4: 16 TiB; elsewhere the test has nothing to fail and says
+/// so).
 #[test]
 #[ignore = "needs root: FUSE mounts (make test runs it as root)"]
 fn a_failed_write_back_is_reported_to_the_handle_that_wrote_under_the_writeback_cache() {
@@ -429,5 +430,11 @@ fn a_failed_write_back_is_reported_to_the_handle_that_wrote_under_the_writeback_
     let closed = unsafe { libc::close(std::os::fd::IntoRawFd::into_raw_fd(other)) };
     assert_eq!(closed, -1, "the other handle's close missed the failed write-back");
     drop(writer);
+    // Direct I/O bypasses the kernel's cache and its fsync: O_SYNC there
+    // still writes through, so the write itself fails.
+    use std::os::unix::fs::OpenOptionsExt;
+    let direct = OpenOptions::new().write(true).custom_flags(libc::O_DIRECT | libc::O_SYNC).open(m.point.join("file")).unwrap();
+    assert_eq!(said(direct.write_at(&[7u8; 4096], 1 << 50)), "EFBIG", "an O_DIRECT|O_SYNC write was answered before it was written");
+    drop(direct);
     m.unmount();
 }

@@ -103,7 +103,6 @@ impl Failures {
     }
 }
 
-
 fn guard(m: &Mutex<State>) -> MutexGuard<'_, State> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -105,7 +105,7 @@ impl Filesystem for WeftFs {
         let drop_privileges = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none() && mtime.is_none() && _atime.is_none();
         let wanted = Wanted { mode, uid, gid, size, mtime, fh, by_root: req.uid() == 0, drop_privileges };
         let times_only = mtime.is_some() && mode.is_none() && uid.is_none() && gid.is_none() && size.is_none();
-        let mut c = self.setattr_caller(req, fh);
+        let mut c = self.caller(req);
         let before = self.removals_mark();
         let mut r = self.set_attrs(&c, ino, wanted);
         if matches!(r, Err(Errno::EACCES | Errno::EPERM))

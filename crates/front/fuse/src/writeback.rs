@@ -9,7 +9,7 @@
 use crate::errno;
 use crate::fs::WeftFs;
 use crate::handle::Handle;
-use fuser::{Errno, FileHandle, FopenFlags, INodeNo, Request};
+use fuser::{Errno, FileHandle, FopenFlags, INodeNo};
 use weft_client::{Client, Error};
 
 impl WeftFs {
@@ -65,27 +65,16 @@ impl WeftFs {
         }
     }
 
-    /// Whom a setattr through handle `fh` acts as: the user behind it, or,
-    /// under the writeback cache, where root is `nobody` (root_squash),
-    /// root's change through a write handle (the kernel's flusher sends a
-    /// file's times as root with the handle it writes back through) acts
-    /// as the user who opened that handle.
-    pub(crate) fn setattr_caller(&self, req: &Request, fh: Option<FileHandle>) -> Client {
-        let squashed = req.uid() == 0 && self.client.cluster().root_squash;
-        match fh.filter(|_| squashed && self.opts.writeback_cache).map(|fh| self.handle(fh)) {
-            Some(Ok(h)) if h.writer => h.opener.clone(),
-            _ => self.caller(req),
-        }
-    }
-
     /// Whom a change of times alone through write handle `fh`, refused to
     /// its caller, is made as again. Under the writeback cache the kernel
     /// sends a file's times (its own, kept since the writes) at any close
     /// or fsync of the file while writes left them unsent, a reader's too,
-    /// with that caller's uid and the handle it writes back through (of the
-    /// latest writer to open the file): the user who opened that handle,
-    /// whose writes the times are (else a reader's close failed with
-    /// EACCES). `None`: the refusal stands.
+    /// with that caller's uid (root's from its flusher, `nobody` under
+    /// root_squash) and the handle it writes back through (of the latest
+    /// writer to open the file): the user who opened that handle, whose
+    /// writes the times are (else a reader's close failed with EACCES, and
+    /// the flusher's times were lost under root_squash). `None`: the
+    /// refusal stands.
     pub(crate) fn times_writer(&self, fh: Option<FileHandle>, times_only: bool) -> Option<Client> {
         let h = fh.filter(|_| times_only && self.opts.writeback_cache).map(|fh| self.handle(fh))?.ok()?;
         h.writer.then(|| h.opener.clone())

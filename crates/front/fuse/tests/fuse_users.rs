@@ -242,10 +242,10 @@ fn marks_dir(tc: &TestCluster) -> std::path::PathBuf {
 
 /// Under root_squash and the writeback cache, the kernel's flusher sends
 /// a file's times as root (`nobody` to the service) through the handle it
-/// writes back through: the mount sets them as the user who opened that
-/// handle, so a `sync` while a user writes moves the file's time at the
-/// metadata service, where other nodes read it (as root they were
-/// refused, and the time stayed the old one until the close).
+/// writes back through: refused to root, the mount sets them as the user
+/// who opened that handle, so a `sync` while a user writes moves the
+/// file's time at the metadata service, where other nodes read it (as
+/// root alone they were refused, and lost: the kernel sends them once).
 #[test]
 #[ignore = "needs root: FUSE mounts and other users (make test runs it as root)"]
 fn the_flushers_times_act_as_the_writer_under_root_squash_and_the_writeback_cache() {
@@ -260,12 +260,23 @@ fn the_flushers_times_act_as_the_writer_under_root_squash_and_the_writeback_cach
     let old = c.stat("/f").unwrap().0.mtime_ns;
     assert_eq!(old / 1_000_000_000, 1_577_836_800);
     let writer = writer_holding_open(&m.point, &marks, 1001, "f", "abc");
-    // SAFETY: sync(2) takes no arguments and cannot fail.
-    unsafe { libc::sync() };
-    let synced = c.stat("/f").unwrap().0.mtime_ns;
+    // A few syncs, a moment apart (one CI run saw the first leave the
+    // time unsent); the writer must still have the file open then (its
+    // close sends the times as the writer).
+    let mut synced = old;
+    for _ in 0..20 {
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
+        synced = c.stat("/f").unwrap().0.mtime_ns;
+        if synced != old {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let still_open = !writer.is_finished();
     fs::write(marks.join("done"), b"").unwrap();
     let out = writer.join().unwrap();
-    assert!(synced > old, "the flusher's time did not reach the metadata service while the writer wrote: {synced} ({out})");
+    assert!(synced > old && still_open, "the flusher's time did not reach the metadata service while the writer wrote (mtime {synced}, writer still open: {still_open}; {out})");
     assert_eq!(fs::read(m.point.join("f")).unwrap(), b"abc\n");
     m.unmount();
 }

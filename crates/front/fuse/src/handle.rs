@@ -49,8 +49,8 @@ impl Handle {
         Handle { file, append: flags & libc::O_APPEND != 0, sync, writer, write_only: flags & libc::O_ACCMODE == libc::O_WRONLY, wrote: std::sync::atomic::AtomicBool::new(false), privileges_dropped: std::sync::atomic::AtomicBool::new(false), failed: Mutex::new(None), opener, page_reader: std::sync::OnceLock::new() }
     }
 
-    /// Records a queued write's failure for this handle's next write,
-    /// fsync or close.
+    /// Records a queued write's failure for this handle's next fsync or
+    /// close (and write, but under the writeback cache: `write_behind.rs`).
     pub(crate) fn fail(&self, e: Errno) {
         lock(&self.failed).get_or_insert(e);
     }

@@ -183,7 +183,7 @@ impl WriteBehind {
             // close it at the metadata service.
             let writer = writer;
             if let Err(e) = writer.file.write_at(offset, &data) {
-                tracing::warn!(target: "weft::fuse", ino, offset, error = %e, "a queued write failed; reported at the handle's next write, fsync or close");
+                tracing::warn!(target: "weft::fuse", ino, offset, error = %e, "a queued write failed; reported at the next fsync or close (and, without the writeback cache, write) of the handles told");
                 failures.record(&writer, ino, errno::of(&e));
                 sizes.unknown(ino);
             }

@@ -85,8 +85,9 @@ impl WeftFs {
     /// times as explicit ones, also for a writer who is not the owner
     /// (whose write, fsync and close move the time) and for `touch`;
     /// the kernel (`default_permissions`) has already refused explicit
-    /// times to all but the owner, so a refused one is a writer's, and
-    /// is the service's "now". `None`: the refusal stands.
+    /// times to all but the owner and CAP_FOWNER holders, so a refused one
+    /// is a writer's (or a CAP_FOWNER holder's the service does not know
+    /// as root), and is the service's "now". `None`: the refusal stands.
     pub(crate) fn writer_time(&self, refused: &Error) -> Option<i64> {
         (self.opts.writeback_cache && matches!(refused, Error::Permission(_))).then_some(weft_client::TIME_NOW)
     }

@@ -39,6 +39,6 @@ pub mod settings;
 pub mod transport;
 
 pub use cluster::{ClusterFile, ClusterError, ServerEntry, Service};
-pub use endpoint::{Call, Endpoint, EndpointConfig, EndpointStats, Posted, Reply, Scope, TransportChoice, IDLE_REUSE, MAX_RAILS, PING_AFTER, SPLIT_MIN};
+pub use endpoint::{Body, Call, Endpoint, EndpointConfig, EndpointStats, Posted, Reply, Scope, TransportChoice, IDLE_REUSE, MAX_RAILS, PING_AFTER, SPLIT_MIN};
 pub use error::NetError;
 pub use handshake::ClientAuth;

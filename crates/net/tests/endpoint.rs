@@ -41,7 +41,7 @@ fn eager_and_rendezvous_calls_carry_their_payloads_both_ways() {
     ep.run(&mut calls);
     for (k, c) in calls.iter_mut().enumerate() {
         let reply = c.result.take().unwrap().unwrap();
-        assert_eq!((reply.body, reply.payload_len), (vec![k as u8; 3], sizes[k]));
+        assert_eq!((reply.body.into_vec(), reply.payload_len), (vec![k as u8; 3], sizes[k]));
     }
     drop(calls);
     for (k, r) in recvs.iter().enumerate() {
@@ -76,7 +76,7 @@ fn calls_alone_on_an_open_connection_carry_their_payloads_both_ways() {
         ep.run(&mut calls);
         let [c] = calls;
         let reply = c.result.unwrap().unwrap_or_else(|e| panic!("{n} bytes alone: {e}"));
-        assert_eq!((reply.body, reply.payload_len), (vec![k as u8; 3], n));
+        assert_eq!((reply.body.into_vec(), reply.payload_len), (vec![k as u8; 3], n));
         let mut want = send.clone();
         want.reverse();
         assert!(recv == want, "{n} bytes alone: payload mismatch");
@@ -147,8 +147,8 @@ fn a_response_shorter_than_its_buffers_does_not_swallow_the_next_frame() {
     ep.run(&mut calls);
     let [c1, c2] = calls;
     let (a, b) = (c1.result.unwrap().unwrap(), c2.result.unwrap().unwrap());
-    assert_eq!((a.body.as_slice(), a.payload_len), (&b"one"[..], 5));
-    assert_eq!((b.body.as_slice(), b.payload_len), (&b"two"[..], 13));
+    assert_eq!((&a.body[..], a.payload_len), (&b"one"[..], 5));
+    assert_eq!((&b.body[..], b.payload_len), (&b"two"[..], 13));
     assert_eq!(&r1[..5], b"short");
     assert_eq!(&r2[..13], b"second answer");
     h.join().unwrap();
@@ -233,7 +233,7 @@ fn threads_share_one_connection_and_each_gets_its_own_answers() {
                     ep.run(&mut calls);
                     let [c] = calls;
                     let reply = c.result.unwrap().unwrap();
-                    assert_eq!((reply.body, reply.payload_len), (body, len));
+                    assert_eq!((reply.body.into_vec(), reply.payload_len), (body, len));
                     let mut want = send.clone();
                     want.reverse();
                     assert!(recv == want, "thread {t} call {k}: another call's bytes");
@@ -598,7 +598,7 @@ fn a_server_that_stops_reading_a_connection_but_answers_a_new_one_is_waited_for(
     let ep = Endpoint::new(secret(), EndpointConfig { op_timeout: Duration::from_secs(30), ..config() }).unwrap();
     let t0 = std::time::Instant::now();
     let r = ep.call(addr, b"work".to_vec());
-    assert_eq!(r.map(|r| r.body).map_err(|e| format!("{e} after {:?}", t0.elapsed())), Ok(b"done".to_vec()), "a server alive but not reading was given up");
+    assert_eq!(r.map(|r| r.body.into_vec()).map_err(|e| format!("{e} after {:?}", t0.elapsed())), Ok(b"done".to_vec()), "a server alive but not reading was given up");
     h.join().unwrap();
     assert!(answering.recv().unwrap().join().unwrap() >= 1, "no probe came");
 }

@@ -50,7 +50,7 @@ fn posted_calls_complete_through_test_alone_and_wait_gives_them_back() {
         let calls = p.wait();
         for (k, c) in calls.into_iter().enumerate() {
             let r = c.result.unwrap().unwrap();
-            assert_eq!((r.body, r.payload_len), (vec![k as u8; 2], sizes[k]));
+            assert_eq!((r.body.into_vec(), r.payload_len), (vec![k as u8; 2], sizes[k]));
         }
     });
     for (k, r) in recvs.iter().enumerate() {

@@ -50,25 +50,46 @@ pub(super) struct Batch {
 }
 
 impl Batch {
-    /// A batch of `calls`, made at `now`, kept in `room` (an empty vector
-    /// the engine reuses). A call that has a result already (refused
-    /// before posting) keeps it and is never posted.
-    pub(super) fn new(calls: &mut [Call<'_>], window: usize, timeout: Duration, now: Instant, mut room: Vec<BatchCall>) -> Self {
-        room.clear();
+    /// A batch with no calls, to be filled ([`Batch::refill`]).
+    pub(super) fn empty(now: Instant) -> Self {
+        Batch { calls: Vec::new(), window: 1, next: 0, in_flight: 0, done: 0, made: now, deadline: now, timeout: Duration::ZERO, connect: None }
+    }
+
+    /// Makes this (finished, or empty) batch one of `calls`, made at
+    /// `now`, in place: its call vector is reused, and its calls' own. A call that has a
+    /// result already (refused before posting) keeps it and is never
+    /// posted.
+    pub(super) fn refill(&mut self, calls: &mut [Call<'_>], window: usize, timeout: Duration, now: Instant) {
+        // The vector's calls are overwritten where there are some (their
+        // view vectors keep their room), added past them.
+        self.calls.truncate(calls.len());
         let mut done = 0;
-        room.extend(calls.iter_mut().map(|c| {
+        for (i, c) in calls.iter_mut().enumerate() {
             done += usize::from(c.result.is_some());
-            BatchCall {
-                peer: c.peer,
-                body: std::mem::take(&mut c.body),
-                send: if c.send.is_empty() { Vec::new() } else { c.send.iter().map(|s| SendView::new(s)).collect() },
-                recv: if c.recv.is_empty() { Vec::new() } else { c.recv.iter_mut().map(|r| RecvView::new(r)).collect() },
-                posted: false,
-                result: c.result.take(),
-                rails: None,
+            if let Some(bc) = self.calls.get_mut(i) {
+                bc.peer = c.peer;
+                bc.body = std::mem::take(&mut c.body);
+                bc.send.clear();
+                bc.send.extend(c.send.iter().map(|s| SendView::new(s)));
+                bc.recv.clear();
+                bc.recv.extend(c.recv.iter_mut().map(|r| RecvView::new(r)));
+                bc.posted = false;
+                bc.result = c.result.take();
+                bc.rails = None;
+            } else {
+                self.calls.push(BatchCall {
+                    peer: c.peer,
+                    body: std::mem::take(&mut c.body),
+                    send: c.send.iter().map(|s| SendView::new(s)).collect(),
+                    recv: c.recv.iter_mut().map(|r| RecvView::new(r)).collect(),
+                    posted: false,
+                    result: c.result.take(),
+                    rails: None,
+                });
             }
-        }));
-        Batch { calls: room, window: window.max(1), next: 0, in_flight: 0, done, made: now, deadline: deadline_after(now, timeout), timeout, connect: None }
+        }
+        (self.window, self.next, self.in_flight, self.done) = (window.max(1), 0, 0, done);
+        (self.made, self.deadline, self.timeout, self.connect) = (now, deadline_after(now, timeout), timeout, None);
     }
 
     pub(super) fn is_done(&self) -> bool {

@@ -4,8 +4,8 @@
 //! [`CallRef`], and this file moves payloads between the transport and the
 //! callers' buffers the batches hold.
 
-use super::batch::{Batch, CallRef};
-use super::slab::Slab;
+use super::batch::{BatchCall, CallRef};
+use super::engine::Batches;
 use crate::link::client::{ClientConn, ClientRx, Completion, Hold};
 use crate::link::frames::{relent, Stage};
 use crate::transport::Transport;
@@ -131,8 +131,47 @@ impl Conn {
         self.link.withdraw(|c| c.batch == b);
     }
 
+    /// Posts call `at` (`call`, as message `msg`) and, when nothing is
+    /// queued before it and the transport takes bytes, writes its frame
+    /// at once from the call's own buffers: no copy into the queue, and
+    /// none of the queue's bookkeeping (a call alone, `solo.rs`). What
+    /// does not go out is queued. An error comes after the call is
+    /// posted, so dropping the connection fails it.
+    pub(super) fn post_now(&mut self, addr: SocketAddr, msg: u64, at: CallRef, call: &BatchCall, pay_len: usize, eager: bool) -> Result<(), NetError> {
+        let head = if self.writable { self.link.direct_head(msg, call.body.len(), pay_len, eager) } else { None };
+        let Some(head) = head else {
+            self.link.post(msg, at, &call.body, pay_len, eager);
+            return Ok(());
+        };
+        let mut slices = relent(std::mem::take(&mut self.iovecs));
+        slices.push(IoSlice::new(&head));
+        slices.push(IoSlice::new(&call.body));
+        if eager {
+            slices.extend(call.send.iter().take(MAX_IOVECS - 2).map(|v| IoSlice::new(v.bytes())));
+        }
+        let written = loop {
+            match self.transport.write_vectored(&slices) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r,
+            }
+        };
+        self.iovecs = relent(slices);
+        let n = match written {
+            Ok(0) => Err(closed(addr)),
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.writable = false;
+                Ok(0)
+            }
+            Err(e) => Err(io_fail(addr, e)),
+        };
+        self.written_bytes += *n.as_ref().unwrap_or(&0) as u64;
+        self.link.post_written(msg, at, &call.body, pay_len, eager, *n.as_ref().unwrap_or(&0));
+        n.map(|_| ())
+    }
+
     /// Writes queued frames until the queue is empty or the transport would block.
-    pub(super) fn advance_write(&mut self, addr: SocketAddr, batches: &Slab<Batch>) -> Result<(), NetError> {
+    pub(super) fn advance_write(&mut self, addr: SocketAddr, batches: &Batches) -> Result<(), NetError> {
         while self.link.has_output() {
             let parts = |c: CallRef, range| narrow(batches.get(c.batch).into_iter().flat_map(move |b| b.calls[c.index].send.iter().map(|v| v.bytes())), range);
             let mut slices = relent(std::mem::take(&mut self.iovecs));
@@ -158,7 +197,7 @@ impl Conn {
     /// Reads frames until the transport would block, completing calls as
     /// their responses arrive (rendezvous data is queued on `Cts`). Returns
     /// how many calls completed, also when the connection then failed.
-    pub(super) fn advance_read(&mut self, addr: SocketAddr, batches: &mut Slab<Batch>) -> (usize, Result<(), NetError>) {
+    pub(super) fn advance_read(&mut self, addr: SocketAddr, batches: &mut Batches) -> (usize, Result<(), NetError>) {
         let mut completed = 0;
         // A read ahead of a socket came back short: nothing more waits.
         let mut drained = false;
@@ -264,7 +303,7 @@ impl Conn {
 
     /// Copies the payloads the server granted places in the shared area
     /// there, and tells it so (`Placed`): the bytes cross once.
-    fn place(&mut self, addr: SocketAddr, batches: &Slab<Batch>) -> Result<(), NetError> {
+    fn place(&mut self, addr: SocketAddr, batches: &Batches) -> Result<(), NetError> {
         let placements: Vec<_> = self.link.take_placements().collect();
         for p in placements {
             let c = p.call;

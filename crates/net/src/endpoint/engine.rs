@@ -2,7 +2,7 @@
 //! thread using it. Every method runs with the endpoint's mutex held; the
 //! socket calls it makes are non-blocking.
 
-use super::batch::{Batch, BatchCall, CallRef};
+use super::batch::{Batch, CallRef};
 use super::slab::Slab;
 use super::conn::Conn;
 use crate::link::client::Hold;
@@ -52,6 +52,9 @@ pub(super) enum Slot {
     Ready(Box<Conn>),
 }
 
+/// The batches the engine holds, by id.
+pub(super) type Batches = Slab<Box<Batch>>;
+
 #[derive(Default)]
 pub(super) struct Engine {
     pub(super) conns: HashMap<ConnKey, Slot>,
@@ -64,9 +67,12 @@ pub(super) struct Engine {
     pub(super) liveness: super::liveness::Schedule,
     /// Grants of payloads to split, as the connections reported them.
     pub(super) splits: Vec<(SocketAddr, crate::link::client::SplitGrant<CallRef>)>,
-    pub(super) batches: Slab<Batch>,
-    /// Call vectors of finished batches, for the next ones.
-    spare_calls: Vec<Vec<BatchCall>>,
+    pub(super) batches: Batches,
+    /// Finished batches, kept with their call vectors for the next ones
+    /// (a batch is made in place, and moved as a pointer: boxed, not kept
+    /// in the vector itself).
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Batch>>,
     feed_ids: Vec<u64>,
     pub(super) next_msg: u64,
     next_token: usize,
@@ -90,8 +96,9 @@ impl Engine {
     }
 
     pub(super) fn add_batch(&mut self, calls: &mut [Call<'_>], window: usize, timeout: std::time::Duration, now: Instant) -> u64 {
-        let room = self.spare_calls.pop().unwrap_or_default();
-        self.batches.insert(Batch::new(calls, window, timeout, now, room))
+        let mut b = self.spare.pop().unwrap_or_else(|| Box::new(Batch::empty(now)));
+        b.refill(calls, window, timeout, now);
+        self.batches.insert(b)
     }
 
     /// Posts what batch `id`'s window allows, in order, on ready
@@ -145,7 +152,8 @@ impl Engine {
                 }
                 conn.last_used = now;
             }
-            post_call(conn, b, CallRef { batch: id, index: i }, pay_len, &mut self.next_msg, &mut self.stats, self.eager_limit);
+            // Queued only: posting never fails here.
+            let _ = post_call(conn, b, CallRef { batch: id, index: i }, pay_len, &mut self.next_msg, &mut self.stats, self.eager_limit, None);
             posted += 1;
         }
     }
@@ -314,13 +322,16 @@ impl Engine {
     pub(super) fn finish(&mut self, id: u64, calls: &mut [Call<'_>]) -> usize {
         let dropped = self.detach(id);
         let mut b = self.batches.remove(id).expect("the owner's batch is in the engine");
-        for (c, bc) in calls.iter_mut().zip(b.calls.drain(..)) {
-            c.result = bc.result;
+        for (c, bc) in calls.iter_mut().zip(b.calls.iter_mut()) {
+            c.result = bc.result.take();
             // The caller may send it again (riding through a restart).
-            c.body = bc.body;
+            c.body = std::mem::take(&mut bc.body);
+            // No view of the caller's buffers outlives the call (their room stays).
+            bc.send.clear();
+            bc.recv.clear();
         }
-        if self.spare_calls.len() < SPARE_CALL_VECS && b.calls.capacity() <= SPARE_CALLS {
-            self.spare_calls.push(b.calls);
+        if self.spare.len() < SPARE_BATCHES && b.calls.capacity() <= SPARE_CALLS {
+            self.spare.push(b);
         }
         dropped
     }
@@ -379,25 +390,35 @@ impl Engine {
     }
 }
 
-/// Call vectors kept for reuse (about one per thread in the endpoint), and
-/// the most calls one may hold (a large batch's goes back to the allocator).
-const SPARE_CALL_VECS: usize = 8;
+/// Batches kept for reuse (about one per thread in the endpoint), and the
+/// most calls one may hold (a large batch goes back to the allocator).
+const SPARE_BATCHES: usize = 8;
 const SPARE_CALLS: usize = 64;
 
 /// Posts call `at` of batch `b` on `conn`, its server's ready connection
 /// (checked with [`Conn::reusable`] if it was idle), as the next message
 /// (`next_msg`), eager up to `eager_limit` payload bytes, and counts it.
-pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, at: CallRef, pay_len: usize, next_msg: &mut u64, stats: &mut EndpointStats, eager_limit: usize) {
+/// `now` writes its frame at once if nothing is queued before it
+/// ([`Conn::post_now`]: a call alone); an error writing it is the
+/// connection's (the call is posted, and fails when it is dropped).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, at: CallRef, pay_len: usize, next_msg: &mut u64, stats: &mut EndpointStats, eager_limit: usize, now: Option<SocketAddr>) -> Result<(), NetError> {
     let msg = *next_msg;
     *next_msg += 1;
     let eager = pay_len <= eager_limit;
     if eager { stats.eager += 1 } else { stats.rendezvous += 1 }
     let call = &mut b.calls[at.index];
     conn.used = true;
-    conn.link.post(msg, at, &call.body, pay_len, eager);
     call.posted = true;
     b.next += 1;
     b.in_flight += 1;
+    match now {
+        Some(addr) => conn.post_now(addr, msg, at, &b.calls[at.index], pay_len, eager),
+        None => {
+            conn.link.post(msg, at, &call.body, pay_len, eager);
+            Ok(())
+        }
+    }
 }
 
 fn closed_idle(addr: SocketAddr) -> NetError {

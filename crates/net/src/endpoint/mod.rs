@@ -48,6 +48,7 @@ mod unanswered;
 mod views;
 
 use crate::handshake::ClientAuth;
+pub use crate::link::body::Body;
 pub use crate::link::client::Reply;
 pub use posted::{Posted, Scope};
 use crate::NetError;

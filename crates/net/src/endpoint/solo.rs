@@ -98,9 +98,13 @@ impl Endpoint {
                 }
                 c.last_used = now;
                 let b = engine.batches.get_mut(id).expect("the batch driven");
-                post_call(c, b, CallRef { batch: id, index: 0 }, pay_len, &mut engine.next_msg, &mut engine.stats, engine.eager_limit);
+                let sent = post_call(c, b, CallRef { batch: id, index: 0 }, pay_len, &mut engine.next_msg, &mut engine.stats, engine.eager_limit, Some(peer));
                 engine.stats.solo += 1;
                 posted = true;
+                if let Err(e) = sent {
+                    engine.drop_conn(key, e);
+                    continue;
+                }
             }
             let token = c.token;
             let batches = &mut engine.batches;

@@ -29,6 +29,7 @@
 //! not waiting for one, or a response payload longer than its call asked
 //! for is a protocol violation: the owner drops the connection.
 
+use super::body::Body;
 use super::frames::{Filling, HeaderRx, Outbox};
 use super::id_queue::IdQueue;
 // Keys are ids this process chose: a fast hash, no flooding to fear.
@@ -41,7 +42,7 @@ use weft_wire::{FrameKind, Grant, Header, MsgId, PartHead, RailToken, Response, 
 /// buffers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
-    pub body: Vec<u8>,
+    pub body: Body,
     pub payload_len: usize,
 }
 
@@ -185,6 +186,33 @@ impl<T: Copy> ClientConn<T> {
             self.out.push(FrameKind::Request, MsgId(id), body, OutTag { call, range: None }, pay_len, now);
         } else {
             self.out.push_announce(FrameKind::Rts, MsgId(id), body, pay_len, OutTag { call, range: None }, now);
+            self.awaiting_cts.insert(id);
+        }
+        self.pending.insert(id, Owed { call, pay_len });
+    }
+
+    /// The header of a call's request frame, for the owner to write at
+    /// once with the body (and an eager payload) from the caller's own
+    /// buffers instead of queuing a copy: only while nothing is queued,
+    /// so bytes keep their order. The owner then posts the call with
+    /// [`ClientConn::post_written`].
+    pub fn direct_head(&self, id: u64, body_len: usize, pay_len: usize, eager: bool) -> Option<[u8; weft_wire::HEADER_LEN]> {
+        let kind = if eager { FrameKind::Request } else { FrameKind::Rts };
+        self.out.is_empty().then(|| Header::new(kind, MsgId(id), body_len, pay_len).encode())
+    }
+
+    /// Posts a call whose frame's first `written` bytes (of the header
+    /// [`ClientConn::direct_head`] gave, the body, and an eager payload)
+    /// went out already; the rest is queued.
+    pub fn post_written(&mut self, id: u64, call: T, body: &[u8], pay_len: usize, eager: bool, written: usize) {
+        let whole = weft_wire::HEADER_LEN + body.len() + if eager { pay_len } else { 0 };
+        if written < whole {
+            debug_assert!(self.out.is_empty(), "a frame written directly was queued behind another");
+            self.post(id, call, body, pay_len, eager);
+            self.out.sent(written, self.epoch);
+            return;
+        }
+        if !eager {
             self.awaiting_cts.insert(id);
         }
         self.pending.insert(id, Owed { call, pay_len });
@@ -341,7 +369,7 @@ impl<T: Copy> ClientConn<T> {
         if !self.splitting.is_empty() {
             self.splitting.remove(&id);
         }
-        done.push((call, Reply { body: bytes[weft_wire::HEADER_LEN..end].to_vec(), payload_len: 0 }));
+        done.push((call, Reply { body: Body::copy_of(&bytes[weft_wire::HEADER_LEN..end]), payload_len: 0 }));
         Some(end)
     }
 
@@ -391,7 +419,7 @@ impl<T: Copy> ClientConn<T> {
                             if !self.splitting.is_empty() {
                                 self.splitting.remove(&id);
                             }
-                            done.push((call, Reply { body, payload_len: total }));
+                            done.push((call, Reply { body: body.into(), payload_len: total }));
                         }
                         None => {
                             self.discard.remove(&id);
@@ -516,7 +544,7 @@ mod tests {
         let mut done = Vec::new();
         let k = c.whole_response(&bytes, &mut done).unwrap();
         assert_eq!(k + c.whole_response(&bytes[k..], &mut done).unwrap(), bytes.len());
-        let reply = |b: &[u8]| Reply { body: b.to_vec(), payload_len: 0 };
+        let reply = |b: &[u8]| Reply { body: Body::copy_of(b), payload_len: 0 };
         assert_eq!(done, [(60, reply(b"six")), (50, reply(b"five"))]);
         assert!(c.is_idle());
         c.post(7, 70, b"req", 0, true);
@@ -579,6 +607,53 @@ mod tests {
         });
     }
 
+    /// Sends what the outbox sends for `c`, taking payloads from `pay`.
+    fn drain_out(c: &mut ClientConn<u32>, pay: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        while c.has_output() {
+            let slices = c.tx_slices(64, |_, range| {
+                let (o, l) = range.map_or((0, pay.len()), |(o, l)| (o as usize, l));
+                std::iter::once(&pay[o..o + l])
+            });
+            let n = slices.iter().map(|s| s.len()).sum();
+            out.extend(slices.iter().flat_map(|s| s.iter().copied()));
+            c.sent(n);
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// A frame written directly in part (any split, eager or not) and
+        /// then posted sends the rest from the queue: the bytes on the wire
+        /// are those of the same call posted the usual way, and the call
+        /// is owed its answer either way.
+        #[test]
+        fn a_frame_written_in_part_is_finished_from_the_queue(body_len in 0usize..40, pay_len in 0usize..40, eager: bool, cut in 0usize..200) {
+            let body: Vec<u8> = (0..body_len).map(|i| i as u8).collect();
+            let pay: Vec<u8> = (0..pay_len).map(|i| 100 + i as u8).collect();
+            let mut usual = ClientConn::<u32>::default();
+            usual.post(7, 70, &body, pay_len, eager);
+            let want = drain_out(&mut usual, &pay);
+            let mut direct = ClientConn::<u32>::default();
+            let head = direct.direct_head(7, body_len, pay_len, eager).unwrap();
+            let mut frame = head.to_vec();
+            frame.extend_from_slice(&body);
+            if eager {
+                frame.extend_from_slice(&pay);
+            }
+            let written = cut.min(frame.len());
+            direct.post_written(7, 70, &body, pay_len, eager, written);
+            let mut got = frame[..written].to_vec();
+            got.extend(drain_out(&mut direct, &pay));
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert_eq!(direct.owed().collect::<Vec<_>>(), vec![70]);
+            proptest::prop_assert_eq!(direct.hold(|&t| t == 70), usual.hold(|&t| t == 70));
+            // Not while another frame is queued: bytes keep their order.
+            direct.post(8, 80, b"x", 0, true);
+            proptest::prop_assert!(direct.direct_head(9, 0, 0, true).is_none());
+        }
+    }
+
     #[test]
     fn a_rendezvous_sends_its_data_only_after_cts() {
         let mut c = ClientConn::default();
@@ -587,7 +662,7 @@ mod tests {
         assert!(feed(&mut c, &frame(FrameKind::Cts, 5, &[], &[]), 0).unwrap().is_empty());
         assert_eq!(sent_kinds(&mut c), [(FrameKind::Data, 5)]);
         let done = feed(&mut c, &frame(FrameKind::Response, 5, b"ok", &[]), 0).unwrap();
-        assert_eq!(done, [(50, Reply { body: b"ok".to_vec(), payload_len: 0 })]);
+        assert_eq!(done, [(50, Reply { body: Body::copy_of(b"ok"), payload_len: 0 })]);
         assert!(c.is_idle());
     }
 

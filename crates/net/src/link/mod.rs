@@ -9,6 +9,7 @@
 //! * [`client`]: the client side: requests posted by message id, `Cts`
 //!   answered with the data, responses matched to their calls; the
 //!   client [`crate::endpoint`] drives it.
+//! * [`body`]: a response's body as the caller gets it (short ones inline).
 //! * [`hello`]: the client side of the handshake.
 //! * [`id_queue`]: the calls a connection owes answers, by message id.
 //!
@@ -18,6 +19,7 @@
 //! (`now` is passed in), so each rule is tested with plain buffers, and
 //! `tests` runs a client machine against a server machine through memory.
 
+pub mod body;
 pub mod client;
 pub mod frames;
 pub mod hello;

@@ -67,15 +67,22 @@ impl Batch {
         for (i, c) in calls.iter_mut().enumerate() {
             done += usize::from(c.result.is_some());
             if let Some(bc) = self.calls.get_mut(i) {
+                // What `Engine::finish` left: no result, body or views.
                 bc.peer = c.peer;
-                bc.body = std::mem::take(&mut c.body);
-                bc.send.clear();
-                bc.send.extend(c.send.iter().map(|s| SendView::new(s)));
-                bc.recv.clear();
-                bc.recv.extend(c.recv.iter_mut().map(|r| RecvView::new(r)));
+                std::mem::swap(&mut bc.body, &mut c.body);
+                if !c.send.is_empty() {
+                    bc.send.extend(c.send.iter().map(|s| SendView::new(s)));
+                }
+                if !c.recv.is_empty() {
+                    bc.recv.extend(c.recv.iter_mut().map(|r| RecvView::new(r)));
+                }
                 bc.posted = false;
-                bc.result = c.result.take();
-                bc.rails = None;
+                if c.result.is_some() {
+                    bc.result = c.result.take();
+                }
+                if bc.rails.is_some() {
+                    bc.rails = None;
+                }
             } else {
                 self.calls.push(BatchCall {
                     peer: c.peer,

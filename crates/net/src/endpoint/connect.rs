@@ -76,7 +76,7 @@ impl Endpoint {
 
     fn connect_tcp(&self, addr: SocketAddr) -> Result<Box<dyn Transport>, NetError> {
         let unreachable = |source| NetError::Unreachable { addr, source };
-        let mut s = TcpStream::connect_timeout(&addr, self.config.connect_timeout).map_err(unreachable)?;
+        let s = TcpStream::connect_timeout(&addr, self.config.connect_timeout).map_err(unreachable)?;
         // A connect to a port nobody listens on, from the same host, can be
         // given that very port as its own and connect to itself (TCP's
         // simultaneous open): it would hold the port a restarting server
@@ -88,7 +88,8 @@ impl Endpoint {
         s.set_nodelay(true).map_err(unreachable)?;
         s.set_read_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;
         s.set_write_timeout(Some(self.config.connect_timeout)).map_err(unreachable)?;
-        client_handshake(&mut s, addr, &self.auth, rand::random())?;
+        // (Its writes never raise SIGPIPE in a host program.)
+        client_handshake(&mut crate::transport::Quiet(&s), addr, &self.auth, rand::random())?;
         s.set_read_timeout(None).map_err(unreachable)?;
         s.set_write_timeout(None).map_err(unreachable)?;
         s.set_nonblocking(true).map_err(unreachable)?;

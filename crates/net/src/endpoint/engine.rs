@@ -322,11 +322,14 @@ impl Engine {
     pub(super) fn finish(&mut self, id: u64, calls: &mut [Call<'_>]) -> usize {
         let dropped = self.detach(id);
         let mut b = self.batches.remove(id).expect("the owner's batch is in the engine");
+        // Each call is left as `Batch::refill` takes it: no result, body
+        // or views (no view of the caller's buffers outlives the call).
         for (c, bc) in calls.iter_mut().zip(b.calls.iter_mut()) {
             c.result = bc.result.take();
-            // The caller may send it again (riding through a restart).
-            c.body = std::mem::take(&mut bc.body);
-            // No view of the caller's buffers outlives the call (their room stays).
+            // The caller may send it again (riding through a restart); the
+            // body left behind is the caller's empty one.
+            std::mem::swap(&mut c.body, &mut bc.body);
+            bc.body.clear();
             bc.send.clear();
             bc.recv.clear();
         }

@@ -1,13 +1,16 @@
 //! What moves a connection's bytes. The protocol machines ([`crate::link`])
 //! never touch one; the endpoint and the servers' event loop move bytes
-//! between a machine and its transport: TCP, or shared memory ([`shm`])
-//! for a client on the server's node.
+//! between a machine and its transport: TCP (`tcp.rs`), or shared memory
+//! ([`shm`]) for a client on the server's node.
 
 pub mod area;
 pub mod ring;
 pub mod shm;
+mod tcp;
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+pub(crate) use tcp::Quiet;
+
+use std::io::{self, IoSlice, IoSliceMut};
 
 /// A non-blocking, pollable byte stream to one peer.
 pub trait Transport: Send {
@@ -66,29 +69,4 @@ pub trait Transport: Send {
     fn source(&mut self) -> &mut dyn mio::event::Source;
     /// A short name for status output.
     fn kind(&self) -> &'static str;
-}
-
-impl Transport for mio::net::TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        Read::read(self, buf)
-    }
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        Read::read_vectored(self, bufs)
-    }
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        Write::write_vectored(self, bufs)
-    }
-    fn idle_is_healthy(&self) -> bool {
-        let mut b = [0u8; 1];
-        matches!(self.peek(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-    }
-    fn short_read_drains(&self) -> bool {
-        true
-    }
-    fn source(&mut self) -> &mut dyn mio::event::Source {
-        self
-    }
-    fn kind(&self) -> &'static str {
-        "tcp"
-    }
 }

@@ -64,8 +64,9 @@ pub(super) struct Conn {
     answered: Vec<Completion<CallRef>>,
     iovecs: Vec<IoSlice<'static>>,
     /// When it was opened, or a call was last posted on it after it was
-    /// idle.
-    pub(super) last_used: std::time::Instant,
+    /// idle ([`Conn::posted_at`]), and `RECENT_USE` after that.
+    last_used: std::time::Instant,
+    recent_until: std::time::Instant,
     /// A call was posted on it.
     pub(super) used: bool,
     /// Bytes read and written so far (a server that takes what is sent
@@ -79,7 +80,8 @@ pub(super) struct Conn {
 
 impl Conn {
     pub(super) fn new(transport: Box<dyn Transport>, token: Token) -> Self {
-        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, read_closed: false, stage: Stage::default(), scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: std::time::Instant::now(), used: false, read_bytes: 0, written_bytes: 0, watch: Default::default(), placed: 0 }
+        let now = std::time::Instant::now();
+        Conn { link: ClientConn::default(), transport, token, readable: true, writable: true, read_closed: false, stage: Stage::default(), scratch: Vec::new(), answered: Vec::new(), iovecs: Vec::new(), last_used: now, recent_until: now, used: false, read_bytes: 0, written_bytes: 0, watch: Default::default(), placed: 0 }
     }
 
     /// Records readiness a poll event reported.
@@ -107,6 +109,11 @@ impl Conn {
     /// user past its share of connections) instead of reconnecting for
     /// ever.
     pub(super) fn reusable(&self, now: std::time::Instant, idle_reuse: std::time::Duration) -> bool {
+        // Used a moment ago (below): the common case, with no clock
+        // arithmetic (a thread calling back to back).
+        if self.used && now < self.recent_until && RECENT_USE <= idle_reuse {
+            return true;
+        }
         let idle_for = now.saturating_duration_since(self.last_used);
         let fresh = !self.used && idle_for < JUST_OPENED;
         // Used a moment ago: a close that recent is no likelier before
@@ -114,6 +121,17 @@ impl Conn {
         // thread that calls back to back).
         let recent = self.used && idle_for < RECENT_USE;
         idle_for <= idle_reuse && (fresh || recent || self.idle_is_healthy())
+    }
+
+    /// A call is posted on this idle connection at `now`.
+    pub(super) fn posted_at(&mut self, now: std::time::Instant) {
+        self.last_used = now;
+        self.recent_until = now.checked_add(RECENT_USE).unwrap_or(now);
+    }
+
+    /// When a call was last posted on it after it was idle.
+    pub(super) fn last_used(&self) -> std::time::Instant {
+        self.last_used
     }
 
     /// An idle connection must have nothing to read: EOF or stray bytes mean
@@ -207,13 +225,11 @@ impl Conn {
                 return (completed, Ok(()));
             }
             if !self.stage.is_empty()
-                && let Some(k) = self.link.whole_response(self.stage.bytes(), &mut self.answered)
+                && let Some((k, (c, reply))) = self.link.whole_response(self.stage.bytes())
             {
                 self.stage.consume(k);
-                for (c, reply) in self.answered.drain(..) {
-                    if let Some(b) = batches.get_mut(c.batch) {
-                        completed += b.complete(c.index, Ok(reply));
-                    }
+                if let Some(b) = batches.get_mut(c.batch) {
+                    completed += b.complete(c.index, Ok(reply));
                 }
                 continue;
             }

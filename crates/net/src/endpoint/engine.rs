@@ -150,7 +150,7 @@ impl Engine {
                     self.drop_conn(ConnKey::primary(peer), closed_idle(peer));
                     continue;
                 }
-                conn.last_used = now;
+                conn.posted_at(now);
             }
             // Queued only: posting never fails here.
             let _ = post_call(conn, b, CallRef { batch: id, index: i }, pay_len, &mut self.next_msg, &mut self.stats, self.eager_limit, None);
@@ -321,6 +321,12 @@ impl Engine {
     /// the number of connections that had to be dropped.
     pub(super) fn finish(&mut self, id: u64, calls: &mut [Call<'_>]) -> usize {
         let dropped = self.detach(id);
+        self.take_out(id, calls);
+        dropped
+    }
+
+    /// [`Engine::finish`] of a batch no connection holds anything of.
+    pub(super) fn take_out(&mut self, id: u64, calls: &mut [Call<'_>]) {
         let mut b = self.batches.remove(id).expect("the owner's batch is in the engine");
         // Each call is left as `Batch::refill` takes it: no result, body
         // or views (no view of the caller's buffers outlives the call).
@@ -336,7 +342,6 @@ impl Engine {
         if self.spare.len() < SPARE_BATCHES && b.calls.capacity() <= SPARE_CALLS {
             self.spare.push(b);
         }
-        dropped
     }
 
     /// A connection opened by an owner thread.

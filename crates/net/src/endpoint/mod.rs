@@ -219,16 +219,23 @@ impl Endpoint {
     /// The general form: a window and a deadline of its own (`timeout`
     /// from now), e.g. for a lock request that may wait long.
     pub fn run_within(&self, calls: &mut [Call<'_>], window: usize, timeout: Duration) {
-        let Some(id) = self.post_batch(calls, window, timeout) else { return };
+        let Some((id, eng)) = self.post_batch(calls, window, timeout) else { return };
         // From here the engine holds views of `calls`' buffers: they must be
-        // withdrawn before this frame is left, also by unwinding.
+        // withdrawn before this frame is left, also by unwinding (the lock
+        // goes first: the guard takes it again).
         let guard = Abandon { ep: self, id };
-        // A call alone may go the short way (`solo.rs`), and finish there.
-        let solo = match calls {
-            [c] => Some(c.peer),
-            _ => None,
+        // A call alone may go the short way (`solo.rs`), and finish there;
+        // it goes on with the lock the post took.
+        let done = match calls {
+            [c] => {
+                let peer = c.peer;
+                self.drive_solo(eng, id, peer, calls, timeout)
+            }
+            _ => {
+                drop(eng);
+                false
+            }
         };
-        let done = solo.is_some_and(|peer| self.drive_solo(id, peer, calls, timeout));
         if !done {
             self.wait_batch(id, calls, timeout);
         }
@@ -240,7 +247,9 @@ impl Endpoint {
     /// any byte goes out: a frame the server refuses would cost every
     /// thread its connection. The caller must keep `calls`' buffers alive
     /// until the batch is finished or cancelled (`wait_batch`, `Abandon`).
-    fn post_batch(&self, calls: &mut [Call<'_>], window: usize, timeout: Duration) -> Option<u64> {
+    /// Returns the batch's id, and the engine's lock still held (a call
+    /// alone goes on with it).
+    fn post_batch(&self, calls: &mut [Call<'_>], window: usize, timeout: Duration) -> Option<(u64, MutexGuard<'_, Engine>)> {
         if calls.is_empty() {
             return None;
         }
@@ -258,7 +267,9 @@ impl Endpoint {
         for c in calls.iter_mut() {
             c.result = limits(c).or_else(|| self.unanswered.refuse(c.peer, now)).map(Err);
         }
-        Some(self.lock().add_batch(calls, window, timeout, now))
+        let mut eng = self.lock();
+        let id = eng.add_batch(calls, window, timeout, now);
+        Some((id, eng))
     }
 
     /// Drives (or waits for the driver) until batch `id` is done, then

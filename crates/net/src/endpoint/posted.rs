@@ -83,7 +83,7 @@ impl<'s> Scope<'s, '_> {
     /// [`Scope::post`] with at most `window` calls in flight (posted in
     /// order) and a deadline `timeout` from now.
     pub fn post_within(&'s self, mut calls: Vec<Call<'s>>, window: usize, timeout: Duration) -> Posted<'s> {
-        let id = self.ep.post_batch(&mut calls, window, timeout);
+        let id = self.ep.post_batch(&mut calls, window, timeout).map(|(id, _)| id);
         // No calls: nothing in the engine, done at once.
         let (id, finished) = match id {
             Some(id) => {

@@ -128,8 +128,8 @@ impl Engine {
         if !self.rails.resting(peer) {
             for rail in 1..self.rails.rails {
                 if let Some(Slot::Ready(c)) = self.conns.get_mut(&ConnKey { peer, rail }) {
-                    if !c.is_idle() || (now.saturating_duration_since(c.last_used) < idle_reuse && c.idle_is_healthy()) {
-                        c.last_used = now;
+                    if !c.is_idle() || (now.saturating_duration_since(c.last_used()) < idle_reuse && c.idle_is_healthy()) {
+                        c.posted_at(now);
                         paths.push(rail);
                     } else {
                         stale.push(ConnKey { peer, rail });

@@ -23,12 +23,11 @@ use std::time::Instant;
 
 impl Endpoint {
     /// Drives batch `id` (one call to `peer`) alone while nothing else is
-    /// in the engine. Returns whether it finished it (its result is then
+    /// in the engine, from the engine's lock `eng` (the post's). Returns whether it finished it (its result is then
     /// in `calls`); if not, the caller waits for it as for any batch
     /// (`wait_batch`): left as any pass leaves one.
-    pub(super) fn drive_solo(&self, id: u64, peer: std::net::SocketAddr, calls: &mut [super::Call<'_>], timeout: std::time::Duration) -> bool {
+    pub(super) fn drive_solo<'e>(&'e self, mut eng: MutexGuard<'e, Engine>, id: u64, peer: std::net::SocketAddr, calls: &mut [super::Call<'_>], timeout: std::time::Duration) -> bool {
         let key = ConnKey::primary(peer);
-        let mut eng = self.lock();
         // (Whether its connection is idle, the loop's first pass looks.)
         if eng.driving || eng.batches.len() != 1 {
             return false;
@@ -38,7 +37,7 @@ impl Endpoint {
         let turn = TurnGuard(self);
         let mut poller = self.poller.lock().unwrap_or_else(PoisonError::into_inner);
         let (poll, events) = &mut *poller;
-        let mut eng = self.solo_loop(eng, id, key, poll, events);
+        let (mut eng, quiet) = self.solo_loop(eng, id, key, poll, events);
         drop(poller);
         // The turn is given up here, with the lock held already.
         std::mem::forget(turn);
@@ -46,7 +45,11 @@ impl Endpoint {
         // Done: taken out as `wait_batch` would (nobody drives now, so no
         // driver need look again at what finishing it dropped).
         let done = eng.batches[id].is_done();
-        if done {
+        if done && quiet {
+            // Its call went on one connection (a payload to split goes the
+            // general way), answered and idle now: none holds anything of it.
+            eng.take_out(id, calls);
+        } else if done {
             eng.finish(id, calls);
         }
         self.wake_sleepers(eng);
@@ -58,8 +61,9 @@ impl Endpoint {
 
     /// [`Endpoint::drive_solo`]'s loop, with the turn and the poller
     /// taken; returns the lock, once the batch is done or the general
-    /// driver has to go on.
-    fn solo_loop<'e>(&'e self, mut eng: MutexGuard<'e, Engine>, id: u64, key: ConnKey, poll: &mut Poll, events: &mut Events) -> MutexGuard<'e, Engine> {
+    /// driver has to go on, and whether it ended done with its connection
+    /// idle.
+    fn solo_loop<'e>(&'e self, mut eng: MutexGuard<'e, Engine>, id: u64, key: ConnKey, poll: &mut Poll, events: &mut Events) -> (MutexGuard<'e, Engine>, bool) {
         let peer = key.peer;
         // The batch was made a moment ago: its clock reading serves the
         // post and the first wait (which may so end a few microseconds
@@ -76,9 +80,9 @@ impl Endpoint {
             // A payload to split needs rails: the general driver opens them.
             let pay_len: usize = if posted { 0 } else { engine.batches.get(id).map_or(0, |b| b.calls[0].send.iter().map(|v| v.len()).sum()) };
             if !posted && engine.rails.missing(peer, pay_len, &engine.conns).is_some() {
-                return eng;
+                return (eng, false);
             }
-            let Some(Slot::Ready(c)) = engine.conns.get_mut(&key) else { return eng };
+            let Some(Slot::Ready(c)) = engine.conns.get_mut(&key) else { return (eng, false) };
             // First, whatever the pass does next: an edge-triggered event
             // lost here would leave the answer unread.
             if let Some(r) = seen.take() {
@@ -86,7 +90,7 @@ impl Endpoint {
             }
             let b = &engine.batches[id];
             if b.is_done() || engine.batches.len() != 1 || b.connect.is_some() {
-                return eng;
+                return (eng, false);
             }
             let deadline = b.deadline;
             if !posted {
@@ -94,9 +98,9 @@ impl Endpoint {
                 // general driver's case.
                 let now = clock.unwrap_or_else(Instant::now);
                 if !c.is_idle() || !c.reusable(now, engine.idle_reuse) {
-                    return eng;
+                    return (eng, false);
                 }
-                c.last_used = now;
+                c.posted_at(now);
                 let b = engine.batches.get_mut(id).expect("the batch driven");
                 let sent = post_call(c, b, CallRef { batch: id, index: 0 }, pay_len, &mut engine.next_msg, &mut engine.stats, engine.eager_limit, Some(peer));
                 engine.stats.solo += 1;
@@ -130,22 +134,36 @@ impl Endpoint {
             // connection, read to `WouldBlock`, is not read again).
             if c.link.has_splits() {
                 engine.splits.extend(c.link.take_splits().map(|g| (peer, g)));
-                return eng;
+                return (eng, false);
             }
             if engine.batches[id].is_done() {
-                return eng;
+                // Its one connection holds nothing of it if idle now.
+                let idle = c.is_idle();
+                return (eng, idle);
             }
             // Until an event, nothing moves here. The wait is cut short
             // where the general driver has work: the deadline, the
             // liveness watch (a ping after `ping_after` of silence).
-            let now = clock.take().unwrap_or_else(Instant::now);
-            let watch = if self.config.ping_after.is_zero() { deadline } else { deadline.min(now + self.config.ping_after) };
-            let until = engine.next_watch().map_or(watch, |w| watch.min(w));
-            if now >= until {
-                return eng;
+            // The first wait starts when the batch was made: its deadline
+            // is its timeout away (no clock arithmetic).
+            let (now, to_deadline) = match clock.take() {
+                Some(made) => (made, engine.batches[id].timeout),
+                None => {
+                    let now = Instant::now();
+                    (now, deadline.saturating_duration_since(now))
+                }
+            };
+            let mut wait = to_deadline;
+            if !self.config.ping_after.is_zero() {
+                wait = wait.min(self.config.ping_after);
+            }
+            if let Some(w) = engine.next_watch() {
+                wait = wait.min(w.saturating_duration_since(now));
+            }
+            if wait.is_zero() {
+                return (eng, false);
             }
             drop(eng);
-            let wait = until - now;
             let spun = !self.config.shm_poll.is_zero() && self.spin_for_input(self.config.shm_poll.min(wait), poll, events);
             if !spun
                 && let Err(e) = poll.poll(events, Some(wait))
@@ -153,7 +171,7 @@ impl Endpoint {
             {
                 let mut eng = self.lock();
                 eng.drop_all(&e);
-                return eng;
+                return (eng, false);
             }
             eng = self.lock();
             // The spin marks every shared-memory connection with input,
@@ -178,7 +196,7 @@ impl Endpoint {
                 if let (Some(r), Some(Slot::Ready(c))) = (seen, eng.conns.get_mut(&key)) {
                     c.on_readiness(r);
                 }
-                return eng;
+                return (eng, false);
             }
         }
     }

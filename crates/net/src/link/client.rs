@@ -347,11 +347,12 @@ impl<T: Copy> ClientConn<T> {
     }
 
     /// Takes a whole answer without payload to a call owed one from the
-    /// start of `bytes` (read ahead by the owner), appending it to `done`:
-    /// what most answers are, with no state of their own. `None` when the
-    /// frame is not whole there or is anything else (the owner then hands
-    /// its bytes on through [`ClientConn::rx`], which checks everything).
-    pub fn whole_response(&mut self, bytes: &[u8], done: &mut Vec<Completion<T>>) -> Option<usize> {
+    /// start of `bytes` (read ahead by the owner): what most answers are,
+    /// with no state of their own. Returns the bytes it took and the call
+    /// answered; `None` when the frame is not whole there or is anything
+    /// else (the owner then hands its bytes on through [`ClientConn::rx`],
+    /// which checks everything).
+    pub fn whole_response(&mut self, bytes: &[u8]) -> Option<(usize, Completion<T>)> {
         if !self.at_frame_boundary() {
             return None;
         }
@@ -369,8 +370,7 @@ impl<T: Copy> ClientConn<T> {
         if !self.splitting.is_empty() {
             self.splitting.remove(&id);
         }
-        done.push((call, Reply { body: Body::copy_of(&bytes[weft_wire::HEADER_LEN..end]), payload_len: 0 }));
-        Some(end)
+        Some((end, (call, Reply { body: Body::copy_of(&bytes[weft_wire::HEADER_LEN..end]), payload_len: 0 })))
     }
 
     /// Where the next received bytes go (exactly what the current frame
@@ -542,18 +542,20 @@ mod tests {
         let mut bytes = frame(FrameKind::Response, 6, b"six", &[]);
         bytes.extend(frame(FrameKind::Response, 5, b"five", &[]));
         let mut done = Vec::new();
-        let k = c.whole_response(&bytes, &mut done).unwrap();
-        assert_eq!(k + c.whole_response(&bytes[k..], &mut done).unwrap(), bytes.len());
+        let (k, six) = c.whole_response(&bytes).unwrap();
+        let (k2, five) = c.whole_response(&bytes[k..]).unwrap();
+        assert_eq!(k + k2, bytes.len());
+        done.extend([six, five]);
         let reply = |b: &[u8]| Reply { body: Body::copy_of(b), payload_len: 0 };
         assert_eq!(done, [(60, reply(b"six")), (50, reply(b"five"))]);
         assert!(c.is_idle());
         c.post(7, 70, b"req", 0, true);
         sent_kinds(&mut c);
         let seven = frame(FrameKind::Response, 7, b"seven", &[]);
-        assert!(c.whole_response(&seven[..seven.len() - 1], &mut done).is_none(), "not whole");
-        assert!(c.whole_response(&frame(FrameKind::Response, 7, b"seven", &[1, 2]), &mut done).is_none(), "a payload");
-        assert!(c.whole_response(&frame(FrameKind::Cts, 7, &[], &[]), &mut done).is_none(), "not an answer");
-        assert!(c.whole_response(&frame(FrameKind::Response, 9, b"x", &[]), &mut done).is_none(), "owed to no call");
+        assert!(c.whole_response(&seven[..seven.len() - 1]).is_none(), "not whole");
+        assert!(c.whole_response(&frame(FrameKind::Response, 7, b"seven", &[1, 2])).is_none(), "a payload");
+        assert!(c.whole_response(&frame(FrameKind::Cts, 7, &[], &[])).is_none(), "not an answer");
+        assert!(c.whole_response(&frame(FrameKind::Response, 9, b"x", &[])).is_none(), "owed to no call");
         assert_eq!(done.len(), 2);
         // The part-by-part path refuses what is wrong with it.
         assert!(feed(&mut c, &frame(FrameKind::Response, 9, b"x", &[]), 0).is_err());

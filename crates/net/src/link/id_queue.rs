@@ -71,6 +71,11 @@ impl<V> IdQueue<V> {
         {
             let value = slot.take()?;
             self.len -= 1;
+            if self.len == 0 {
+                // Nothing else owed (a call alone): no holes to walk.
+                self.slots.clear();
+                return Some(value);
+            }
             while self.slots.front().is_some_and(|s| s.1.is_none()) {
                 self.slots.pop_front();
             }

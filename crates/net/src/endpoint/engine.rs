@@ -3,15 +3,14 @@
 //! socket calls it makes are non-blocking.
 
 use super::batch::{Batch, CallRef};
+use super::conns::{ConnId, Conns};
 use super::slab::Slab;
 use super::conn::Conn;
 use crate::link::client::Hold;
 use crate::transport::Transport;
 use super::{sibling, Call, EndpointStats};
 use crate::NetError;
-use mio::{Interest, Registry, Token};
-// Keys are this process's own ids and its cluster's addresses: a fast hash.
-use rustc_hash::FxHashMap as HashMap;
+use mio::{Interest, Registry};
 use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -57,8 +56,9 @@ pub(super) type Batches = Slab<Box<Batch>>;
 
 #[derive(Default)]
 pub(super) struct Engine {
-    pub(super) conns: HashMap<ConnKey, Slot>,
-    tokens: HashMap<Token, ConnKey>,
+    pub(super) conns: Conns,
+    /// The connection of the last call alone (`solo.rs`), by id.
+    pub(super) last_solo: Option<(ConnKey, ConnId)>,
     /// Rails per server (1: none), and what they carry (see `rails.rs`).
     pub(super) rails: super::rails::RailPlan,
     /// Silence before a ping, and a ping's wait (zero: no watch).
@@ -75,7 +75,6 @@ pub(super) struct Engine {
     spare: Vec<Box<Batch>>,
     feed_ids: Vec<u64>,
     pub(super) next_msg: u64,
-    next_token: usize,
     /// A thread is driving the sockets (polling and advancing them).
     pub(super) driving: bool,
     /// Threads asleep on the endpoint's condition variable: waking nobody
@@ -205,7 +204,7 @@ impl Engine {
 
     /// Records readiness that `poll` reported for a connection.
     pub(super) fn ready(&mut self, ev: &mio::event::Event) {
-        if let Some(Slot::Ready(c)) = self.tokens.get(&ev.token()).and_then(|a| self.conns.get_mut(a)) {
+        if let Some((_, Slot::Ready(c))) = self.conns.by_id_mut(ConnId::of_token(ev.token())) {
             c.on_event(ev);
         }
     }
@@ -240,7 +239,6 @@ impl Engine {
         }
         let Some(Slot::Ready(mut c)) = self.conns.remove(&key) else { return 0 };
         tracing::debug!(target: "weft::net", peer = %key.peer, rail = key.rail, error = %e, "connection dropped");
-        self.tokens.remove(&c.token);
         // Closing the socket (when `c` drops) takes it out of the poller.
         self.stats.dropped_connections += 1;
         self.stats.placed += c.placed;
@@ -346,11 +344,13 @@ impl Engine {
 
     /// A connection opened by an owner thread.
     pub(super) fn install(&mut self, key: ConnKey, mut transport: Box<dyn Transport>, registry: &Registry) -> io::Result<()> {
-        let token = Token(self.next_token);
-        self.next_token += 1;
-        registry.register(transport.source(), token, Interest::READABLE | Interest::WRITABLE)?;
-        self.tokens.insert(token, key);
-        let mut conn = Conn::new(transport, token);
+        // Its id, under a mark until it is registered.
+        let id = self.conns.insert(key, Slot::Connecting);
+        if let Err(e) = registry.register(transport.source(), id.token(), Interest::READABLE | Interest::WRITABLE) {
+            self.conns.remove(&key);
+            return Err(e);
+        }
+        let mut conn = Conn::new(transport, id.token());
         if key.rail == 0 {
             conn.link.set_split_min(self.rails.split_min());
         } else {

@@ -34,6 +34,7 @@ mod batch;
 mod config;
 mod conn;
 mod connect;
+mod conns;
 mod engine;
 mod liveness;
 mod posted;

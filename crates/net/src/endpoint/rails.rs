@@ -56,7 +56,7 @@ impl RailPlan {
 
     /// A rail a payload of `pay_len` bytes to `peer` would use and that
     /// is not open yet (or being opened), if any.
-    pub(super) fn missing(&self, peer: SocketAddr, pay_len: usize, conns: &HashMap<ConnKey, Slot>) -> Option<ConnKey> {
+    pub(super) fn missing(&self, peer: SocketAddr, pay_len: usize, conns: &super::conns::Conns) -> Option<ConnKey> {
         if self.rails < 2 || pay_len < SPLIT_MIN || self.resting(peer) {
             return None;
         }

@@ -48,10 +48,12 @@ impl<T> Slab<T> {
         }
     }
 
+    #[inline]
     pub(super) fn get(&self, id: u64) -> Option<&T> {
         self.slots.get(slot_of(id)).filter(|s| s.id == id).and_then(|s| s.value.as_ref())
     }
 
+    #[inline]
     pub(super) fn get_mut(&mut self, id: u64) -> Option<&mut T> {
         self.slots.get_mut(slot_of(id)).filter(|s| s.id == id).and_then(|s| s.value.as_mut())
     }
@@ -88,6 +90,7 @@ impl<T> Slab<T> {
 impl<T> std::ops::Index<u64> for Slab<T> {
     type Output = T;
 
+    #[inline]
     fn index(&self, id: u64) -> &T {
         self.get(id).expect("a batch the engine holds")
     }

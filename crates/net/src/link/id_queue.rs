@@ -6,13 +6,16 @@
 //! come there, and the whole queue is compacted after any removal that
 //! leaves holes outnumbering the calls (a call owed for long, e.g. a lock
 //! wait, while thousands pass it), so memory stays proportional to the
-//! calls owed.
+//! calls owed. A value alone (a call alone on its connection, the common
+//! case) is kept beside the queue, which it then does not touch.
 
 use std::collections::VecDeque;
 
 /// Values by increasing `u64` id.
 #[derive(Debug)]
 pub struct IdQueue<V> {
+    /// The only value, while it is the only one (`slots` is then empty).
+    lone: Option<(u64, V)>,
     /// Sorted by id; `None` is a hole left by a removal.
     slots: VecDeque<(u64, Option<V>)>,
     /// Values (slots that are not holes).
@@ -21,7 +24,7 @@ pub struct IdQueue<V> {
 
 impl<V> Default for IdQueue<V> {
     fn default() -> Self {
-        IdQueue { slots: VecDeque::new(), len: 0 }
+        IdQueue { lone: None, slots: VecDeque::new(), len: 0 }
     }
 }
 
@@ -40,6 +43,18 @@ impl<V> IdQueue<V> {
     /// Keeps `value` under `id`, replacing a value kept under it. Ids come
     /// in increasing order; one that does not is put in its place.
     pub fn insert(&mut self, id: u64, value: V) {
+        if self.len == 0 && self.slots.is_empty() {
+            self.lone = Some((id, value));
+            self.len = 1;
+            return;
+        }
+        if let Some((first, v)) = self.lone.take() {
+            if first == id {
+                self.lone = Some((id, value));
+                return;
+            }
+            self.slots.push_back((first, Some(v)));
+        }
         match self.slots.back() {
             Some(&(last, _)) if last >= id => match self.find(id) {
                 Ok(k) => {
@@ -60,11 +75,21 @@ impl<V> IdQueue<V> {
     }
 
     pub fn get(&self, id: u64) -> Option<&V> {
+        if let Some((first, v)) = &self.lone {
+            return (*first == id).then_some(v);
+        }
         self.find(id).ok().and_then(|k| self.slots[k].1.as_ref())
     }
 
     /// Takes the value kept under `id`.
     pub fn remove(&mut self, id: u64) -> Option<V> {
+        if let Some((first, _)) = &self.lone {
+            if *first != id {
+                return None;
+            }
+            self.len = 0;
+            return self.lone.take().map(|(_, v)| v);
+        }
         // Answers mostly come in the order of their requests.
         if let Some((first, slot)) = self.slots.front_mut()
             && *first == id
@@ -101,18 +126,18 @@ impl<V> IdQueue<V> {
 
     /// The values, in id order.
     pub fn values(&self) -> impl Iterator<Item = &V> {
-        self.slots.iter().filter_map(|(_, v)| v.as_ref())
+        self.lone.iter().map(|(_, v)| v).chain(self.slots.iter().filter_map(|(_, v)| v.as_ref()))
     }
 
     /// The ids and values, in id order.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
-        self.slots.iter().filter_map(|(id, v)| v.as_ref().map(|v| (*id, v)))
+        self.lone.iter().map(|(id, v)| (*id, v)).chain(self.slots.iter().filter_map(|(id, v)| v.as_ref().map(|v| (*id, v))))
     }
 
     /// Takes every value, in id order.
     pub fn drain(&mut self) -> impl Iterator<Item = V> + '_ {
         self.len = 0;
-        self.slots.drain(..).filter_map(|(_, v)| v)
+        self.lone.take().map(|(_, v)| v).into_iter().chain(self.slots.drain(..).filter_map(|(_, v)| v))
     }
 
     /// Where `id`'s slot is (or would go).
@@ -123,7 +148,7 @@ impl<V> IdQueue<V> {
     /// Slots held, holes included (what memory it takes).
     #[cfg(test)]
     fn slots(&self) -> usize {
-        self.slots.len()
+        self.slots.len() + usize::from(self.lone.is_some())
     }
 }
 

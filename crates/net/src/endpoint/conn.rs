@@ -64,7 +64,9 @@ pub(super) struct Conn {
     answered: Vec<Completion<CallRef>>,
     iovecs: Vec<IoSlice<'static>>,
     /// When it was opened, or a call was last posted on it after it was
-    /// idle ([`Conn::posted_at`]), and `RECENT_USE` after that.
+    /// idle ([`Conn::posted_at`]), and until when it counts as used a
+    /// moment ago (within `RECENT_USE` of some post; [`Conn::reusable`]
+    /// looks at `last_used` itself after it).
     last_used: std::time::Instant,
     recent_until: std::time::Instant,
     /// A call was posted on it.
@@ -126,7 +128,11 @@ impl Conn {
     /// A call is posted on this idle connection at `now`.
     pub(super) fn posted_at(&mut self, now: std::time::Instant) {
         self.last_used = now;
-        self.recent_until = now.checked_add(RECENT_USE).unwrap_or(now);
+        // Moved on once it has passed: a call a millisecond serves the
+        // comparison, the others are not slowed by an addition each.
+        if now >= self.recent_until {
+            self.recent_until = now.checked_add(RECENT_USE).unwrap_or(now);
+        }
     }
 
     /// When a call was last posted on it after it was idle.

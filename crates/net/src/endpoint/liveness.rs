@@ -156,7 +156,10 @@ impl Engine {
             due = Some(due.map_or(next, |d| d.min(next)));
         }
         self.liveness.due = due;
-        self.liveness.wake = self.next_watch();
+        self.liveness.wake = match (due, self.liveness.next_look) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         for &(key, silent) in &stopped {
             tracing::warn!(target: "weft::net", peer = %key.peer, ?silent, "server not responding (neither a ping nor a fresh connection's hello answered); failing its calls");
             self.drop_conn(key, NetError::Timeout { addr: key.peer, after: silent });
@@ -165,18 +168,11 @@ impl Engine {
         found
     }
 
-    /// Before this the watch has nothing to do (the caller skips it).
-    pub(super) fn liveness_wake(&self) -> Option<Instant> {
-        self.liveness.wake
-    }
-
     /// When [`Engine::watch_liveness`] next has something to do: a
     /// connection due, or its next look (calls in flight are looked at
-    /// then).
+    /// then); before it the watch has nothing to do (the caller skips it).
+    #[inline]
     pub(super) fn next_watch(&self) -> Option<Instant> {
-        match (self.liveness.due, self.liveness.next_look) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.liveness.wake
     }
 }

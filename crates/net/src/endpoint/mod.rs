@@ -490,7 +490,7 @@ impl Endpoint {
         }
         let now = Instant::now();
         wake_others |= eng.expire_due(now) > 0;
-        if !self.config.ping_after.is_zero() && eng.liveness_wake().is_none_or(|t| now >= t) {
+        if !self.config.ping_after.is_zero() && eng.next_watch().is_none_or(|t| now >= t) {
             let found = eng.watch_liveness(now);
             wake_others |= !found.stopped.is_empty();
             // Held for a ping's time only (not the deadline's 10 s): a lock

@@ -56,8 +56,17 @@ impl RailPlan {
 
     /// A rail a payload of `pay_len` bytes to `peer` would use and that
     /// is not open yet (or being opened), if any.
+    #[inline]
     pub(super) fn missing(&self, peer: SocketAddr, pay_len: usize, conns: &super::conns::Conns) -> Option<ConnKey> {
-        if self.rails < 2 || pay_len < SPLIT_MIN || self.resting(peer) {
+        if self.rails < 2 || pay_len < SPLIT_MIN {
+            return None;
+        }
+        self.missing_rail(peer, conns)
+    }
+
+    /// [`RailPlan::missing`] for a payload to split.
+    fn missing_rail(&self, peer: SocketAddr, conns: &super::conns::Conns) -> Option<ConnKey> {
+        if self.resting(peer) {
             return None;
         }
         // Over shared memory with an area the payload is placed whole:

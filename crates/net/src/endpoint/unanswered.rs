@@ -30,10 +30,17 @@ pub(crate) struct Unanswered {
 
 impl Unanswered {
     /// The error a call to `peer` fails with now, if it is held.
+    #[inline]
     pub(crate) fn refuse(&self, peer: SocketAddr, now: Instant) -> Option<NetError> {
         if self.held.load(Ordering::Relaxed) == 0 {
             return None;
         }
+        self.refuse_held(peer, now)
+    }
+
+    /// [`Unanswered::refuse`] while some server is held.
+    #[cold]
+    fn refuse_held(&self, peer: SocketAddr, now: Instant) -> Option<NetError> {
         let peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         let &(since, hold) = peers.get(&peer)?;
         (now < since + hold).then(|| NetError::Unanswered { addr: peer, ago: now - since })
@@ -54,10 +61,17 @@ impl Unanswered {
     }
 
     /// `peer` answered.
+    #[inline]
     pub(crate) fn answered(&self, peer: SocketAddr) {
         if self.held.load(Ordering::Relaxed) == 0 {
             return;
         }
+        self.answered_held(peer);
+    }
+
+    /// [`Unanswered::answered`] while some server is held.
+    #[cold]
+    fn answered_held(&self, peer: SocketAddr) {
         let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
         peers.remove(&peer);
         self.held.store(peers.len(), Ordering::Relaxed);

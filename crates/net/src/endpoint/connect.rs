@@ -110,14 +110,15 @@ impl Endpoint {
         let spawned = std::thread::Builder::new().name("weft-probe".into()).spawn(move || {
             let answered = (|| -> Result<(), NetError> {
                 let unreachable = |source| NetError::Unreachable { addr, source };
-                let mut s = TcpStream::connect_timeout(&addr, within).map_err(unreachable)?;
+                let s = TcpStream::connect_timeout(&addr, within).map_err(unreachable)?;
                 // Connected to itself (nobody listens): as refused.
                 if s.local_addr().ok().is_some_and(|l| s.peer_addr().is_ok_and(|p| p == l)) {
                     return Err(unreachable(io::Error::new(io::ErrorKind::ConnectionRefused, "the connect reached itself")));
                 }
                 s.set_read_timeout(Some(within)).map_err(unreachable)?;
                 s.set_write_timeout(Some(within)).map_err(unreachable)?;
-                crate::handshake::hello_answered(&mut s, addr, rand::random())
+                // (Its writes never raise SIGPIPE in a host program.)
+                crate::handshake::hello_answered(&mut crate::transport::Quiet(&s), addr, rand::random())
             })();
             if let Err(e) = &answered {
                 tracing::debug!(target: "weft::net", peer = %addr, error = %e, "liveness probe: not answered");

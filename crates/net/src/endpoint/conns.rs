@@ -17,6 +17,10 @@ use rustc_hash::FxHashMap as HashMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ConnId(u64);
 
+// A poll token carries the whole id, generation included (a token cut to
+// 32 bits would make a reused slot's events never match it).
+const _: () = assert!(usize::BITS >= 64, "connection ids are poll tokens of 64 bits");
+
 impl ConnId {
     fn new(index: u32, generation: u32) -> Self {
         ConnId(u64::from(generation) << 32 | u64::from(index))

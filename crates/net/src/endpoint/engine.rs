@@ -57,7 +57,8 @@ pub(super) type Batches = Slab<Box<Batch>>;
 #[derive(Default)]
 pub(super) struct Engine {
     pub(super) conns: Conns,
-    /// The connection of the last call alone (`solo.rs`), by id.
+    /// The connection of the endpoint's last call alone (`solo.rs`), by
+    /// id: the next one to the same server skips the hash.
     pub(super) last_solo: Option<(ConnKey, ConnId)>,
     /// Rails per server (1: none), and what they carry (see `rails.rs`).
     pub(super) rails: super::rails::RailPlan,
@@ -334,8 +335,15 @@ impl Engine {
             // body left behind is the caller's empty one.
             std::mem::swap(&mut c.body, &mut bc.body);
             bc.body.clear();
+            // Their room stays, unless a list I/O call made it large.
             bc.send.clear();
             bc.recv.clear();
+            if bc.send.capacity() > SPARE_VIEWS {
+                bc.send = Vec::new();
+            }
+            if bc.recv.capacity() > SPARE_VIEWS {
+                bc.recv = Vec::new();
+            }
         }
         if self.spare.len() < SPARE_BATCHES && b.calls.capacity() <= SPARE_CALLS {
             self.spare.push(b);
@@ -401,6 +409,8 @@ impl Engine {
 /// Batches kept for reuse (about one per thread in the endpoint), and the
 /// most calls one may hold (a large batch goes back to the allocator).
 const SPARE_BATCHES: usize = 8;
+/// Views of a call's buffers a kept batch keeps room for.
+const SPARE_VIEWS: usize = 16;
 const SPARE_CALLS: usize = 64;
 
 /// Posts call `at` of batch `b` on `conn`, its server's ready connection

@@ -77,8 +77,8 @@ impl Endpoint {
         let mut seen: Option<Readiness> = None;
         // Looked up by its id (no hashing; a stale id finds nothing: a
         // connection dropped and opened again is another's, and the
-        // general driver's). A thread calling one server back to back
-        // finds the id its last call alone used.
+        // general driver's). Calls alone to one server back to back find
+        // the id the endpoint's last call alone used (one per endpoint).
         let conn_id = match eng.last_solo {
             Some((k, cid)) if k == key && eng.conns.holds(cid) => cid,
             _ => {

@@ -6,6 +6,7 @@
 pub mod area;
 pub mod ring;
 pub mod shm;
+mod sys;
 mod tcp;
 
 pub(crate) use tcp::Quiet;

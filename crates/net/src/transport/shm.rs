@@ -368,7 +368,7 @@ impl ShmTransport {
     /// Wakes the peer (best effort: a socket with bytes in it has
     /// already woken it). Never raises SIGPIPE in a host program.
     fn ring(&mut self) {
-        let _ = nix::sys::socket::send(self.bell.as_raw_fd(), &[1], MsgFlags::MSG_NOSIGNAL | MsgFlags::MSG_DONTWAIT);
+        let _ = super::sys::send_vectored(self.bell.as_raw_fd(), &[IoSlice::new(&[1])], libc::MSG_DONTWAIT);
     }
 
     /// Takes the doorbells rung so far, and (client side) the descriptors
@@ -385,7 +385,7 @@ impl ShmTransport {
         let mut taken = 0;
         loop {
             let got = match &mut self.lent {
-                None => (&self.bell).read(&mut b).map(|n| (n, None)),
+                None => super::sys::read(self.bell.as_raw_fd(), &mut b).map(|n| (n, None)),
                 Some(_) => recv_lent(&self.bell, &mut b, &mut self.cmsg),
             };
             match got {

@@ -1,0 +1,41 @@
+//! The system calls the transports make straight to the kernel, without
+//! std's and mio's wrappers around them: those cost about as much as the
+//! rest of a small request's read or write (paper 003's count, `weft bench
+//! net --icount`). Writes never raise SIGPIPE in a host program that did
+//! not ignore it (the MPI-IO library lives in C programs, which do not,
+//! unlike Rust's own).
+#![allow(unsafe_code)]
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::os::fd::RawFd;
+
+/// Most iovecs one call takes (Linux's `IOV_MAX`): callers pass at most
+/// this many; more would be refused (EINVAL), so they are cut here.
+const IOV_MAX: usize = 1024;
+
+/// A system call's byte count, or the error it left in `errno`.
+fn bytes(n: isize) -> io::Result<usize> {
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
+}
+
+pub(super) fn read(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for writes of its whole length.
+    bytes(unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+pub(super) fn read_vectored(fd: RawFd, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+    // SAFETY: `IoSliceMut` is ABI-compatible with `iovec` (std's promise
+    // on Unix), and each names memory valid for writes.
+    bytes(unsafe { libc::readv(fd, bufs.as_ptr().cast(), bufs.len().min(IOV_MAX) as libc::c_int) })
+}
+
+/// Writes `bufs` to socket `fd` (with `flags` besides `MSG_NOSIGNAL`).
+pub(super) fn send_vectored(fd: RawFd, bufs: &[IoSlice<'_>], flags: libc::c_int) -> io::Result<usize> {
+    // SAFETY: a zeroed `msghdr` is a valid one (no name, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // `IoSlice` is ABI-compatible with `iovec`; sendmsg only reads them.
+    msg.msg_iov = bufs.as_ptr().cast_mut().cast();
+    msg.msg_iovlen = bufs.len().min(IOV_MAX) as _;
+    // SAFETY: `msg` names `bufs`, valid for reads for this call.
+    bytes(unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | flags) })
+}

@@ -56,9 +56,9 @@ impl Batch {
     }
 
     /// Makes this (finished, or empty) batch one of `calls`, made at
-    /// `now`, in place: its call vector is reused, and its calls' own. A call that has a
-    /// result already (refused before posting) keeps it and is never
-    /// posted.
+    /// `now`, in place: its call vector is reused, and its calls' own. A
+    /// call that has a result already (refused before posting) keeps it
+    /// and is never posted.
     pub(super) fn refill(&mut self, calls: &mut [Call<'_>], window: usize, timeout: Duration, now: Instant) {
         // The vector's calls are overwritten where there are some (their
         // view vectors keep their room), added past them.
@@ -67,7 +67,7 @@ impl Batch {
         for (i, c) in calls.iter_mut().enumerate() {
             done += usize::from(c.result.is_some());
             if let Some(bc) = self.calls.get_mut(i) {
-                // What `Engine::finish` left: no result, body or views.
+                // What `Engine::take_out` left: no result, body or views.
                 bc.peer = c.peer;
                 std::mem::swap(&mut bc.body, &mut c.body);
                 if !c.send.is_empty() {

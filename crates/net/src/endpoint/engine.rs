@@ -416,11 +416,12 @@ const SPARE_CALLS: usize = 64;
 /// Posts call `at` of batch `b` on `conn`, its server's ready connection
 /// (checked with [`Conn::reusable`] if it was idle), as the next message
 /// (`next_msg`), eager up to `eager_limit` payload bytes, and counts it.
-/// `now` writes its frame at once if nothing is queued before it
-/// ([`Conn::post_now`]: a call alone); an error writing it is the
-/// connection's (the call is posted, and fails when it is dropped).
+/// With `at_once` (the server's address) its frame is written at once if
+/// nothing is queued before it ([`Conn::post_now`]: a call alone); an
+/// error writing it is the connection's (the call is posted, and fails
+/// when the connection is dropped).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, at: CallRef, pay_len: usize, next_msg: &mut u64, stats: &mut EndpointStats, eager_limit: usize, now: Option<SocketAddr>) -> Result<(), NetError> {
+pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, at: CallRef, pay_len: usize, next_msg: &mut u64, stats: &mut EndpointStats, eager_limit: usize, at_once: Option<SocketAddr>) -> Result<(), NetError> {
     let msg = *next_msg;
     *next_msg += 1;
     let eager = pay_len <= eager_limit;
@@ -430,7 +431,7 @@ pub(super) fn post_call(conn: &mut Conn, b: &mut Batch, at: CallRef, pay_len: us
     call.posted = true;
     b.next += 1;
     b.in_flight += 1;
-    match now {
+    match at_once {
         Some(addr) => conn.post_now(addr, msg, at, &b.calls[at.index], pay_len, eager),
         None => {
             conn.link.post(msg, at, &call.body, pay_len, eager);

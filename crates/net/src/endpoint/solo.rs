@@ -23,9 +23,10 @@ use std::time::Instant;
 
 impl Endpoint {
     /// Drives batch `id` (one call to `peer`) alone while nothing else is
-    /// in the engine, from the engine's lock `eng` (the post's). Returns whether it finished it (its result is then
-    /// in `calls`); if not, the caller waits for it as for any batch
-    /// (`wait_batch`): left as any pass leaves one.
+    /// in the engine, from the engine's lock `eng` (the post's). Returns
+    /// whether it finished it (its result is then in `calls`); if not, the
+    /// caller waits for it as for any batch (`wait_batch`): left as any
+    /// pass leaves one.
     pub(super) fn drive_solo<'e>(&'e self, mut eng: MutexGuard<'e, Engine>, id: u64, peer: std::net::SocketAddr, calls: &mut [super::Call<'_>], timeout: std::time::Duration) -> bool {
         let key = ConnKey::primary(peer);
         // (Whether its connection is idle, the loop's first pass looks.)

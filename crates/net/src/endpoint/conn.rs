@@ -189,8 +189,9 @@ impl Conn {
             }
             Err(e) => Err(io_fail(addr, e)),
         };
-        self.written_bytes += *n.as_ref().unwrap_or(&0) as u64;
-        self.link.post_written(msg, at, &call.body, pay_len, eager, *n.as_ref().unwrap_or(&0));
+        let sent = *n.as_ref().unwrap_or(&0);
+        self.written_bytes += sent as u64;
+        self.link.post_written(msg, at, &call.body, pay_len, eager, sent);
         n.map(|_| ())
     }
 

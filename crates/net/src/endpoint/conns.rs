@@ -73,16 +73,22 @@ impl Conns {
         self.entries[id.index()].slot.as_mut()
     }
 
+    /// Whether entry `e` (at `id`'s index) is still of `id`'s generation.
+    #[inline]
+    fn is_of(e: &Entry, id: ConnId) -> bool {
+        ConnId::new(id.index() as u32, e.generation) == id
+    }
+
     /// Whether `id` names a connection still there.
     #[inline]
     pub(super) fn holds(&self, id: ConnId) -> bool {
-        self.entries.get(id.index()).is_some_and(|e| ConnId::new(id.index() as u32, e.generation) == id && e.slot.is_some())
+        self.entries.get(id.index()).is_some_and(|e| Self::is_of(e, id) && e.slot.is_some())
     }
 
     /// The connection `id` names, if it is still there.
     #[inline]
     pub(super) fn by_id_mut(&mut self, id: ConnId) -> Option<(ConnKey, &mut Slot)> {
-        let e = self.entries.get_mut(id.index()).filter(|e| ConnId::new(id.index() as u32, e.generation) == id)?;
+        let e = self.entries.get_mut(id.index()).filter(|e| Self::is_of(e, id))?;
         let key = e.key;
         e.slot.as_mut().map(|s| (key, s))
     }

@@ -30,10 +30,17 @@ static POOL: Mutex<Pool> = Mutex::new(Pool { free: Vec::new(), bytes: 0 });
 
 /// A buffer of exactly `len` bytes. Its contents are unspecified (old
 /// bytes of an earlier request): callers overwrite all of it, or clear it.
+#[inline]
 pub fn take(len: usize) -> Vec<u8> {
+    // Inline for the empty case: most small requests and answers have no
+    // payload, and a call costs more than the rest of it.
     if len == 0 {
         return Vec::new();
     }
+    take_some(len)
+}
+
+fn take_some(len: usize) -> Vec<u8> {
     if len <= SMALL_MAX
         && let Some(mut v) = SMALL.with_borrow_mut(Vec::pop)
     {
@@ -59,7 +66,15 @@ pub fn take(len: usize) -> Vec<u8> {
 }
 
 /// Returns a buffer for reuse (or frees it, if the pool is full).
-pub fn give(mut v: Vec<u8>) {
+#[inline]
+pub fn give(v: Vec<u8>) {
+    // Nothing to keep (see `take`).
+    if v.capacity() != 0 {
+        give_some(v);
+    }
+}
+
+fn give_some(mut v: Vec<u8>) {
     if v.capacity() < MIN_POOLED {
         if (1..=SMALL_MAX).contains(&v.capacity()) {
             SMALL.with_borrow_mut(|kept| {

@@ -162,8 +162,27 @@ pub struct ServerConn {
     /// Shared memory: the area where the client places rendezvous
     /// payloads the server only copies ([`crate::transport::area`]).
     area: Option<Arc<Area>>,
+    /// A request's box given back once served ([`ServerConn::recycle`]),
+    /// the next request's: a small request then costs no allocation.
+    spare_req: Option<Box<Request>>,
 }
 
+
+/// Largest body of a request without payload that is not charged to the
+/// memory budget (see `whole_request`): with `max_queued` such requests a
+/// connection holds a few tens of KiB, less than its buffers.
+const UNCHARGED_BODY: usize = 256;
+
+/// `req` in the spare box if there is one, else in a new one.
+fn boxed(spare: &mut Option<Box<Request>>, req: Request) -> Box<Request> {
+    match spare.take() {
+        Some(mut b) => {
+            *b = req;
+            b
+        }
+        None => Box::new(req),
+    }
+}
 
 /// Where the current part of a frame takes its next bytes (`None` while
 /// waiting for memory); never empty (`settle` moves past empty parts).
@@ -207,7 +226,14 @@ impl ServerConn {
             encoded: Vec::new(),
             stage: Stage::default(),
             staging: false,
+            spare_req: None,
         }
+    }
+
+    /// Gives back a served request's box (its contents are dropped when the
+    /// next request takes it), for the next request to be decoded into.
+    pub fn recycle(&mut self, req: Box<Request>) {
+        self.spare_req.get_or_insert(req);
     }
 
     /// A shared-memory connection's area: opaque rendezvous payloads that
@@ -348,8 +374,16 @@ impl ServerConn {
         if head.kind != FrameKind::Request || self.admit(&head).is_err() {
             return false;
         }
-        let Some(charge) = self.budget.try_charge_for((body_len + pay_len) as u64, &self.account, self.limits.memory_share) else { return false };
-        let mut payload = Payload::new(crate::buffers::take(pay_len), Some(charge));
+        // A small request without payload is bounded by count
+        // (`max_queued` a connection), as error answers are: drawing and
+        // returning its few bytes cost more than the rest of its way in.
+        let charge = if pay_len == 0 && body_len <= UNCHARGED_BODY {
+            None
+        } else {
+            let Some(c) = self.budget.try_charge_for((body_len + pay_len) as u64, &self.account, self.limits.memory_share) else { return false };
+            Some(c)
+        };
+        let mut payload = Payload::new(crate::buffers::take(pay_len), charge);
         payload.bytes.copy_from_slice(&bytes[pay_at..end]);
         self.last_active = now;
         // Out of `self` while the frame is handled (which needs `self`).
@@ -572,7 +606,7 @@ impl ServerConn {
         }
         let id = head.msg_id;
         match head.kind {
-            FrameKind::Request => match Request::decode(body).map(Box::new).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
+            FrameKind::Request => match Request::decode(body).map(|r| boxed(&mut self.spare_req, r)).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {
                     self.queued += 1;
@@ -580,7 +614,7 @@ impl ServerConn {
                 }
                 Err(e) => self.refuse(id, e, now, events),
             },
-            FrameKind::Rts => match Request::decode(body).map(Box::new).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
+            FrameKind::Rts => match Request::decode(body).map(|r| boxed(&mut self.spare_req, r)).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
                 // Before `Cts`: a refused write's data is never sent.
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {

@@ -617,3 +617,45 @@ fn requests_read_ahead_wait_for_memory() {
     assert_eq!(got, [(1, pay.to_vec()), (2, vec![])]);
     assert!(c.rx_window().is_some());
 }
+
+/// A served request's box is the next request's (no allocation per small
+/// request), and holds that next request, not the one served.
+#[test]
+fn a_recycled_request_box_takes_the_next_request() {
+    let mut c = ready(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]), &mut ev);
+    let Some(Event::Request { req, .. }) = ev.pop() else { panic!("a request") };
+    let at: *const Request = &*req;
+    c.recycle(req);
+    feed(&mut c, &frame(FrameKind::Request, 2, &Request::Status.encode(), 0, &[]), &mut ev);
+    let Some(Event::Request { id, req, .. }) = ev.pop() else { panic!("a request") };
+    assert_eq!(id, MsgId(2));
+    assert!(matches!(*req, Request::Status), "{req:?}");
+    assert!(std::ptr::eq(&*req, at), "decoded into the recycled box");
+}
+
+/// A small request without payload draws nothing from the budget while it
+/// waits for its answer (it is bounded by count, `max_queued`); a larger
+/// body, or any payload, is charged.
+#[test]
+fn only_small_requests_without_payload_go_uncharged() {
+    let mut c = ready(ConnLimits::default(), 1 << 30);
+    let mut ev = Vec::new();
+    // The first request makes the stage, through which the rest come.
+    feed(&mut c, &frame(FrameKind::Request, 0, &Request::Ping.encode(), 0, &[]), &mut ev);
+    ev.clear();
+    let before = c.memory();
+    feed(&mut c, &frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]), &mut ev);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(c.memory(), before, "a ping is not charged");
+    let cap = gate().cap_key().issue(FileId(1), rights::WRITE, u64::MAX);
+    let large = Request::data(cap, DataReq::Write { file: FileId(1), pieces: vec![Piece { offset: 0, len: 0 }; 30] }).encode();
+    assert!(large.len() > UNCHARGED_BODY);
+    feed(&mut c, &frame(FrameKind::Request, 2, &large, 0, &[]), &mut ev);
+    assert_eq!(ev.len(), 2);
+    assert_eq!(c.memory(), before + large.len() as u64, "a large body is charged");
+    feed(&mut c, &frame(FrameKind::Request, 3, &write_req(10), 10, &[5; 10]), &mut ev);
+    assert_eq!(ev.len(), 3);
+    assert_eq!(c.memory(), before + (large.len() + write_req(10).len() + 10) as u64, "a payload is charged with its body");
+}

@@ -454,20 +454,22 @@ impl Reactor {
     /// Serves a request on the loop's thread (see `Server::answers_on_the_loop`)
     /// and queues its answer; a panic is contained as on a worker.
     fn answer_inline(&mut self, k: usize, job: Job, now: Instant) {
-        let Job { id, req, payload, out_charge, user, arrived, .. } = job;
+        let Job { id, mut req, payload, out_charge, user, arrived, .. } = job;
         // Requests a worker would serve are counted as a worker counts them.
         let counted = matches!(*req, Request::Meta { .. }).then(|| (super::cpu_kind(&req), payload.len() as u64, super::thread_cpu_ns()));
         let mut out = weft_net::buffers::take(out_charge.as_ref().map_or(0, |c| c.bytes() as usize));
         // Inline requests never answer later.
         let later = || -> crate::lock::Answer { Box::new(|_| {}) };
         let server = &self.server;
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(*req, payload.data(), &mut out, &later, user)));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| server.handle(std::mem::replace(&mut *req, Request::Ping), payload.data(), &mut out, &later, user)));
         if let Some((kind, bytes_in, cpu_before)) = counted {
             // A failed request answers with no payload.
             let bytes_out = if matches!(outcome, Ok(Some(_))) { out.len() as u64 } else { 0 };
             server.count_inline(kind, bytes_in, bytes_out, arrived, super::thread_cpu_ns().saturating_sub(cpu_before));
         }
         let Some(Some(slot)) = self.slots.get_mut(k) else { return };
+        // The box is the connection's next request's (no allocation).
+        slot.conn.recycle(req);
         match outcome {
             Ok(Some(rsp)) => slot.conn.respond(id, &rsp, Payload::new(out, out_charge), now),
             Ok(None) | Err(_) => {

@@ -95,6 +95,31 @@ fn a_doorbell_then_a_close_in_one_event_reads_as_the_bytes_then_the_end() {
     assert_eq!(server.read(&mut buf).unwrap(), 0, "the close that came with the doorbell is the end of stream");
 }
 
+/// A read that gives less than it asked for has emptied the ring and
+/// asked for a doorbell (`short_read_drains`: the reader then waits for a
+/// poll event without reading again to hear `WouldBlock`), so bytes
+/// written after it wake a poller.
+#[test]
+fn a_short_read_asks_for_a_doorbell() {
+    let (mut client, mut server, _budget) = with_area();
+    assert!(client.short_read_drains() && server.short_read_drains());
+    let mut poll = mio::Poll::new().unwrap();
+    poll.registry().register(client.source(), mio::Token(0), mio::Interest::READABLE).unwrap();
+    let mut events = mio::Events::with_capacity(4);
+    let mut buf = [0u8; 16];
+    // The first wait is asked for as ever: by reading an empty ring.
+    assert_eq!(client.read(&mut buf).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    for round in 0..3 {
+        // Doorbells rung so far are taken, as at a poll event.
+        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        client.on_event(true, false, false);
+        assert_eq!(server.write_vectored(&[IoSlice::new(b"bytes")]).unwrap(), 5);
+        poll.poll(&mut events, Some(Duration::from_secs(5))).unwrap();
+        assert!(!events.is_empty(), "round {round}: bytes after a short read ring the doorbell");
+        assert_eq!(client.read(&mut buf).unwrap(), 5, "a short read");
+    }
+}
+
 #[test]
 fn no_server_on_this_node_is_not_found() {
     let e = ShmTransport::connect(addr(), Duration::from_secs(1), &[0]).err().expect("nobody listens");

@@ -58,11 +58,11 @@ pub trait Transport: Send {
     }
     /// Whether a read that returns fewer bytes than it asked for says that
     /// nothing more waits now, and that bytes coming later raise a readiness
-    /// event of their own (an edge-triggered socket: the reader need not
-    /// read again to hear `WouldBlock`). Not so for shared memory, whose
-    /// reader asks for a doorbell only by reading an empty ring. The reader
-    /// still reads on after a poll event that saw the peer close, since the
-    /// end of stream may have come with the bytes.
+    /// event of their own (an edge-triggered socket; shared memory, whose
+    /// short read has asked for a doorbell): the reader need not read
+    /// again to hear `WouldBlock`. The reader still reads on after a poll
+    /// event that saw the peer close, since the end of stream may have
+    /// come with the bytes.
     fn short_read_drains(&self) -> bool {
         false
     }

@@ -461,27 +461,45 @@ impl Transport for ShmTransport {
         self.read_vectored(&mut [IoSliceMut::new(buf)])
     }
 
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+    /// A read that gives less than `bufs` hold has emptied the ring and
+    /// asked for a doorbell (`short_read_drains`); bytes that came
+    /// meanwhile are read on into what is left of `bufs` (advanced past
+    /// what was read).
+    fn read_vectored(&mut self, mut bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         if let Some(why) = &self.broken {
             return Err(bad(why.clone()));
         }
+        let mut room: usize = bufs.iter().map(|b| b.len()).sum();
+        if room == 0 {
+            return Ok(0);
+        }
+        let mut total = 0;
         loop {
             let n = self.rx.read_vectored(bufs).map_err(corrupt)?;
-            if n > 0 || bufs.iter().all(|b| b.is_empty()) {
-                if self.rx.take_writer_waiting() {
-                    self.ring();
-                }
-                return Ok(n);
+            total += n;
+            room -= n;
+            if room == 0 {
+                break;
             }
-            if self.peer_closed {
+            if total == 0 && self.peer_closed {
                 return Ok(0);
             }
+            // The ring is empty: a doorbell is asked for before saying so.
             self.rx.set_reader_waiting();
             if self.rx.available().map_err(corrupt)? == 0 {
-                return Err(io::ErrorKind::WouldBlock.into());
+                if total == 0 {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                break;
             }
             self.rx.clear_reader_waiting();
+            // Rare: bytes came between the read and the flag.
+            IoSliceMut::advance_slices(&mut bufs, n);
         }
+        if self.rx.take_writer_waiting() {
+            self.ring();
+        }
+        Ok(total)
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
@@ -523,6 +541,10 @@ impl Transport for ShmTransport {
 
     fn input_pending(&self) -> bool {
         self.rx.available() != Ok(0) || self.peer_closed
+    }
+
+    fn short_read_drains(&self) -> bool {
+        true
     }
 
     fn on_event(&mut self, _readable: bool, _writable: bool, closed: bool) -> (bool, bool) {

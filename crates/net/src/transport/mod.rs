@@ -16,6 +16,8 @@ use std::io::{self, IoSlice, IoSliceMut};
 /// A non-blocking, pollable byte stream to one peer.
 pub trait Transport: Send {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize>;
+    /// May leave `bufs` advanced past what it read (shared memory does):
+    /// callers make them afresh for each read.
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize>;
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize>;
     /// Whether a connection with nothing in flight is still usable: no byte

@@ -4,8 +4,11 @@
 //! net --icount`). Writes never raise SIGPIPE in a host program that did
 //! not ignore it (the MPI-IO library lives in C programs, which do not,
 //! unlike Rust's own). They go through `syscall(2)`, not libc's named
-//! wrappers, which also mark each call a thread-cancellation point (about
-//! 50 instructions a call); nothing in a Weft process cancels threads.
+//! wrappers, which also make each call a thread-cancellation point (about
+//! 50 instructions a call in a process with threads). Weft cancels no
+//! threads; a C host program that cancels one of its own threads while it
+//! is inside Weft's library would cancel it at a point Weft does not
+//! expect, so not being one is the safer side.
 #![allow(unsafe_code)]
 
 use std::io::{self, IoSlice, IoSliceMut};

@@ -115,6 +115,18 @@ impl Request {
         }
     }
 
+    /// Bytes the decoded request holds that its encoding did not: a
+    /// collective's pieces, sent as compact runs, expand to up to
+    /// `MAX_PIECES` of them (about 1 MiB) from a body of a few dozen
+    /// bytes. Every other list decodes to about its encoded size. A server
+    /// charges these to its memory budget.
+    pub fn expanded_bytes(&self) -> usize {
+        match self {
+            Request::Data { op: DataReq::CollWrite { pieces, .. } | DataReq::CollRead { pieces, .. }, .. } => std::mem::size_of_val(pieces.as_slice()),
+            _ => 0,
+        }
+    }
+
     /// Whether sending this request again, when its connection broke
     /// before the answer (the server may or may not have applied it),
     /// leaves what one send would: reads, positioned writes, truncates,

@@ -170,7 +170,9 @@ pub struct ServerConn {
 
 /// Largest body of a request without payload that is not charged to the
 /// memory budget (see `whole_request`): with `max_queued` such requests a
-/// connection holds a few tens of KiB, less than its buffers.
+/// connection holds a few tens of KiB, less than its buffers (what a
+/// request decodes to beyond its body is charged apart,
+/// `charge_expansion`).
 const UNCHARGED_BODY: usize = 256;
 
 /// `req` in the spare box if there is one, else in a new one.
@@ -560,6 +562,22 @@ impl ServerConn {
         self.pump(now, gate, events);
     }
 
+    /// Charges what decoded `req` holds past its body of `body_len` bytes
+    /// (a collective's expanded pieces) to `charge`. The memory is held
+    /// already, so it is drawn past the limits: a connection over its
+    /// share reads nothing more until answers return it (else 64 queued
+    /// such requests held 64 MiB a connection, unseen by the budget).
+    fn charge_expansion(&self, req: &Request, body_len: usize, charge: &mut Option<Charge>) {
+        let extra = req.expanded_bytes().saturating_sub(body_len) as u64;
+        if extra > 0 {
+            let held = self.budget.charge_held(extra, &self.account);
+            match charge {
+                Some(c) => c.merge(held),
+                None => *charge = Some(held),
+            }
+        }
+    }
+
     /// Handles one whole frame.
     fn frame(&mut self, head: Header, body: Vec<u8>, payload: Payload, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
         if matches!(self.phase, Phase::Ready) {
@@ -609,6 +627,8 @@ impl ServerConn {
             FrameKind::Request => match Request::decode(body).map(|r| boxed(&mut self.spare_req, r)).map(|mut req| (gate.admit(&mut req, &self.identity), req)) {
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {
+                    let mut payload = payload;
+                    self.charge_expansion(&req, body.len(), &mut payload.charge);
                     self.queued += 1;
                     events.push(Event::Request { id, req, payload });
                 }
@@ -619,6 +639,7 @@ impl ServerConn {
                 Ok((Err(why), _)) => self.deny(id, why, now, events),
                 Ok((Ok(()), req)) => {
                     let mut payload = payload;
+                    self.charge_expansion(&req, body.len(), &mut payload.charge);
                     let body_charge = payload.charge.take().expect("drawn in retry");
                     self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None, assembly: None, slot: None });
                     self.waiting.push_back(id.0);

@@ -4,7 +4,7 @@
 use super::*;
 use crate::budget::MemoryBudget;
 use std::time::Duration;
-use weft_wire::{rights, CapKey, Capability, DataReq, FileId, Piece, Secret, HEADER_LEN, MAX_PARTS};
+use weft_wire::{rights, CapKey, Capability, CollTag, DataReq, FileId, Piece, Secret, HEADER_LEN, MAX_PARTS};
 
 pub(super) type Conn = ServerConn;
 
@@ -628,11 +628,17 @@ fn a_recycled_request_box_takes_the_next_request() {
     let Some(Event::Request { req, .. }) = ev.pop() else { panic!("a request") };
     let at: *const Request = &*req;
     c.recycle(req);
+    assert!(c.spare_req.is_some(), "kept");
+    // An allocation of the same size in between: a new box would not get
+    // the freed one back by chance.
+    let other = Box::new(Request::Ping);
     feed(&mut c, &frame(FrameKind::Request, 2, &Request::Status.encode(), 0, &[]), &mut ev);
     let Some(Event::Request { id, req, .. }) = ev.pop() else { panic!("a request") };
     assert_eq!(id, MsgId(2));
     assert!(matches!(*req, Request::Status), "{req:?}");
     assert!(std::ptr::eq(&*req, at), "decoded into the recycled box");
+    assert!(c.spare_req.is_none(), "taken");
+    drop(other);
 }
 
 /// A small request without payload draws nothing from the budget while it
@@ -658,4 +664,46 @@ fn only_small_requests_without_payload_go_uncharged() {
     feed(&mut c, &frame(FrameKind::Request, 3, &write_req(10), 10, &[5; 10]), &mut ev);
     assert_eq!(ev.len(), 3);
     assert_eq!(c.memory(), before + (large.len() + write_req(10).len() + 10) as u64, "a payload is charged with its body");
+    // The bound itself: a body of exactly `UNCHARGED_BODY` bytes goes
+    // uncharged, one byte more is charged.
+    let stat = |len: usize| {
+        let bare = Request::Meta { cred: weft_wire::Cred::new(1, 1), op: weft_wire::MetaReq::Stat { path: String::new() } }.encode().len();
+        let body = Request::Meta { cred: weft_wire::Cred::new(1, 1), op: weft_wire::MetaReq::Stat { path: "a".repeat(len - bare) } }.encode();
+        assert_eq!(body.len(), len);
+        body
+    };
+    ev.clear();
+    let before = c.memory();
+    feed(&mut c, &frame(FrameKind::Request, 4, &stat(UNCHARGED_BODY), 0, &[]), &mut ev);
+    assert_eq!((ev.len(), c.memory()), (1, before), "at the bound: not charged");
+    feed(&mut c, &frame(FrameKind::Request, 5, &stat(UNCHARGED_BODY + 1), 0, &[]), &mut ev);
+    assert_eq!((ev.len(), c.memory()), (2, before + UNCHARGED_BODY as u64 + 1), "past it: charged");
+}
+
+/// A collective's pieces come as compact runs: a body of a few dozen bytes
+/// decodes to up to 65,000 pieces (about 1 MiB). What the decoded request
+/// holds is charged, however short its body, and a connection over its
+/// share reads nothing more (else 64 queued such requests held 64 MiB a
+/// connection, unseen by the budget).
+#[test]
+fn a_collective_requests_expanded_pieces_are_charged() {
+    let mut c = ready(ConnLimits { memory_share: 512 << 10, ..ConnLimits::default() }, 1 << 30);
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Request, 0, &Request::Ping.encode(), 0, &[]), &mut ev);
+    ev.clear();
+    let before = c.memory();
+    let cap = gate().cap_key().issue(FileId(1), rights::READ, u64::MAX);
+    let tag = CollTag { id: 1, participants: 1, member: 0, round: 0, window: 1 << 20, last: true, abandon: false };
+    let pieces: Vec<Piece> = (0..65_000u64).map(|i| Piece { offset: 2 * i, len: 1 }).collect();
+    let body = Request::data(cap, DataReq::CollRead { file: FileId(1), tag, pieces }).encode();
+    assert!(body.len() <= UNCHARGED_BODY, "a short body: {} bytes", body.len());
+    feed(&mut c, &frame(FrameKind::Request, 1, &body, 0, &[]), &mut ev);
+    assert_eq!(ev.len(), 1);
+    let Event::Request { req, .. } = &ev[0] else { panic!("a request") };
+    assert_eq!(req.expanded_bytes(), 65_000 * std::mem::size_of::<Piece>());
+    assert!(c.memory() >= before + 65_000 * 16 - body.len() as u64, "charged: {}", c.memory());
+    assert!(!c.may_read() && c.rx_window().is_none(), "over its share, the connection reads nothing more");
+    ev.clear();
+    assert_eq!(c.memory(), before, "returned once the request is gone");
+    assert!(c.may_read());
 }

@@ -4,6 +4,7 @@
 //! ([`shm`]) for a client on the server's node.
 
 pub mod area;
+mod mapping;
 pub mod ring;
 pub mod shm;
 mod sys;

@@ -22,17 +22,17 @@
 // Mapping shared memory and taking a descriptor from a control message.
 #![allow(unsafe_code)]
 
-use super::area::{Area, Backing, ALIGN};
+use super::area::{Area, ALIGN};
+use super::mapping::{area_offset, total_len, Mapping};
+pub use super::mapping::{mapping_len, punch_due};
 use super::ring::{Corrupt, RingEnd, HEADER};
 use super::Transport;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags, UnixAddr};
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::SocketAddr;
-use std::num::NonZeroUsize;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixSocketAddr, UnixStream as StdUnixStream};
-use std::ptr::NonNull;
 use std::sync::Arc;
 use crate::budget::MemoryBudget;
 use std::time::{Duration, Instant};
@@ -107,79 +107,6 @@ pub fn is_local(addr: SocketAddr) -> bool {
 /// capped at 10 ms, past which spinning only burns a core.
 pub fn poll_budget(vars: &crate::settings::Vars<'_>) -> Result<Duration, crate::settings::BadSetting> {
     Ok(Duration::from_micros(vars.u64("WEFT_SHM_POLL_US")?.unwrap_or(0).min(10_000)))
-}
-
-/// Bytes a connection's rings take (what the server draws from its budget).
-pub fn mapping_len(cap: usize) -> usize {
-    2 * (HEADER + cap)
-}
-
-/// Where the shared area starts: after the rings, on a page boundary.
-fn area_offset(cap: usize) -> usize {
-    mapping_len(cap).next_multiple_of(ALIGN)
-}
-
-/// The whole memfd's size: rings, and an area of `area_len` bytes if any.
-fn total_len(cap: usize, area_len: usize) -> usize {
-    if area_len == 0 { mapping_len(cap) } else { area_offset(cap) + area_len }
-}
-
-/// A shared mapping, unmapped when dropped; on the server, with the
-/// memfd: the rings' pages go back when the connection ends
-/// (`ShmTransport`'s drop), the area's when the last request holding a
-/// place in it is done too (this drop).
-struct Mapping {
-    ptr: NonNull<std::ffi::c_void>,
-    len: usize,
-    memfd: Option<OwnedFd>,
-    /// Where the area starts (`len` if there is none).
-    area_from: usize,
-}
-
-// SAFETY: the mapping is plain shared memory; the rings synchronise access,
-// and the area's slots are only read by the server.
-unsafe impl Send for Mapping {}
-unsafe impl Sync for Mapping {}
-impl Backing for Mapping {
-    fn punch(&self, at: *const u8, len: usize) {
-        // Only ever the area: never the rings, whose bytes are live.
-        let from = (at as usize).saturating_sub(self.base() as usize).max(self.area_from);
-        let to = from.saturating_add(len).min(self.len);
-        if let Some(fd) = &self.memfd
-            && from < to
-        {
-            punch_range(fd, from, to - from);
-        }
-    }
-}
-
-impl Mapping {
-    fn new(fd: &OwnedFd, len: usize) -> io::Result<Self> {
-        use nix::sys::mman::{mmap, MapFlags, ProtFlags};
-        let n = NonZeroUsize::new(len).ok_or(io::ErrorKind::InvalidInput)?;
-        // SAFETY: a fresh shared mapping of a sealed memfd of at least `len`
-        // bytes; nothing else in this process aliases it.
-        let ptr = unsafe { mmap(None, n, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, fd, 0) }.map_err(io::Error::from)?;
-        Ok(Mapping { ptr, len, memfd: None, area_from: len })
-    }
-
-    fn base(&self) -> *mut u8 {
-        self.ptr.as_ptr() as *mut u8
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: mapped in `new`, unmapped once; the ring ends and the
-        // area's slots die before it (they hold it).
-        let _ = unsafe { nix::sys::mman::munmap(self.ptr, self.len) };
-        // The area's pages: no request holds a place any more.
-        if let Some(fd) = &self.memfd
-            && self.area_from < self.len
-        {
-            punch_range(fd, self.area_from, self.len - self.area_from);
-        }
-    }
 }
 
 /// One connection over shared memory (either side).
@@ -617,55 +544,10 @@ impl Drop for ShmTransport {
         // The client may keep the memfd alive: the rings' pages go back
         // (punched out; no write seal, so this is allowed), so a client
         // cycling connections cannot pin memory the budget no longer
-        // counts. A client still connected may have last bytes to read (an
-        // error saying why it was closed): those pages go after a grace
-        // period. The area's go with the mapping (`Mapping`'s drop), once
+        // counts. The area's go with the mapping (`Mapping`'s drop), once
         // no request holds a place in it.
-        let Some(memfd) = self.map.memfd.as_ref() else { return };
-        let len = mapping_len(self.rx.capacity());
-        let now = Instant::now();
-        if self.peer_closed {
-            punch(memfd, len);
-        } else {
-            match memfd.try_clone() {
-                Ok(fd) => DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_back((now + PUNCH_GRACE, fd, len)),
-                // No descriptor to keep (a flood of connections): now.
-                Err(_) => punch(memfd, len),
-            }
-        }
-        punch_due(now);
+        self.map.release_rings(mapping_len(self.rx.capacity()), self.peer_closed);
     }
-}
-
-/// Punches the rings of closed connections whose grace period is over
-/// (the server's sweep calls it, so they go within a sweep of it even when
-/// no other connection closes).
-pub fn punch_due(now: Instant) {
-    let mut deferred = DEFERRED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    while let Some((due, _, _)) = deferred.front() {
-        if *due > now && deferred.len() <= MAX_DEFERRED {
-            break;
-        }
-        let (_, fd, len) = deferred.pop_front().expect("front exists");
-        punch(&fd, len);
-    }
-}
-
-/// How long a closed connection's rings stay readable for a client still
-/// connected, and how many may wait at once (then the oldest go at once).
-const PUNCH_GRACE: Duration = Duration::from_secs(2);
-const MAX_DEFERRED: usize = 64;
-
-/// Memfds of closed connections whose pages go later (oldest first).
-static DEFERRED: std::sync::Mutex<std::collections::VecDeque<(Instant, OwnedFd, usize)>> = std::sync::Mutex::new(std::collections::VecDeque::new());
-
-fn punch(fd: &OwnedFd, len: usize) {
-    punch_range(fd, 0, len);
-}
-
-fn punch_range(fd: &OwnedFd, at: usize, len: usize) {
-    use nix::fcntl::{fallocate, FallocateFlags};
-    let _ = fallocate(fd, FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE, at as i64, len as i64);
 }
 
 /// [`ShmTransport::blocking`].

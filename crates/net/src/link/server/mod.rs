@@ -25,10 +25,12 @@
 //!   stops reading, past the second the peer broke the protocol.
 
 mod admission;
+mod handshake;
 mod limits;
 mod output;
 mod parts;
 mod payload;
+mod rendezvous;
 #[cfg(test)]
 mod placed_tests;
 #[cfg(test)]
@@ -44,7 +46,7 @@ use crate::transport::area::{Area, Slot};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
-use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Grant, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, RAIL_TOKEN_LEN};
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, RAIL_TOKEN_LEN};
 
 /// Where the handshake stands (protocol in `weft_net::handshake`).
 #[derive(Debug, Clone, Copy)]
@@ -589,38 +591,9 @@ impl ServerConn {
     }
 
     fn frame_decoded(&mut self, head: Header, body: &[u8], payload: Payload, now: Instant, gate: &dyn Admission, events: &mut Vec<Event>) {
-        match self.phase {
-            Phase::AwaitHello => {
-                match Hello::decode(body) {
-                    Ok(hello) => {
-                        let challenge = Challenge { nonce: self.server_nonce };
-                        self.phase = Phase::AwaitProof { hello, challenge };
-                        self.push(FrameKind::Challenge, MsgId(0), &challenge.encode(), Payload::default(), now);
-                    }
-                    Err(e) => self.fail(ErrorCode::BadRequest, format!("bad hello: {e}"), now),
-                }
-                return;
-            }
-            Phase::AwaitProof { hello, challenge } if hello.munge() => {
-                self.phase = Phase::Verifying;
-                events.push(Event::Verify { hello, challenge, cred: body.to_vec() });
-                return;
-            }
-            Phase::Verifying => unreachable!("admit lets no frame in while verifying"),
-            Phase::AwaitProof { hello, challenge } => {
-                match Proof::decode(body) {
-                    Ok(p) if gate.secret().verify_client_proof(&hello, &challenge, &p) => {
-                        self.phase = Phase::Ready;
-                        self.handshake_by = None;
-                        self.push(FrameKind::Welcome, MsgId(0), &gate.secret().server_proof(&hello, &challenge).encode(), Payload::default(), now);
-                        events.push(Event::Ready);
-                    }
-                    Ok(_) => self.fail(ErrorCode::Permission, "wrong cluster secret".into(), now),
-                    Err(e) => self.fail(ErrorCode::BadRequest, format!("bad proof: {e}"), now),
-                }
-                return;
-            }
-            Phase::Ready => {}
+        if !matches!(self.phase, Phase::Ready) {
+            self.handshake_frame(body, now, gate, events);
+            return;
         }
         let id = head.msg_id;
         match head.kind {
@@ -640,10 +613,7 @@ impl ServerConn {
                 Ok((Ok(()), req)) => {
                     let mut payload = payload;
                     self.charge_expansion(&req, body.len(), &mut payload.charge);
-                    let body_charge = payload.charge.take().expect("drawn in retry");
-                    self.pending.insert(id.0, Pending { req, body_charge, pay_len: head.pay_len, grant: None, granted_at: None, assembly: None, slot: None });
-                    self.waiting.push_back(id.0);
-                    self.grant(now);
+                    self.announced(id, req, head.pay_len, payload, now);
                 }
                 // Answered at once: the client treats a response before
                 // `Cts` as a refusal and never sends the data.
@@ -658,45 +628,9 @@ impl ServerConn {
                 Ok(h) => events.push(Event::Part { token: h.token, id, offset: h.offset, payload }),
                 Err(e) => self.fail(ErrorCode::BadRequest, format!("bad part: {e}"), now),
             },
-            FrameKind::Data => {
-                let p = self.pending.remove(&id.0).expect("admitted");
-                self.granted -= u64::from(p.pay_len);
-                self.queued += 1;
-                let mut payload = payload;
-                if let Some(c) = payload.charge.as_mut() {
-                    c.merge(p.body_charge);
-                }
-                events.push(Event::Request { id, req: p.req, payload });
-                self.grant(now);
-            }
-            FrameKind::Placed => {
-                let mut p = self.pending.remove(&id.0).expect("admitted");
-                self.granted -= u64::from(p.pay_len);
-                self.queued += 1;
-                let mut charge = p.grant.take().expect("a place is granted with its memory");
-                charge.merge(p.body_charge);
-                events.push(Event::Request { id, req: p.req, payload: Payload { bytes: Vec::new(), charge: Some(charge), placed: p.slot.take().map(Box::new) } });
-                self.grant(now);
-            }
+            FrameKind::Data => self.data_arrived(id, payload, now, events),
+            FrameKind::Placed => self.placed(id, now, events),
             _ => unreachable!("admitted"),
-        }
-    }
-
-    /// The outcome of a MUNGE proof handed out with [`Event::Verify`]: the
-    /// connection opens as the proven user, or is refused and closes.
-    pub fn verified(&mut self, outcome: MungeOutcome, now: Instant, events: &mut Vec<Event>) {
-        if !matches!(self.phase, Phase::Verifying) || self.closing.is_some() {
-            return;
-        }
-        match outcome {
-            Ok((who, ours)) => {
-                self.phase = Phase::Ready;
-                self.handshake_by = None;
-                self.identity = who;
-                self.push(FrameKind::Welcome, MsgId(0), &ours, Payload::default(), now);
-                events.push(Event::Ready);
-            }
-            Err((code, why)) => self.fail(code, why, now),
         }
     }
 
@@ -711,30 +645,5 @@ impl ServerConn {
         let rsp = Response::error(ErrorCode::BadRequest, format!("undecodable request: {e}"));
         self.push(FrameKind::Response, id, &rsp.encode(), Payload::default(), now);
         events.push(Event::Refused);
-    }
-
-    /// Sends `Cts` to waiting rendezvous requests, in arrival order, while
-    /// the window and the memory budget allow.
-    fn grant(&mut self, now: Instant) {
-        while let Some(&id) = self.waiting.front() {
-            if self.closing.is_some() {
-                return;
-            }
-            let len = u64::from(self.pending[&id].pay_len);
-            if self.granted > 0 && self.granted + len > self.limits.rendezvous_window {
-                return;
-            }
-            let Some(charge) = self.budget.try_charge_for(len, &self.account, self.limits.memory_share) else { return };
-            self.waiting.pop_front();
-            self.granted += len;
-            let p = self.pending.get_mut(&id).expect("waiting ids are pending");
-            p.grant = Some(charge);
-            p.granted_at = Some(now);
-            // A payload the server only copies, with room in the area, is
-            // placed there by the client; any other comes through the ring.
-            p.slot = self.area.as_ref().filter(|_| p.req.payload_is_opaque()).and_then(|a| a.place(len as usize));
-            let grant = Grant { token: self.rail_token, area_at: p.slot.as_ref().map(Slot::at) };
-            self.push(FrameKind::Cts, MsgId(id), &grant.encode(), Payload::default(), now);
-        }
     }
 }

@@ -4,6 +4,7 @@
 use super::tests::{drain, feed, frame, ready, write_req, Conn};
 use super::*;
 use crate::transport::area::{self, CHARGE_STEP};
+use weft_wire::Grant;
 
 /// A ready connection with an area of `len` bytes drawn from a budget of
 /// `budget` bytes.

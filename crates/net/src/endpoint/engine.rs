@@ -354,6 +354,10 @@ impl Engine {
     pub(super) fn install(&mut self, key: ConnKey, mut transport: Box<dyn Transport>, registry: &Registry) -> io::Result<()> {
         // Its id, under a mark until it is registered.
         let id = self.conns.insert(key, Slot::Connecting);
+        // Writable too for shared memory, whose doorbells say room as well:
+        // the wake-up when the server drains a doorbell has this side up by
+        // the time the answer comes (a shorter round trip on a host slow to
+        // wake a thread; docs/benchmarks.md, "The servers' share").
         if let Err(e) = registry.register(transport.source(), id.token(), Interest::READABLE | Interest::WRITABLE) {
             self.conns.remove(&key);
             return Err(e);

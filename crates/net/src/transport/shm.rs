@@ -19,7 +19,8 @@
 //! 1 MiB each way, drawn from the server's memory budget. A rendezvous
 //! payload the server places in the shared area after the rings
 //! ([`super::area`]) is copied once, by the client.
-// Mapping shared memory and taking a descriptor from a control message.
+// Ring ends and area copies over the shared mapping, and taking a
+// descriptor from a control message.
 #![allow(unsafe_code)]
 
 use super::area::{Area, ALIGN};

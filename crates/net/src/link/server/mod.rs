@@ -46,7 +46,7 @@ use crate::transport::area::{Area, Slot};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
-use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, PartHead, Proof, RailToken, Request, Response, RAIL_TOKEN_LEN};
+use weft_wire::{Challenge, DecodeError, ErrorCode, FrameKind, Header, Hello, MsgId, PartHead, RailToken, Request, Response, RAIL_TOKEN_LEN};
 
 /// Where the handshake stands (protocol in `weft_net::handshake`).
 #[derive(Debug, Clone, Copy)]
@@ -483,53 +483,6 @@ impl ServerConn {
                     return;
                 }
             }
-        }
-    }
-
-    /// Checks a header against the phase and the limits before any memory
-    /// is drawn for it.
-    fn admit(&self, head: &Header) -> Result<(), String> {
-        if head.flags != 0 {
-            return Err(format!("reserved header flags {:#x} must be zero", head.flags));
-        }
-        let handshake = match self.phase {
-            Phase::AwaitHello => Some((FrameKind::Hello, Hello::LEN..=Hello::LEN)),
-            // A MUNGE credential has no fixed size.
-            Phase::AwaitProof { hello, .. } if hello.munge() => Some((FrameKind::Proof, 1..=crate::munge::MAX_CRED_LEN)),
-            Phase::AwaitProof { .. } => Some((FrameKind::Proof, Proof::LEN..=Proof::LEN)),
-            // The client waits for the `Welcome`: nothing may come now.
-            Phase::Verifying => return Err(format!("a {:?} frame before the handshake finished", head.kind)),
-            Phase::Ready => None,
-        };
-        if let Some((kind, len)) = handshake {
-            if head.kind != kind || !len.contains(&(head.body_len as usize)) || head.pay_len != 0 || head.msg_id != MsgId(0) {
-                return Err(format!("expected a {kind:?} frame of {len:?} bytes, got {:?} with {} + {} bytes", head.kind, head.body_len, head.pay_len));
-            }
-            return Ok(());
-        }
-        match head.kind {
-            FrameKind::Request if head.pay_len > self.limits.eager_limit => {
-                Err(format!("eager payload of {} bytes exceeds the eager limit {}; use a rendezvous", head.pay_len, self.limits.eager_limit))
-            }
-            FrameKind::Request => Ok(()),
-            FrameKind::Rts if self.pending.len() >= self.limits.max_pending_rts => {
-                Err(format!("more than {} rendezvous requests announced and not sent", self.limits.max_pending_rts))
-            }
-            FrameKind::Rts if self.pending.contains_key(&head.msg_id.0) => Err(format!("duplicate rendezvous message id {}", head.msg_id.0)),
-            FrameKind::Rts => Ok(()),
-            FrameKind::Data => match self.pending.get(&head.msg_id.0) {
-                Some(p) if p.grant.is_some() && p.assembly.is_none() && p.slot.is_none() && p.pay_len == head.pay_len && head.body_len == 0 => Ok(()),
-                _ => Err(format!("data for message {} does not match a grant", head.msg_id.0)),
-            },
-            FrameKind::Placed => match self.pending.get(&head.msg_id.0) {
-                Some(p) if p.slot.is_some() && head.pay_len == 0 && head.body_len == 0 => Ok(()),
-                _ => Err(format!("a placed payload for message {} that was not granted a place", head.msg_id.0)),
-            },
-            // Its payload is drawn like a request's; where it goes is
-            // checked once it is whole (it may name another connection).
-            FrameKind::Part if head.body_len as usize == PartHead::LEN && head.pay_len > 0 => Ok(()),
-            FrameKind::Part => Err(format!("a part of {} + {} bytes (its head is {} bytes, its payload not empty)", head.body_len, head.pay_len, PartHead::LEN)),
-            k => Err(format!("unexpected {k:?} frame from a client")),
         }
     }
 

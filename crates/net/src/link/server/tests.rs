@@ -1,10 +1,10 @@
-//! Unit tests of the server's connection machine (`server/mod.rs`): bytes
+//! Unit tests of the server's connection machine (`server/`): bytes
 //! in, frames and events out, with plain buffers and no sockets.
 
 use super::*;
 use crate::budget::MemoryBudget;
 use std::time::Duration;
-use weft_wire::{rights, CapKey, Capability, CollTag, DataReq, FileId, Piece, Secret, HEADER_LEN, MAX_PARTS};
+use weft_wire::{rights, CapKey, Capability, CollTag, DataReq, FileId, Piece, Proof, Secret, HEADER_LEN, MAX_PARTS};
 
 pub(super) type Conn = ServerConn;
 

@@ -110,7 +110,7 @@ impl Reactor {
     }
 
     /// Hands a request to the pool (or to its object's read queue).
-    pub(super) fn start(&mut self, k: usize, mut job: Job) {
+    fn start(&mut self, k: usize, mut job: Job) {
         if matches!(*job.req, Request::Status) {
             // The loop's CPU time is noted at each sweep, and here, so a
             // status report misses none of the loop's work before it.

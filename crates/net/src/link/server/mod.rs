@@ -381,7 +381,10 @@ impl ServerConn {
         // A small request without payload is bounded by count
         // (`max_queued` a connection), as error answers are: drawing and
         // returning its few bytes cost more than the rest of its way in.
-        let charge = if pay_len == 0 && body_len <= UNCHARGED_BODY {
+        // Not while the budget is spent, though: then it waits for memory
+        // like any other, so requests that decode to more than their body
+        // (`charge_expansion`, drawn past the limits) stop coming in.
+        let charge = if pay_len == 0 && body_len <= UNCHARGED_BODY && self.budget.used() < self.budget.limit() {
             None
         } else {
             let Some(c) = self.budget.try_charge_for((body_len + pay_len) as u64, &self.account, self.limits.memory_share) else { return false };

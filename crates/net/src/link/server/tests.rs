@@ -595,17 +595,26 @@ fn requests_read_ahead_come_out_whole_and_in_order() {
     assert!(c.closing().is_none());
 }
 
-/// Requests read ahead while memory is short wait in the stage (nothing
-/// more is read), and come out once memory is returned.
-#[test]
-fn requests_read_ahead_wait_for_memory() {
+/// A ready connection that has made its stage (one ping read), on a
+/// budget of 1 MiB whose every byte the returned charge holds.
+fn staged_with_budget_spent() -> (Conn, crate::budget::Charge) {
     let budget = MemoryBudget::new(1 << 20);
     let mut c = Conn::new(Instant::now(), Arc::new(ConnLimits::default()), budget.clone(), SERVER_NONCE);
     let mut ev = Vec::new();
     handshake(&mut c, &secret(), &mut ev);
     feed(&mut c, &frame(FrameKind::Request, 9, &Request::Ping.encode(), 0, &[]), &mut ev);
-    ev.clear();
+    // The ping's memory back first.
+    drop(ev);
     let hog = budget.try_charge(budget.limit() - budget.used()).unwrap();
+    (c, hog)
+}
+
+/// Requests read ahead while memory is short wait in the stage (nothing
+/// more is read), and come out once memory is returned.
+#[test]
+fn requests_read_ahead_wait_for_memory() {
+    let (mut c, hog) = staged_with_budget_spent();
+    let mut ev = Vec::new();
     let pay = [7u8; 10];
     let mut bytes = frame(FrameKind::Request, 1, &write_req(10), 10, &pay);
     bytes.extend(frame(FrameKind::Request, 2, &Request::Ping.encode(), 0, &[]));
@@ -706,4 +715,18 @@ fn a_collective_requests_expanded_pieces_are_charged() {
     ev.clear();
     assert_eq!(c.memory(), before, "returned once the request is gone");
     assert!(c.may_read());
+}
+
+/// While the budget is spent, a small request without payload waits for
+/// memory like any other (else requests that decode to more than their
+/// body, drawn past the limits, would keep coming in over a full budget).
+#[test]
+fn small_requests_wait_while_the_budget_is_spent() {
+    let (mut c, hog) = staged_with_budget_spent();
+    let mut ev = Vec::new();
+    feed(&mut c, &frame(FrameKind::Request, 1, &Request::Ping.encode(), 0, &[]), &mut ev);
+    assert!(ev.is_empty() && c.is_stalled(), "a ping over a spent budget waits");
+    drop(hog);
+    c.retry(Instant::now(), &gate(), &mut ev);
+    assert!(matches!(ev[..], [Event::Request { id: MsgId(1), .. }]));
 }
